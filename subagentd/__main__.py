@@ -1,0 +1,5 @@
+"""`python -m subagentd` runs the command-line interface."""
+
+from subagentd.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""The rules of subagentd: live registry, inbox scheduling, lineage authorization, tools. No I/O."""

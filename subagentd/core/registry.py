@@ -1,0 +1,107 @@
+"""The live registry: which agents are live now, their activations, ancestry and open turns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from subagentd.schema.messages import Descriptor
+
+ORDINARY = "ordinary"
+CONTINUABLE = "continuable"
+ONE_SHOT = "one-shot"
+
+
+@dataclass(slots=True)
+class Turn:
+    turn_id: str
+    interrupted: bool = False
+
+
+@dataclass(slots=True, eq=False)
+class LiveAgent:
+    """One live agent and its current activation."""
+
+    agent_id: str
+    parent_id: str | None
+    kind: str  # ORDINARY | CONTINUABLE | ONE_SHOT
+    activation_id: str
+    ancestry: frozenset[str]  # activation ids of itself and its live ancestors at activation
+    descriptor: Descriptor | None = None
+    turn: Turn | None = None
+    parked: bool = False
+    pending: int = 0  # unclaimed inbox messages (queued or parked)
+    children: set[str] = field(default_factory=set)  # live children ids
+    disposing: bool = False
+    resume: bool = False  # the next turn/start carries the descriptor (cold resume)
+    last_reason: str | None = None
+    last_output: str | None = None
+
+    @property
+    def status(self) -> str:
+        return "running" if self.turn is not None else "idle"
+
+
+class Registry:
+    """Live agents by id, with the live-children index that keeps parents resident."""
+
+    def __init__(self) -> None:
+        self._agents: dict[str, LiveAgent] = {}
+
+    def __len__(self) -> int:
+        return len(self._agents)
+
+    def __iter__(self):
+        return iter(list(self._agents.values()))
+
+    def get(self, agent_id: str | None) -> LiveAgent | None:
+        return self._agents.get(agent_id) if agent_id is not None else None
+
+    def live_ancestry(self, activation_id: str, parent_id: str | None) -> frozenset[str]:
+        """Own activation plus every live ancestor's, walking parent_id until one is not live."""
+        ids = [activation_id]
+        seen = set()
+        parent = self._agents.get(parent_id) if parent_id else None
+        while parent is not None and parent.agent_id not in seen:
+            seen.add(parent.agent_id)
+            ids.append(parent.activation_id)
+            parent = self._agents.get(parent.parent_id) if parent.parent_id else None
+        return frozenset(ids)
+
+    def add(self, agent: LiveAgent) -> None:
+        self._agents[agent.agent_id] = agent
+        parent = self._agents.get(agent.parent_id) if agent.parent_id else None
+        if parent is not None:
+            parent.children.add(agent.agent_id)
+        # Children that were already live (a root reopened under live forks) are re-linked.
+        for other in self._agents.values():
+            if other.parent_id == agent.agent_id:
+                agent.children.add(other.agent_id)
+
+    def remove(self, agent: LiveAgent) -> None:
+        self._agents.pop(agent.agent_id, None)
+        parent = self._agents.get(agent.parent_id) if agent.parent_id else None
+        if parent is not None:
+            parent.children.discard(agent.agent_id)
+
+    def subtree(self, agent: LiveAgent) -> list[LiveAgent]:
+        """Live agents below `agent` (through live children), deepest first."""
+        order: list[LiveAgent] = []
+        stack = [agent]
+        seen = {agent.agent_id}
+        while stack:
+            current = stack.pop()
+            for child_id in current.children:
+                child = self._agents.get(child_id)
+                if child is not None and child_id not in seen:
+                    seen.add(child_id)
+                    order.append(child)
+                    stack.append(child)
+        return list(reversed(order))
+
+    def root_of(self, agent: LiveAgent) -> LiveAgent:
+        """The topmost live agent above `agent` (itself when its parent is not live)."""
+        seen = {agent.agent_id}
+        while agent.parent_id and agent.parent_id in self._agents and agent.parent_id not in seen:
+            agent = self._agents[agent.parent_id]
+            seen.add(agent.agent_id)
+        return agent

@@ -1,0 +1,74 @@
+"""Every model-visible text, exactly as SEMANTICS.md fixes it (`—` is U+2014)."""
+
+from __future__ import annotations
+
+# --- send_message (SEMANTICS.md section 4) ---
+SEND_OK = "message queued as the next turn for subagent {id}"
+NOT_DELIVERED = "message not delivered: {reason}"
+DRAINING_ALL = "continuable subagents are draining; the operation was not admitted"
+DRAINING_BELOW = (
+    'continuable subagents below parent "{root}" are draining; the operation was not admitted'
+)
+SEND_STALE = 'subagent "{id}" delivery requires the exact live parent agent'
+SEND_OTHER_PARENT = 'subagent "{id}" belongs to another parent session'
+SEND_UNAVAILABLE = 'subagent "{id}" is unavailable'
+SEND_NOT_RESUMABLE = (
+    'subagent "{id}" has no supported continuation state and cannot be resumed;'
+    " do not retry send_message with this id"
+)
+
+# --- interrupt_agent (section 5) ---
+INTERRUPT_OK = "interrupt requested for agent {id}"
+INTERRUPT_STALE = 'interrupting "{id}" requires the exact live ancestor agent'
+INTERRUPT_SELF = 'agent "{caller}" cannot interrupt itself'
+INTERRUPT_SIBLING = 'subagent "{id}" is a sibling of agent "{caller}", not its descendant'
+INTERRUPT_NOT_DESCENDANT = 'subagent "{id}" is not a live descendant of agent "{caller}"'
+
+# --- list_agents (section 6) ---
+NO_SUBAGENTS = "(no subagents)"
+
+# --- report (section 7) ---
+REPORT_OK = "report accepted by the agent that started you as message {message_id}"
+REPORT_NOT_REPORTER = 'agent "{id}" is not a live continuable subagent and cannot report'
+REPORT_PARENT_NOT_LIVE = "direct parent is not live; report was not delivered"
+REPORT_DISPOSING = 'subagent "{id}" activation is being disposed; the report was not delivered'
+REPORT_HEADER = "Background subagent {id} reported:"
+
+# --- arguments and callers (section 3) ---
+INVALID_ARGUMENTS = "invalid arguments: {violations}"
+MISSING_PROPERTY = 'missing required property "{name}"'
+MUST_BE_STRING = '"{name}" must be a string'
+MUST_BE_ONE_OF = '"{name}" must be one of {choices}'
+ARGUMENTS_NOT_OBJECT = '"arguments" must be an object'
+NO_CALLER = "{tool} requires a calling agent (caller was not given)"
+
+# --- spawn (PROTOCOL.md section 4) ---
+SPAWN_OK = "started subagent {id}"
+
+# --- settlement notices (section 8) ---
+SETTLED_FIRST_LINE = {
+    "completed": "Background subagent {id} finished and will do no further work unless you send it more.",
+    "aborted": "Background subagent {id} was stopped before it finished.",
+    "max-tokens": "Background subagent {id} ran out of room before it finished.",
+    "refusal": "Background subagent {id} declined the task.",
+    "error": "Background subagent {id} failed before it finished.",
+}
+CLOSING_MESSAGE = "Its closing message:"
+NO_CLOSING_MESSAGE = "It left no closing message."
+SUMMARY_LIMIT = 120
+
+# --- report guidance for continuable children (turn/start `instructions`) ---
+REPORT_INSTRUCTIONS = (
+    "You are a background subagent. The agent that started you does not see your transcript,"
+    " only what you send it with the `report` tool. Before you finish, call `report` once with a"
+    " self-contained answer: what you found or did, and anything it needs to act on. If a partial"
+    " finding changes what that agent should do, report it earlier as well. Reporting does not end"
+    " your turn; keep working after it until the task is done."
+)
+
+
+def summary_of(first_block: str) -> str:
+    """A notice's summary: the first block, cut to 119 characters and `…` when longer than 120."""
+    if len(first_block) > SUMMARY_LIMIT:
+        return first_block[: SUMMARY_LIMIT - 1] + "…"
+    return first_block

@@ -1,0 +1,155 @@
+"""Params and results of the trusted host API (PROTOCOL.md section 4)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from subagentd.schema.base import Params, Wire
+from subagentd.schema.listing import AgentRow, Status
+from subagentd.schema.messages import Mode, ToolFilter
+
+TurnReason = Literal["completed", "aborted", "max-tokens", "refusal", "error"]
+Scope = Literal["children", "descendants"]
+
+
+class Empty(Wire, kw_only=True):
+    """An empty result `{}`."""
+
+
+class OpenParams(Params, kw_only=True):
+    agent_id: str | None = None
+    label: str | None = None
+    parent_id: str | None = None
+
+
+class OpenResult(Wire, kw_only=True):
+    agent_id: str
+    activation_id: str
+
+
+class AgentParams(Params, kw_only=True):
+    agent_id: str
+
+
+class SpawnParams(Params, kw_only=True):
+    caller: str
+    activation: str | None = None
+    label: str
+    prompt: str
+    mode: Mode = "continuable"
+    child_id: str | None = None
+    agent_provider: str | None = None
+    agent_model: str | None = None
+    persona: str | None = None
+    tool_filter: ToolFilter | None = None
+    idempotency_key: str | None = None
+
+
+class SpawnResult(Wire, kw_only=True):
+    child_id: str
+    activation_id: str
+    message_id: str
+    text: str
+
+
+class TurnBeginParams(Params, kw_only=True):
+    agent_id: str
+    messages: list[str] | None = None
+
+
+class TurnBeginResult(Wire, kw_only=True):
+    turn_id: str
+
+
+class FollowupParams(Params, kw_only=True):
+    agent_id: str
+    message: str
+    idempotency_key: str | None = None
+
+
+class MessageIdResult(Wire, kw_only=True):
+    message_id: str
+
+
+class InterruptResult(Wire, kw_only=True):
+    accepted: bool
+    previous_status: Status
+
+
+class TurnEndParams(Params, kw_only=True):
+    agent_id: str
+    turn_id: str
+    reason: TurnReason
+    output: str | None = None
+
+
+class Event(Wire, kw_only=True):
+    type: str
+    data: Any = None
+
+
+class TranscriptAppendParams(Params, kw_only=True):
+    agent_id: str
+    turn_id: str | None = None
+    events: list[Event]
+
+
+class SeqResult(Wire, kw_only=True):
+    seq: int
+
+
+class TranscriptReadParams(Params, kw_only=True):
+    agent_id: str
+    after: int | None = None
+    limit: int | None = None
+
+
+class StoredEvent(Wire, kw_only=True):
+    seq: int
+    type: str
+    data: Any = None
+    at: str
+    turn_id: str | None = None
+
+
+class TranscriptReadResult(Wire, kw_only=True):
+    events: list[StoredEvent]
+    next: int | None = None
+
+
+class AgentInfo(Wire, kw_only=True):
+    agent_id: str
+    parent_id: str | None = None
+    kind: Literal["ordinary", "continuable", "one-shot", "unknown"]
+    mode: Mode | None = None
+    label: str | None = None
+    status: Status
+    depth: int
+    created_at: str
+    queued: int
+    parked: int
+
+
+class ListParams(Params, kw_only=True):
+    root_id: str
+    scope: Scope = "children"
+    include_one_shot: bool = True
+    cursor: str | None = None
+    limit: int | None = None
+
+
+class ListResult(Wire, kw_only=True):
+    agents: list[AgentRow]  # one-shot children included
+    next_cursor: str | None = None
+
+
+class MessageGetParams(Params, kw_only=True):
+    message_id: str
+
+
+class MessageInfo(Wire, kw_only=True):
+    message_id: str
+    agent_id: str
+    state: Literal["queued", "parked", "claimed", "cancelled"]
+    turn_id: str | None = None
+    source: Any

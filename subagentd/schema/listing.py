@@ -1,0 +1,29 @@
+"""Rows of an agent listing, shared by the list_agents tool and the host's agents/list."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from subagentd.schema.base import Wire
+from subagentd.schema.messages import Mode
+
+Status = Literal["running", "idle", "ready"]
+
+
+class ChildRow(Wire, tag_field="kind", tag="child", kw_only=True):
+    id: str
+    label: str
+    status: Status
+    mode: Mode | None = None  # set by the host's agents/list only
+    parent: str | None = None
+    depth: int | None = None
+
+
+class DiagnosticRow(Wire, tag_field="kind", tag="diagnostic", kw_only=True):
+    id: str
+    reason: Literal["corrupt", "unsupported", "unavailable"]
+    parent: str | None = None
+    depth: int | None = None
+
+
+AgentRow = ChildRow | DiagnosticRow

@@ -1,0 +1,53 @@
+"""Notifications subagentd sends to the host (PROTOCOL.md section 6)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from subagentd.schema.base import Wire
+from subagentd.schema.host import Status
+from subagentd.schema.messages import Descriptor, Message
+
+
+class TurnStart(Wire, kw_only=True):
+    agent_id: str
+    activation_id: str
+    turn_id: str
+    messages: list[Message]
+    resume: Descriptor | None = None
+    instructions: str | None = None
+
+
+class InterruptCause(Wire, kw_only=True):
+    kind: Literal["parent", "user", "shutdown"]
+    by: str | None = None
+
+
+class TurnInterrupt(Wire, kw_only=True):
+    agent_id: str
+    turn_id: str
+    cause: InterruptCause
+
+
+class AgentInject(Wire, kw_only=True):
+    agent_id: str
+    messages: list[Message]
+
+
+class AgentSettled(Wire, kw_only=True):
+    agent_id: str
+    reason: str
+
+
+class AgentStatus(Wire, kw_only=True):
+    agent_id: str
+    status: Status
+
+
+NOTIFICATIONS = {
+    "turn/start": TurnStart,
+    "turn/interrupt": TurnInterrupt,
+    "agent/inject": AgentInject,
+    "agent/settled": AgentSettled,
+    "agent/status": AgentStatus,
+}

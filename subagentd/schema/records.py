@@ -1,0 +1,53 @@
+"""Stored records exchanged between core/ and storage/ (not on the wire as such)."""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class SessionRecord(msgspec.Struct, kw_only=True):
+    id: str
+    parent_id: str | None
+    kind: str  # "ordinary" | "subagent"; a subagent's mode lives in its descriptor
+    label: str | None
+    created_at: str
+    depth: int
+    parked: bool = False
+    open_turn_id: str | None = None
+    last_reason: str | None = None
+    last_output: str | None = None
+
+
+class InboxRecord(msgspec.Struct, kw_only=True):
+    position: int
+    message_id: str
+    session_id: str
+    content: str  # JSON text of the content blocks
+    source: str  # JSON text of the source
+    state: str
+    turn_id: str | None = None
+
+
+class TreeRecord(msgspec.Struct, kw_only=True):
+    """One session below a listing root: enough to render it without another query."""
+
+    id: str
+    parent_id: str | None
+    depth: int
+    kind: str
+    label: str | None
+    descriptor: str | bytes | None
+
+
+class EventRecord(msgspec.Struct, kw_only=True):
+    seq: int
+    turn_id: str | None
+    type: str
+    data: str | None  # JSON text
+    at: str
+
+
+class IdempotencyRecord(msgspec.Struct, kw_only=True):
+    method: str
+    fingerprint: str
+    result: str  # JSON text

@@ -1,0 +1,1 @@
+"""SQLite persistence through sqlite-utils: migrations, sessions, descriptors, events, inboxes, keys."""

@@ -1,0 +1,305 @@
+"""The SQLite store: one connection, WAL, group commit, prepared SQL on the hot paths."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from sqlite_utils import Database
+
+from subagentd.schema.records import (
+    EventRecord,
+    IdempotencyRecord,
+    InboxRecord,
+    SessionRecord,
+    TreeRecord,
+)
+from subagentd.storage.migrations import migrations
+
+_SESSION_COLUMNS = (
+    "id, parent_id, kind, label, created_at, depth, parked, open_turn_id, last_reason, last_output"
+)
+
+# Pre-order walk below a root. `path` sorts siblings by (created_at, id) with a separator below
+# every other character, so a parent sorts before its subtree; `seen` stops cycles in corrupt data.
+_DESCENDANTS_SQL = """
+WITH RECURSIVE tree(id, parent_id, depth, kind, label, path, seen) AS (
+    SELECT s.id, s.parent_id, 1, s.kind, s.label,
+           s.created_at || char(1) || s.id || char(0x7f),
+           char(0x7f) || :root || char(0x7f) || s.id || char(0x7f)
+    FROM sessions s WHERE s.parent_id = :root AND s.id != :root
+    UNION ALL
+    SELECT s.id, s.parent_id, t.depth + 1, s.kind, s.label,
+           t.path || char(2) || s.created_at || char(1) || s.id || char(0x7f),
+           t.seen || s.id || char(0x7f)
+    FROM sessions s JOIN tree t ON s.parent_id = t.id
+    WHERE instr(t.seen, char(0x7f) || s.id || char(0x7f)) = 0
+)
+SELECT t.id, t.parent_id, t.depth, t.kind, t.label, d.body
+FROM tree t LEFT JOIN descriptors d ON d.session_id = t.id
+ORDER BY t.path
+"""
+
+_CHILDREN_SQL = """
+SELECT s.id, s.parent_id, 1, s.kind, s.label, d.body
+FROM sessions s LEFT JOIN descriptors d ON d.session_id = s.id
+WHERE s.parent_id = :root AND s.id != :root
+ORDER BY s.created_at, s.id
+"""
+
+
+class SqliteStore:
+    """Everything subagentd keeps durably; knows nothing about JSON-RPC or the agent rules."""
+
+    def __init__(self, path: str, *, durability: str = "normal", busy_timeout_ms: int = 5000):
+        self.path = path
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.conn = conn
+        self.db = Database(conn, execute_plugins=False)
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        if path != ":memory:":
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}")
+        conn.execute("PRAGMA foreign_keys = OFF")
+        migrations.apply(self.db)
+        self._savepoints = 0
+
+    # --- transactions -------------------------------------------------------------------
+
+    @property
+    def dirty(self) -> bool:
+        """True while writes are waiting for the next commit."""
+        return self.conn.in_transaction
+
+    def _begin(self) -> None:
+        if not self.conn.in_transaction:
+            self.conn.execute("BEGIN IMMEDIATE")
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """One request's writes: all or nothing, inside the shared group-commit transaction."""
+        self._begin()
+        self._savepoints += 1
+        name = f"r{self._savepoints}"
+        self.conn.execute(f"SAVEPOINT {name}")
+        try:
+            yield
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
+                self.conn.execute(f"RELEASE SAVEPOINT {name}")
+            raise
+        else:
+            self.conn.execute(f"RELEASE SAVEPOINT {name}")
+        finally:
+            self._savepoints -= 1
+
+    def commit(self) -> None:
+        """Make every write so far durable (one group commit)."""
+        if self.conn.in_transaction:
+            self.conn.execute("COMMIT")
+
+    def close(self) -> None:
+        self.commit()
+        self.conn.close()
+
+    # --- sessions and descriptors -------------------------------------------------------
+
+    def get_session(self, session_id: str) -> SessionRecord | None:
+        row = self.conn.execute(
+            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
+        ).fetchone()
+        return _session(row) if row else None
+
+    def insert_session(self, record: SessionRecord, descriptor: str | None = None) -> None:
+        self._begin()
+        self.conn.execute(
+            f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (
+                record.id,
+                record.parent_id,
+                record.kind,
+                record.label,
+                record.created_at,
+                record.depth,
+                int(record.parked),
+                record.open_turn_id,
+                record.last_reason,
+                record.last_output,
+            ),
+        )
+        if descriptor is not None:
+            self.conn.execute(
+                "INSERT INTO descriptors (session_id, body) VALUES (?, ?)", (record.id, descriptor)
+            )
+
+    def get_descriptor(self, session_id: str) -> str | bytes | None:
+        row = self.conn.execute(
+            "SELECT body FROM descriptors WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        return row[0] if row else None
+
+    def set_parked(self, session_id: str, parked: bool) -> None:
+        self._begin()
+        self.conn.execute("UPDATE sessions SET parked = ? WHERE id = ?", (int(parked), session_id))
+        if parked:
+            self.conn.execute(
+                "UPDATE inbox SET state = 'parked' WHERE session_id = ? AND state = 'queued'",
+                (session_id,),
+            )
+        else:
+            self.conn.execute(
+                "UPDATE inbox SET state = 'queued' WHERE session_id = ? AND state = 'parked'",
+                (session_id,),
+            )
+
+    def set_open_turn(self, session_id: str, turn_id: str | None) -> None:
+        self._begin()
+        self.conn.execute(
+            "UPDATE sessions SET open_turn_id = ? WHERE id = ?", (turn_id, session_id)
+        )
+
+    def end_turn(self, session_id: str, reason: str, output: str | None) -> None:
+        self._begin()
+        self.conn.execute(
+            "UPDATE sessions SET open_turn_id = NULL, last_reason = ?, last_output = ? WHERE id = ?",
+            (reason, output, session_id),
+        )
+
+    def open_turns(self) -> list[tuple[str, str]]:
+        """Sessions whose turn was open when the process last stopped (crash recovery)."""
+        return self.conn.execute(
+            "SELECT id, open_turn_id FROM sessions WHERE open_turn_id IS NOT NULL"
+        ).fetchall()
+
+    def tree(self, root_id: str, descendants: bool) -> list[TreeRecord]:
+        sql = _DESCENDANTS_SQL if descendants else _CHILDREN_SQL
+        return [
+            TreeRecord(id=r[0], parent_id=r[1], depth=r[2], kind=r[3], label=r[4], descriptor=r[5])
+            for r in self.conn.execute(sql, {"root": root_id})
+        ]
+
+    def page_sessions(
+        self, root_id: str, descendants: bool, after: int, limit: int
+    ) -> list[TreeRecord]:
+        """A window of the same walk as `tree`, for the paginated host listing."""
+        rows = self.tree(root_id, descendants)
+        return rows[after : after + limit]
+
+    # --- inbox --------------------------------------------------------------------------
+
+    def insert_message(
+        self, message_id: str, session_id: str, content: str, source: str, state: str, at: str
+    ) -> int:
+        self._begin()
+        cursor = self.conn.execute(
+            "INSERT INTO inbox (message_id, session_id, content, source, state, created_at)"
+            " VALUES (?,?,?,?,?,?)",
+            (message_id, session_id, content, source, state, at),
+        )
+        return cursor.lastrowid or 0
+
+    def next_queued(self, session_id: str) -> InboxRecord | None:
+        row = self.conn.execute(
+            "SELECT position, message_id, session_id, content, source, state, turn_id FROM inbox"
+            " WHERE session_id = ? AND state = 'queued' ORDER BY position LIMIT 1",
+            (session_id,),
+        ).fetchone()
+        return _inbox(row) if row else None
+
+    def claim_message(self, message_id: str, turn_id: str | None) -> None:
+        self._begin()
+        self.conn.execute(
+            "UPDATE inbox SET state = 'claimed', turn_id = ? WHERE message_id = ?",
+            (turn_id, message_id),
+        )
+
+    def inbox_counts(self, session_id: str) -> tuple[int, int]:
+        """(queued, parked) message counts of one inbox."""
+        row = self.conn.execute(
+            "SELECT coalesce(sum(state = 'queued'), 0), coalesce(sum(state = 'parked'), 0)"
+            " FROM inbox WHERE session_id = ? AND state IN ('queued', 'parked')",
+            (session_id,),
+        ).fetchone()
+        return int(row[0]), int(row[1])
+
+    def get_message(self, message_id: str) -> InboxRecord | None:
+        row = self.conn.execute(
+            "SELECT position, message_id, session_id, content, source, state, turn_id FROM inbox"
+            " WHERE message_id = ?",
+            (message_id,),
+        ).fetchone()
+        return _inbox(row) if row else None
+
+    # --- events -------------------------------------------------------------------------
+
+    def append_events(
+        self, session_id: str, turn_id: str | None, events: Sequence[tuple[str, str | None]], at: str
+    ) -> int:
+        self._begin()
+        cursor = self.conn.cursor()
+        seq = 0
+        for event_type, data in events:
+            cursor.execute(
+                "INSERT INTO events (session_id, turn_id, type, data, at) VALUES (?,?,?,?,?)",
+                (session_id, turn_id, event_type, data, at),
+            )
+            seq = cursor.lastrowid or seq
+        return seq
+
+    def read_events(self, session_id: str, after: int, limit: int) -> list[EventRecord]:
+        return [
+            EventRecord(seq=r[0], turn_id=r[1], type=r[2], data=r[3], at=r[4])
+            for r in self.conn.execute(
+                "SELECT seq, turn_id, type, data, at FROM events WHERE session_id = ? AND seq > ?"
+                " ORDER BY seq LIMIT ?",
+                (session_id, after, limit),
+            )
+        ]
+
+    # --- idempotency keys ---------------------------------------------------------------
+
+    def get_idempotent(self, caller: str, key: str) -> IdempotencyRecord | None:
+        row = self.conn.execute(
+            "SELECT method, fingerprint, result FROM idempotency WHERE caller = ? AND key = ?",
+            (caller, key),
+        ).fetchone()
+        return IdempotencyRecord(method=row[0], fingerprint=row[1], result=row[2]) if row else None
+
+    def put_idempotent(
+        self, caller: str, key: str, record: IdempotencyRecord, at: str
+    ) -> None:
+        self._begin()
+        self.conn.execute(
+            "INSERT INTO idempotency (caller, key, method, fingerprint, result, created_at)"
+            " VALUES (?,?,?,?,?,?)",
+            (caller, key, record.method, record.fingerprint, record.result, at),
+        )
+
+
+def _session(row: tuple) -> SessionRecord:
+    return SessionRecord(
+        id=row[0],
+        parent_id=row[1],
+        kind=row[2],
+        label=row[3],
+        created_at=row[4],
+        depth=row[5],
+        parked=bool(row[6]),
+        open_turn_id=row[7],
+        last_reason=row[8],
+        last_output=row[9],
+    )
+
+
+def _inbox(row: tuple) -> InboxRecord:
+    return InboxRecord(
+        position=row[0],
+        message_id=row[1],
+        session_id=row[2],
+        content=row[3],
+        source=row[4],
+        state=row[5],
+        turn_id=row[6],
+    )

@@ -1,0 +1,60 @@
+"""The schema, created and upgraded only through sqlite-utils Migrations (append-only)."""
+
+from __future__ import annotations
+
+from sqlite_utils import Database
+from sqlite_utils.migrations import Migrations
+
+migrations = Migrations("subagentd")
+
+
+@migrations()
+def m001_core_tables(db: Database) -> None:
+    """Sessions, descriptors, the event log, inbox rows and idempotency keys."""
+    for statement in (
+        """CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            parent_id TEXT,
+            kind TEXT NOT NULL,
+            label TEXT,
+            created_at TEXT NOT NULL,
+            depth INTEGER NOT NULL,
+            parked INTEGER NOT NULL DEFAULT 0,
+            open_turn_id TEXT,
+            last_reason TEXT,
+            last_output TEXT
+        )""",
+        "CREATE INDEX sessions_by_parent ON sessions (parent_id, created_at, id)",
+        "CREATE INDEX sessions_open_turn ON sessions (open_turn_id) WHERE open_turn_id IS NOT NULL",
+        "CREATE TABLE descriptors (session_id TEXT PRIMARY KEY, body)",
+        """CREATE TABLE events (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL,
+            turn_id TEXT,
+            type TEXT NOT NULL,
+            data TEXT,
+            at TEXT NOT NULL
+        )""",
+        "CREATE INDEX events_by_session ON events (session_id, seq)",
+        """CREATE TABLE inbox (
+            position INTEGER PRIMARY KEY AUTOINCREMENT,
+            message_id TEXT NOT NULL UNIQUE,
+            session_id TEXT NOT NULL,
+            content TEXT NOT NULL,
+            source TEXT NOT NULL,
+            state TEXT NOT NULL,
+            turn_id TEXT,
+            created_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX inbox_by_session ON inbox (session_id, state, position)",
+        """CREATE TABLE idempotency (
+            caller TEXT NOT NULL,
+            key TEXT NOT NULL,
+            method TEXT NOT NULL,
+            fingerprint TEXT NOT NULL,
+            result TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (caller, key)
+        )""",
+    ):
+        db.execute(statement)
