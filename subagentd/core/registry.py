@@ -9,6 +9,7 @@ from subagentd.schema.messages import Descriptor
 ORDINARY = "ordinary"
 CONTINUABLE = "continuable"
 ONE_SHOT = "one-shot"
+KIND_OF_MODE = {"continuable": CONTINUABLE, "one-shot": ONE_SHOT}
 
 
 @dataclass(slots=True)
@@ -24,6 +25,7 @@ class LiveAgent:
     agent_id: str
     parent_id: str | None
     kind: str  # ORDINARY | CONTINUABLE | ONE_SHOT
+    depth: int
     activation_id: str
     ancestry: frozenset[str]  # activation ids of itself and its live ancestors at activation
     descriptor: Descriptor | None = None

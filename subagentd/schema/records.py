@@ -29,14 +29,13 @@ class InboxRecord(msgspec.Struct, kw_only=True):
 
 
 class TreeRecord(msgspec.Struct, kw_only=True):
-    """One session below a listing root: enough to render it without another query."""
+    """One session below a listing root, in walk order."""
 
     id: str
     parent_id: str | None
     depth: int
     kind: str
     label: str | None
-    descriptor: str | bytes | None
 
 
 class EventRecord(msgspec.Struct, kw_only=True):

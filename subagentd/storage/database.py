@@ -36,16 +36,13 @@ WITH RECURSIVE tree(id, parent_id, depth, kind, label, path, seen) AS (
     FROM sessions s JOIN tree t ON s.parent_id = t.id
     WHERE instr(t.seen, char(0x7f) || s.id || char(0x7f)) = 0
 )
-SELECT t.id, t.parent_id, t.depth, t.kind, t.label, d.body
-FROM tree t LEFT JOIN descriptors d ON d.session_id = t.id
-ORDER BY t.path
+SELECT id, parent_id, depth, kind, label FROM tree ORDER BY path
 """
 
 _CHILDREN_SQL = """
-SELECT s.id, s.parent_id, 1, s.kind, s.label, d.body
-FROM sessions s LEFT JOIN descriptors d ON d.session_id = s.id
-WHERE s.parent_id = :root AND s.id != :root
-ORDER BY s.created_at, s.id
+SELECT id, parent_id, 1, kind, label FROM sessions
+WHERE parent_id = :root AND id != :root
+ORDER BY created_at, id
 """
 
 
@@ -176,16 +173,18 @@ class SqliteStore:
     def tree(self, root_id: str, descendants: bool) -> list[TreeRecord]:
         sql = _DESCENDANTS_SQL if descendants else _CHILDREN_SQL
         return [
-            TreeRecord(id=r[0], parent_id=r[1], depth=r[2], kind=r[3], label=r[4], descriptor=r[5])
+            TreeRecord(id=r[0], parent_id=r[1], depth=r[2], kind=r[3], label=r[4])
             for r in self.conn.execute(sql, {"root": root_id})
         ]
 
-    def page_sessions(
-        self, root_id: str, descendants: bool, after: int, limit: int
-    ) -> list[TreeRecord]:
-        """A window of the same walk as `tree`, for the paginated host listing."""
-        rows = self.tree(root_id, descendants)
-        return rows[after : after + limit]
+    def get_descriptors(self, session_ids: list[str]) -> dict[str, str | bytes | None]:
+        marks = ",".join("?" * len(session_ids))
+        return dict(
+            self.conn.execute(
+                f"SELECT session_id, body FROM descriptors WHERE session_id IN ({marks})",
+                session_ids,
+            ).fetchall()
+        )
 
     # --- inbox --------------------------------------------------------------------------
 

@@ -1,0 +1,139 @@
+"""Command line: argument parsing and wiring only (storage into core into server)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+
+import subagentd
+
+DESCRIPTION = """\
+subagentd - a subagent control plane served as a sidecar over stdin/stdout.
+
+A host program spawns `subagentd` and speaks JSON-RPC 2.0 to it (one JSON value per line, or
+LSP Content-Length frames). subagentd keeps sessions and inboxes in SQLite, schedules every
+agent's turns, authorizes send_message / interrupt_agent / list_agents / report by lineage, and
+serves the same four tools to MCP clients (tools/list, tools/call). Logs go to stderr only.
+"""
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["traceback"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def configure_logging(level: str, fmt: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def add_serve_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", default="./subagentd.db", help="SQLite database path, or :memory: (default: %(default)s)")
+    parser.add_argument("--framing", choices=["auto", "ndjson", "lsp"], default="auto",
+                        help="wire framing; auto detects LSP from a leading Content-Length header (default: %(default)s)")
+    parser.add_argument("--max-frame-bytes", type=positive_int, default=16 * 1024 * 1024,
+                        help="largest accepted frame; longer ones are answered -32600 (default: %(default)s)")
+    parser.add_argument("--durability", choices=["normal", "full"], default="normal",
+                        help="normal survives a process crash, full also survives power loss (default: %(default)s)")
+    parser.add_argument("--report-delivery", choices=["wakeup", "quiet"], default="wakeup",
+                        help="how reports reach a parent: its next turn, or injected quietly (default: %(default)s)")
+    parser.add_argument("--max-depth", type=positive_int, default=8, help="deepest spawn allowed (default: %(default)s)")
+    parser.add_argument("--interrupt-grace", type=float, default=10.0,
+                        help="seconds before an interrupted turn the host did not end is force-ended (default: %(default)s)")
+    parser.add_argument("--shutdown-grace", type=float, default=5.0,
+                        help="seconds to finish in-flight replies at shutdown (default: %(default)s)")
+    parser.add_argument("--caller", default=None, metavar="AGENT_ID",
+                        help="caller of MCP tools/call requests that carry no _meta caller")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                        help="stderr log level (default: %(default)s)")
+    parser.add_argument("--log-format", default="text", choices=["text", "json"], help="stderr log format (default: %(default)s)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="subagentd", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"subagentd {subagentd.__version__} (protocol {subagentd.PROTOCOL})")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    serve = commands.add_parser("serve", help="serve JSON-RPC on stdin/stdout (the default command)")
+    add_serve_options(serve)
+    return parser
+
+
+COMMANDS = ("serve",)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
+        argv = ["serve", *argv]  # `subagentd [options]` serves
+    args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        return serve(args)
+    raise SystemExit(f"unknown command {args.command}")
+
+
+def serve(args: argparse.Namespace) -> int:
+    from subagentd.server.transport import divert_stdout
+
+    out_fd = divert_stdout()
+    configure_logging(args.log_level, args.log_format)
+    import anyio
+
+    from subagentd.core.engine import Settings
+    from subagentd.core.service import Service
+    from subagentd.server.connection import Connection
+    from subagentd.server.transport import FdReader, FdWriter
+    from subagentd.storage.database import SqliteStore
+
+    store = SqliteStore(args.db, durability=args.durability)
+    settings = Settings(
+        report_delivery=args.report_delivery,
+        max_depth=args.max_depth,
+        interrupt_grace=args.interrupt_grace,
+    )
+    service = Service(store, emit=lambda method, params: None, timers=None, settings=settings)  # type: ignore[arg-type]
+    with service.transaction():
+        recovered = service.recover()
+    service.commit()
+    if recovered:
+        logging.getLogger("subagentd").warning("recorded %d turn(s) left open by a crash", recovered)
+    connection = Connection(
+        service,
+        FdReader(0),
+        FdWriter(out_fd),
+        framing=args.framing,
+        max_frame_bytes=args.max_frame_bytes,
+        default_caller=args.caller,
+        grace=args.shutdown_grace,
+    )
+    try:
+        anyio.run(connection.serve)
+    finally:
+        store.close()
+    logging.getLogger("subagentd").info("stopped")
+    return 0

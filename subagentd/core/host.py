@@ -1,0 +1,288 @@
+"""The trusted host API (PROTOCOL.md section 4): sessions, spawning, turns, transcripts, listings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import msgspec
+
+from subagentd.core import texts
+from subagentd.core.engine import DescriptorProblem, Engine, mint, now, parse_descriptor
+from subagentd.core.listing import project
+from subagentd.core.registry import KIND_OF_MODE, ORDINARY
+from subagentd.core.tools import draining_text
+from subagentd.errors import (
+    ActivationClosingError,
+    AdmissionDrainingError,
+    CallerUnauthorizedError,
+    ChildDuplicateError,
+    DepthExceededError,
+    InvalidParamsError,
+    StateInvalidError,
+)
+from subagentd.schema.host import (
+    AgentInfo,
+    Event,
+    InterruptResult,
+    ListParams,
+    ListResult,
+    MessageIdResult,
+    MessageInfo,
+    OpenParams,
+    OpenResult,
+    SpawnParams,
+    SpawnResult,
+    StoredEvent,
+    TranscriptReadResult,
+    TurnBeginResult,
+    TurnEndParams,
+)
+from subagentd.schema.messages import DESCRIPTOR_VERSION, Descriptor, Message, Source, TextBlock
+from subagentd.schema.records import SessionRecord
+
+_encode = msgspec.json.encode
+MAX_PAGE = 1000
+
+
+class HostApi(Engine):
+    """Methods only the host may call; they bypass lineage rules but keep every state rule."""
+
+    def open(self, params: OpenParams) -> OpenResult:
+        agent_id = params.agent_id or mint()
+        if self.registry.get(agent_id) is not None:
+            raise StateInvalidError(f'agent "{agent_id}" is already live')
+        if self.shutting_down:
+            raise AdmissionDrainingError(texts.DRAINING_ALL)
+        record = self.store.get_session(agent_id)
+        if record is None:
+            depth = 0
+            if params.parent_id is not None:
+                depth = self.require_session(params.parent_id).depth + 1
+            record = SessionRecord(
+                id=agent_id,
+                parent_id=params.parent_id,
+                kind="ordinary",
+                label=params.label,
+                created_at=now(),
+                depth=depth,
+            )
+            self.store.insert_session(record)
+        elif record.kind != "ordinary":
+            raise StateInvalidError(
+                f'agent "{agent_id}" is a subagent session; its parent resumes it with send_message'
+            )
+        agent = self.activate(record.id, record.parent_id, ORDINARY, record.depth, record.parked)
+        self.pump(agent)
+        return OpenResult(agent_id=agent_id, activation_id=agent.activation_id)
+
+    def close_root(self, agent_id: str, done: Callable[[], None]) -> None:
+        agent = self.require_live(agent_id)
+        if agent.kind != ORDINARY:
+            raise StateInvalidError(
+                f'agent "{agent_id}" is a subagent; subagents settle, only ordinary sessions are closed'
+            )
+        self.close(agent, done)
+
+    def get(self, agent_id: str) -> AgentInfo:
+        record = self.require_session(agent_id)
+        kind, mode, label = self._kind(record)
+        queued, parked = self.store.inbox_counts(agent_id)
+        return AgentInfo(
+            agent_id=agent_id,
+            parent_id=record.parent_id,
+            kind=kind,
+            mode=mode,
+            label=label,
+            status=self.status_of(agent_id),
+            depth=record.depth,
+            created_at=record.created_at,
+            queued=queued,
+            parked=parked,
+        )
+
+    def _kind(self, record: SessionRecord) -> tuple[str, str | None, str | None]:
+        if record.kind != "subagent":
+            return "ordinary", None, record.label
+        try:
+            descriptor = parse_descriptor(self.store.get_descriptor(record.id))
+        except DescriptorProblem:
+            return "unknown", None, record.label
+        return descriptor.mode, descriptor.mode, descriptor.label
+
+    def spawn(self, params: SpawnParams) -> SpawnResult:
+        caller = self.live_caller(params.caller, params.activation)
+        if caller is None:
+            self.require_session(params.caller)
+            raise CallerUnauthorizedError(
+                f'spawning requires the exact live caller; agent "{params.caller}" is not live'
+                " or its activation is not current"
+            )
+        root = self.draining_root(caller)
+        if root is not None:
+            raise AdmissionDrainingError(draining_text(root))
+        if caller.disposing:
+            raise ActivationClosingError(f'agent "{params.caller}" activation is being disposed')
+        child_id = params.child_id or mint()
+        if self.store.get_session(child_id) is not None:
+            raise ChildDuplicateError(f'an agent with id "{child_id}" already exists')
+        depth = caller.depth + 1
+        if depth > self.settings.max_depth:
+            raise DepthExceededError(
+                f"spawning below depth {caller.depth} exceeds the maximum depth {self.settings.max_depth}"
+            )
+        descriptor = Descriptor(
+            version=DESCRIPTOR_VERSION,
+            mode=params.mode,
+            label=params.label,
+            agent_provider=params.agent_provider,
+            agent_model=params.agent_model,
+            persona=params.persona,
+            tool_filter=params.tool_filter,
+        )
+        record = SessionRecord(
+            id=child_id,
+            parent_id=caller.agent_id,
+            kind="subagent",
+            label=params.label,
+            created_at=now(),
+            depth=depth,
+        )
+        self.store.insert_session(record, _encode(descriptor).decode())
+        self.record(child_id, None, "descriptor", descriptor)
+        child = self.activate(
+            child_id, caller.agent_id, KIND_OF_MODE[params.mode], depth, False, descriptor=descriptor
+        )
+        message_id = self.accept(
+            child_id,
+            [TextBlock(text=params.prompt)],
+            Source(kind="coordinator", form="spawn", sender_session_id=caller.agent_id),
+            child,
+            parked=False,
+        )
+        return SpawnResult(
+            child_id=child_id,
+            activation_id=child.activation_id,
+            message_id=message_id,
+            text=texts.SPAWN_OK.format(id=child_id),
+        )
+
+    def begin_turn(self, agent_id: str, messages: list[str] | None) -> TurnBeginResult:
+        agent = self.require_live(agent_id)
+        if agent.disposing:
+            raise ActivationClosingError(f'agent "{agent_id}" activation is being disposed')
+        if agent.turn is not None:
+            raise StateInvalidError(f'agent "{agent_id}" is already running turn {agent.turn.turn_id}')
+        source = Source(kind="user", form="direct")
+        built = [
+            Message(message_id=mint(), content=[TextBlock(text=text)], source=source)
+            for text in messages or []
+        ]
+        for message in built:
+            self.store.insert_message(
+                message.message_id,
+                agent_id,
+                _encode(message.content).decode(),
+                _encode(source).decode(),
+                "claimed",
+                now(),
+            )
+        turn_id = self.start_turn(agent, built, claimed=[m.message_id for m in built])
+        return TurnBeginResult(turn_id=turn_id)
+
+    def finish_turn(self, params: TurnEndParams) -> None:
+        agent = self.require_live(params.agent_id)
+        if agent.turn is None or agent.turn.turn_id != params.turn_id:
+            raise StateInvalidError(
+                f'turn "{params.turn_id}" is not the open turn of agent "{params.agent_id}"'
+            )
+        self.end_turn(agent, params.reason, params.output)
+
+    def followup(self, agent_id: str, message: str) -> MessageIdResult:
+        record = self.require_session(agent_id)
+        agent = self.registry.get(agent_id)
+        root = self.draining_root(agent)
+        if root is not None:
+            raise AdmissionDrainingError(draining_text(root))
+        if agent is not None:
+            self.set_parked(agent, False)
+            parked = False
+        else:
+            parked = record.parked
+        message_id = self.accept(
+            agent_id, [TextBlock(text=message)], Source(kind="user", form="followup"), agent, parked
+        )
+        return MessageIdResult(message_id=message_id)
+
+    def host_interrupt(self, agent_id: str) -> InterruptResult:
+        self.require_session(agent_id)
+        agent = self.registry.get(agent_id)
+        if agent is None or agent.disposing:
+            return InterruptResult(accepted=False, previous_status=self.status_of(agent_id))
+        return InterruptResult(accepted=True, previous_status=self.interrupt(agent, "user", None))
+
+    def append_transcript(self, agent_id: str, turn_id: str | None, events: list[Event]) -> int:
+        self.require_session(agent_id)
+        if not events:
+            raise InvalidParamsError("events must not be empty")
+        return self.store.append_events(
+            agent_id, turn_id, [(e.type, _encode(e.data).decode()) for e in events], now()
+        )
+
+    def read_transcript(self, agent_id: str, after: int | None, limit: int | None) -> TranscriptReadResult:
+        self.require_session(agent_id)
+        limit = _page_size(limit)
+        records = self.store.read_events(agent_id, after or 0, limit)
+        events = [
+            StoredEvent(
+                seq=r.seq,
+                type=r.type,
+                data=msgspec.json.decode(r.data) if r.data is not None else None,
+                at=r.at,
+                turn_id=r.turn_id,
+            )
+            for r in records
+        ]
+        return TranscriptReadResult(
+            events=events, next=records[-1].seq if len(records) == limit else None
+        )
+
+    def list_host(self, params: ListParams) -> ListResult:
+        self.require_session(params.root_id)
+        limit = _page_size(params.limit)
+        offset = 0
+        if params.cursor is not None:
+            try:
+                offset = int(params.cursor)
+            except ValueError:
+                raise InvalidParamsError(f'invalid cursor "{params.cursor}"') from None
+        descendants = params.scope == "descendants"
+        rows = project(
+            self.store,
+            self.store.tree(params.root_id, descendants),
+            self.status_of,
+            annotate=descendants,
+            include_one_shot=params.include_one_shot,
+        )
+        page = rows[offset : offset + limit]
+        more = offset + limit < len(rows)
+        return ListResult(agents=page, next_cursor=str(offset + limit) if more else None)
+
+    def get_message(self, message_id: str) -> MessageInfo:
+        record = self.store.get_message(message_id)
+        if record is None:
+            raise InvalidParamsError(f'message "{message_id}" does not exist')
+        return MessageInfo(
+            message_id=message_id,
+            agent_id=record.session_id,
+            state=record.state,
+            turn_id=record.turn_id,
+            source=msgspec.json.decode(record.source),
+        )
+
+
+def _page_size(limit: int | None) -> int:
+    if limit is None:
+        return MAX_PAGE
+    if limit < 1:
+        raise InvalidParamsError("limit must be at least 1")
+    return min(limit, MAX_PAGE)

@@ -1,0 +1,82 @@
+"""The list_agents projection (SEMANTICS.md section 6): rows from storage, status from the registry."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from subagentd.core import texts
+from subagentd.core.engine import DescriptorProblem, parse_descriptor
+from subagentd.core.store import Store
+from subagentd.schema.listing import AgentRow, ChildRow, DiagnosticRow
+from subagentd.schema.records import TreeRecord
+
+_BATCH = 500
+
+
+def read_descriptors(store: Store, ids: list[str]) -> dict[str, str | bytes | None | Exception]:
+    """Descriptor bodies by id; a read that fails is retried alone and kept as its exception."""
+    bodies: dict[str, str | bytes | None | Exception] = {}
+    for start in range(0, len(ids), _BATCH):
+        chunk = ids[start : start + _BATCH]
+        try:
+            bodies.update(store.get_descriptors(chunk))
+        except Exception:
+            for agent_id in chunk:
+                try:
+                    bodies[agent_id] = store.get_descriptor(agent_id)
+                except Exception as exc:  # an unreadable row becomes a diagnostic, not a failure
+                    bodies[agent_id] = exc
+    return bodies
+
+
+def project(
+    store: Store,
+    rows: list[TreeRecord],
+    status_of: Callable[[str], str],
+    *,
+    annotate: bool,
+    include_one_shot: bool,
+) -> list[AgentRow]:
+    """Listing rows in walk order: subagents only, one-shot children only when asked."""
+    subagents = [row for row in rows if row.kind == "subagent"]
+    bodies = read_descriptors(store, [row.id for row in subagents])
+    listed: list[AgentRow] = []
+    for row in subagents:
+        parent = row.parent_id if annotate else None
+        depth = row.depth if annotate else None
+        body = bodies.get(row.id)
+        if isinstance(body, Exception):
+            listed.append(DiagnosticRow(id=row.id, reason="unavailable", parent=parent, depth=depth))
+            continue
+        try:
+            descriptor = parse_descriptor(body)
+        except DescriptorProblem as problem:
+            listed.append(DiagnosticRow(id=row.id, reason=problem.reason, parent=parent, depth=depth))
+            continue
+        if descriptor.mode == "one-shot" and not include_one_shot:
+            continue
+        listed.append(
+            ChildRow(
+                id=row.id,
+                label=descriptor.label,
+                status=status_of(row.id),
+                mode=descriptor.mode if include_one_shot else None,
+                parent=parent,
+                depth=depth,
+            )
+        )
+    return listed
+
+
+def render(rows: list[AgentRow]) -> str:
+    """The model-visible listing: one line per row, or `(no subagents)`."""
+    if not rows:
+        return texts.NO_SUBAGENTS
+    lines = []
+    for row in rows:
+        where = f" parent={row.parent} depth={row.depth}" if row.depth is not None else ""
+        if isinstance(row, ChildRow):
+            lines.append(f"{row.id} [{row.status}]{where} — {row.label}")
+        else:
+            lines.append(f"{row.id} [diagnostic: {row.reason}]{where}")
+    return "\n".join(lines)

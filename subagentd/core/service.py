@@ -1,0 +1,49 @@
+"""The service: the engine, the host API and the tools, plus idempotency keys around them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import msgspec
+
+from subagentd.core.engine import now
+from subagentd.core.host import HostApi
+from subagentd.core.tools import ToolRules
+from subagentd.errors import IdempotencyConflictError
+from subagentd.schema.records import IdempotencyRecord
+
+R = TypeVar("R", bound=msgspec.Struct)
+
+
+class Service(HostApi, ToolRules):
+    """Everything subagentd decides; the server only translates the wire to these calls."""
+
+    def idempotent(
+        self,
+        caller: str,
+        key: str | None,
+        method: str,
+        arguments: object,
+        result_type: type[R],
+        run: Callable[[], R],
+    ) -> R:
+        """Run once per (caller, key): a retry with the same arguments gets the original result."""
+        if key is None:
+            return run()
+        fingerprint = msgspec.json.encode([method, arguments], order="sorted").decode()
+        stored = self.store.get_idempotent(caller, key)
+        if stored is not None:
+            if stored.method == method and stored.fingerprint == fingerprint:
+                return msgspec.json.decode(stored.result, type=result_type)
+            raise IdempotencyConflictError(
+                f'idempotency key "{key}" was already used by "{caller}" with different arguments'
+            )
+        result = run()
+        self.store.put_idempotent(
+            caller,
+            key,
+            IdempotencyRecord(method=method, fingerprint=fingerprint, result=msgspec.json.encode(result).decode()),
+            now(),
+        )
+        return result

@@ -1,0 +1,150 @@
+"""The four model-facing tools, in the exact order of checks SEMANTICS.md sections 4-7 fix."""
+
+from __future__ import annotations
+
+from subagentd.core import texts
+from subagentd.core.engine import DescriptorProblem, Engine, parse_descriptor
+from subagentd.core.listing import project, render
+from subagentd.core.registry import CONTINUABLE, LiveAgent
+from subagentd.errors import ToolError
+from subagentd.schema.codes import Code
+from subagentd.schema.messages import Source, TextBlock
+from subagentd.schema.tools import (
+    InterruptAgentArgs,
+    InterruptAgentResult,
+    ListAgentsArgs,
+    ListAgentsResult,
+    ReportArgs,
+    ReportResult,
+    SendMessageArgs,
+    SendMessageResult,
+)
+
+
+def _not_delivered(code: Code, reason: str) -> ToolError:
+    return ToolError(code, texts.NOT_DELIVERED.format(reason=reason))
+
+
+def draining_text(root: str) -> str:
+    return texts.DRAINING_BELOW.format(root=root) if root else texts.DRAINING_ALL
+
+
+class ToolRules(Engine):
+    """send_message, interrupt_agent, list_agents and report; authority only from the caller."""
+
+    def send_message(
+        self, caller: str, activation: str | None, args: SendMessageArgs
+    ) -> SendMessageResult:
+        target_id = args.subagent_id
+        live_caller = self.live_caller(caller, activation)
+        target = self.registry.get(target_id)
+        root = self.draining_root(self.registry.get(caller), target)
+        if root is not None:
+            raise _not_delivered(Code.DRAINING, draining_text(root))
+        if target is not None:
+            if live_caller is None:
+                raise _not_delivered(Code.UNAUTHORIZED, texts.SEND_STALE.format(id=target_id))
+            if target.parent_id != caller:
+                raise _not_delivered(Code.UNAUTHORIZED, texts.SEND_OTHER_PARENT.format(id=target_id))
+            if target.kind != CONTINUABLE:
+                raise _not_delivered(Code.NOT_RESUMABLE, texts.SEND_NOT_RESUMABLE.format(id=target_id))
+        else:
+            record = self.store.get_session(target_id)
+            if record is None:
+                raise _not_delivered(Code.NOT_RESUMABLE, texts.SEND_UNAVAILABLE.format(id=target_id))
+            if live_caller is None:
+                raise _not_delivered(Code.UNAUTHORIZED, texts.SEND_STALE.format(id=target_id))
+            if record.parent_id != caller:
+                raise _not_delivered(Code.UNAUTHORIZED, texts.SEND_OTHER_PARENT.format(id=target_id))
+            try:
+                if record.kind != "subagent":
+                    raise DescriptorProblem("ordinary")
+                descriptor = parse_descriptor(self.store.get_descriptor(target_id))
+                if descriptor.mode != CONTINUABLE:
+                    raise DescriptorProblem("one-shot")
+            except DescriptorProblem:
+                raise _not_delivered(
+                    Code.NOT_RESUMABLE, texts.SEND_NOT_RESUMABLE.format(id=target_id)
+                ) from None
+            target = self.activate(
+                target_id,
+                record.parent_id,
+                CONTINUABLE,
+                record.depth,
+                record.parked,
+                descriptor=descriptor,
+                resume=True,
+            )
+        self.set_parked(target, False)
+        message_id = self.accept(
+            target_id,
+            [TextBlock(text=args.message)],
+            Source(kind="coordinator", form="relay", sender_session_id=caller),
+            target,
+            parked=False,
+        )
+        return SendMessageResult(text=texts.SEND_OK.format(id=target_id), message_id=message_id)
+
+    def interrupt_agent(
+        self, caller: str, activation: str | None, args: InterruptAgentArgs
+    ) -> InterruptAgentResult:
+        target_id = args.agent_id
+        live_caller = self.live_caller(caller, activation)
+        if live_caller is None:
+            raise ToolError(Code.UNAUTHORIZED, texts.INTERRUPT_STALE.format(id=target_id))
+        if target_id == caller:
+            raise ToolError(Code.UNAUTHORIZED, texts.INTERRUPT_SELF.format(caller=caller))
+        done = texts.INTERRUPT_OK.format(id=target_id)
+        target = self.registry.get(target_id)
+        if target is None or target.kind != CONTINUABLE or target.disposing:
+            previous = None
+            if target is not None:
+                previous = target.status
+            elif self.store.get_session(target_id) is not None:
+                previous = "ready"
+            return InterruptAgentResult(text=done, accepted=True, previous_status=previous)
+        if live_caller.activation_id not in target.ancestry:
+            if live_caller.parent_id is not None and live_caller.parent_id == target.parent_id:
+                reason = texts.INTERRUPT_SIBLING
+            else:
+                reason = texts.INTERRUPT_NOT_DESCENDANT
+            raise ToolError(Code.UNAUTHORIZED, reason.format(id=target_id, caller=caller))
+        previous = self.interrupt(target, "parent", caller)
+        return InterruptAgentResult(text=done, accepted=True, previous_status=previous)
+
+    def list_agents(
+        self, caller: str, activation: str | None, args: ListAgentsArgs
+    ) -> ListAgentsResult:
+        descendants = args.scope == "descendants"
+        rows = project(
+            self.store,
+            self.store.tree(caller, descendants),
+            self.status_of,
+            annotate=descendants,
+            include_one_shot=False,
+        )
+        return ListAgentsResult(text=render(rows), agents=rows)
+
+    def report(self, caller: str, activation: str | None, args: ReportArgs) -> ReportResult:
+        child = self.live_caller(caller, activation)
+        if child is None or child.kind != CONTINUABLE:
+            raise ToolError(Code.UNAUTHORIZED, texts.REPORT_NOT_REPORTER.format(id=caller))
+        if child.disposing:
+            raise ToolError(Code.ACTIVATION_CLOSING, texts.REPORT_DISPOSING.format(id=caller))
+        parent = self.registry.get(child.parent_id)
+        if parent is None:
+            raise ToolError(Code.PARENT_UNAVAILABLE, texts.REPORT_PARENT_NOT_LIVE)
+        blocks = [TextBlock(text=texts.REPORT_HEADER.format(id=caller)), TextBlock(text=args.output)]
+        source = Source(kind="subagent-report", form="relay", sender_session_id=caller)
+        if self.settings.report_delivery == "quiet":
+            message_id = self.inject(parent, blocks, source)
+        else:
+            message_id = self.accept(parent.agent_id, blocks, source, parent, parent.parked)
+        turn_id = child.turn.turn_id if child.turn else None
+        self.record(caller, turn_id, "report", {"message_id": message_id, "output": args.output})
+        return ReportResult(text=texts.REPORT_OK.format(message_id=message_id), message_id=message_id)
+
+    def can_report(self, caller: str | None, activation: str | None) -> bool:
+        """Whether `report` is offered to this caller (a live continuable child)."""
+        agent: LiveAgent | None = self.live_caller(caller, activation) if caller else None
+        return agent is not None and agent.kind == CONTINUABLE and not agent.disposing

@@ -1,0 +1,401 @@
+"""One host connection: frames in, dispatch, group commit, frames out, cancellation, shutdown."""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import msgspec
+from jsonrpcserver import dispatch_to_response
+from jsonrpcserver.sentinels import NODATA
+from oslash.either import Left
+
+from subagentd.core.service import Service
+from subagentd.errors import InvalidParamsError
+from subagentd.schema.codes import Code
+from subagentd.schema.lifecycle import SUPPORTED_VERSIONS, VERSION_META_KEY
+from subagentd.server.boundary import guard
+from subagentd.server.framing import BadHeader, FrameReader, Oversize, encode_frame
+from subagentd.server.handlers import METHODS, Handler
+from subagentd.server.transport import FdReader, FdWriter
+
+log = logging.getLogger("subagentd")
+
+_decode = msgspec.json.Decoder().decode
+_encode = msgspec.json.Encoder().encode
+_NO_LIFECYCLE = frozenset({"initialize", "ping", "server/discover"})
+_CANCEL = {"notifications/cancelled": "requestId", "$/cancelRequest": "id"}
+OUTBOX_LIMIT = 8 * 1024 * 1024  # bytes of unwritten frames before reading pauses
+
+
+@dataclass
+class Session:
+    """Per-connection lifecycle state."""
+
+    initialized: bool = False
+    default_caller: str | None = None
+
+
+class Deferred:
+    """A result that arrives later (agents/close waits for its drain)."""
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+        self.done = False
+        self.on_done: Callable[[], None] | None = None
+
+    def complete(self) -> None:
+        self.done = True
+        if self.on_done is not None:
+            self.on_done()
+
+
+@dataclass
+class Call:
+    """What a handler sees of the connection."""
+
+    conn: Connection
+    service: Service
+    session: Session
+    stateless: bool
+    deferred: Deferred | None = None
+    notes_mark: int = 0
+
+    def defer(self, result: Any) -> Callable[[], None]:
+        self.deferred = Deferred(result)
+        return self.deferred.complete
+
+    def drop_notifications(self) -> None:
+        del self.conn.notes[self.notes_mark :]
+
+
+@dataclass
+class Pending:
+    """A deferred reply still owed to the host."""
+
+    request_id: Any
+    deferred: Deferred
+    stateless: bool
+    cancelled: bool = False
+
+    def reply(self) -> dict[str, Any]:
+        if self.cancelled:
+            return _error(Code.REQUEST_CANCELLED, "request cancelled", self.request_id)
+        return _success(self.deferred.result, self.request_id, self.stateless)
+
+
+def _error(code: int, message: str, request_id: Any = None, data: Any = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": int(code), "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "error": error, "id": request_id}
+
+
+def _success(result: Any, request_id: Any, stateless: bool) -> dict[str, Any]:
+    if stateless:
+        result = msgspec.to_builtins(result) if result is not None else {}
+        if isinstance(result, dict):
+            result = {**result, "resultType": "complete"}
+    return {"jsonrpc": "2.0", "result": {} if result is None else result, "id": request_id}
+
+
+def _valid_id(value: Any) -> bool:
+    return value is None or isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+class Connection:
+    """Reads frames, dispatches them in arrival order, writes replies after their commit."""
+
+    def __init__(
+        self,
+        service: Service,
+        reader: FdReader,
+        writer: FdWriter,
+        *,
+        framing: str = "auto",
+        max_frame_bytes: int = 16 * 1024 * 1024,
+        default_caller: str | None = None,
+        grace: float = 5.0,
+        handle_signals: bool = True,
+    ) -> None:
+        self.service = service
+        self.reader = reader
+        self.writer = writer
+        self.framer = FrameReader(framing, max_frame_bytes)
+        self.session = Session(default_caller=default_caller)
+        self.grace = grace
+        self.handle_signals = handle_signals
+        self.outbox: list[bytes] = []
+        self.outbox_bytes = 0
+        self.notes: list[bytes] = []
+        self.pending: dict[Any, Pending] = {}
+        self._writing = False
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._methods = {name: self._entry(handler) for name, handler in METHODS.items()}
+        service.emit = self.emit
+        service.timers = self
+
+    # --- outbound ------------------------------------------------------------------------
+
+    def emit(self, method: str, params: msgspec.Struct) -> None:
+        """A notification to the host; written after the current request's reply and commit."""
+        self.notes.append(self._frame({"jsonrpc": "2.0", "method": method, "params": params}))
+
+    def _frame(self, message: Any) -> bytes:
+        return encode_frame(_encode(message), self.framer.lsp)
+
+    def send(self, message: Any) -> None:
+        self._push(self._frame(message))
+
+    def _push(self, frame: bytes) -> None:
+        self.outbox.append(frame)
+        self.outbox_bytes += len(frame)
+        self._wake.set()
+
+    def flush_notes(self) -> None:
+        notes, self.notes = self.notes, []
+        for frame in notes:
+            self._push(frame)
+
+    async def _flusher(self) -> None:
+        """Group commit: everything dispatched so far is committed, then its frames are written."""
+        while True:
+            await self._wake.wait()
+            self._wake = anyio.Event()
+            self.service.commit()
+            if self.outbox:
+                data = b"".join(self.outbox)
+                self.outbox.clear()
+                self.outbox_bytes = 0
+                self._writing = True
+                try:
+                    await self.writer.write(data)
+                except OSError as exc:  # the host closed our stdout: nobody is listening any more
+                    log.warning("cannot write to the host (%s); replies are dropped", exc)
+                    self.writer.broken = True
+                finally:
+                    self._writing = False
+            self._drained.set()
+            self._drained = anyio.Event()
+
+    # --- timers (core.engine.Timers) -----------------------------------------------------
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Callable[[], None]:
+        scope = anyio.CancelScope()
+
+        async def later() -> None:
+            with scope:
+                await anyio.sleep(delay)
+                self._run_outside_request(callback)
+
+        assert self._tg is not None
+        self._tg.start_soon(later)
+        return scope.cancel
+
+    def _run_outside_request(self, callback: Callable[[], None]) -> None:
+        mark = len(self.notes)
+        try:
+            with self.service.transaction():
+                callback()
+        except Exception:
+            del self.notes[mark:]
+            log.exception("unexpected failure in a scheduled task")
+        self.flush_notes()
+        self._wake.set()
+
+    # --- inbound -------------------------------------------------------------------------
+
+    async def serve(self) -> None:
+        self._wake = anyio.Event()
+        self._drained = anyio.Event()
+        self._read_scope = anyio.CancelScope()
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            tg.start_soon(self._flusher)
+            if self.handle_signals:
+                tg.start_soon(self._signals)
+            with self._read_scope:
+                await self._read_loop()
+            await self._shutdown()
+            tg.cancel_scope.cancel()
+
+    async def _signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                log.info("received %s: shutting down", signal.Signals(signum).name)
+                self._read_scope.cancel()
+                return
+
+    async def _read_loop(self) -> None:
+        while True:
+            if self.outbox_bytes > OUTBOX_LIMIT:
+                await self._drained.wait()  # a host that does not read stdout slows us down
+                continue
+            data = await self.reader.read()
+            if not data:
+                log.info("end of input: shutting down")
+                return
+            for frame in self.framer.feed(data):
+                self.handle_frame(frame)
+            self._wake.set()
+
+    def handle_frame(self, frame: bytes | Oversize | BadHeader) -> None:
+        if isinstance(frame, Oversize):
+            self.send(
+                _error(
+                    Code.INVALID_REQUEST,
+                    f"frame exceeds the limit of {frame.limit} bytes (--max-frame-bytes); it was discarded",
+                )
+            )
+            return
+        if isinstance(frame, BadHeader):
+            self.send(_error(Code.PARSE_ERROR, f"Parse error: {frame.detail}"))
+            return
+        try:
+            message = _decode(frame)
+        except msgspec.DecodeError as exc:
+            self.send(_error(Code.PARSE_ERROR, "Parse error", data=str(exc)))
+            return
+        if isinstance(message, list):
+            if not message:
+                self.send(_error(Code.INVALID_REQUEST, "Invalid Request: empty batch"))
+                return
+            replies = [r for r in (self.handle_message(m, in_batch=True) for m in message) if r is not None]
+            if any(isinstance(r, Pending) for r in replies):
+                self._await_batch(replies)
+            elif replies:
+                self.send(replies)
+        else:
+            reply = self.handle_message(message)
+            if isinstance(reply, Pending):
+                self._await_single(reply)
+            elif reply is not None:
+                self.send(reply)
+        self.flush_notes()
+
+    def handle_message(self, message: Any, in_batch: bool = False) -> Any:
+        """One request or notification: a reply dict, a Pending reply, or None."""
+        if not isinstance(message, dict):
+            return _error(Code.INVALID_REQUEST, "Invalid Request: not an object")
+        is_request = "id" in message
+        request_id = message.get("id")
+        if not _valid_id(request_id):
+            return _error(Code.INVALID_REQUEST, "Invalid Request: id must be a string, a number or null")
+        method = message.get("method")
+        if message.get("jsonrpc") != "2.0":
+            return _error(Code.INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"', request_id)
+        if not isinstance(method, str):
+            return _error(Code.INVALID_REQUEST, 'Invalid Request: "method" must be a string', request_id)
+        params = message.get("params")
+        if "params" in message and not isinstance(params, dict | list):
+            return _error(Code.INVALID_REQUEST, 'Invalid Request: "params" must be an object or an array', request_id)
+        if method in _CANCEL:
+            if isinstance(params, dict):
+                self.cancel(params.get(_CANCEL[method]))
+            return None
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        version = meta.get(VERSION_META_KEY) if isinstance(meta, dict) else None
+        stateless = version is not None
+        if stateless and version not in SUPPORTED_VERSIONS:
+            if not is_request:
+                return None
+            return _error(
+                Code.UNSUPPORTED_PROTOCOL_VERSION,
+                f"unsupported protocol version {version!r}",
+                request_id,
+                {"supported": list(SUPPORTED_VERSIONS), "requested": version},
+            )
+        if not (stateless or self.session.initialized or method in _NO_LIFECYCLE):
+            if not is_request:
+                return None
+            if method in self._methods:
+                return _error(Code.NOT_INITIALIZED, "server not initialized", request_id)
+        call = Call(self, self.service, self.session, stateless, notes_mark=len(self.notes))
+        request = message if "params" in message else {**message, "params": {}}
+        response = dispatch_to_response(
+            request,
+            self._methods,
+            context=call,
+            deserializer=lambda r: r,
+            validator=lambda r: r,
+        )
+        if not is_request:
+            return None
+        if isinstance(response, Left):
+            err = response._error
+            data = None if err.data is NODATA else err.data
+            return _error(err.code, err.message, request_id, data)
+        if call.deferred is not None and not call.deferred.done:
+            return Pending(request_id, call.deferred, stateless)
+        if call.deferred is not None:
+            return _success(call.deferred.result, request_id, stateless)
+        return _success(response._value.result, request_id, stateless)
+
+    def _entry(self, handler: Handler) -> Callable[..., Any]:
+        def entry(call: Call, /, *args: Any, **params: Any) -> Any:
+            def run() -> Any:
+                if args:
+                    raise InvalidParamsError("params must be an object, not an array")
+                value = params if handler.params is None else msgspec.convert(params, handler.params)
+                try:
+                    if handler.writes:
+                        with self.service.transaction():
+                            return handler.run(call, value)
+                    return handler.run(call, value)
+                except BaseException:
+                    call.drop_notifications()
+                    raise
+
+            return guard(run, tool=handler.tool)
+
+        return entry
+
+    # --- deferred replies and cancellation -----------------------------------------------
+
+    def _await_single(self, pending: Pending) -> None:
+        self.pending[pending.request_id] = pending
+
+        def done() -> None:
+            if self.pending.pop(pending.request_id, None) is pending:
+                self.send(pending.reply())
+
+        pending.deferred.on_done = done
+
+    def _await_batch(self, replies: list[Any]) -> None:
+        waiting = [r for r in replies if isinstance(r, Pending)]
+
+        def done() -> None:
+            if all(p.deferred.done or p.cancelled for p in waiting):
+                for p in waiting:
+                    p.deferred.on_done = None
+                    self.pending.pop(p.request_id, None)
+                self.send([r.reply() if isinstance(r, Pending) else r for r in replies])
+
+        for p in waiting:
+            self.pending[p.request_id] = p
+            p.deferred.on_done = done
+
+    def cancel(self, request_id: Any) -> None:
+        """Answer a request that has not completed with -32800; accepted effects stay accepted."""
+        pending = self.pending.get(request_id) if _valid_id(request_id) else None
+        if pending is None:
+            return
+        pending.cancelled = True
+        if pending.deferred.on_done is not None:
+            pending.deferred.on_done()
+
+    # --- shutdown ------------------------------------------------------------------------
+
+    async def _shutdown(self) -> None:
+        """Stop every live agent (no more turns/end can arrive), commit, and write what is owed."""
+        self._run_outside_request(lambda: self.service.shutdown(lambda: None))
+        self._run_outside_request(lambda: self.service.force_end_all("shutdown"))
+        with anyio.move_on_after(self.grace):
+            while self.outbox or self._writing:
+                self._wake.set()
+                await self._drained.wait()
+        self.service.commit()

@@ -1,0 +1,252 @@
+"""Thin handlers: typed params -> service -> result. One table of every method subagentd serves."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+import subagentd
+from subagentd.errors import InvalidParamsError, InvalidRequestError, SubagentdError
+from subagentd.schema import host as h
+from subagentd.schema import lifecycle as lc
+from subagentd.schema import tools as t
+from subagentd.server.mcp import (
+    ACTIVATION_META,
+    CALLER_META,
+    IDEMPOTENCY_META,
+    TOOLS,
+    CallerIdentity,
+    call_tool_result,
+    run_tool,
+    tool_definitions,
+)
+
+if TYPE_CHECKING:
+    from subagentd.server.connection import Call
+
+INSTRUCTIONS = (
+    "subagentd keeps a tree of agents: spawn children, queue their next turns with send_message,"
+    " stop a descendant's turn with interrupt_agent, see the tree with list_agents; a continuable"
+    " child reports to its parent with report."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Handler:
+    run: Callable[[Call, Any], Any]
+    params: type[msgspec.Struct] | None  # None: the handler validates the raw dict itself
+    result: type | None  # for the schema export
+    writes: bool = True
+    tool: bool = False  # errors carry the model-visible `text` (direct tool methods)
+
+
+METHODS: dict[str, Handler] = {}
+
+
+def method(name: str, params: type[msgspec.Struct] | None, result: type | None, **flags: bool):
+    def register(run: Callable[[Call, Any], Any]) -> Callable[[Call, Any], Any]:
+        METHODS[name] = Handler(run, params, result, **flags)
+        return run
+
+    return register
+
+
+# --- lifecycle ------------------------------------------------------------------------------
+
+
+def server_info() -> lc.Implementation:
+    return lc.Implementation(name="subagentd", version=subagentd.__version__)
+
+
+def capabilities(call: Call) -> dict[str, Any]:
+    return {
+        "tools": {"listChanged": False},
+        "experimental": {
+            "subagentd": {
+                "protocol": subagentd.PROTOCOL,
+                "reportDelivery": call.service.settings.report_delivery,
+            }
+        },
+    }
+
+
+@method("initialize", lc.InitializeParams, lc.InitializeResult, writes=False)
+def initialize(call: Call, p: lc.InitializeParams) -> lc.InitializeResult:
+    if call.session.initialized:
+        raise InvalidRequestError("initialize was already called on this connection")
+    requested = p.protocolVersion
+    version = requested if requested in lc.HANDSHAKE_VERSIONS else lc.HANDSHAKE_VERSIONS[0]
+    wanted = ((p.capabilities or {}).get("experimental") or {}).get("subagentd") or {}
+    if isinstance(wanted, dict):
+        if wanted.get("statusEvents") is True:
+            call.service.settings.status_events = True
+        if wanted.get("reportDelivery") in ("wakeup", "quiet"):
+            call.service.settings.report_delivery = wanted["reportDelivery"]
+    call.session.initialized = True
+    return lc.InitializeResult(
+        protocolVersion=version,
+        serverInfo=server_info(),
+        capabilities=capabilities(call),
+        instructions=INSTRUCTIONS,
+    )
+
+
+@method("notifications/initialized", None, None, writes=False)
+def initialized(call: Call, p: Any) -> None:
+    return None
+
+
+@method("server/discover", h.Params, lc.DiscoverResult, writes=False)
+def discover(call: Call, p: h.Params) -> lc.DiscoverResult:
+    return lc.DiscoverResult(
+        supportedVersions=list(lc.SUPPORTED_VERSIONS),
+        capabilities=capabilities(call),
+        serverInfo=server_info(),
+        instructions=INSTRUCTIONS,
+    )
+
+
+@method("ping", h.Params, h.Empty, writes=False)
+def ping(call: Call, p: h.Params) -> h.Empty:
+    return h.Empty()
+
+
+# --- host API -------------------------------------------------------------------------------
+
+
+@method("agents/open", h.OpenParams, h.OpenResult)
+def agents_open(call: Call, p: h.OpenParams) -> h.OpenResult:
+    return call.service.open(p)
+
+
+@method("agents/close", h.AgentParams, h.Empty)
+def agents_close(call: Call, p: h.AgentParams) -> Any:
+    done = call.defer(h.Empty())
+    call.service.close_root(p.agent_id, done)
+    return call.deferred
+
+
+@method("agents/get", h.AgentParams, h.AgentInfo, writes=False)
+def agents_get(call: Call, p: h.AgentParams) -> h.AgentInfo:
+    return call.service.get(p.agent_id)
+
+
+@method("agents/spawn", h.SpawnParams, h.SpawnResult)
+def agents_spawn(call: Call, p: h.SpawnParams) -> h.SpawnResult:
+    arguments = msgspec.to_builtins(msgspec.structs.replace(p, idempotency_key=None, meta=None))
+    return call.service.idempotent(
+        p.caller, p.idempotency_key, "agents/spawn", arguments, h.SpawnResult, lambda: call.service.spawn(p)
+    )
+
+
+@method("turns/begin", h.TurnBeginParams, h.TurnBeginResult)
+def turns_begin(call: Call, p: h.TurnBeginParams) -> h.TurnBeginResult:
+    return call.service.begin_turn(p.agent_id, p.messages)
+
+
+@method("turns/end", h.TurnEndParams, h.Empty)
+def turns_end(call: Call, p: h.TurnEndParams) -> h.Empty:
+    call.service.finish_turn(p)
+    return h.Empty()
+
+
+@method("agents/followup", h.FollowupParams, h.MessageIdResult)
+def agents_followup(call: Call, p: h.FollowupParams) -> h.MessageIdResult:
+    return call.service.idempotent(
+        "@host",
+        p.idempotency_key,
+        "agents/followup",
+        [p.agent_id, p.message],
+        h.MessageIdResult,
+        lambda: call.service.followup(p.agent_id, p.message),
+    )
+
+
+@method("agents/interrupt", h.AgentParams, h.InterruptResult)
+def agents_interrupt(call: Call, p: h.AgentParams) -> h.InterruptResult:
+    return call.service.host_interrupt(p.agent_id)
+
+
+@method("transcript/append", h.TranscriptAppendParams, h.SeqResult)
+def transcript_append(call: Call, p: h.TranscriptAppendParams) -> h.SeqResult:
+    return h.SeqResult(seq=call.service.append_transcript(p.agent_id, p.turn_id, p.events))
+
+
+@method("transcript/read", h.TranscriptReadParams, h.TranscriptReadResult, writes=False)
+def transcript_read(call: Call, p: h.TranscriptReadParams) -> h.TranscriptReadResult:
+    return call.service.read_transcript(p.agent_id, p.after, p.limit)
+
+
+@method("agents/list", h.ListParams, h.ListResult, writes=False)
+def agents_list(call: Call, p: h.ListParams) -> h.ListResult:
+    return call.service.list_host(p)
+
+
+@method("messages/get", h.MessageGetParams, h.MessageInfo, writes=False)
+def messages_get(call: Call, p: h.MessageGetParams) -> h.MessageInfo:
+    return call.service.get_message(p.message_id)
+
+
+# --- the four tools, direct ---------------------------------------------------------------
+
+
+def _direct(spec_name: str) -> Callable[[Call, Any], Any]:
+    spec = TOOLS[spec_name]
+
+    def run(call: Call, params: Any) -> Any:
+        if not isinstance(params, dict):
+            raise InvalidParamsError("params must be an object")
+        identity = msgspec.convert(
+            {k: params.get(k) for k in ("caller", "activation", "idempotency_key")}, CallerIdentity
+        )
+        return run_tool(call.service, spec, params, identity)
+
+    return run
+
+
+for _name, _spec in TOOLS.items():
+    METHODS[_name] = Handler(_direct(_name), None, _spec.result, tool=True)
+
+
+# --- the MCP bridge -------------------------------------------------------------------------
+
+
+def _identity(call: Call, meta: dict[str, Any] | None) -> CallerIdentity:
+    meta = meta or {}
+    caller = meta.get(CALLER_META, call.session.default_caller)
+    return msgspec.convert(
+        {
+            "caller": caller,
+            "activation": meta.get(ACTIVATION_META),
+            "idempotency_key": meta.get(IDEMPOTENCY_META),
+        },
+        CallerIdentity,
+    )
+
+
+@method("tools/list", t.ToolsListParams, t.ToolsListResult, writes=False)
+def tools_list(call: Call, p: t.ToolsListParams) -> dict[str, Any]:
+    identity = _identity(call, p.meta)
+    include_report = call.service.can_report(identity.caller, identity.activation)
+    return {"tools": tool_definitions(include_report)}
+
+
+@method("tools/call", t.ToolsCallParams, t.CallToolResult)
+def tools_call(call: Call, p: t.ToolsCallParams) -> t.CallToolResult:
+    spec = TOOLS.get(p.name)
+    if spec is None:
+        raise InvalidParamsError(f"Unknown tool: {p.name}")
+    arguments = {} if p.arguments is None else p.arguments
+    try:
+        identity = _identity(call, p.meta)
+        with call.service.transaction():
+            result = run_tool(call.service, spec, arguments, identity)
+    except SubagentdError as error:
+        call.drop_notifications()
+        return call_tool_result(None, error)
+    except msgspec.ValidationError as exc:
+        return call_tool_result(None, InvalidParamsError(f"invalid _meta: {exc}"))
+    return call_tool_result(result, None)

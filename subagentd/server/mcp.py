@@ -1,0 +1,173 @@
+"""The four tools as MCP `Tool`s and as direct methods: one definition, schemas from the Structs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import msgspec
+
+from subagentd.core import texts
+from subagentd.core.arguments import check_arguments
+from subagentd.core.service import Service
+from subagentd.errors import CallerUnauthorizedError, SubagentdError
+from subagentd.schema import tools as t
+
+CALLER_META = "subagentd/caller"
+ACTIVATION_META = "subagentd/activation"
+IDEMPOTENCY_META = "subagentd/idempotency_key"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    name: str
+    args: type[msgspec.Struct]
+    output: type[msgspec.Struct]
+    result: type[msgspec.Struct]
+    params: type[msgspec.Struct]  # the direct method's params, for the schema export
+    idempotent: bool
+    description: str
+    run: Callable[..., Any]
+
+
+TOOLS: dict[str, ToolSpec] = {
+    spec.name: spec
+    for spec in (
+        ToolSpec(
+            "send_message",
+            t.SendMessageArgs,
+            t.MessageIdOutput,
+            t.SendMessageResult,
+            t.SendMessageParams,
+            True,
+            "Queue a message as the next turn of one of your own continuable subagents (a child you"
+            " started). The message is stored durably in the child's inbox and runs as its own turn:"
+            " if the child is running now, it gets the message after its current turn ends (this"
+            " never redirects the running turn); if it is idle it starts at once; if it is ready"
+            " (not live) it is resumed from its saved state. Success means the message was queued,"
+            " not answered: the child's reply reaches you later (through `report` or its settlement"
+            " notice). Only the direct parent can send; a grandparent, sibling or the child itself"
+            " is refused. A failure text starts with `message not delivered:` and nothing was"
+            " queued; if it says the subagent cannot be resumed, do not retry with that id.",
+            Service.send_message,
+        ),
+        ToolSpec(
+            "interrupt_agent",
+            t.InterruptAgentArgs,
+            t.InterruptOutput,
+            t.InterruptAgentResult,
+            t.InterruptAgentParams,
+            False,
+            "Stop the current turn of a live continuable subagent below you (your child or a deeper"
+            " descendant). It returns as soon as the stop is requested; the target may run briefly"
+            " before it stops. Only that turn stops: messages already queued for the target are"
+            " held until your next `send_message` to it, and agents it started keep running. If the"
+            " target has nothing left to do it finishes and you get a notice. Interrupting an agent"
+            " that is not running, not live or unknown is a harmless no-op. You cannot interrupt"
+            " yourself, a sibling, or agents that are not below you.",
+            Service.interrupt_agent,
+        ),
+        ToolSpec(
+            "list_agents",
+            t.ListAgentsArgs,
+            t.ListAgentsOutput,
+            t.ListAgentsResult,
+            t.ListAgentsParams,
+            False,
+            "List the continuable subagents below you with their status: `running` (working on a"
+            " turn), `idle` (live, between turns or waiting on its own children) or `ready` (saved;"
+            ' `send_message` resumes it). scope "children" (default) lists your direct children;'
+            ' scope "descendants" lists the whole tree below you with parent and depth. A child'
+            " whose saved state cannot be read is shown as a diagnostic line. The listing is a"
+            " snapshot and may change right after.",
+            Service.list_agents,
+        ),
+        ToolSpec(
+            "report",
+            t.ReportArgs,
+            t.MessageIdOutput,
+            t.ReportResult,
+            t.ReportParams,
+            True,
+            "Send a message to the agent that started you (your direct parent only). It does not"
+            " see your transcript, so make the report self-contained. Call it once before you"
+            " finish with your answer, and earlier when a partial finding changes what the parent"
+            " should do. Reporting does not end your turn. Success means the parent accepted the"
+            " message, not that it has read it; it fails when your parent is not live.",
+            Service.report,
+        ),
+    )
+}
+
+
+def _object_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
+    """A top-level object schema (MCP wants no top-level $ref): inline the referenced definition."""
+    schema = msgspec.json.schema(struct)
+    defs = schema.get("$defs", {})
+    name = schema["$ref"].rsplit("/", 1)[-1]
+    top = dict(defs.pop(name))
+    top.pop("title", None)
+    if defs:
+        top["$defs"] = defs
+    return top
+
+
+@cache
+def tool_definitions(include_report: bool) -> list[dict[str, Any]]:
+    return [
+        msgspec.to_builtins(
+            t.Tool(
+                name=spec.name,
+                description=spec.description,
+                inputSchema=_object_schema(spec.args),
+                outputSchema=_object_schema(spec.output),
+            )
+        )
+        for spec in TOOLS.values()
+        if include_report or spec.name != "report"
+    ]
+
+
+class CallerIdentity(msgspec.Struct, kw_only=True):
+    caller: str | None = None
+    activation: str | None = None
+    idempotency_key: str | None = None
+
+
+def run_tool(
+    service: Service,
+    spec: ToolSpec,
+    arguments: Any,
+    identity: CallerIdentity,
+) -> msgspec.Struct:
+    """Validate (SEMANTICS.md section 3), find the caller, then apply the tool's rules."""
+    args = check_arguments(spec.args, arguments)
+    if not identity.caller:
+        raise CallerUnauthorizedError(texts.NO_CALLER.format(tool=spec.name))
+    caller, activation = identity.caller, identity.activation
+    if spec.idempotent:
+        return service.idempotent(
+            caller,
+            identity.idempotency_key,
+            spec.name,
+            msgspec.to_builtins(args),
+            spec.result,
+            lambda: spec.run(service, caller, activation, args),
+        )
+    return spec.run(service, caller, activation, args)
+
+
+def call_tool_result(result: msgspec.Struct | None, error: SubagentdError | None) -> t.CallToolResult:
+    """An MCP CallToolResult: the text the model sees, and the structured fields."""
+    if error is not None:
+        return t.CallToolResult(content=[_text(f"Error: {error.message}")], isError=True)
+    assert result is not None
+    structured = msgspec.to_builtins(result)
+    text = structured.pop("text")
+    return t.CallToolResult(content=[_text(text)], structuredContent=structured, isError=False)
+
+
+def _text(text: str) -> dict[str, str]:
+    return {"type": "text", "text": text}
