@@ -52,34 +52,88 @@ def positive_int(text: str) -> int:
 
 
 def add_serve_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--db", default="./subagentd.db", help="SQLite database path, or :memory: (default: %(default)s)")
-    parser.add_argument("--framing", choices=["auto", "ndjson", "lsp"], default="auto",
-                        help="wire framing; auto detects LSP from a leading Content-Length header (default: %(default)s)")
-    parser.add_argument("--max-frame-bytes", type=positive_int, default=16 * 1024 * 1024,
-                        help="largest accepted frame; longer ones are answered -32600 (default: %(default)s)")
-    parser.add_argument("--durability", choices=["normal", "full"], default="normal",
-                        help="normal survives a process crash, full also survives power loss (default: %(default)s)")
-    parser.add_argument("--report-delivery", choices=["wakeup", "quiet"], default="wakeup",
-                        help="how reports reach a parent: its next turn, or injected quietly (default: %(default)s)")
-    parser.add_argument("--max-depth", type=positive_int, default=8, help="deepest spawn allowed (default: %(default)s)")
-    parser.add_argument("--interrupt-grace", type=float, default=10.0,
-                        help="seconds before an interrupted turn the host did not end is force-ended (default: %(default)s)")
-    parser.add_argument("--shutdown-grace", type=float, default=5.0,
-                        help="seconds to finish in-flight replies at shutdown (default: %(default)s)")
-    parser.add_argument("--caller", default=None, metavar="AGENT_ID",
-                        help="caller of MCP tools/call requests that carry no _meta caller")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
-                        help="stderr log level (default: %(default)s)")
-    parser.add_argument("--log-format", default="text", choices=["text", "json"], help="stderr log format (default: %(default)s)")
+    parser.add_argument(
+        "--db",
+        default="./subagentd.db",
+        help="SQLite database path, or :memory: (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--framing",
+        choices=["auto", "ndjson", "lsp"],
+        default="auto",
+        help="wire framing; auto detects LSP from a leading Content-Length header (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-frame-bytes",
+        type=positive_int,
+        default=16 * 1024 * 1024,
+        help="largest accepted frame; longer ones are answered -32600 (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--durability",
+        choices=["normal", "full"],
+        default="normal",
+        help="normal survives a process crash, full also survives power loss (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--report-delivery",
+        choices=["wakeup", "quiet"],
+        default="wakeup",
+        help="how reports reach a parent: its next turn, or injected quietly (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-depth",
+        type=positive_int,
+        default=8,
+        help="deepest spawn allowed (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--interrupt-grace",
+        type=float,
+        default=10.0,
+        help="seconds before an interrupted turn the host did not end is force-ended (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--shutdown-grace",
+        type=float,
+        default=5.0,
+        help="seconds to finish in-flight replies at shutdown (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--caller",
+        default=None,
+        metavar="AGENT_ID",
+        help="caller of MCP tools/call requests that carry no _meta caller",
+    )
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="stderr log level (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--log-format",
+        default="text",
+        choices=["text", "json"],
+        help="stderr log format (default: %(default)s)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="subagentd", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="subagentd",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"subagentd {subagentd.__version__} (protocol {subagentd.PROTOCOL})")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"subagentd {subagentd.__version__} (protocol {subagentd.PROTOCOL})",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    serve = commands.add_parser("serve", help="serve JSON-RPC on stdin/stdout (the default command)")
+    serve = commands.add_parser(
+        "serve", help="serve JSON-RPC on stdin/stdout (the default command)"
+    )
     add_serve_options(serve)
     return parser
 
@@ -121,7 +175,9 @@ def serve(args: argparse.Namespace) -> int:
         recovered = service.recover()
     service.commit()
     if recovered:
-        logging.getLogger("subagentd").warning("recorded %d turn(s) left open by a crash", recovered)
+        logging.getLogger("subagentd").warning(
+            "recorded %d turn(s) left open by a crash", recovered
+        )
     connection = Connection(
         service,
         FdReader(0),

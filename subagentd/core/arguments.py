@@ -28,7 +28,9 @@ def _rules(struct: type[msgspec.Struct]) -> list[tuple[str, bool, tuple[str, ...
 def check_arguments(struct: type[msgspec.Struct], arguments: Any) -> msgspec.Struct:
     """Validate tool arguments (all violations, in schema order) and build the Struct."""
     if not isinstance(arguments, dict):
-        raise InvalidParamsError(texts.INVALID_ARGUMENTS.format(violations=texts.ARGUMENTS_NOT_OBJECT))
+        raise InvalidParamsError(
+            texts.INVALID_ARGUMENTS.format(violations=texts.ARGUMENTS_NOT_OBJECT)
+        )
     violations = []
     values = {}
     for name, required, choices in _rules(struct):

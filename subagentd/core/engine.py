@@ -155,7 +155,9 @@ class Engine:
     # --- transcript ----------------------------------------------------------------------
 
     def record(self, agent_id: str, turn_id: str | None, event_type: str, data: Any) -> int:
-        return self.store.append_events(agent_id, turn_id, [(event_type, _encode(data).decode())], now())
+        return self.store.append_events(
+            agent_id, turn_id, [(event_type, _encode(data).decode())], now()
+        )
 
     # --- activation ----------------------------------------------------------------------
 
@@ -190,7 +192,9 @@ class Engine:
 
     def status_changed(self, agent: LiveAgent, status: str | None = None) -> None:
         if self.settings.status_events:
-            self.emit("agent/status", AgentStatus(agent_id=agent.agent_id, status=status or agent.status))
+            self.emit(
+                "agent/status", AgentStatus(agent_id=agent.agent_id, status=status or agent.status)
+            )
 
     # --- inbox ---------------------------------------------------------------------------
 
@@ -224,7 +228,11 @@ class Engine:
 
     def pump(self, agent: LiveAgent) -> None:
         """Start the agent's next FIFO turn if it is free, else settle it if nothing keeps it."""
-        if agent.disposing or agent.turn is not None or self.registry.get(agent.agent_id) is not agent:
+        if (
+            agent.disposing
+            or agent.turn is not None
+            or self.registry.get(agent.agent_id) is not agent
+        ):
             return
         if agent.pending and not agent.parked:
             record = self.store.next_queued(agent.agent_id)
@@ -308,7 +316,9 @@ class Engine:
             self.emit(
                 "turn/interrupt",
                 TurnInterrupt(
-                    agent_id=agent.agent_id, turn_id=turn.turn_id, cause=InterruptCause(kind=kind, by=by)
+                    agent_id=agent.agent_id,
+                    turn_id=turn.turn_id,
+                    cause=InterruptCause(kind=kind, by=by),
                 ),
             )
             self._grace[turn.turn_id] = self.timers.call_later(
@@ -350,7 +360,9 @@ class Engine:
         self.status_changed(agent, "ready")
         parent = self.registry.get(agent.parent_id)
         if agent.kind == CONTINUABLE and agent.parent_id is not None:
-            self.notify_settled(agent.agent_id, agent.parent_id, parent, agent.last_reason, agent.last_output)
+            self.notify_settled(
+                agent.agent_id, agent.parent_id, parent, agent.last_reason, agent.last_output
+            )
         if parent is not None:
             if parent.disposing:
                 self.drain_step(parent)
@@ -366,7 +378,9 @@ class Engine:
         output: str | None,
     ) -> None:
         """The settlement notice (SEMANTICS.md section 8): a wakeup, or recorded when closing."""
-        first = texts.SETTLED_FIRST_LINE.get(reason or "completed", texts.SETTLED_FIRST_LINE["error"])
+        first = texts.SETTLED_FIRST_LINE.get(
+            reason or "completed", texts.SETTLED_FIRST_LINE["error"]
+        )
         first = first.format(id=child_id)
         blocks = [TextBlock(text=first)]
         if output:
@@ -380,7 +394,9 @@ class Engine:
             sender_session_id=child_id,
         )
         if parent is not None and parent.disposing:
-            self.record(parent_id, None, "notice", Message(message_id=mint(), content=blocks, source=source))
+            self.record(
+                parent_id, None, "notice", Message(message_id=mint(), content=blocks, source=source)
+            )
             return
         parked = parent.parked if parent is not None else self._stored_parked(parent_id)
         self.accept(parent_id, blocks, source, parent, parked)
@@ -455,7 +471,12 @@ class Engine:
         recovered = self.store.open_turns()
         for session_id, turn_id in recovered:
             self.store.end_turn(session_id, "error", None)
-            self.record(session_id, turn_id, "turn_end", {"turn_id": turn_id, "reason": "error", "cause": "crash"})
+            self.record(
+                session_id,
+                turn_id,
+                "turn_end",
+                {"turn_id": turn_id, "reason": "error", "cause": "crash"},
+            )
             record = self.store.get_session(session_id)
             if record is None or record.kind != "subagent" or record.parent_id is None:
                 continue
@@ -483,4 +504,3 @@ class Engine:
         self.record(parent.agent_id, None, "message", message)
         self.emit("agent/inject", AgentInject(agent_id=parent.agent_id, messages=[message]))
         return message.message_id
-

@@ -150,7 +150,12 @@ class HostApi(Engine):
         self.store.insert_session(record, _encode(descriptor).decode())
         self.record(child_id, None, "descriptor", descriptor)
         child = self.activate(
-            child_id, caller.agent_id, KIND_OF_MODE[params.mode], depth, False, descriptor=descriptor
+            child_id,
+            caller.agent_id,
+            KIND_OF_MODE[params.mode],
+            depth,
+            False,
+            descriptor=descriptor,
         )
         message_id = self.accept(
             child_id,
@@ -171,7 +176,9 @@ class HostApi(Engine):
         if agent.disposing:
             raise ActivationClosingError(f'agent "{agent_id}" activation is being disposed')
         if agent.turn is not None:
-            raise StateInvalidError(f'agent "{agent_id}" is already running turn {agent.turn.turn_id}')
+            raise StateInvalidError(
+                f'agent "{agent_id}" is already running turn {agent.turn.turn_id}'
+            )
         source = Source(kind="user", form="direct")
         built = [
             Message(message_id=mint(), content=[TextBlock(text=text)], source=source)
@@ -228,7 +235,9 @@ class HostApi(Engine):
             agent_id, turn_id, [(e.type, _encode(e.data).decode()) for e in events], now()
         )
 
-    def read_transcript(self, agent_id: str, after: int | None, limit: int | None) -> TranscriptReadResult:
+    def read_transcript(
+        self, agent_id: str, after: int | None, limit: int | None
+    ) -> TranscriptReadResult:
         self.require_session(agent_id)
         limit = _page_size(limit)
         records = self.store.read_events(agent_id, after or 0, limit)

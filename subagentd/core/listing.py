@@ -46,12 +46,16 @@ def project(
         depth = row.depth if annotate else None
         body = bodies.get(row.id)
         if isinstance(body, Exception):
-            listed.append(DiagnosticRow(id=row.id, reason="unavailable", parent=parent, depth=depth))
+            listed.append(
+                DiagnosticRow(id=row.id, reason="unavailable", parent=parent, depth=depth)
+            )
             continue
         try:
             descriptor = parse_descriptor(body)
         except DescriptorProblem as problem:
-            listed.append(DiagnosticRow(id=row.id, reason=problem.reason, parent=parent, depth=depth))
+            listed.append(
+                DiagnosticRow(id=row.id, reason=problem.reason, parent=parent, depth=depth)
+            )
             continue
         if descriptor.mode == "one-shot" and not include_one_shot:
             continue

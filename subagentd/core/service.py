@@ -43,7 +43,9 @@ class Service(HostApi, ToolRules):
         self.store.put_idempotent(
             caller,
             key,
-            IdempotencyRecord(method=method, fingerprint=fingerprint, result=msgspec.json.encode(result).decode()),
+            IdempotencyRecord(
+                method=method, fingerprint=fingerprint, result=msgspec.json.encode(result).decode()
+            ),
             now(),
         )
         return result

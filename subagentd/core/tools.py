@@ -45,17 +45,25 @@ class ToolRules(Engine):
             if live_caller is None:
                 raise _not_delivered(Code.UNAUTHORIZED, texts.SEND_STALE.format(id=target_id))
             if target.parent_id != caller:
-                raise _not_delivered(Code.UNAUTHORIZED, texts.SEND_OTHER_PARENT.format(id=target_id))
+                raise _not_delivered(
+                    Code.UNAUTHORIZED, texts.SEND_OTHER_PARENT.format(id=target_id)
+                )
             if target.kind != CONTINUABLE:
-                raise _not_delivered(Code.NOT_RESUMABLE, texts.SEND_NOT_RESUMABLE.format(id=target_id))
+                raise _not_delivered(
+                    Code.NOT_RESUMABLE, texts.SEND_NOT_RESUMABLE.format(id=target_id)
+                )
         else:
             record = self.store.get_session(target_id)
             if record is None:
-                raise _not_delivered(Code.NOT_RESUMABLE, texts.SEND_UNAVAILABLE.format(id=target_id))
+                raise _not_delivered(
+                    Code.NOT_RESUMABLE, texts.SEND_UNAVAILABLE.format(id=target_id)
+                )
             if live_caller is None:
                 raise _not_delivered(Code.UNAUTHORIZED, texts.SEND_STALE.format(id=target_id))
             if record.parent_id != caller:
-                raise _not_delivered(Code.UNAUTHORIZED, texts.SEND_OTHER_PARENT.format(id=target_id))
+                raise _not_delivered(
+                    Code.UNAUTHORIZED, texts.SEND_OTHER_PARENT.format(id=target_id)
+                )
             try:
                 if record.kind != "subagent":
                     raise DescriptorProblem("ordinary")
@@ -134,7 +142,10 @@ class ToolRules(Engine):
         parent = self.registry.get(child.parent_id)
         if parent is None:
             raise ToolError(Code.PARENT_UNAVAILABLE, texts.REPORT_PARENT_NOT_LIVE)
-        blocks = [TextBlock(text=texts.REPORT_HEADER.format(id=caller)), TextBlock(text=args.output)]
+        blocks = [
+            TextBlock(text=texts.REPORT_HEADER.format(id=caller)),
+            TextBlock(text=args.output),
+        ]
         source = Source(kind="subagent-report", form="relay", sender_session_id=caller)
         if self.settings.report_delivery == "quiet":
             message_id = self.inject(parent, blocks, source)
@@ -142,7 +153,9 @@ class ToolRules(Engine):
             message_id = self.accept(parent.agent_id, blocks, source, parent, parent.parked)
         turn_id = child.turn.turn_id if child.turn else None
         self.record(caller, turn_id, "report", {"message_id": message_id, "output": args.output})
-        return ReportResult(text=texts.REPORT_OK.format(message_id=message_id), message_id=message_id)
+        return ReportResult(
+            text=texts.REPORT_OK.format(message_id=message_id), message_id=message_id
+        )
 
     def can_report(self, caller: str | None, activation: str | None) -> bool:
         """Whether `report` is offered to this caller (a live continuable child)."""

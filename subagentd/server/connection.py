@@ -104,7 +104,11 @@ def _success(result: Any, request_id: Any, stateless: bool) -> dict[str, Any]:
 
 
 def _valid_id(value: Any) -> bool:
-    return value is None or isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+    return (
+        value is None
+        or isinstance(value, str)
+        or (isinstance(value, int) and not isinstance(value, bool))
+    )
 
 
 class Connection:
@@ -264,7 +268,9 @@ class Connection:
             if not message:
                 self.send(_error(Code.INVALID_REQUEST, "Invalid Request: empty batch"))
                 return
-            replies = [r for r in (self.handle_message(m, in_batch=True) for m in message) if r is not None]
+            replies = [
+                r for r in (self.handle_message(m, in_batch=True) for m in message) if r is not None
+            ]
             if any(isinstance(r, Pending) for r in replies):
                 self._await_batch(replies)
             elif replies:
@@ -284,15 +290,25 @@ class Connection:
         is_request = "id" in message
         request_id = message.get("id")
         if not _valid_id(request_id):
-            return _error(Code.INVALID_REQUEST, "Invalid Request: id must be a string, a number or null")
+            return _error(
+                Code.INVALID_REQUEST, "Invalid Request: id must be a string, a number or null"
+            )
         method = message.get("method")
         if message.get("jsonrpc") != "2.0":
-            return _error(Code.INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"', request_id)
+            return _error(
+                Code.INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"', request_id
+            )
         if not isinstance(method, str):
-            return _error(Code.INVALID_REQUEST, 'Invalid Request: "method" must be a string', request_id)
+            return _error(
+                Code.INVALID_REQUEST, 'Invalid Request: "method" must be a string', request_id
+            )
         params = message.get("params")
         if "params" in message and not isinstance(params, dict | list):
-            return _error(Code.INVALID_REQUEST, 'Invalid Request: "params" must be an object or an array', request_id)
+            return _error(
+                Code.INVALID_REQUEST,
+                'Invalid Request: "params" must be an object or an array',
+                request_id,
+            )
         if method in _CANCEL:
             if isinstance(params, dict):
                 self.cancel(params.get(_CANCEL[method]))
@@ -340,7 +356,9 @@ class Connection:
             def run() -> Any:
                 if args:
                     raise InvalidParamsError("params must be an object, not an array")
-                value = params if handler.params is None else msgspec.convert(params, handler.params)
+                value = (
+                    params if handler.params is None else msgspec.convert(params, handler.params)
+                )
                 try:
                     if handler.writes:
                         with self.service.transaction():

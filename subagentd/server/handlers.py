@@ -138,7 +138,12 @@ def agents_get(call: Call, p: h.AgentParams) -> h.AgentInfo:
 def agents_spawn(call: Call, p: h.SpawnParams) -> h.SpawnResult:
     arguments = msgspec.to_builtins(msgspec.structs.replace(p, idempotency_key=None, meta=None))
     return call.service.idempotent(
-        p.caller, p.idempotency_key, "agents/spawn", arguments, h.SpawnResult, lambda: call.service.spawn(p)
+        p.caller,
+        p.idempotency_key,
+        "agents/spawn",
+        arguments,
+        h.SpawnResult,
+        lambda: call.service.spawn(p),
     )
 
 

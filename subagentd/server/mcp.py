@@ -159,7 +159,9 @@ def run_tool(
     return spec.run(service, caller, activation, args)
 
 
-def call_tool_result(result: msgspec.Struct | None, error: SubagentdError | None) -> t.CallToolResult:
+def call_tool_result(
+    result: msgspec.Struct | None, error: SubagentdError | None
+) -> t.CallToolResult:
     """An MCP CallToolResult: the text the model sees, and the structured fields."""
     if error is not None:
         return t.CallToolResult(content=[_text(f"Error: {error.message}")], isError=True)

@@ -234,7 +234,11 @@ class SqliteStore:
     # --- events -------------------------------------------------------------------------
 
     def append_events(
-        self, session_id: str, turn_id: str | None, events: Sequence[tuple[str, str | None]], at: str
+        self,
+        session_id: str,
+        turn_id: str | None,
+        events: Sequence[tuple[str, str | None]],
+        at: str,
     ) -> int:
         self._begin()
         cursor = self.conn.cursor()
@@ -266,9 +270,7 @@ class SqliteStore:
         ).fetchone()
         return IdempotencyRecord(method=row[0], fingerprint=row[1], result=row[2]) if row else None
 
-    def put_idempotent(
-        self, caller: str, key: str, record: IdempotencyRecord, at: str
-    ) -> None:
+    def put_idempotent(self, caller: str, key: str, record: IdempotencyRecord, at: str) -> None:
         self._begin()
         self.conn.execute(
             "INSERT INTO idempotency (caller, key, method, fingerprint, result, created_at)"

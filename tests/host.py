@@ -1,0 +1,298 @@
+"""A scripted host for tests: talks to a real subagentd over real pipes, every wait bounded."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from collections import deque
+from typing import Any
+
+TIMEOUT = 10.0
+
+
+class RpcError(Exception):
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(error.get("message"))
+        self.error = error
+        self.code = error["code"]
+        self.message = error["message"]
+        self.data = error.get("data")
+
+
+class Host:
+    """Send frames, read frames; responses are matched by id, notifications are queued in order."""
+
+    def __init__(self, write_fd: int, read_fd: int) -> None:
+        self._write_fd = write_fd
+        self._read = os.fdopen(read_fd, "rb", buffering=0)
+        self._frames: queue.Queue[Any] = queue.Queue()
+        self._ids = itertools.count(1)
+        self.responses: dict[Any, dict[str, Any]] = {}
+        self.notifications: deque[dict[str, Any]] = deque()
+        self.raw: list[bytes] = []
+        self._reader = threading.Thread(target=self._pump, daemon=True)
+        self._reader.start()
+
+    def _pump(self) -> None:
+        buf = b""
+        while True:
+            try:
+                chunk = self._read.read(65536)
+            except (OSError, ValueError):
+                chunk = b""
+            if not chunk:
+                self._frames.put(None)
+                return
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                self.raw.append(line)
+                self._frames.put(line)
+
+    def close(self) -> None:
+        """After the server closed its end: stop the reader thread and close our fd."""
+        self._reader.join(TIMEOUT)
+        self._read.close()
+
+    # --- sending -------------------------------------------------------------------------
+
+    def send_bytes(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._write_fd, view) :]
+
+    def send(self, message: Any) -> None:
+        self.send_bytes(json.dumps(message).encode() + b"\n")
+
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message)
+
+    def start(self, method: str, params: dict[str, Any] | None = None) -> int:
+        """Send a request without waiting; returns its id."""
+        request_id = next(self._ids)
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message)
+        return request_id
+
+    def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        """Request and wait: the result, or RpcError."""
+        response = self.response(self.start(method, params))
+        if "error" in response:
+            raise RpcError(response["error"])
+        return response["result"]
+
+    # --- receiving -----------------------------------------------------------------------
+
+    def _next_frame(self, timeout: float) -> Any:
+        try:
+            line = self._frames.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError("no frame from subagentd within the timeout") from None
+        if line is None:
+            raise EOFError("subagentd closed its stdout")
+        message = json.loads(line)
+        if isinstance(message, dict) and "method" in message and "id" not in message:
+            self.notifications.append(message)
+        elif isinstance(message, dict):
+            self.responses[message.get("id")] = message
+        return message
+
+    def read_any(self, timeout: float = TIMEOUT) -> Any:
+        """The next frame whatever it is (batches come back as lists)."""
+        return self._next_frame(timeout)
+
+    def response(self, request_id: Any, timeout: float = TIMEOUT) -> dict[str, Any]:
+        while request_id not in self.responses:
+            self._next_frame(timeout)
+        return self.responses.pop(request_id)
+
+    def notification(
+        self, method: str | None = None, timeout: float = TIMEOUT, **match: Any
+    ) -> dict[str, Any]:
+        """The first queued notification with this method (and matching params); waits for one."""
+        while True:
+            for note in list(self.notifications):
+                if (method is None or note["method"] == method) and all(
+                    note["params"].get(k) == v for k, v in match.items()
+                ):
+                    self.notifications.remove(note)
+                    return note["params"]
+            self._next_frame(timeout)
+
+    def drain_notifications(self) -> list[dict[str, Any]]:
+        notes = list(self.notifications)
+        self.notifications.clear()
+        return notes
+
+    def settle_quietly(self, timeout: float = 0.3) -> None:
+        """Read whatever arrives within `timeout` (to assert that nothing more was sent)."""
+        try:
+            while True:
+                self._next_frame(timeout)
+        except TimeoutError:
+            return
+
+    # --- helpers playing a real host -----------------------------------------------------
+
+    def initialize(self, **capabilities: Any) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "protocolVersion": "2025-06-18",
+            "clientInfo": {"name": "test", "version": "0"},
+        }
+        if capabilities:
+            params["capabilities"] = {"experimental": {"subagentd": capabilities}}
+        result = self.call("initialize", params)
+        self.notify("notifications/initialized")
+        return result
+
+    def open(self, agent_id: str, **params: Any) -> dict[str, Any]:
+        return self.call("agents/open", {"agent_id": agent_id, **params})
+
+    def spawn(
+        self, caller: str, child_id: str, label: str = "task", prompt: str = "go", **params: Any
+    ) -> dict[str, Any]:
+        """Spawn and consume the child's first turn/start; returns the spawn result plus turn_id."""
+        result = self.call(
+            "agents/spawn",
+            {"caller": caller, "child_id": child_id, "label": label, "prompt": prompt, **params},
+        )
+        start = self.notification("turn/start", agent_id=child_id)
+        return {**result, "turn_id": start["turn_id"], "turn": start}
+
+    def end_turn(
+        self, agent_id: str, turn_id: str, reason: str = "completed", output: str | None = None
+    ) -> None:
+        params: dict[str, Any] = {"agent_id": agent_id, "turn_id": turn_id, "reason": reason}
+        if output is not None:
+            params["output"] = output
+        self.call("turns/end", params)
+
+    def tool(self, name: str, caller: str, **arguments: Any) -> Any:
+        return self.call(name, {"caller": caller, **arguments})
+
+
+class ServerProcess:
+    """`python -m subagentd` as a child process with pipes; stderr captured to a file."""
+
+    def __init__(self, *args: str, db: str = ":memory:", env: dict[str, str] | None = None) -> None:
+        import tempfile
+
+        self.stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "subagentd", "--db", db, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            env={**os.environ, **(env or {})},
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.host = Host(self.proc.stdin.fileno(), os.dup(self.proc.stdout.fileno()))
+
+    def close_stdin(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+
+    def wait(self, timeout: float = TIMEOUT) -> int:
+        return self.proc.wait(timeout=timeout)
+
+    def stderr_text(self) -> str:
+        self.stderr.seek(0)
+        return self.stderr.read().decode(errors="replace")
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            try:
+                self.close_stdin()
+            except OSError:
+                pass
+            try:
+                self.proc.wait(timeout=TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.host.close()
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+        self.stderr.close()
+        return self.proc.returncode
+
+
+class InProcessServer:
+    """The real Connection on a real event loop in a thread, talking over os.pipe() pairs."""
+
+    def __init__(
+        self,
+        *,
+        report_delivery: str = "wakeup",
+        interrupt_grace: float = 10.0,
+        caller: str | None = None,
+        store: Any = None,
+        max_depth: int = 8,
+        max_frame_bytes: int = 16 * 1024 * 1024,
+    ) -> None:
+        import anyio
+
+        from subagentd.core.engine import Settings
+        from subagentd.core.service import Service
+        from subagentd.server.connection import Connection
+        from subagentd.server.transport import FdReader, FdWriter
+        from subagentd.storage.database import SqliteStore
+
+        to_server_r, to_server_w = os.pipe()
+        from_server_r, from_server_w = os.pipe()
+        self.store = store or SqliteStore(":memory:")
+        settings = Settings(
+            report_delivery=report_delivery, interrupt_grace=interrupt_grace, max_depth=max_depth
+        )
+        self.service = Service(self.store, emit=lambda m, p: None, timers=None, settings=settings)  # type: ignore[arg-type]
+        with self.service.transaction():
+            self.service.recover()
+        self.service.commit()
+        self.connection = Connection(
+            self.service,
+            FdReader(to_server_r),
+            FdWriter(from_server_w),
+            default_caller=caller,
+            handle_signals=False,
+            max_frame_bytes=max_frame_bytes,
+        )
+        self._to_server_w = to_server_w
+        self._fds = [to_server_r, from_server_w]
+        self.error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                anyio.run(self.connection.serve)
+            except BaseException as exc:  # surfaced by stop()
+                self.error = exc
+            finally:
+                for fd in self._fds:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+        self.host = Host(to_server_w, from_server_r)
+
+    def stop(self) -> None:
+        try:
+            os.close(self._to_server_w)
+        except OSError:
+            pass
+        self.thread.join(TIMEOUT)
+        assert not self.thread.is_alive(), "server did not stop after EOF"
+        self.host.close()
+        if self.error is not None:
+            raise self.error
