@@ -21,17 +21,18 @@ _SESSION_COLUMNS = (
     "id, parent_id, kind, label, created_at, depth, parked, open_turn_id, last_reason, last_output"
 )
 
-# Pre-order walk below a root. `path` sorts siblings by (created_at, id) with a separator below
-# every other character, so a parent sorts before its subtree; `seen` stops cycles in corrupt data.
+# Pre-order walk below a root. `path` joins (created_at, id) per level with char(1), which sorts
+# below every character of an id, so siblings order by created_at then id (code points, as BINARY
+# collation compares UTF-8) and a parent sorts right before its subtree; `seen` stops cycles.
 _DESCENDANTS_SQL = """
 WITH RECURSIVE tree(id, parent_id, depth, kind, label, path, seen) AS (
     SELECT s.id, s.parent_id, 1, s.kind, s.label,
-           s.created_at || char(1) || s.id || char(0x7f),
+           s.created_at || char(1) || s.id,
            char(0x7f) || :root || char(0x7f) || s.id || char(0x7f)
     FROM sessions s WHERE s.parent_id = :root AND s.id != :root
     UNION ALL
     SELECT s.id, s.parent_id, t.depth + 1, s.kind, s.label,
-           t.path || char(2) || s.created_at || char(1) || s.id || char(0x7f),
+           t.path || char(1) || s.created_at || char(1) || s.id,
            t.seen || s.id || char(0x7f)
     FROM sessions s JOIN tree t ON s.parent_id = t.id
     WHERE instr(t.seen, char(0x7f) || s.id || char(0x7f)) = 0

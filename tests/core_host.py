@@ -1,0 +1,125 @@
+"""A host driving core/ directly (no wire): for the rule matrix as fast unit tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from subagentd.core.engine import Settings
+from subagentd.core.service import Service
+from subagentd.errors import SubagentdError
+from subagentd.schema.host import OpenParams, SpawnParams, TurnEndParams
+from subagentd.schema.tools import InterruptAgentArgs, ListAgentsArgs, ReportArgs, SendMessageArgs
+from subagentd.storage.database import SqliteStore
+
+
+class ManualTimers:
+    """Timers that fire only when the test says so."""
+
+    def __init__(self) -> None:
+        self.scheduled: list[list[Any]] = []
+
+    def call_later(self, delay, callback):
+        entry = [delay, callback, True]
+        self.scheduled.append(entry)
+
+        def cancel() -> None:
+            entry[2] = False
+
+        return cancel
+
+    def fire_all(self) -> int:
+        fired = 0
+        for entry in list(self.scheduled):
+            if entry[2]:
+                entry[2] = False
+                entry[1]()
+                fired += 1
+        return fired
+
+
+class CoreHost:
+    def __init__(self, store: SqliteStore | None = None, **settings: Any) -> None:
+        self.store = store or SqliteStore(":memory:")
+        self.notes: list[tuple[str, dict[str, Any]]] = []
+        self.timers = ManualTimers()
+        self.svc = Service(
+            self.store,
+            emit=lambda method, params: self.notes.append((method, msgspec.to_builtins(params))),
+            timers=self.timers,
+            settings=Settings(**settings),
+        )
+        self.svc.recover()
+
+    # --- host actions ------------------------------------------------------------------
+
+    def open(self, agent_id: str, **params: Any) -> str:
+        return self.svc.open(OpenParams(agent_id=agent_id, **params)).activation_id
+
+    def spawn(
+        self, caller: str, child_id: str, label: str = "task", prompt: str = "go", **params: Any
+    ):
+        return self.svc.spawn(
+            SpawnParams(caller=caller, child_id=child_id, label=label, prompt=prompt, **params)
+        )
+
+    def turn(self, agent_id: str) -> str | None:
+        agent = self.svc.registry.get(agent_id)
+        return agent.turn.turn_id if agent and agent.turn else None
+
+    def end(self, agent_id: str, reason: str = "completed", output: str | None = None) -> None:
+        turn_id = self.turn(agent_id)
+        assert turn_id is not None, f"{agent_id} has no open turn"
+        self.svc.finish_turn(
+            TurnEndParams(agent_id=agent_id, turn_id=turn_id, reason=reason, output=output)
+        )
+
+    def status(self, agent_id: str) -> str:
+        return self.svc.status_of(agent_id)
+
+    # --- tools ---------------------------------------------------------------------------
+
+    def send(self, caller: str, target: str, message: str = "more", activation: str | None = None):
+        return self.svc.send_message(
+            caller, activation, SendMessageArgs(subagent_id=target, message=message)
+        )
+
+    def interrupt(self, caller: str, target: str, activation: str | None = None):
+        return self.svc.interrupt_agent(caller, activation, InterruptAgentArgs(agent_id=target))
+
+    def list(self, caller: str, scope: str = "children"):
+        return self.svc.list_agents(caller, None, ListAgentsArgs(scope=scope))
+
+    def report(self, caller: str, output: str, activation: str | None = None):
+        return self.svc.report(caller, activation, ReportArgs(output=output))
+
+    def refusal(self, action, *args: Any, **kwargs: Any) -> SubagentdError:
+        try:
+            action(*args, **kwargs)
+        except SubagentdError as exc:
+            return exc
+        raise AssertionError("expected a refusal")
+
+    # --- notifications -------------------------------------------------------------------
+
+    def take(self, method: str, agent_id: str | None = None) -> list[dict[str, Any]]:
+        """Remove and return the notifications of one kind (optionally for one agent)."""
+        taken = [
+            p
+            for m, p in self.notes
+            if m == method and (agent_id is None or p.get("agent_id") == agent_id)
+        ]
+        self.notes = [
+            (m, p)
+            for m, p in self.notes
+            if not (m == method and (agent_id is None or p.get("agent_id") == agent_id))
+        ]
+        return taken
+
+    def texts_of_turns(self, agent_id: str) -> list[list[str]]:
+        """The message texts of each turn/start of one agent, in order (consumed)."""
+        return [
+            [b["text"] for m in start["messages"] for b in m["content"]]
+            for start in self.take("turn/start", agent_id)
+        ]

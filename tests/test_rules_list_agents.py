@@ -1,0 +1,185 @@
+"""list_agents: SEMANTICS.md section 6 (order, walk, diagnostics, rendering), on core/."""
+
+import json
+
+import pytest
+
+from tests.core_host import CoreHost
+
+
+def build():
+    core = CoreHost()
+    core.open("root")
+    core.spawn("root", "c1", label="first child")
+    core.spawn("root", "c2", label="second child")
+    core.spawn("c1", "g1", label="nested leaf")
+    core.spawn("root", "once", label="one shot", mode="one-shot")
+    core.end("c2")  # settles: ready
+    return core
+
+
+def test_children_scope_lists_direct_continuable_children_in_creation_order():
+    core = build()
+    result = core.list("root")
+    assert result.text == "c1 [running] — first child\nc2 [ready] — second child"
+    assert [(a.id, a.status, a.label, a.parent, a.depth) for a in result.agents] == [
+        ("c1", "running", "first child", None, None),
+        ("c2", "ready", "second child", None, None),
+    ]
+
+
+def test_descendants_scope_is_a_preorder_walk_with_parent_and_depth():
+    core = build()
+    result = core.list("root", "descendants")
+    assert result.text == (
+        "c1 [running] parent=root depth=1 — first child\n"
+        "g1 [running] parent=c1 depth=2 — nested leaf\n"
+        "c2 [ready] parent=root depth=1 — second child"
+    )
+
+
+def test_nothing_to_show_renders_no_subagents():
+    core = build()
+    assert core.list("g1").text == "(no subagents)"
+    assert core.list("nobody", "descendants").text == "(no subagents)"
+    assert core.list("g1").agents == []
+
+
+def insert_session(core, sid, parent, created, kind="subagent", body=None, label="x"):
+    core.store.conn.execute(
+        "INSERT INTO sessions (id, parent_id, kind, label, created_at, depth) VALUES (?,?,?,?,?,1)",
+        (sid, parent, kind, label, created),
+    )
+    if body is not None:
+        core.store.conn.execute(
+            "INSERT INTO descriptors (session_id, body) VALUES (?, ?)", (sid, body)
+        )
+
+
+def good(label, mode="continuable"):
+    return json.dumps({"version": 1, "mode": mode, "label": label})
+
+
+def test_siblings_order_by_created_at_then_id_in_code_point_order():
+    core = CoreHost()
+    insert_session(core, "b", "r", "2026-01-01T00:00:00.000002Z", body=good("B"))
+    insert_session(core, "a", "r", "2026-01-01T00:00:00.000002Z", body=good("A"))
+    insert_session(core, "Z", "r", "2026-01-01T00:00:00.000002Z", body=good("Z"))
+    insert_session(core, "z-early", "r", "2026-01-01T00:00:00.000001Z", body=good("early"))
+    insert_session(core, "ab", "r", "2026-01-01T00:00:00.000002Z", body=good("AB"))
+    assert [a.id for a in core.list("r").agents] == ["z-early", "Z", "a", "ab", "b"]
+    assert [a.id for a in core.list("r", "descendants").agents] == ["z-early", "Z", "a", "ab", "b"]
+
+
+def test_ordinary_and_one_shot_sessions_are_walked_through_but_not_listed():
+    core = CoreHost()
+    insert_session(core, "fork", "r", "2026-01-01T00:00:01Z", kind="ordinary")
+    insert_session(core, "under-fork", "fork", "2026-01-01T00:00:02Z", body=good("below a fork"))
+    insert_session(core, "once", "r", "2026-01-01T00:00:03Z", body=good("one", "one-shot"))
+    insert_session(
+        core, "under-once", "once", "2026-01-01T00:00:04Z", body=good("below a one-shot")
+    )
+    assert core.list("r").text == "(no subagents)"
+    assert core.list("r", "descendants").text == (
+        "under-fork [ready] parent=fork depth=2 — below a fork\n"
+        "under-once [ready] parent=once depth=2 — below a one-shot"
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (None, "corrupt"),
+        ("{broken", "corrupt"),
+        ('"a string"', "corrupt"),
+        ('{"version": 1, "mode": "continuable"}', "corrupt"),
+        ('{"version": 1, "mode": "continuable", "label": 5}', "corrupt"),
+        ('{"version": 2, "mode": "continuable", "label": "x"}', "unsupported"),
+    ],
+)
+def test_unreadable_descriptors_become_diagnostics_and_the_walk_continues(body, reason):
+    core = CoreHost()
+    insert_session(core, "bad", "r", "2026-01-01T00:00:01Z", body=body)
+    insert_session(core, "below", "bad", "2026-01-01T00:00:02Z", body=good("still listed"))
+    assert core.list("r").text == f"bad [diagnostic: {reason}]"
+    result = core.list("r", "descendants")
+    assert result.text == (
+        f"bad [diagnostic: {reason}] parent=r depth=1\nbelow [ready] parent=bad depth=2 — still listed"
+    )
+    assert result.agents[0].reason == reason
+
+
+def test_a_failing_read_becomes_unavailable_and_is_retried_next_call():
+    core = CoreHost()
+    insert_session(core, "flaky", "r", "2026-01-01T00:00:01Z", body=good("flaky"))
+    insert_session(core, "fine", "r", "2026-01-01T00:00:02Z", body=good("fine"))
+    store = core.store
+    real_many, real_one = store.get_descriptors, store.get_descriptor
+    failing = {"flaky"}
+
+    def many(ids):
+        if failing & set(ids):
+            raise OSError("disk I/O error")
+        return real_many(ids)
+
+    def one(sid):
+        if sid in failing:
+            raise OSError("disk I/O error")
+        return real_one(sid)
+
+    store.get_descriptors, store.get_descriptor = many, one
+    assert core.list("r").text == "flaky [diagnostic: unavailable]\nfine [ready] — fine"
+    failing.clear()
+    assert core.list("r").text == "flaky [ready] — flaky\nfine [ready] — fine"
+
+
+def test_cycles_in_corrupt_data_never_loop_and_never_list_the_root():
+    core = CoreHost()
+    insert_session(core, "a", "r", "2026-01-01T00:00:01Z", body=good("A"))
+    insert_session(core, "b", "a", "2026-01-01T00:00:02Z", body=good("B"))
+    core.store.conn.execute(
+        "INSERT INTO sessions (id, parent_id, kind, label, created_at, depth) VALUES ('r', 'b', 'subagent', 'r', '2026', 0)"
+    )
+    insert_session(core, "self", "self", "2026-01-01T00:00:03Z", body=good("loop"))
+    result = core.list("r", "descendants")
+    assert [a.id for a in result.agents] == ["a", "b"]
+    assert core.list("self", "descendants").text == "(no subagents)"
+
+
+def test_status_comes_from_the_registry():
+    core = build()
+    core.end("g1")
+    core.end("c1")  # c1 starts the notice turn from g1
+    assert core.list("root", "descendants").text.splitlines()[:2] == [
+        "c1 [running] parent=root depth=1 — first child",
+        "g1 [ready] parent=c1 depth=2 — nested leaf",
+    ]
+
+
+def test_listing_thousands_of_sessions_uses_the_index():
+    core = CoreHost()
+    rows = [
+        (
+            f"s{i:05d}",
+            "r" if i < 100 else f"s{i % 100:05d}",
+            "subagent",
+            "x",
+            f"2026-01-01T00:00:{i % 60:02d}Z",
+            1,
+        )
+        for i in range(5000)
+    ]
+    core.store.conn.executemany(
+        "INSERT INTO sessions (id, parent_id, kind, label, created_at, depth) VALUES (?,?,?,?,?,?)",
+        rows,
+    )
+    core.store.conn.executemany(
+        "INSERT INTO descriptors (session_id, body) VALUES (?, ?)",
+        [(r[0], good("x")) for r in rows],
+    )
+    result = core.list("r", "descendants")
+    assert len(result.agents) == 5000
+    plan = core.store.conn.execute(
+        "EXPLAIN QUERY PLAN SELECT id FROM sessions WHERE parent_id = 'r' ORDER BY created_at, id"
+    ).fetchall()
+    assert any("sessions_by_parent" in row[-1] for row in plan)
