@@ -135,10 +135,13 @@ def build_parser() -> argparse.ArgumentParser:
         "serve", help="serve JSON-RPC on stdin/stdout (the default command)"
     )
     add_serve_options(serve)
+    commands.add_parser(
+        "schema", help="print the OpenRPC document of the wire protocol (JSON) to stdout"
+    )
     return parser
 
 
-COMMANDS = ("serve",)
+COMMANDS = ("serve", "schema")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,7 +151,17 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return serve(args)
+    if args.command == "schema":
+        return schema()
     raise SystemExit(f"unknown command {args.command}")
+
+
+def schema() -> int:
+    from subagentd.server.openrpc import render
+
+    sys.stdout.buffer.write(render())
+    sys.stdout.flush()
+    return 0
 
 
 def serve(args: argparse.Namespace) -> int:
