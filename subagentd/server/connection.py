@@ -241,6 +241,9 @@ class Connection:
                 continue
             data = await self.reader.read()
             if not data:
+                for frame in self.framer.finish():
+                    self.handle_frame(frame)
+                self._wake.set()
                 log.info("end of input: shutting down")
                 return
             for frame in self.framer.feed(data):

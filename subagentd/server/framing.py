@@ -50,9 +50,20 @@ class FrameReader:
             if len(stripped) < len(LSP_PREFIX) and LSP_PREFIX.startswith(bytes(stripped)):
                 return []  # could still become an LSP header
             self.mode = "lsp" if stripped.startswith(LSP_PREFIX) else "ndjson"
-            data = bytes(self._buf)
+            data = bytes(stripped)  # blank lines before the first frame are not part of a header
             self._buf.clear()
         return self._feed_lsp(data) if self.mode == "lsp" else self._feed_ndjson(data)
+
+    def finish(self) -> list[Frame]:
+        """At end of input: an NDJSON line left without its final newline is still a frame."""
+        if self.mode == "lsp":
+            return []
+        if self._discarding:
+            self._discarding = False
+            return [Oversize(self.limit)]
+        line = bytes(self._buf).strip()
+        self._buf.clear()
+        return [line] if line else []
 
     def _feed_ndjson(self, data: bytes) -> list[Frame]:
         frames: list[Frame] = []
@@ -117,8 +128,8 @@ class FrameReader:
                     frames.append(length)
                 elif length > self.limit:
                     self._skip = length
-                    if length == 0:
-                        frames.append(Oversize(self.limit))
+                elif length == 0:
+                    frames.append(b"")  # no body byte will come to complete it
                 else:
                     self._need = length
                 view = memoryview(rest)
