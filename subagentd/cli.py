@@ -164,6 +164,19 @@ def schema() -> int:
     return 0
 
 
+def open_default_caller(service, agent_id: str) -> None:
+    """`--caller` names the session MCP clients act as: make it live (creating a root if new)."""
+    from subagentd.errors import SubagentdError
+    from subagentd.schema.host import OpenParams
+
+    try:
+        service.open(OpenParams(agent_id=agent_id))
+    except SubagentdError as exc:
+        logging.getLogger("subagentd").warning(
+            "--caller %s was not opened: %s", agent_id, exc.message
+        )
+
+
 def serve(args: argparse.Namespace) -> int:
     from subagentd.server.transport import divert_stdout
 
@@ -186,6 +199,8 @@ def serve(args: argparse.Namespace) -> int:
     service = Service(store, emit=lambda method, params: None, timers=None, settings=settings)  # type: ignore[arg-type]
     with service.transaction():
         recovered = service.recover()
+        if args.caller:
+            open_default_caller(service, args.caller)
     service.commit()
     if recovered:
         logging.getLogger("subagentd").warning(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from subagentd.schema.base import Params, Wire
 
@@ -31,12 +31,16 @@ class InitializeResult(Wire, kw_only=True):
     instructions: str | None = None
 
 
-class DiscoverResult(Wire, kw_only=True):
+class DiscoverResult(Wire, kw_only=True, omit_defaults=False):
+    """MCP 2026-07-28 DiscoverResult; the caching directives and resultType are required there."""
+
     supportedVersions: list[str]
     capabilities: dict[str, Any]
-    serverInfo: Implementation | None = None
-    instructions: str | None = None
-    resultType: str = "complete"
+    serverInfo: Implementation
+    instructions: str
+    resultType: Literal["complete"] = "complete"
+    ttlMs: int = 0
+    cacheScope: Literal["private", "public"] = "private"
 
 
 class CancelledParams(Params, kw_only=True):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -112,8 +112,12 @@ class Tool(Wire, kw_only=True):
     outputSchema: dict[str, Any] | None = None
 
 
-class ToolsListResult(Wire, kw_only=True):
+class ToolsListResult(Wire, kw_only=True, omit_defaults=False):
+    """MCP ListToolsResult; `report` depends on the caller, so the list is private and never fresh."""
+
     tools: list[Tool]
+    ttlMs: int = 0
+    cacheScope: Literal["private", "public"] = "private"
 
 
 class ToolsCallParams(Params, kw_only=True):

@@ -235,10 +235,10 @@ def _identity(call: Call, meta: dict[str, Any] | None) -> CallerIdentity:
 
 
 @method("tools/list", t.ToolsListParams, t.ToolsListResult, writes=False)
-def tools_list(call: Call, p: t.ToolsListParams) -> dict[str, Any]:
+def tools_list(call: Call, p: t.ToolsListParams) -> t.ToolsListResult:
     identity = _identity(call, p.meta)
     include_report = call.service.can_report(identity.caller, identity.activation)
-    return {"tools": tool_definitions(include_report)}
+    return t.ToolsListResult(tools=tool_definitions(include_report))
 
 
 @method("tools/call", t.ToolsCallParams, t.CallToolResult)

@@ -115,15 +115,13 @@ def _object_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
 
 
 @cache
-def tool_definitions(include_report: bool) -> list[dict[str, Any]]:
+def tool_definitions(include_report: bool) -> list[t.Tool]:
     return [
-        msgspec.to_builtins(
-            t.Tool(
-                name=spec.name,
-                description=spec.description,
-                inputSchema=_object_schema(spec.args),
-                outputSchema=_object_schema(spec.output),
-            )
+        t.Tool(
+            name=spec.name,
+            description=spec.description,
+            inputSchema=_object_schema(spec.args),
+            outputSchema=_object_schema(spec.output),
         )
         for spec in TOOLS.values()
         if include_report or spec.name != "report"
