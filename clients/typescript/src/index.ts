@@ -1,0 +1,13 @@
+export {
+  SubagentdClient,
+  RpcError,
+  RpcTimeoutError,
+  ConnectionClosedError,
+  CLIENT_NAME,
+  CLIENT_VERSION,
+  DEFAULT_MCP_PROTOCOL_VERSION,
+} from "./client.js";
+export type { SubagentdClientOptions, RequestOptions, SubagentdClientEvents } from "./client.js";
+export { runAgentHost, TurnInterruptedError } from "./host.js";
+export type { AgentHost, AgentHostOptions, TurnOutcome, TurnReason } from "./host.js";
+export * from "./types.js";
