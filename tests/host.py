@@ -182,14 +182,25 @@ class Host:
 
 
 class ServerProcess:
-    """`python -m subagentd` as a child process with pipes; stderr captured to a file."""
+    """`python -m subagentd` as a child process with pipes; stderr captured to a file.
 
-    def __init__(self, *args: str, db: str = ":memory:", env: dict[str, str] | None = None) -> None:
+    `argv` replaces everything after the Python executable (e.g. `["-c", code, "--db", ...]`).
+    """
+
+    def __init__(
+        self,
+        *args: str,
+        db: str = ":memory:",
+        env: dict[str, str] | None = None,
+        argv: list[str] | None = None,
+    ) -> None:
         import tempfile
 
         self.stderr = tempfile.TemporaryFile()
+        if argv is None:
+            argv = ["-m", "subagentd", "--db", db, *args]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "subagentd", "--db", db, *args],
+            [sys.executable, *argv],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr,
@@ -210,11 +221,11 @@ class ServerProcess:
         return self.stderr.read().decode(errors="replace")
 
     def stop(self) -> int:
+        try:
+            self.close_stdin()  # also when the process already exited (killed, signalled)
+        except OSError:
+            pass
         if self.proc.poll() is None:
-            try:
-                self.close_stdin()
-            except OSError:
-                pass
             try:
                 self.proc.wait(timeout=TIMEOUT)
             except subprocess.TimeoutExpired:

@@ -100,15 +100,13 @@ def initialized(call: Call, p: Any) -> None:
 
 
 @method("server/discover", h.Params, lc.DiscoverResult, writes=False)
-def discover(call: Call, p: h.Params) -> dict[str, Any]:
-    result = lc.DiscoverResult(
+def discover(call: Call, p: h.Params) -> lc.DiscoverResult:
+    return lc.DiscoverResult(
         supportedVersions=list(lc.SUPPORTED_VERSIONS),
         capabilities=capabilities(call),
         serverInfo=server_info(),
         instructions=INSTRUCTIONS,
     )
-    # a DiscoverResult always says resultType "complete"; omit_defaults would drop the default
-    return {**msgspec.to_builtins(result), "resultType": "complete"}
 
 
 @method("ping", h.Params, h.Empty, writes=False)
