@@ -100,6 +100,13 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         help="seconds to finish in-flight replies at shutdown (default: %(default)s)",
     )
     parser.add_argument(
+        "--lease-ttl",
+        type=float,
+        default=15.0,
+        help="seconds another process sharing --db waits after our last heartbeat before taking over"
+        " our live sessions (default: %(default)s)",
+    )
+    parser.add_argument(
         "--caller",
         default=None,
         metavar="AGENT_ID",
@@ -138,10 +145,24 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "schema", help="print the OpenRPC document of the wire protocol (JSON) to stdout"
     )
+    demo = commands.add_parser(
+        "demo", help="watch a scripted host drive a real subagentd (no model, no network)"
+    )
+    demo.add_argument(
+        "--db",
+        default=None,
+        help="new database file to keep for `subagentd inspect` (default: a temporary one, removed)",
+    )
+    inspect = commands.add_parser(
+        "inspect", help="show the sessions of a database as a tree, or one agent's transcript"
+    )
+    inspect.add_argument("--db", required=True, help="SQLite database path (opened read-only)")
+    inspect.add_argument("agent_id", nargs="?", metavar="AGENT_ID", help="show this agent")
+    inspect.add_argument("--json", action="store_true", help="print machine-readable JSON")
     return parser
 
 
-COMMANDS = ("serve", "schema")
+COMMANDS = ("serve", "schema", "demo", "inspect")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,6 +174,14 @@ def main(argv: list[str] | None = None) -> int:
         return serve(args)
     if args.command == "schema":
         return schema()
+    if args.command == "demo":
+        from subagentd import demo
+
+        return demo.run(args.db)
+    if args.command == "inspect":
+        from subagentd import inspect
+
+        return inspect.run(args.db, args.agent_id, as_json=args.json)
     raise SystemExit(f"unknown command {args.command}")
 
 
@@ -189,12 +218,16 @@ def serve(args: argparse.Namespace) -> int:
     from subagentd.server.connection import Connection
     from subagentd.server.transport import FdReader, FdWriter
     from subagentd.storage.database import SqliteStore
+    from subagentd.storage.leases import new_owner, owner_alive
 
     store = SqliteStore(args.db, durability=args.durability)
     settings = Settings(
         report_delivery=args.report_delivery,
         max_depth=args.max_depth,
         interrupt_grace=args.interrupt_grace,
+        owner=new_owner(),
+        owner_alive=owner_alive,
+        lease_ttl=args.lease_ttl,
     )
     service = Service(store, emit=lambda method, params: None, timers=None, settings=settings)  # type: ignore[arg-type]
     with service.transaction():

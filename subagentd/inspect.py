@@ -1,0 +1,323 @@
+"""`subagentd inspect`: a read-only look into a database, for humans (or JSON for scripts).
+
+It reads the SQLite file directly and never writes: one query per table, the tree is built in
+Python, and corrupt rows (bad descriptors, parent cycles, unreadable event data) are shown as
+such instead of stopping the listing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+from dataclasses import dataclass, fields
+from typing import Any
+from urllib.parse import quote
+
+DRAWN_LEVELS = 40  # deeper prefixes are cut to their last levels, so corrupt chains stay cheap
+
+
+class InspectError(Exception):
+    """The database cannot be read as a subagentd database."""
+
+
+@dataclass(slots=True)
+class Session:
+    id: str
+    parent_id: str | None
+    label: str | None
+    kind: str
+    status: str
+    queued: int
+    parked: int
+    last_reason: str | None
+    created_at: str
+    depth: int = 0  # edges from the root it is drawn under (not the stored depth)
+    cycle: bool = False  # drawn as a root only because its ancestors form a cycle
+
+    def as_dict(self, *names: str) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in names or FIELDS}
+
+
+FIELDS = tuple(f.name for f in fields(Session))
+HEADER_FIELDS = tuple(name for name in FIELDS if name not in ("depth", "cycle"))
+
+
+def connect(path: str) -> sqlite3.Connection:
+    if not os.path.isfile(path):
+        raise InspectError(f"no database file at {path}")
+    uri = f"file:{quote(os.path.abspath(path))}?mode=ro"
+    try:
+        return _probe(sqlite3.connect(uri, uri=True))
+    except sqlite3.OperationalError:
+        # a WAL database in a directory we cannot write (no -shm can be made): read it as a file
+        pass
+    except sqlite3.DatabaseError as exc:
+        raise InspectError(f"{path} is not a subagentd database ({exc})") from None
+    try:
+        return _probe(sqlite3.connect(uri + "&immutable=1", uri=True))
+    except sqlite3.DatabaseError as exc:
+        raise InspectError(f"{path} is not a subagentd database ({exc})") from None
+
+
+def _probe(conn: sqlite3.Connection) -> sqlite3.Connection:
+    try:
+        conn.execute("SELECT 1 FROM sessions LIMIT 1").fetchall()
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def kind_of(session_kind: str, body: str | bytes | None) -> str:
+    """ordinary / continuable / one-shot, or what is wrong with a subagent's descriptor."""
+    if session_kind != "subagent":
+        return session_kind
+    try:
+        descriptor = json.loads(body) if body is not None else None
+    except (ValueError, TypeError):
+        return "corrupt descriptor"
+    if not isinstance(descriptor, dict):
+        return "corrupt descriptor"
+    if descriptor.get("version") != 1:
+        return "unsupported descriptor"
+    mode = descriptor.get("mode")
+    return mode if mode in ("continuable", "one-shot") else "corrupt descriptor"
+
+
+def load(conn: sqlite3.Connection, only: str | None = None) -> dict[str, Session]:
+    """Every session (or only one) with its kind, status and inbox counts: one query per table."""
+    where, args = ("", ()) if only is None else (" AND {} = ?", (only,))
+    bodies = dict(
+        conn.execute(
+            "SELECT session_id, body FROM descriptors WHERE 1" + where.format("session_id"), args
+        )
+    )
+    counts = {
+        row[0]: (int(row[1]), int(row[2]))
+        for row in conn.execute(
+            "SELECT session_id, sum(state = 'queued'), sum(state = 'parked') FROM inbox"
+            " WHERE state IN ('queued', 'parked')"
+            + where.format("session_id")
+            + " GROUP BY session_id",
+            args,
+        )
+    }
+    sessions: dict[str, Session] = {}
+    for sid, parent, kind, label, created, open_turn, last in conn.execute(
+        "SELECT id, parent_id, kind, label, created_at, open_turn_id, last_reason FROM sessions"
+        " WHERE 1" + where.format("id"),
+        args,
+    ):
+        queued, parked = counts.get(sid, (0, 0))
+        sessions[sid] = Session(
+            id=sid,
+            parent_id=parent,
+            label=label,
+            kind=kind_of(kind, bodies.get(sid)),
+            status="open turn" if open_turn else "ready",
+            queued=queued,
+            parked=parked,
+            last_reason=last,
+            created_at=created or "",
+        )
+    return sessions
+
+
+def forest(sessions: dict[str, Session]) -> list[tuple[Session, tuple[Any, ...] | None, bool]]:
+    """Pre-order (session, prefix chain, is_last) for the whole forest; each session once."""
+    children: dict[str, list[Session]] = {}
+    roots: list[Session] = []
+    for s in sessions.values():
+        if s.parent_id is None or s.parent_id not in sessions or s.parent_id == s.id:
+            roots.append(s)
+        else:
+            children.setdefault(s.parent_id, []).append(s)
+    order = lambda s: (s.created_at, s.id)  # noqa: E731
+    for kids in children.values():
+        kids.sort(key=order)
+    roots.sort(key=order)
+    out: list[tuple[Session, tuple[Any, ...] | None, bool]] = []
+    seen: set[str] = set()
+
+    def walk(root: Session) -> None:
+        # prefix chains are linked tuples (segment, parent chain) so deep trees stay linear
+        stack: list[tuple[Session, tuple[Any, ...] | None, bool, int]] = [(root, None, True, 0)]
+        while stack:
+            s, chain, last, depth = stack.pop()
+            if s.id in seen:
+                continue
+            seen.add(s.id)
+            s.depth = depth
+            out.append((s, chain, last))
+            kids = [k for k in children.get(s.id, ()) if k.id not in seen]
+            below = None if depth == 0 else ("   " if last else "│  ", chain)
+            for i in range(len(kids) - 1, -1, -1):
+                stack.append((kids[i], below, i == len(kids) - 1, depth + 1))
+
+    for root in roots:
+        walk(root)
+    # whatever is left hangs below a parent cycle: draw it from its earliest member
+    for s in sorted((s for s in sessions.values() if s.id not in seen), key=order):
+        if s.id not in seen:
+            s.cycle = True
+            walk(s)
+    return out
+
+
+def prefix(chain: tuple[Any, ...] | None, last: bool, depth: int) -> str:
+    if depth == 0:
+        return ""
+    parts = []
+    while chain is not None and len(parts) < DRAWN_LEVELS:
+        parts.append(chain[0])
+        chain = chain[1]
+    head = "…" if chain is not None else ""
+    return head + "".join(reversed(parts)) + ("└─ " if last else "├─ ")
+
+
+def describe(s: Session) -> str:
+    label = f' "{s.label}"' if s.label else ""
+    cycle = " (parent cycle)" if s.cycle else ""
+    return (
+        f"{s.id}{label} {s.kind}, {s.status}, queued {s.queued}, parked {s.parked},"
+        f" last {s.last_reason or '—'}{cycle}"
+    )
+
+
+def short(text: str, width: int = 70) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def blocks_text(message: Any) -> str:
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return ""
+    return " | ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+
+
+def summarize(event_type: str, data: Any) -> str:
+    """One line per event: what a human wants to see first."""
+    if not isinstance(data, dict):
+        return short(json.dumps(data, ensure_ascii=False)) if data is not None else ""
+    turn = str(data.get("turn_id", ""))[:8]
+    if event_type in ("message", "notice"):
+        source = data.get("source") or {}
+        origin = f"{source.get('kind', '?')}/{source.get('form', '?')}"
+        if source.get("sender_session_id"):
+            origin += f" from {source['sender_session_id']}"
+        return f'{origin}: "{short(blocks_text(data), 60)}"'
+    if event_type == "turn_start":
+        return f"turn {turn} with {len(data.get('message_ids') or [])} message(s)"
+    if event_type == "turn_end":
+        text = f"turn {turn} {data.get('reason')}"
+        if data.get("cause"):
+            text += f" (cause {data['cause']})"
+        if data.get("output") is not None:
+            text += f': "{short(str(data["output"]), 50)}"'
+        return text
+    if event_type == "activated":
+        resumed = " (cold resume)" if data.get("resume") else ""
+        return f"activation {str(data.get('activation_id', ''))[:8]}{resumed}"
+    if event_type == "settled":
+        return f"settled (last turn {data.get('reason')})"
+    if event_type == "interrupt":
+        by = f" by {data['by']}" if data.get("by") else ""
+        return f"interrupt (cause {data.get('cause')}{by})"
+    if event_type == "report":
+        return f'reported as message {str(data.get("message_id", ""))[:8]}: "{short(str(data.get("output")), 50)}"'
+    if event_type == "closed":
+        return "closed by the host"
+    if event_type == "descriptor":
+        return f"mode {data.get('mode')}, label {json.dumps(data.get('label'), ensure_ascii=False)}"
+    if isinstance(data.get("text"), str):
+        return f'"{short(data["text"])}"'
+    if "content" in data:
+        return f'"{short(blocks_text(data))}"'
+    return short(json.dumps(data, ensure_ascii=False))
+
+
+def transcript(conn: sqlite3.Connection, agent_id: str) -> list[dict[str, Any]]:
+    events = []
+    for seq, turn_id, event_type, raw, at in conn.execute(
+        "SELECT seq, turn_id, type, data, at FROM events WHERE session_id = ? ORDER BY seq",
+        (agent_id,),
+    ):
+        try:
+            data, summary = json.loads(raw) if raw is not None else None, None
+        except (ValueError, TypeError):
+            data, summary = raw, "(unreadable data)"
+        if summary is None:
+            summary = summarize(event_type, data)
+        events.append(
+            {
+                "seq": seq,
+                "at": at,
+                "type": event_type,
+                "turn_id": turn_id,
+                "data": data,
+                "summary": summary,
+            }
+        )
+    return events
+
+
+def show_forest(path: str, sessions: dict[str, Session], as_json: bool) -> None:
+    drawn = forest(sessions)
+    if as_json:
+        rows = [s.as_dict() for s, _, _ in drawn]
+        sys.stdout.write(json.dumps({"db": path, "sessions": rows}, ensure_ascii=False) + "\n")
+        return
+    lines = [
+        f"{len(sessions)} session(s) in {path} (status as stored; a running server may hold some live)"
+    ]
+    lines += [prefix(chain, last, s.depth) + describe(s) for s, chain, last in drawn]
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+def show_agent(conn: sqlite3.Connection, session: Session, as_json: bool) -> None:
+    events = transcript(conn, session.id)
+    if as_json:
+        header = session.as_dict(*HEADER_FIELDS)
+        sys.stdout.write(json.dumps({"agent": header, "events": events}, ensure_ascii=False) + "\n")
+        return
+    parent = session.parent_id or "—"
+    kids = conn.execute(
+        "SELECT id FROM sessions WHERE parent_id = ? ORDER BY created_at, id", (session.id,)
+    ).fetchall()
+    lines = [
+        describe(session),
+        f"parent {parent}, created {session.created_at}, {len(events)} event(s)",
+    ]
+    if kids:
+        lines.append("children " + ", ".join(k[0] for k in kids))
+    for e in events:
+        at = str(e["at"]).replace("T", " ")[:23]
+        lines.append(f"{e['seq']:>6}  {at}  {e['type']:<11} {e['summary']}")
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+def run(path: str, agent_id: str | None, as_json: bool = False) -> int:
+    try:
+        conn = connect(path)
+    except InspectError as exc:
+        print(f"subagentd inspect: {exc}", file=sys.stderr)
+        return 2
+    try:
+        sessions = load(conn, agent_id)
+        if agent_id is None:
+            show_forest(path, sessions, as_json)
+            return 0
+        session = sessions.get(agent_id)
+        if session is None:
+            print(f"subagentd inspect: no agent {agent_id!r} in {path}", file=sys.stderr)
+            return 1
+        show_agent(conn, session, as_json)
+        return 0
+    except sqlite3.DatabaseError as exc:
+        print(f"subagentd inspect: cannot read {path}: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        conn.close()

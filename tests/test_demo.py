@@ -1,0 +1,87 @@
+"""`subagentd demo` runs a scripted host against a real subprocess and narrates the key moments."""
+
+import os
+import re
+import subprocess
+import sys
+
+
+def run_cli(*args, timeout=60):
+    return subprocess.run(
+        [sys.executable, "-m", "subagentd", *args],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=timeout,
+    )
+
+
+def test_demo_plays_the_whole_tour_and_exits_zero():
+    done = run_cli("demo")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert '▸ coordinator spawns "researcher" (c1) → started subagent c1' in out
+    assert '  researcher: turn started with "Find the three oldest open bugs."' in out
+    assert '▸ researcher spawns "bug-finder" (g1) → started subagent g1' in out
+    # a follow-up queued behind the running turn, run after that turn ends
+    assert '▸ coordinator → researcher: "Also check the closed ones." (queued)' in out
+    assert 'send_message: "message queued as the next turn for subagent c1"' in out
+    assert (
+        'researcher: turn started with "Also check the closed ones."  (the queued follow-up)' in out
+    )
+    # an interrupt parks the queue; the next send_message unparks it, in order
+    assert "interrupt requested for agent c2 (was running)" in out
+    assert "agents/get c2 → status idle, queued 0, parked 2" in out
+    parked = out.index('writer: turn started with "Use the changelog."')
+    assert parked < out.index('writer: turn started with "Keep it short."')
+    assert out.index('writer: turn started with "Keep it short."') < out.index(
+        'writer: turn started with "Ship it today."'
+    )
+    # the report reaches the parent as its next turn
+    assert re.search(r"accepted as message [0-9a-f]{8}…", out)
+    assert (
+        'researcher: turn started with "Background subagent g1 reported: | Oldest open bug: #12 (2019)."'
+        in out
+    )
+    # list_agents as the model sees it (U+2014 em dash)
+    assert "    c1 [running] parent=root depth=1 — researcher\n" in out
+    assert "    g1 [running] parent=c1 depth=2 — bug-finder\n" in out
+    assert "    c2 [ready] parent=root depth=1 — writer\n" in out
+    # settle notices
+    assert "agent/settled g1 (completed)" in out
+    assert (
+        'coordinator wakes: subagent-settled: "Background subagent c1 finished and will do no'
+        ' further work unless you send it more."' in out
+    )
+    # cold resume on a fresh process over the same database
+    assert out.count("subagentd exits 0") == 2
+    assert "agents/get c1 → status ready" in out
+    assert (
+        'turn/start carries resume: {"version": 1, "mode": "continuable", "label": "researcher"}'
+        in out
+    )
+    assert out.rstrip().splitlines()[-1].startswith("Done in ")
+    assert len(out.splitlines()) <= 60
+    # the default database lived in a temporary directory that is gone now
+    db = re.search(r"on (\S+demo\.db)\n", out).group(1)
+    assert not os.path.exists(os.path.dirname(db))
+
+
+def test_demo_keeps_a_given_database_for_inspect(tmp_path):
+    db = tmp_path / "tour.db"
+    done = run_cli("demo", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    assert f"Look inside: subagentd inspect --db {db}" in done.stdout
+    tree = run_cli("inspect", "--db", str(db))
+    assert tree.returncode == 0, tree.stderr
+    assert '├─ c1 "researcher" continuable, ready' in tree.stdout
+    assert '│  └─ g1 "bug-finder" continuable, ready' in tree.stdout
+
+
+def test_demo_refuses_a_database_that_already_has_data(tmp_path):
+    db = tmp_path / "used.db"
+    db.write_bytes(b"not empty")
+    done = run_cli("demo", "--db", str(db))
+    assert done.returncode == 2
+    assert "already exists" in done.stderr or "exists" in done.stderr
+    assert db.read_bytes() == b"not empty"

@@ -1,0 +1,158 @@
+"""`subagentd inspect` reads a real database read-only: the forest, one transcript, JSON, corruption."""
+
+import json
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from tests.host import ServerProcess
+
+
+def inspect(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "subagentd", "inspect", *args],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=60,
+    )
+
+
+@pytest.fixture
+def db(tmp_path):
+    """A database left by a real server that was killed with turns open, messages queued and parked."""
+    path = str(tmp_path / "state.db")
+    srv = ServerProcess(db=path)
+    try:
+        host = srv.host
+        host.initialize()
+        host.open("root", label="coordinator")
+        host.spawn("root", "c1", label="researcher", prompt="Find the oldest bug")
+        c2 = host.spawn("root", "c2", label="writer", prompt="one go", mode="one-shot")
+        host.spawn("c1", "g1", label="leaf", prompt="dig")
+        host.spawn("root", "c3", label="parker", prompt="wait")
+        host.tool("send_message", "root", subagent_id="c1", message="also the closed ones")
+        host.end_turn("c2", c2["turn_id"], "completed", "written")
+        host.notification("agent/settled", agent_id="c2")
+        host.tool("report", "g1", output="found it in 2019")
+        host.tool("send_message", "root", subagent_id="c3", message="first")
+        host.tool("send_message", "root", subagent_id="c3", message="second")
+        host.tool("interrupt_agent", "root", agent_id="c3")
+        stop = host.notification("turn/interrupt", agent_id="c3")
+        host.end_turn("c3", stop["turn_id"], "aborted")
+        assert host.call("agents/get", {"agent_id": "c3"})["parked"] == 2
+        # every acknowledged write is committed: a crash leaves c1 and g1 with open turns
+        srv.proc.kill()
+        srv.proc.wait()
+        srv.close_stdin()  # stop() only closes it for a process that is still running
+    finally:
+        srv.stop()
+    return path
+
+
+def test_inspect_draws_the_forest_with_status_counts_and_last_reason(db):
+    done = inspect("--db", db)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith(f"5 session(s) in {db}")
+    assert lines[1:] == [
+        'root "coordinator" ordinary, ready, queued 0, parked 0, last —',
+        '├─ c1 "researcher" continuable, open turn, queued 2, parked 0, last —',
+        '│  └─ g1 "leaf" continuable, open turn, queued 0, parked 0, last —',
+        '├─ c2 "writer" one-shot, ready, queued 0, parked 0, last completed',
+        '└─ c3 "parker" continuable, ready, queued 0, parked 2, last aborted',
+    ]
+
+
+def test_inspect_agent_shows_its_header_and_transcript_in_order(db):
+    done = inspect("--db", db, "c1")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == 'c1 "researcher" continuable, open turn, queued 2, parked 0, last —'
+    assert lines[1].startswith("parent root, created ")
+    assert lines[2] == "children g1"
+    kinds = [line.split()[3] for line in lines[3:]]
+    assert kinds == ["descriptor", "activated", "message", "turn_start"]
+    assert 'mode continuable, label "researcher"' in lines[3]
+    assert 'coordinator/spawn from root: "Find the oldest bug"' in lines[5]
+    seqs = [int(line.split()[0]) for line in lines[3:]]
+    assert seqs == sorted(seqs)
+
+    leaf = inspect("--db", db, "g1").stdout
+    assert "reported as message" in leaf and '"found it in 2019"' in leaf
+    parker = inspect("--db", db, "c3").stdout
+    assert "interrupt (cause parent by root)" in parker
+    assert "aborted" in parker
+
+
+def test_inspect_json_has_the_forest_and_the_transcript(db):
+    forest = json.loads(inspect("--db", db, "--json").stdout)
+    rows = forest["sessions"]
+    assert [(r["id"], r["depth"]) for r in rows] == [
+        ("root", 0),
+        ("c1", 1),
+        ("g1", 2),
+        ("c2", 1),
+        ("c3", 1),
+    ]
+    c3 = rows[-1]
+    assert c3["kind"] == "continuable" and c3["parked"] == 2 and c3["last_reason"] == "aborted"
+    assert rows[1]["status"] == "open turn" and rows[1]["queued"] == 2
+
+    agent = json.loads(inspect("--db", db, "c2", "--json").stdout)
+    assert agent["agent"]["kind"] == "one-shot"
+    assert [e["type"] for e in agent["events"]][:4] == [
+        "descriptor",
+        "activated",
+        "message",
+        "turn_start",
+    ]
+    end = next(e for e in agent["events"] if e["type"] == "turn_end")
+    assert end["data"]["reason"] == "completed" and end["data"]["output"] == "written"
+
+
+def test_inspect_shows_a_corrupt_descriptor_instead_of_crashing(db):
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE descriptors SET body = '{' WHERE session_id = 'c1'")
+        conn.execute("UPDATE descriptors SET body = '{\"version\": 7}' WHERE session_id = 'c3'")
+    conn.close()
+    done = inspect("--db", db)
+    assert done.returncode == 0, done.stderr
+    assert '├─ c1 "researcher" corrupt descriptor, open turn' in done.stdout
+    assert '└─ c3 "parker" unsupported descriptor, ready' in done.stdout
+    assert inspect("--db", db, "c1").stdout.startswith('c1 "researcher" corrupt descriptor')
+    rows = json.loads(inspect("--db", db, "--json").stdout)["sessions"]
+    assert rows[1]["kind"] == "corrupt descriptor"
+
+
+def test_inspect_survives_a_parent_cycle(db):
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE sessions SET parent_id = 'g1' WHERE id = 'c1'")
+    conn.close()
+    done = inspect("--db", db)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()[1:]
+    assert len(lines) == 5
+    assert lines[-2:] == [
+        'c1 "researcher" continuable, open turn, queued 2, parked 0, last — (parent cycle)',
+        '└─ g1 "leaf" continuable, open turn, queued 0, parked 0, last —',
+    ]
+
+
+def test_inspect_of_a_missing_database_exits_2_with_a_message(tmp_path):
+    missing = tmp_path / "nowhere.db"
+    done = inspect("--db", str(missing))
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert f"no database file at {missing}" in done.stderr
+    assert not missing.exists()
+
+
+def test_inspect_of_an_unknown_agent_is_an_error(db):
+    done = inspect("--db", db, "nobody")
+    assert done.returncode == 1
+    assert "no agent 'nobody'" in done.stderr
