@@ -529,3 +529,35 @@ def test_wire_frames_are_plain_json_lines(host):
     host.call("ping")
     for line in host.raw:
         assert isinstance(json.loads(line), dict | list)
+
+
+# --- robustness of the frame loop ----------------------------------------------------------
+
+
+def test_deeply_nested_json_is_a_parse_error_and_the_connection_survives(host):
+    reply = raw(host, "[" * 100_000 + "]" * 100_000)
+    assert reply["id"] is None
+    assert reply["error"]["code"] == Code.PARSE_ERROR
+    assert reply["error"]["message"] == "Parse error"
+    assert_only_reply_is_ping(host)
+
+
+def test_unencodable_result_is_internal_error_and_the_connection_survives(
+    make_server, monkeypatch, caplog
+):
+    class Opaque:
+        def __repr__(self) -> str:
+            return "secret detail"
+
+    monkeypatch.setitem(
+        handlers.METHODS,
+        "agents/get",
+        handlers.Handler(lambda call, params: {"x": Opaque()}, h.AgentParams, None, writes=False),
+    )
+    host = make_server().host
+    with caplog.at_level(logging.ERROR, logger="subagentd"):
+        host.start("agents/get", {"agent_id": "r"})
+        assert host.read_any() == error(Code.INTERNAL_ERROR, "Internal error")
+    assert host.call("agents/open", {"agent_id": "after"})["agent_id"] == "after"
+    assert b"secret detail" not in b"\n".join(host.raw)
+    assert any(r.exc_info for r in caplog.records)

@@ -18,7 +18,7 @@ from subagentd.core.service import Service
 from subagentd.errors import InvalidParamsError
 from subagentd.schema.codes import Code
 from subagentd.schema.lifecycle import SUPPORTED_VERSIONS, VERSION_META_KEY
-from subagentd.server.boundary import guard
+from subagentd.server.boundary import INTERNAL_MESSAGE, guard
 from subagentd.server.framing import BadHeader, FrameReader, Oversize, encode_frame
 from subagentd.server.handlers import METHODS, Handler
 from subagentd.server.transport import FdReader, FdWriter
@@ -220,12 +220,19 @@ class Connection:
         async with anyio.create_task_group() as tg:
             self._tg = tg
             tg.start_soon(self._flusher)
+            tg.start_soon(self._heartbeat)
             if self.handle_signals:
                 tg.start_soon(self._signals)
             with self._read_scope:
                 await self._read_loop()
             await self._shutdown()
             tg.cancel_scope.cancel()
+
+    async def _heartbeat(self) -> None:
+        """Keep this process's leases alive for other processes sharing the database."""
+        while True:
+            await anyio.sleep(self.service.settings.lease_ttl / 3)
+            self._run_outside_request(self.service.renew_leases)
 
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -242,13 +249,23 @@ class Connection:
             data = await self.reader.read()
             if not data:
                 for frame in self.framer.finish():
-                    self.handle_frame(frame)
+                    self.handle_frame_safely(frame)
                 self._wake.set()
                 log.info("end of input: shutting down")
                 return
             for frame in self.framer.feed(data):
-                self.handle_frame(frame)
+                self.handle_frame_safely(frame)
             self._wake.set()
+
+    def handle_frame_safely(self, frame: bytes | Oversize | BadHeader) -> None:
+        """One frame; a failure outside the handler boundary (e.g. an unencodable result) must not
+        end the connection: it is logged and answered -32603 with no detail."""
+        try:
+            self.handle_frame(frame)
+        except Exception:
+            log.exception("unexpected failure while handling a frame")
+            self.send(_error(Code.INTERNAL_ERROR, INTERNAL_MESSAGE))
+            self.flush_notes()
 
     def handle_frame(self, frame: bytes | Oversize | BadHeader) -> None:
         if isinstance(frame, Oversize):
@@ -266,6 +283,9 @@ class Connection:
             message = _decode(frame)
         except msgspec.DecodeError as exc:
             self.send(_error(Code.PARSE_ERROR, "Parse error", data=str(exc)))
+            return
+        except RecursionError:
+            self.send(_error(Code.PARSE_ERROR, "Parse error", data="JSON is nested too deeply"))
             return
         if isinstance(message, list):
             if not message:
