@@ -128,10 +128,6 @@ def short(text: str, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def texts(message: dict[str, Any]) -> str:
-    return "\n".join(block["text"] for block in message["content"])
-
-
 class Demo:
     """The scripted host and its stand-in model; every step narrates one line or two."""
 
@@ -163,12 +159,15 @@ class Demo:
     def name(self, agent_id: str) -> str:
         return self.LABELS.get(agent_id, agent_id)
 
-    def turn(self, agent_id: str, note: str = "", width: int = 60) -> dict[str, Any]:
+    def turn(self, agent_id: str, note: str = "") -> dict[str, Any]:
+        """Wait for the agent's next turn/start and show its input (one line per text block)."""
         start = self.srv.note("turn/start", agent_id)
         self.turns[agent_id] = start["turn_id"]
         self.counts["turns"] += 1
-        first = start["messages"][0] if start["messages"] else {"content": []}
-        print(f'  {self.name(agent_id)}: turn started with "{short(texts(first), width)}"{note}')
+        blocks = [b["text"] for m in start["messages"] for b in m["content"]] or [""]
+        print(f'  {self.name(agent_id)}: turn started with "{short(blocks[0], 90)}"{note}')
+        for block in blocks[1:]:
+            print(f'      + "{short(block, 80)}"')
         return start
 
     def end(self, agent_id: str, reason: str = "completed", output: str | None = None) -> None:
@@ -189,6 +188,8 @@ class Demo:
     def send(self, caller: str, child: str, message: str) -> str:
         result = self.srv.call("send_message", caller=caller, subagent_id=child, message=message)
         state = self.srv.call("messages/get", message_id=result["message_id"])["state"]
+        if state == "claimed":
+            state = "claimed: its turn started at once"
         print(f'▸ {self.name(caller)} → {self.name(child)}: "{message}" ({state})')
         return result["text"]
 
@@ -202,9 +203,8 @@ class Demo:
         self.counts["turns"] += 1
         self.counts["notices"] += 1
         message = start["messages"][0]
-        print(
-            f'  coordinator wakes: {message["source"]["kind"]}: "{short(texts(message).splitlines()[0], 90)}"'
-        )
+        first = short(message["content"][0]["text"], 90)
+        print(f'  coordinator wakes: {message["source"]["kind"]}: "{first}"')
         self.srv.call("turns/end", agent_id="root", turn_id=start["turn_id"], reason="completed")
 
     def run(self) -> None:
@@ -252,7 +252,7 @@ class Demo:
         print("  researcher ends its first turn; its inbox runs in order:")
         self.turn("c1", "  (the queued follow-up)")
         self.end("c1", output="closed ones checked")
-        self.turn("c1", width=80)
+        self.turn("c1")
 
         print("— list_agents(scope=descendants), as the coordinator's model sees it:")
         listing = srv.call("list_agents", caller="root", scope="descendants")
@@ -263,7 +263,7 @@ class Demo:
         self.end("g1", output="Done: #12, #31, #40.")
         self.settled("g1")
         self.end("c1", output="bug-finder is on it")
-        self.turn("c1", width=90)
+        self.turn("c1")
         self.counts["notices"] += 1
         self.end("c1", output="Three oldest bugs: #12, #31, #40.")
         self.settled("c1")
@@ -294,6 +294,8 @@ class Demo:
 def run(db: str | None) -> int:
     """Run the scripted tour; returns the process exit code."""
     began = time.monotonic()
+    if hasattr(sys.stdout, "reconfigure"):  # ▸ and — on a terminal that cannot show them
+        sys.stdout.reconfigure(errors="replace")
     tmp = None
     if db is None:
         tmp = tempfile.mkdtemp(prefix="subagentd-demo-")
@@ -309,6 +311,9 @@ def run(db: str | None) -> int:
         demo.run()
     except DemoError as exc:
         print(f"subagentd demo failed: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # `subagentd demo | head`: the reader left; stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     finally:
         for srv in demo.servers if demo is not None else []:

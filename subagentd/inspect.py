@@ -300,6 +300,8 @@ def show_agent(conn: sqlite3.Connection, session: Session, as_json: bool) -> Non
 
 
 def run(path: str, agent_id: str | None, as_json: bool = False) -> int:
+    if hasattr(sys.stdout, "reconfigure"):  # labels and tree lines on a non-UTF-8 terminal
+        sys.stdout.reconfigure(errors="replace")
     try:
         conn = connect(path)
     except InspectError as exc:
@@ -319,5 +321,8 @@ def run(path: str, agent_id: str | None, as_json: bool = False) -> int:
     except sqlite3.DatabaseError as exc:
         print(f"subagentd inspect: cannot read {path}: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `subagentd inspect ... | head`: the reader left; stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     finally:
         conn.close()

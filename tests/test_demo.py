@@ -40,8 +40,8 @@ def test_demo_plays_the_whole_tour_and_exits_zero():
     # the report reaches the parent as its next turn
     assert re.search(r"accepted as message [0-9a-f]{8}…", out)
     assert (
-        'researcher: turn started with "Background subagent g1 reported: | Oldest open bug: #12 (2019)."'
-        in out
+        'researcher: turn started with "Background subagent g1 reported:"\n'
+        '      + "Oldest open bug: #12 (2019)."\n' in out
     )
     # list_agents as the model sees it (U+2014 em dash)
     assert "    c1 [running] parent=root depth=1 — researcher\n" in out
@@ -85,3 +85,22 @@ def test_demo_refuses_a_database_that_already_has_data(tmp_path):
     assert done.returncode == 2
     assert "already exists" in done.stderr or "exists" in done.stderr
     assert db.read_bytes() == b"not empty"
+
+
+def test_demo_and_inspect_import_only_the_standard_library():
+    """The demo is a host over the wire and inspect reads SQLite itself: neither reaches into
+    core, storage or server."""
+    import ast
+    from pathlib import Path
+
+    import subagentd
+
+    package = Path(subagentd.__file__).parent
+    for module in ("demo.py", "inspect.py"):
+        tree = ast.parse((package / module).read_text())
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert {n.split(".")[0] for n in names} <= set(sys.stdlib_module_names) | {"__future__"}, (
+            module,
+            names,
+        )
