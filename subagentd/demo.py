@@ -19,7 +19,7 @@ import time
 from collections import deque
 from typing import Any
 
-WAIT = 5.0  # seconds: every wait on the server is bounded by this
+WAIT = 10.0  # seconds: every wait on the server is bounded by this
 
 
 class DemoError(Exception):
@@ -57,16 +57,22 @@ class Server:
         state = f"exited with code {code}" if code is not None else "is still running"
         return DemoError(f"subagentd {what} (it {state}){': ' + tail if tail else ''}")
 
-    def _read(self, waiting_for: str) -> None:
+    def _read(self, waiting_for: str, deadline: float) -> None:
+        """Take the next frame; the whole wait for one thing ends at `deadline`."""
         try:
-            line = self.frames.get(timeout=WAIT)
+            line = self.frames.get(timeout=max(0.0, deadline - time.monotonic()))
         except queue.Empty:
             raise self._died(
                 f"sent nothing within {WAIT:.0f}s while the demo waited for {waiting_for}"
             ) from None
         if line is None:
             raise self._died(f"closed its stdout while the demo waited for {waiting_for}")
-        message = json.loads(line)
+        try:
+            message = json.loads(line)
+        except ValueError:
+            raise self._died(f"wrote a line that is not JSON: {line[:200]!r}") from None
+        if not isinstance(message, dict):
+            raise self._died(f"sent a frame that is not an object: {line[:200]!r}")
         if "id" in message and "method" not in message:
             self.responses[message["id"]] = message
         elif "method" in message:
@@ -86,8 +92,9 @@ class Server:
         return request_id
 
     def result(self, request_id: int, method: str) -> Any:
+        deadline = time.monotonic() + WAIT
         while request_id not in self.responses:
-            self._read(f"the answer to {method}")
+            self._read(f"the answer to {method}", deadline)
         response = self.responses.pop(request_id)
         if "error" in response:
             error = response["error"]
@@ -101,12 +108,13 @@ class Server:
 
     def note(self, method: str, agent_id: str) -> dict[str, Any]:
         """The first queued notification `method` for `agent_id`; waits (bounded) for it."""
+        deadline = time.monotonic() + WAIT
         while True:
             for note in self.notes:
                 if note["method"] == method and note["params"].get("agent_id") == agent_id:
                     self.notes.remove(note)
                     return note["params"]
-            self._read(f"{method} for {agent_id}")
+            self._read(f"{method} for {agent_id}", deadline)
 
     def stop(self) -> int:
         """EOF on stdin: subagentd commits, closes the database and exits."""
