@@ -100,6 +100,13 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         help="seconds to finish in-flight replies at shutdown (default: %(default)s)",
     )
     parser.add_argument(
+        "--lease-ttl",
+        type=float,
+        default=15.0,
+        help="seconds another process sharing --db waits after our last heartbeat before taking over"
+        " our live sessions (default: %(default)s)",
+    )
+    parser.add_argument(
         "--caller",
         default=None,
         metavar="AGENT_ID",
@@ -211,12 +218,16 @@ def serve(args: argparse.Namespace) -> int:
     from subagentd.server.connection import Connection
     from subagentd.server.transport import FdReader, FdWriter
     from subagentd.storage.database import SqliteStore
+    from subagentd.storage.leases import new_owner, owner_alive
 
     store = SqliteStore(args.db, durability=args.durability)
     settings = Settings(
         report_delivery=args.report_delivery,
         max_depth=args.max_depth,
         interrupt_grace=args.interrupt_grace,
+        owner=new_owner(),
+        owner_alive=owner_alive,
+        lease_ttl=args.lease_ttl,
     )
     service = Service(store, emit=lambda method, params: None, timers=None, settings=settings)  # type: ignore[arg-type]
     with service.transaction():

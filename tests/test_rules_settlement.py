@@ -126,7 +126,8 @@ def test_open_turns_at_a_crash_are_ended_with_error_and_the_parent_is_told(tmp_p
     first.store.commit()
     first.store.conn.close()  # the process dies here: no shutdown
 
-    second = CoreHost(store=SqliteStore(path))
+    # the first process is gone: its leases no longer hold anything live
+    second = CoreHost(store=SqliteStore(path), owner_alive=lambda owner: False)
     events = second.svc.read_transcript("c1", None, None).events
     end = [e for e in events if e.type == "turn_end"][-1]
     assert end.data["reason"] == "error" and end.data["cause"] == "crash"

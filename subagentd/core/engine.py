@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,6 +58,9 @@ class Settings:
     max_depth: int = 8
     interrupt_grace: float = 10.0  # seconds before an interrupted turn is force-ended
     status_events: bool = False
+    owner: str = ""  # this process's lease owner id ("" mints one)
+    lease_ttl: float = 15.0  # seconds a lease outlives its last heartbeat
+    owner_alive: Callable[[str], bool] = lambda owner: True  # is that owner's process still there?
 
 
 class DescriptorProblem(Exception):
@@ -104,6 +108,7 @@ class Engine:
         self.shutting_down = False
         self.closing: dict[str, list[Callable[[], None]]] = {}  # closing root -> waiters
         self._grace: dict[str, Callable[[], None]] = {}  # turn id -> cancel its force-end timer
+        self.owner = self.settings.owner or f"local:{mint()}"
 
     # --- transactions (the server brackets each request; writes share one group commit) ---
 
@@ -149,8 +154,37 @@ class Engine:
         return agent
 
     def status_of(self, agent_id: str) -> str:
-        agent = self.registry.get(agent_id)
-        return agent.status if agent is not None else "ready"
+        return self.status_lookup()(agent_id)
+
+    def status_lookup(self) -> Callable[[str], str]:
+        """Status by id: this process's registry, else another live process's lease, else ready."""
+        elsewhere = {
+            session_id: status
+            for session_id, owner, status in self.store.foreign_leases(self.owner, time.time())
+            if self.settings.owner_alive(owner)
+        }
+        agents = self.registry
+
+        def status(agent_id: str) -> str:
+            agent = agents.get(agent_id)
+            return agent.status if agent is not None else elsewhere.get(agent_id, "ready")
+
+        return status
+
+    def live_elsewhere(self, agent_id: str) -> bool:
+        """Whether another subagentd process sharing the database holds this session live."""
+        lease = self.store.get_lease(agent_id)
+        return (
+            lease is not None
+            and lease[0] != self.owner
+            and lease[2] > time.time()
+            and self.settings.owner_alive(lease[0])
+        )
+
+    def renew_leases(self) -> None:
+        """Heartbeat: every session this process holds stays leased for another lease_ttl."""
+        if len(self.registry):
+            self.store.renew_leases(self.owner, time.time() + self.settings.lease_ttl)
 
     # --- transcript ----------------------------------------------------------------------
 
@@ -171,6 +205,9 @@ class Engine:
         descriptor: Descriptor | None = None,
         resume: bool = False,
     ) -> LiveAgent:
+        if self.live_elsewhere(agent_id):
+            raise StateInvalidError(f'agent "{agent_id}" is live in another subagentd process')
+        self.store.put_lease(agent_id, self.owner, "idle", time.time() + self.settings.lease_ttl)
         activation_id = mint()
         queued, parked_count = self.store.inbox_counts(agent_id)
         agent = LiveAgent(
@@ -190,11 +227,17 @@ class Engine:
         self.status_changed(agent)
         return agent
 
-    def status_changed(self, agent: LiveAgent, status: str | None = None) -> None:
+    def status_changed(self, agent: LiveAgent) -> None:
+        self.store.set_lease_status(agent.agent_id, self.owner, agent.status)
         if self.settings.status_events:
-            self.emit(
-                "agent/status", AgentStatus(agent_id=agent.agent_id, status=status or agent.status)
-            )
+            self.emit("agent/status", AgentStatus(agent_id=agent.agent_id, status=agent.status))
+
+    def leave(self, agent: LiveAgent) -> None:
+        """The agent is no longer live here: out of the registry, its lease released."""
+        self.registry.remove(agent)
+        self.store.drop_lease(agent.agent_id, self.owner)
+        if self.settings.status_events:
+            self.emit("agent/status", AgentStatus(agent_id=agent.agent_id, status="ready"))
 
     # --- inbox ---------------------------------------------------------------------------
 
@@ -352,12 +395,11 @@ class Engine:
 
     def dispose(self, agent: LiveAgent, reason: str) -> None:
         """The activation ends: the host drops it, a continuable child's parent gets its notice."""
-        self.registry.remove(agent)
+        self.leave(agent)
         if agent.parked and agent.pending == 0:
             self.store.set_parked(agent.agent_id, False)
         self.record(agent.agent_id, None, "settled", {"reason": reason})
         self.emit("agent/settled", AgentSettled(agent_id=agent.agent_id, reason=reason))
-        self.status_changed(agent, "ready")
         parent = self.registry.get(agent.parent_id)
         if agent.kind == CONTINUABLE and agent.parent_id is not None:
             self.notify_settled(
@@ -434,9 +476,8 @@ class Engine:
             return
         del self.closing[agent.agent_id]
         if self.registry.get(agent.agent_id) is agent:
-            self.registry.remove(agent)
+            self.leave(agent)
             self.record(agent.agent_id, None, "closed", {})
-            self.status_changed(agent, "ready")
         for done in waiters:
             done()
 
@@ -468,7 +509,11 @@ class Engine:
 
     def recover(self) -> int:
         """Turns open at the last stop ended with reason error (cause crash); parents are told."""
-        recovered = self.store.open_turns()
+        recovered = [
+            (session_id, turn_id)
+            for session_id, turn_id in self.store.open_turns()
+            if not self.live_elsewhere(session_id)
+        ]
         for session_id, turn_id in recovered:
             self.store.end_turn(session_id, "error", None)
             self.record(

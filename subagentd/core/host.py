@@ -268,7 +268,7 @@ class HostApi(Engine):
         rows = project(
             self.store,
             self.store.tree(params.root_id, descendants),
-            self.status_of,
+            self.status_lookup(),
             annotate=descendants,
             include_one_shot=params.include_one_shot,
         )

@@ -74,6 +74,10 @@ class ToolRules(Engine):
                 raise _not_delivered(
                     Code.NOT_RESUMABLE, texts.SEND_NOT_RESUMABLE.format(id=target_id)
                 ) from None
+            if self.live_elsewhere(target_id):
+                raise _not_delivered(
+                    Code.INVALID_STATE, texts.SEND_LIVE_ELSEWHERE.format(id=target_id)
+                )
             target = self.activate(
                 target_id,
                 record.parent_id,
@@ -127,7 +131,7 @@ class ToolRules(Engine):
         rows = project(
             self.store,
             self.store.tree(caller, descendants),
-            self.status_of,
+            self.status_lookup(),
             annotate=descendants,
             include_one_shot=False,
         )

@@ -262,6 +262,47 @@ class SqliteStore:
             )
         ]
 
+    # --- leases (several processes on one database) --------------------------------------
+
+    def get_lease(self, session_id: str) -> tuple[str, str, float] | None:
+        """(owner, status, expires_at) of the session's lease, if any."""
+        return self.conn.execute(
+            "SELECT owner, status, expires_at FROM leases WHERE session_id = ?", (session_id,)
+        ).fetchone()
+
+    def put_lease(self, session_id: str, owner: str, status: str, expires_at: float) -> None:
+        self._begin()
+        self.conn.execute(
+            "INSERT INTO leases (session_id, owner, status, expires_at) VALUES (?,?,?,?)"
+            " ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner,"
+            " status = excluded.status, expires_at = excluded.expires_at",
+            (session_id, owner, status, expires_at),
+        )
+
+    def set_lease_status(self, session_id: str, owner: str, status: str) -> None:
+        self._begin()
+        self.conn.execute(
+            "UPDATE leases SET status = ? WHERE session_id = ? AND owner = ?",
+            (status, session_id, owner),
+        )
+
+    def drop_lease(self, session_id: str, owner: str) -> None:
+        self._begin()
+        self.conn.execute(
+            "DELETE FROM leases WHERE session_id = ? AND owner = ?", (session_id, owner)
+        )
+
+    def renew_leases(self, owner: str, expires_at: float) -> None:
+        self._begin()
+        self.conn.execute("UPDATE leases SET expires_at = ? WHERE owner = ?", (expires_at, owner))
+
+    def foreign_leases(self, owner: str, now: float) -> list[tuple[str, str, str]]:
+        """(session_id, owner, status) of unexpired leases held by other processes."""
+        return self.conn.execute(
+            "SELECT session_id, owner, status FROM leases WHERE owner != ? AND expires_at > ?",
+            (owner, now),
+        ).fetchall()
+
     # --- idempotency keys ---------------------------------------------------------------
 
     def get_idempotent(self, caller: str, key: str) -> IdempotencyRecord | None:

@@ -58,3 +58,17 @@ def m001_core_tables(db: Database) -> None:
         )""",
     ):
         db.execute(statement)
+
+
+@migrations()
+def m002_leases(db: Database) -> None:
+    """Which process holds each live session, so several processes can share one database."""
+    db.execute(
+        """CREATE TABLE leases (
+            session_id TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            status TEXT NOT NULL,
+            expires_at REAL NOT NULL
+        )"""
+    )
+    db.execute("CREATE INDEX leases_by_owner ON leases (owner)")
