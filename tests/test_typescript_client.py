@@ -1,0 +1,40 @@
+"""The TypeScript client's own suite (clients/typescript): `npm test` against this checkout's server.
+
+CI runs `npm ci` in clients/typescript before pytest (.ci/run); locally run it once yourself.
+This test does not skip when node_modules is missing: it fails and says what to run.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "clients" / "typescript"
+TIMEOUT = 300
+
+
+def test_typescript_client_npm_test():
+    npm = shutil.which("npm")
+    assert npm, "npm is not on PATH; the TypeScript client's tests need Node 20+ and npm"
+    assert (PACKAGE / "node_modules").is_dir(), (
+        f"{PACKAGE}/node_modules is missing: run `npm ci` in clients/typescript"
+    )
+    env = {**os.environ, "SUBAGENTD_PYTHON": sys.executable}
+    try:
+        run = subprocess.run(
+            [npm, "test"],
+            cwd=PACKAGE,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=TIMEOUT,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        output = (exc.stdout or b"").decode(errors="replace")
+        raise AssertionError(f"npm test ran longer than {TIMEOUT} s:\n{output[-20000:]}") from None
+    output = run.stdout.decode(errors="replace")
+    assert run.returncode == 0, f"npm test failed (exit {run.returncode}):\n{output[-20000:]}"
+    assert "\nℹ fail 0" in output, output[-20000:]
