@@ -1,0 +1,120 @@
+"""Build large subagentd databases by direct inserts, shaped like what the server writes.
+
+The schema comes from the server itself (it is started once on the empty file so its migrations
+run); rows then go in with plain sqlite3 `executemany`, mimicking storage/database.py and
+core/host.py spawn(): kind "subagent", descriptor `{"version":1,"mode":"continuable","label":…}`,
+ISO `created_at` strings, a fan-out-10 tree below one ordinary root.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from harness import Server, server_command
+
+ROOT_ID = "root"
+FANOUT = 10
+_BASE = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _iso(offset_us: int) -> str:
+    return (_BASE + timedelta(microseconds=offset_us)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def create_schema(path: str, env: dict[str, str] | None = None) -> None:
+    server = Server(server_command("subagentd", path), env=env)
+    try:
+        server.initialize()
+        server.close()
+    finally:
+        server.kill()
+
+
+def child_id(k: int) -> str:
+    return f"agent-{k:07d}"
+
+
+def parent_of(k: int) -> str:
+    """Breadth-first fan-out tree: nodes 0..9 hang off the root, node k off node k//10 - 1."""
+    return ROOT_ID if k < FANOUT else child_id(k // FANOUT - 1)
+
+
+def build_tree(
+    path: str,
+    sessions: int,
+    events: int = 0,
+    open_turns: int = 0,
+    env: dict[str, str] | None = None,
+) -> dict[str, int]:
+    """A root plus `sessions` subagent sessions; `events` event rows spread over them."""
+    create_schema(path, env)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = OFF")
+    conn.execute("BEGIN")
+    conn.execute(
+        "INSERT INTO sessions (id, parent_id, kind, label, created_at, depth, parked)"
+        " VALUES (?, NULL, 'ordinary', 'bench root', ?, 0, 0)",
+        (ROOT_ID, _iso(0)),
+    )
+    depths = {ROOT_ID: 0}
+    session_rows = []
+    descriptor_rows = []
+    max_depth = 0
+    for k in range(sessions):
+        cid = child_id(k)
+        parent = parent_of(k)
+        depth = depths[parent] + 1
+        depths[cid] = depth
+        max_depth = max(max_depth, depth)
+        label = f"task {k}"
+        open_turn = str(uuid.UUID(int=k + 1)) if k < open_turns else None
+        session_rows.append((cid, parent, "subagent", label, _iso(k + 1), depth, 0, open_turn))
+        descriptor_rows.append(
+            (
+                cid,
+                json.dumps(
+                    {"version": 1, "mode": "continuable", "label": label}, separators=(",", ":")
+                ),
+            )
+        )
+    conn.executemany(
+        "INSERT INTO sessions (id, parent_id, kind, label, created_at, depth, parked, open_turn_id)"
+        " VALUES (?,?,?,?,?,?,?,?)",
+        session_rows,
+    )
+    conn.executemany("INSERT INTO descriptors (session_id, body) VALUES (?, ?)", descriptor_rows)
+    if events:
+        conn.executemany(
+            "INSERT INTO events (session_id, turn_id, type, data, at) VALUES (?,?,?,?,?)",
+            _events(sessions, events),
+        )
+    conn.execute("COMMIT")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    return {"sessions": sessions + 1, "events": events, "max_depth": max_depth}
+
+
+def _events(sessions: int, count: int):
+    """A realistic cycle per session: descriptor, activated, message, turn_start, turn_end."""
+    cycle = ("descriptor", "activated", "message", "turn_start", "turn_end", "settled")
+    for n in range(count):
+        k = n % sessions
+        kind = cycle[(n // sessions) % len(cycle)]
+        turn = str(uuid.UUID(int=n + 1)) if kind in ("message", "turn_start", "turn_end") else None
+        if kind == "message":
+            data = (
+                f'{{"message_id":"{uuid.UUID(int=n + 7)}","content":[{{"type":"text",'
+                f'"text":"work item {n}: look into it and report back"}}],"source":'
+                f'{{"kind":"coordinator","form":"spawn","sender_session_id":"{parent_of(k)}"}}}}'
+            )
+        elif kind == "descriptor":
+            data = f'{{"version":1,"mode":"continuable","label":"task {k}"}}'
+        elif kind == "turn_end":
+            data = f'{{"turn_id":"{turn}","reason":"completed"}}'
+        else:
+            data = f'{{"activation_id":"{uuid.UUID(int=n + 3)}","resume":false}}'
+        yield (child_id(k), turn, kind, data, _iso(n))

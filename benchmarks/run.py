@@ -1,0 +1,722 @@
+"""subagentd benchmarks: one run, side by side with the physical floor and the MCP Python SDK.
+
+    python benchmarks/run.py            # full run, a few minutes on 2 cores
+    python benchmarks/run.py --quick    # smaller sizes, under a minute
+
+Writes benchmarks/results/latest.md and latest.json (or --out DIR). Generated databases live in
+a temporary directory that is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import msgspec  # noqa: E402
+from dbgen import ROOT_ID, build_tree  # noqa: E402
+from harness import ROOT, Server, ServerFailure, server_command  # noqa: E402
+
+_encode = msgspec.json.Encoder().encode
+PEERS = ("subagentd", "echo", "mcp")
+
+
+@dataclass
+class Sizes:
+    cold_starts: int
+    pipelined: int
+    pipelined_mcp: int
+    round_trips: int
+    round_trips_mcp: int
+    sends: int
+    sequential_sends: int
+    live_agents: int
+    list_sizes: tuple[int, ...]
+    list_reps: dict[int, int]
+    restart_sessions: int
+    restart_events: int
+    restarts: int
+    trials: int
+
+
+FULL = Sizes(
+    cold_starts=10,
+    pipelined=5000,
+    pipelined_mcp=3000,
+    round_trips=2000,
+    round_trips_mcp=500,
+    sends=5000,
+    sequential_sends=1000,
+    live_agents=5000,
+    list_sizes=(1000, 10000, 100000),
+    list_reps={1000: 21, 10000: 9, 100000: 3},
+    restart_sessions=100_000,
+    restart_events=1_000_000,
+    restarts=3,
+    trials=3,
+)
+QUICK = Sizes(
+    cold_starts=4,
+    pipelined=2000,
+    pipelined_mcp=800,
+    round_trips=500,
+    round_trips_mcp=200,
+    sends=2000,
+    sequential_sends=300,
+    live_agents=1000,
+    list_sizes=(1000, 10000),
+    list_reps={1000: 9, 10000: 5},
+    restart_sessions=20_000,
+    restart_events=200_000,
+    restarts=2,
+    trials=1,
+)
+
+
+@dataclass
+class Metric:
+    key: str
+    name: str
+    unit: str
+    values: dict[str, float | None] = field(default_factory=dict)
+    target: str = ""
+    met: bool | None = None
+    ratio: str = ""
+    note: str = ""
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def pct(xs: list[float], p: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+class Bench:
+    def __init__(
+        self,
+        sizes: Sizes,
+        tmp: str,
+        prefix: list[str] | None = None,
+        source: str | None = None,
+    ) -> None:
+        self.sizes = sizes
+        self.env = {"PYTHONPATH": source} if source else None
+        self.tmp = tmp
+        self.prefix = prefix  # e.g. a profiler wrapped around subagentd
+        self.raw: dict[str, Any] = {}
+        self.failures: list[str] = []
+        self._n = 0
+
+    def db_path(self, tag: str) -> str:
+        self._n += 1
+        return os.path.join(self.tmp, f"{tag}-{self._n}.db")
+
+    def start(self, kind: str, db: str | None = None, durability: str = "normal") -> Server:
+        if kind != "subagentd":
+            return Server(server_command(kind, db, durability))
+        return Server(server_command(kind, db, durability), prefix=self.prefix, env=self.env)
+
+    # --- setup helpers -------------------------------------------------------------------
+
+    def live_tree(self, server: Server, children: int = 1) -> None:
+        """Open the root and spawn continuable children whose first turns stay running."""
+        server.call("agents/open", {"agent_id": ROOT_ID})
+        for i in range(children):
+            server.call(
+                "agents/spawn",
+                {"caller": ROOT_ID, "label": f"child {i}", "prompt": "go", "child_id": f"c{i}"},
+            )
+            server.notification("turn/start", agent_id=f"c{i}")
+
+    def ready(self, kind: str, db: str | None = None, durability: str = "normal") -> Server:
+        server = self.start(kind, db, durability)
+        server.initialize()
+        if kind == "subagentd":
+            self.live_tree(server)
+        return server
+
+    # --- scenarios -----------------------------------------------------------------------
+
+    def cold_start(self, kind: str) -> dict[str, Any]:
+        samples, rss = [], []
+        for _ in range(self.sizes.cold_starts):
+            db = self.db_path("cold") if kind == "subagentd" else None
+            server = self.start(kind, db)
+            try:
+                rid = server.take_id()
+                server.write(server.frame("initialize", _init_params(), rid))
+                reply = server.response(rid, timeout=30)
+                samples.append(time.perf_counter() - server.t_spawn)
+                if "error" in reply:
+                    raise server.failure(f"initialize failed: {reply['error']}")
+                server.notify("notifications/initialized")
+                server.call("ping", {}) if kind != "echo" else None
+                rss.append(server.rss_kib())
+                server.close()
+            finally:
+                server.kill()
+        return {"samples_s": samples, "median_s": median(samples), "idle_rss_kib": median(rss)}
+
+    def tool_calls(self, kind: str) -> dict[str, Any]:
+        """tools/call list_agents: pipelined throughput, then one-in-flight round trips."""
+        db = self.db_path("tools") if kind == "subagentd" else None
+        server = self.ready(kind, db)
+        try:
+            n = {"mcp": self.sizes.pipelined_mcp, "echo": 10 * self.sizes.pipelined}.get(
+                kind, self.sizes.pipelined
+            )
+            rtts = self.sizes.round_trips_mcp if kind == "mcp" else self.sizes.round_trips
+            server.round_trips(_tool_frames(server, 200))  # warm-up
+            trials = [server.pipelined(_tool_frames(server, n)) for _ in range(self.sizes.trials)]
+            elapsed = median([t[0] for t in trials])
+            errors = sum(t[1] for t in trials)
+            examples = [e for t in trials for e in t[2]][:5]
+            samples = server.round_trips(_tool_frames(server, rtts))
+            server.close()
+        finally:
+            server.kill()
+        return {
+            "requests": n,
+            "seconds": elapsed,
+            "per_s": n / elapsed,
+            "errors": errors,
+            "error_examples": [e.decode(errors="replace") for e in examples],
+            "rtt_p50_s": median(samples),
+            "rtt_p99_s": pct(samples, 99),
+        }
+
+    def send_messages(self, durability: str) -> dict[str, Any]:
+        db = self.db_path(f"send-{durability}")
+        server = self.ready("subagentd", db, durability)
+        try:
+            server.round_trips(_send_frames(server, 100))  # warm-up
+            n = self.sizes.sends
+            trials = [server.pipelined(_send_frames(server, n)) for _ in range(self.sizes.trials)]
+            elapsed = median([t[0] for t in trials])
+            errors = sum(t[1] for t in trials)
+            examples = [e for t in trials for e in t[2]][:5]
+            samples = server.round_trips(_send_frames(server, self.sizes.sequential_sends))
+            server.close()
+        finally:
+            server.kill()
+        return {
+            "requests": n,
+            "seconds": elapsed,
+            "per_s": n / elapsed,
+            "errors": errors,
+            "error_examples": [e.decode(errors="replace") for e in examples],
+            "seq_p50_s": median(samples),
+            "seq_p99_s": pct(samples, 99),
+        }
+
+    def live_agents(self) -> dict[str, Any]:
+        """RSS growth per live continuable child (spawned pipelined under one root)."""
+        db = self.db_path("live")
+        server = self.start("subagentd", db)
+        try:
+            server.initialize()
+            server.call("agents/open", {"agent_id": ROOT_ID})
+            server.call("ping", {})
+            before = server.rss_kib()
+            n = self.sizes.live_agents
+            frames = [
+                server.frame(
+                    "agents/spawn",
+                    {"caller": ROOT_ID, "label": f"child {i}", "prompt": "go", "child_id": f"c{i}"},
+                    server.take_id(),
+                )
+                for i in range(n)
+            ]
+            elapsed, errors, examples = server.pipelined(frames, timeout=300)
+            server.call("ping", {})
+            after = server.rss_kib()
+            server.close(timeout=60)
+        finally:
+            server.kill()
+        return {
+            "agents": n,
+            "spawn_seconds": elapsed,
+            "spawn_per_s": n / elapsed,
+            "errors": errors,
+            "error_examples": [e.decode(errors="replace") for e in examples],
+            "rss_before_kib": before,
+            "rss_after_kib": after,
+            "kib_per_agent": (after - before) / n,
+        }
+
+    def list_scaling(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for size in self.sizes.list_sizes:
+            db = self.db_path(f"list{size}")
+            t0 = time.perf_counter()
+            shape = build_tree(db, size, env=self.env)
+            built = time.perf_counter() - t0
+            server = self.start("subagentd", db)
+            try:
+                server.initialize()
+                server.call("agents/open", {"agent_id": ROOT_ID})
+                rid = server.take_id()
+                first = server.frame(
+                    "tools/call",
+                    {
+                        "name": "list_agents",
+                        "arguments": {"scope": "descendants"},
+                        "_meta": {"subagentd/caller": ROOT_ID},
+                    },
+                    rid,
+                )
+                server.write(first)
+                reply = server.response(rid, timeout=300)
+                rows = len(reply["result"]["structuredContent"]["agents"])
+                size_bytes = len(_encode(reply))
+                samples = server.round_trips(
+                    [_tool_frame(server, "descendants") for _ in range(self.sizes.list_reps[size])],
+                    timeout=600,
+                )
+                server.close(timeout=60)
+            finally:
+                server.kill()
+            out[str(size)] = {
+                **shape,
+                "build_s": built,
+                "rows_listed": rows,
+                "response_bytes": size_bytes,
+                "median_s": median(samples),
+                "samples_s": samples,
+            }
+            log(f"  list_agents descendants over {size}: {median(samples) * 1e3:.1f} ms")
+        return out
+
+    def restart(self) -> dict[str, Any]:
+        db = self.db_path("restart")
+        t0 = time.perf_counter()
+        shape = build_tree(
+            db,
+            self.sizes.restart_sessions,
+            self.sizes.restart_events,
+            open_turns=100,
+            env=self.env,
+        )
+        built = time.perf_counter() - t0
+        size_mib = os.path.getsize(db) / 2**20
+        to_init, to_open, open_errors = [], [], []
+        for i in range(self.sizes.restarts + 1):
+            server = self.start("subagentd", db)
+            try:
+                rid = server.take_id()
+                server.write(server.frame("initialize", _init_params(), rid))
+                server.response(rid, timeout=60)
+                t_init = time.perf_counter() - server.t_spawn
+                server.notify("notifications/initialized")
+                rid = server.take_id()
+                server.write(server.frame("agents/open", {"agent_id": ROOT_ID}, rid))
+                reply = server.response(rid, timeout=60)
+                t_open = time.perf_counter() - server.t_spawn
+                if "error" in reply:
+                    open_errors.append(f"start {i}: agents/open root -> {reply['error']}")
+                server.close(timeout=60)
+            finally:
+                server.kill()
+            if i:  # the first start warms the page cache and records the crashed turns
+                to_init.append(t_init)
+                to_open.append(t_open)
+        return {
+            **shape,
+            "open_turns_at_crash": 100,
+            "build_s": built,
+            "db_mib": size_mib,
+            "to_initialize_s": median(to_init),
+            "to_open_root_s": median(to_open),
+            "samples_initialize_s": to_init,
+            "samples_open_s": to_open,
+            "open_errors": open_errors,
+        }
+
+    def guarded(self, name: str, fn, *args) -> Any:
+        log(f"{name} ...")
+        t0 = time.perf_counter()
+        try:
+            result = fn(*args)
+        except (ServerFailure, Exception) as exc:  # keep going: report the failure precisely
+            text = f"{name}: {exc}\n{traceback.format_exc(limit=3)}"
+            self.failures.append(text)
+            log(f"FAILED {text}")
+            return None
+        log(f"{name} done in {time.perf_counter() - t0:.1f}s")
+        return result
+
+
+def _init_params() -> dict[str, Any]:
+    return {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "subagentd-bench", "version": "0"},
+    }
+
+
+def _tool_frame(server: Server, scope: str = "children") -> bytes:
+    return server.frame(
+        "tools/call",
+        {
+            "name": "list_agents",
+            "arguments": {"scope": scope},
+            "_meta": {"subagentd/caller": ROOT_ID},
+        },
+        server.take_id(),
+    )
+
+
+def _tool_frames(server: Server, n: int) -> list[bytes]:
+    return [_tool_frame(server) for _ in range(n)]
+
+
+def _send_frames(server: Server, n: int) -> list[bytes]:
+    return [
+        server.frame(
+            "send_message",
+            {"caller": ROOT_ID, "subagent_id": "c0", "message": f"follow-up {server.next_id}"},
+            server.take_id(),
+        )
+        for _ in range(n)
+    ]
+
+
+# --- report ------------------------------------------------------------------------------
+
+
+def evaluate(raw: dict[str, Any]) -> list[Metric]:
+    metrics: list[Metric] = []
+    cold = raw.get("cold_start", {})
+    tools = raw.get("tool_calls", {})
+
+    def val(d: dict, kind: str, key: str, scale: float = 1.0) -> float | None:
+        entry = d.get(kind)
+        return None if entry is None else entry[key] * scale
+
+    # cold start
+    m = Metric("cold_start_ms", "cold start: spawn → initialize response (median)", "ms")
+    m.values = {k: val(cold, k, "median_s", 1e3) for k in PEERS}
+    s, mcp = m.values["subagentd"], m.values["mcp"]
+    if s is not None:
+        m.target = "≤ 250 ms and ≤ 0.25x MCP SDK"
+        m.met = s <= 250 and (mcp is not None and s <= 0.25 * mcp)
+        m.ratio = _ratio(s, mcp, m.values["echo"])
+    metrics.append(m)
+
+    m = Metric("idle_rss_mib", "idle RSS after initialize", "MiB")
+    m.values = {k: val(cold, k, "idle_rss_kib", 1 / 1024) for k in PEERS}
+    s = m.values["subagentd"]
+    if s is not None:
+        m.target = "≤ 40 MiB"
+        m.met = s <= 40
+        m.ratio = _ratio(s, m.values["mcp"], m.values["echo"])
+    metrics.append(m)
+
+    m = Metric("tools_call_per_s", "tools/call list_agents, pipelined", "req/s")
+    m.values = {k: val(tools, k, "per_s") for k in PEERS}
+    s, mcp = m.values["subagentd"], m.values["mcp"]
+    if s is not None:
+        m.target = "≥ 15x MCP SDK"
+        m.met = mcp is not None and s >= 15 * mcp
+        m.ratio = _ratio(s, mcp, m.values["echo"])
+    metrics.append(m)
+
+    for key, label in (("rtt_p50_s", "p50"), ("rtt_p99_s", "p99")):
+        m = Metric(f"tools_call_{label}_us", f"tools/call list_agents round trip {label}", "µs")
+        m.values = {k: val(tools, k, key, 1e6) for k in PEERS}
+        if m.values["subagentd"] is not None:
+            m.ratio = _ratio(m.values["subagentd"], m.values["mcp"], m.values["echo"])
+            m.target = "(informational)"
+        metrics.append(m)
+
+    for durability, floor in (("normal", 10_000), ("full", 5_000)):
+        send = raw.get(f"send_{durability}")
+        m = Metric(
+            f"send_{durability}_per_s",
+            f"durable send_message pipelined, --durability {durability}",
+            "msg/s",
+        )
+        m.values = {"subagentd": send["per_s"] if send else None}
+        if send:
+            m.target = f"≥ {floor:,}/s"
+            m.met = send["per_s"] >= floor and send["errors"] == 0
+            if send["errors"]:
+                m.note = f"{send['errors']} error responses"
+        metrics.append(m)
+        m = Metric(
+            f"send_{durability}_seq_p50_us",
+            f"sequential send_message p50, --durability {durability}",
+            "µs",
+        )
+        m.values = {"subagentd": send["seq_p50_s"] * 1e6 if send else None}
+        if send:
+            if durability == "normal":
+                m.target = "≤ 200 µs"
+                m.met = m.values["subagentd"] <= 200
+            else:
+                m.target = "(informational)"
+            m.note = f"p99 {send['seq_p99_s'] * 1e6:.0f} µs"
+        metrics.append(m)
+
+    live = raw.get("live_agents")
+    m = Metric("kib_per_live_agent", "RSS per live continuable agent", "KiB")
+    m.values = {"subagentd": live["kib_per_agent"] if live else None}
+    if live:
+        m.target = "≤ 2 KiB"
+        m.met = live["kib_per_agent"] <= 2
+        m.note = (
+            f"{live['agents']} spawned pipelined at {live['spawn_per_s']:.0f}/s; "
+            f"RSS {live['rss_before_kib'] / 1024:.1f} → {live['rss_after_kib'] / 1024:.1f} MiB"
+        )
+    metrics.append(m)
+
+    listing = raw.get("list_scaling") or {}
+    for size, entry in listing.items():
+        n = int(size)
+        m = Metric(
+            f"list_descendants_{n}_ms",
+            f"list_agents descendants, {n:,} persisted sessions",
+            "ms",
+        )
+        m.values = {"subagentd": entry["median_s"] * 1e3}
+        m.note = f"{entry['rows_listed']:,} rows, {entry['response_bytes'] / 1024:.0f} KiB response"
+        if n == 10000:
+            m.target = "≤ 50 ms"
+            m.met = m.values["subagentd"] <= 50
+        elif n == 100000 and "10000" in listing:
+            growth = entry["median_s"] / listing["10000"]["median_s"]
+            m.target = "linear from 10k (≤ 12x the 10k time)"
+            m.met = growth <= 12
+            m.ratio = f"{growth:.1f}x the 10k time"
+        else:
+            m.target = "(informational)"
+        metrics.append(m)
+
+    restart = raw.get("restart")
+    m = Metric("restart_first_response_ms", "restart → initialize response", "ms")
+    if restart:
+        m.values = {"subagentd": restart["to_initialize_s"] * 1e3}
+        m.target = "≤ 1000 ms"
+        m.met = m.values["subagentd"] <= 1000
+        m.note = (
+            f"{restart['sessions']:,} sessions, {restart['events']:,} events, "
+            f"{restart['db_mib']:.0f} MiB DB; agents/open root answered at "
+            f"{restart['to_open_root_s'] * 1e3:.0f} ms"
+        )
+    metrics.append(m)
+    return metrics
+
+
+def _ratio(s: float | None, mcp: float | None, echo: float | None) -> str:
+    parts = []
+    if s is not None and mcp:
+        parts.append(f"{s / mcp:.2f}x MCP")
+    if s is not None and echo:
+        parts.append(f"{s / echo:.2f}x floor")
+    return ", ".join(parts)
+
+
+def fmt(v: float | None) -> str:
+    if v is None:
+        return "—"
+    if v >= 100:
+        return f"{v:,.0f}"
+    if v >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}"
+
+
+def render_table(metrics: list[Metric]) -> str:
+    lines = [
+        "| metric | subagentd | echo floor | MCP SDK | ratio | target | met? |",
+        "|---|---:|---:|---:|---|---|---|",
+    ]
+    for m in metrics:
+        met = {True: "yes", False: "**no**", None: ""}[m.met]
+        name = f"{m.name} ({m.unit})"
+        ratio = m.ratio + (f"; {m.note}" if m.note else "") if m.ratio else m.note
+        lines.append(
+            f"| {name} | {fmt(m.values.get('subagentd'))} | {fmt(m.values.get('echo'))} |"
+            f" {fmt(m.values.get('mcp'))} | {ratio} | {m.target} | {met} |"
+        )
+    return "\n".join(lines)
+
+
+def cpu_pressure() -> float | None:
+    """Share of the last minute some runnable task waited for a CPU (other load skews results)."""
+    try:
+        with open("/proc/pressure/cpu") as fh:
+            first = fh.readline().split()
+        return float(dict(f.split("=") for f in first[1:])["avg60"])
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def export_revision(rev: str, tmp: str) -> str:
+    """`git archive REV` into tmp/src; put first on PYTHONPATH it shadows the editable install."""
+    src = os.path.join(tmp, "src")
+    os.makedirs(src)
+    archive = subprocess.run(
+        ["git", "-C", ROOT, "archive", rev, "subagentd"],
+        capture_output=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", src], input=archive, check=True, timeout=60)
+    return src
+
+
+def environment(rev: str | None = None) -> dict[str, Any]:
+    if rev:
+        out = subprocess.run(
+            ["git", "-C", ROOT, "rev-parse", "--short", rev], capture_output=True, text=True
+        ).stdout.strip()
+        return {**environment(), "commit": f"{out} (exported with --at {rev})"}
+    try:
+        commit = subprocess.run(
+            ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", ROOT, "status", "--porcelain", "--", "subagentd"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except Exception:  # noqa: BLE001
+        commit, dirty = "?", ""
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "commit": commit + (" (+ uncommitted changes under subagentd/)" if dirty else ""),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, under a minute")
+    parser.add_argument(
+        "--out",
+        default=os.path.join(ROOT, "benchmarks", "results"),
+        help="directory for latest.md / latest.json",
+    )
+    parser.add_argument(
+        "--only",
+        default="",
+        help="comma-separated scenarios (cold,tools,send,live,list,restart); default all",
+    )
+    parser.add_argument(
+        "--at",
+        metavar="REV",
+        default=None,
+        help="benchmark the subagentd of this git revision (exported to the temp dir) instead"
+        " of the working tree",
+    )
+    args = parser.parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    only = set(filter(None, args.only.split(",")))
+    want = lambda name: not only or name in only  # noqa: E731
+    tmp = tempfile.mkdtemp(prefix="subagentd-bench-")
+    source = export_revision(args.at, tmp) if args.at else None
+    bench = Bench(sizes, tmp, source=source)
+    t0 = time.perf_counter()
+    load_before = os.getloadavg()
+    psi_before = cpu_pressure()
+    raw: dict[str, Any] = {}
+    try:
+        if want("cold"):
+            raw["cold_start"] = {
+                k: r
+                for k in PEERS
+                if (r := bench.guarded(f"cold start {k}", bench.cold_start, k)) is not None
+            }
+        if want("tools"):
+            raw["tool_calls"] = {
+                k: r
+                for k in PEERS
+                if (r := bench.guarded(f"tools/call {k}", bench.tool_calls, k)) is not None
+            }
+        if want("send"):
+            for durability in ("normal", "full"):
+                raw[f"send_{durability}"] = bench.guarded(
+                    f"send_message {durability}", bench.send_messages, durability
+                )
+        if want("live"):
+            raw["live_agents"] = bench.guarded("live agents RSS", bench.live_agents)
+        if want("list"):
+            raw["list_scaling"] = bench.guarded("list_agents scaling", bench.list_scaling)
+        if want("restart"):
+            raw["restart"] = bench.guarded("restart", bench.restart)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    total = time.perf_counter() - t0
+    metrics = evaluate(raw)
+    env = {
+        **environment(args.at),
+        "mode": "quick" if args.quick else "full",
+        "seconds": total,
+        "loadavg_1m_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+        "cpu_pressure_some_avg60_before_after": [psi_before, cpu_pressure()],
+    }
+    os.makedirs(args.out, exist_ok=True)
+    table = render_table(metrics)
+    with open(os.path.join(args.out, "latest.json"), "w") as fh:
+        json.dump(
+            {
+                "environment": env,
+                "sizes": asdict(sizes),
+                "metrics": [asdict(m) for m in metrics],
+                "raw": raw,
+                "failures": bench.failures,
+            },
+            fh,
+            indent=2,
+            default=str,
+        )
+    header = (
+        f"# subagentd benchmark results ({env['mode']} run)\n\n"
+        f"{env['date']} · Python {env['python']} · {env['cpus']} CPUs · {env['platform']} · "
+        f"commit {env['commit']} · run took {total:.0f} s · 1-min load average before/after "
+        f"{env['loadavg_1m_before_after']} · CPU pressure (PSI some avg60, %) before/after "
+        f"{env['cpu_pressure_some_avg60_before_after']}\n\n"
+        "ratio: subagentd ÷ peer (for throughput higher is better, for time and memory lower).\n\n"
+    )
+    failures = ""
+    if bench.failures:
+        failures = "\n\n## Failures\n\n" + "\n".join(
+            f"```\n{f.strip()}\n```" for f in bench.failures
+        )
+    with open(os.path.join(args.out, "latest.md"), "w") as fh:
+        fh.write(header + table + failures + "\n")
+    print(table)
+    if bench.failures:
+        print(f"\n{len(bench.failures)} scenario(s) failed; see latest.md", file=sys.stderr)
+    log(f"total {total:.1f}s")
+    return 1 if bench.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
