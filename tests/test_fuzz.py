@@ -190,7 +190,7 @@ def expected(line: bytes) -> tuple[str, Any] | None:
         return None
     try:
         message = msgspec.json.decode(text)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # too deep to decode is a parse error too
         return ("one", None, Code.PARSE_ERROR)
     if isinstance(message, list):
         if not message:
@@ -689,11 +689,6 @@ def test_unknown_fields_in_params_or_envelope_do_not_change_the_answer(world):
 # --- known failures, reproduced -----------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="server bug: JSON nested deeper than ~980 levels raises RecursionError in msgspec's"
-    " decoder; Connection.handle_frame catches only DecodeError, so the server dies",
-)
 @pytest.mark.parametrize("depth", [100_000, 2000])
 def test_deeply_nested_json_is_a_parse_error_and_the_server_keeps_serving(depth):
     server = InProcessServer()
@@ -701,14 +696,10 @@ def test_deeply_nested_json_is_a_parse_error_and_the_server_keeps_serving(depth)
         server.host.initialize()
         line = _nested(depth, "array")
         frames = exchange(server.host, line + b"\n")
-        assert len(frames) == 1 and frames[0]["id"] is None
-        assert frames[0]["error"]["code"] in (Code.PARSE_ERROR, Code.INVALID_REQUEST)
+        [reply] = assert_answers([line], frames)
+        assert reply["id"] is None and reply["error"]["code"] == Code.PARSE_ERROR
     finally:
-        server.error = None  # the crash is what this test reports; stop() must not re-raise it
-        try:
-            server.stop()
-        except (AssertionError, OSError):
-            pass
+        server.stop()
 
 
 @pytest.mark.xfail(
@@ -758,7 +749,7 @@ def test_thousands_of_bad_frames_keep_the_process_up_and_its_memory_bounded():
         sent = 0
 
         @budget(25)
-        @given(lines=st.lists(bad_lines(), min_size=30, max_size=60))
+        @given(lines=st.lists(bad_lines(), min_size=60, max_size=120))
         def burst(lines):
             nonlocal sent
             payload = b"".join(line + b"\n" for line in lines)
