@@ -392,3 +392,73 @@ def test_bad_option_exits_with_usage_error_on_stderr():
     assert done.returncode == 2
     assert done.stdout == ""
     assert "--max-frame-bytes" in done.stderr
+
+
+@pytest.mark.parametrize("how", ["eof", "sigterm"])
+def test_pending_close_is_answered_before_exit(spawn_process, how):
+    proc = spawn_process("--shutdown-grace", "2")
+    host = proc.host
+    host.initialize()
+    host.open("r")
+    host.spawn("r", "c")
+    close_id = host.start("agents/close", {"agent_id": "r"})
+    host.settle_quietly(0.2)
+    assert close_id not in host.responses
+    if how == "eof":
+        proc.close_stdin()
+    else:
+        proc.proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=8) == 0
+    host.close()
+    replies = [json.loads(line) for line in host.raw]
+    assert {"jsonrpc": "2.0", "result": {}, "id": close_id} in replies
+
+
+def test_replies_flow_and_sigterm_is_handled_while_input_never_runs_dry():
+    """A host that streams requests faster than they are served must still get replies as it
+    goes, and SIGTERM must take effect, not wait until stdin momentarily runs dry."""
+    import queue
+    import threading
+
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "subagentd", "--db", ":memory:", "--shutdown-grace", "1"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    payload = b"".join(json.dumps(request(i, "ping")).encode() + b"\n" for i in range(50_000))
+    done_writing = threading.Event()
+    lines: queue.Queue[bytes] = queue.Queue()
+
+    def write() -> None:
+        try:
+            proc.stdin.write(payload)
+            proc.stdin.flush()
+        except OSError:
+            pass
+        finally:
+            done_writing.set()
+
+    def read() -> None:
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(b"")
+
+    threading.Thread(target=write, daemon=True).start()
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        first = lines.get(timeout=20)
+        assert json.loads(first)["id"] == 0
+        assert not done_writing.is_set(), "no reply was written until the input ran dry"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+        assert done_writing.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+        proc.stdout.close()

@@ -232,7 +232,7 @@ class Connection:
         """Keep this process's leases alive for other processes sharing the database."""
         while True:
             await anyio.sleep(self.service.settings.lease_ttl / 3)
-            self._run_outside_request(self.service.renew_leases)
+            self._run_outside_request(self.service.heartbeat)
 
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -256,6 +256,8 @@ class Connection:
             for frame in self.framer.feed(data):
                 self.handle_frame_safely(frame)
             self._wake.set()
+            # input that never runs dry must not starve the flusher (replies) or the signal task
+            await anyio.lowlevel.checkpoint()
 
     def handle_frame_safely(self, frame: bytes | Oversize | BadHeader) -> None:
         """One frame; a failure outside the handler boundary (e.g. an unencodable result) must not
