@@ -181,10 +181,11 @@ class Engine:
             and self.settings.owner_alive(lease[0])
         )
 
-    def renew_leases(self) -> None:
-        """Heartbeat: every session this process holds stays leased for another lease_ttl."""
+    def heartbeat(self) -> None:
+        """Renew this process's leases, and reap turns left open by processes that died."""
         if len(self.registry):
             self.store.renew_leases(self.owner, time.time() + self.settings.lease_ttl)
+        self.recover()
 
     # --- transcript ----------------------------------------------------------------------
 
@@ -207,6 +208,9 @@ class Engine:
     ) -> LiveAgent:
         if self.live_elsewhere(agent_id):
             raise StateInvalidError(f'agent "{agent_id}" is live in another subagentd process')
+        left_open = self.store.get_session(agent_id)
+        if left_open is not None and left_open.open_turn_id is not None:
+            self.recover_turn(agent_id, left_open.open_turn_id)  # its process died mid-turn
         self.store.put_lease(agent_id, self.owner, "idle", time.time() + self.settings.lease_ttl)
         activation_id = mint()
         queued, parked_count = self.store.inbox_counts(agent_id)
@@ -508,30 +512,37 @@ class Engine:
     # --- crash recovery ------------------------------------------------------------------
 
     def recover(self) -> int:
-        """Turns open at the last stop ended with reason error (cause crash); parents are told."""
+        """Turns left open by a process that died (this one before a restart, or another one
+        sharing the database) end with reason error (cause crash); parents are told.
+        Runs at start-up and with every heartbeat; only open turns are read (a partial index)."""
         recovered = [
             (session_id, turn_id)
             for session_id, turn_id in self.store.open_turns()
-            if not self.live_elsewhere(session_id)
+            if self.registry.get(session_id) is None and not self.live_elsewhere(session_id)
         ]
         for session_id, turn_id in recovered:
-            self.store.end_turn(session_id, "error", None)
-            self.record(
-                session_id,
-                turn_id,
-                "turn_end",
-                {"turn_id": turn_id, "reason": "error", "cause": "crash"},
-            )
-            record = self.store.get_session(session_id)
-            if record is None or record.kind != "subagent" or record.parent_id is None:
-                continue
-            try:
-                descriptor = parse_descriptor(self.store.get_descriptor(session_id))
-            except DescriptorProblem:
-                continue
-            if descriptor.mode == CONTINUABLE and self.store.get_session(record.parent_id):
-                self.notify_settled(session_id, record.parent_id, None, "error", None)
+            self.recover_turn(session_id, turn_id)
         return len(recovered)
+
+    def recover_turn(self, session_id: str, turn_id: str) -> None:
+        """End a turn its process left open when it died; a continuable child's parent is told."""
+        self.store.end_turn(session_id, "error", None)
+        self.record(
+            session_id,
+            turn_id,
+            "turn_end",
+            {"turn_id": turn_id, "reason": "error", "cause": "crash"},
+        )
+        record = self.store.get_session(session_id)
+        if record is None or record.kind != "subagent" or record.parent_id is None:
+            return
+        try:
+            descriptor = parse_descriptor(self.store.get_descriptor(session_id))
+        except DescriptorProblem:
+            return
+        if descriptor.mode == CONTINUABLE and self.store.get_session(record.parent_id):
+            parent = self.registry.get(record.parent_id)
+            self.notify_settled(session_id, record.parent_id, parent, "error", None)
 
     # --- delivery of reports -------------------------------------------------------------
 
