@@ -84,7 +84,7 @@ _lsp_piece = st.one_of(
     ),
     st.binary(max_size=20),  # junk: desynchronises the stream, which must stay deterministic
 )
-# Kept under the header allowance: longer header blocks are covered by the xfail test below.
+# Kept under the header allowance: longer header blocks have a test of their own below.
 lsp_streams = st.lists(_lsp_piece, max_size=25).map(b"".join).filter(lambda b: len(b) < _MAX_HEADER)
 
 
@@ -122,11 +122,6 @@ def test_lsp_frames_do_not_depend_on_chunk_boundaries(mode, limit, data, cuts):
             assert len(frame) <= limit
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="server bug: an LSP header block longer than the 8 KiB allowance is accepted when it"
-    " arrives in one read and refused ('header block too long') when a read ends inside it",
-)
 def test_lsp_header_block_over_the_allowance_is_treated_alike_in_one_read_or_two():
     data = b"X-Pad: " + b"a" * 9000 + b"\r\nContent-Length: 2\r\n\r\n{}"
     whole = _feed_all(FrameReader("lsp", 100), [data])
@@ -324,7 +319,7 @@ json_values = st.recursive(
     max_leaves=12,
 )
 # Methods a random frame may name. agents/close is left out (its reply is deferred by design) and so
-# are the cancellation notifications (see the xfail test on a cancellation sent with an id).
+# are the cancellation notifications (a test of their own below covers them sent as requests).
 FUZZ_METHODS = sorted(set(METHODS) - {"agents/close"})
 ids = st.one_of(
     st.integers(-(2**70), 2**70), st.text(max_size=8), st.none(), st.sampled_from([1, 2, "a"])
@@ -556,14 +551,12 @@ def valid_base(method: str, world: World) -> dict[str, Any]:
     }
 
 
-# (method, param): the server accepts a wrong type there today; see the xfail test below.
-KNOWN_LENIENT = {(m, "_meta") for m in TOOL_METHODS}
 WRONG_TYPE_CASES = [
     (m["name"], p["name"], p["schema"])
     for m in OPENRPC["methods"]
     if m["name"] in METHODS and not m["name"].startswith("notifications/")
     for p in m["params"]
-    if wrong_values(p["schema"]) is not None and (m["name"], p["name"]) not in KNOWN_LENIENT
+    if wrong_values(p["schema"]) is not None
 ]
 
 
@@ -619,11 +612,6 @@ def test_every_method_and_param_refuses_one_value_of_each_wrong_type(world):
     assert world.snapshot() == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="server bug: the direct tool methods never validate `_meta` (OpenRPC: object or null);"
-    " send_message with `_meta: 7` queues a message where every other method answers -32602",
-)
 @pytest.mark.parametrize("method", sorted(TOOL_METHODS))
 def test_a_wrong_type_of_meta_on_a_direct_tool_method_is_invalid_params(world, method):
     params = {**valid_base(method, world), "_meta": 7}
@@ -702,11 +690,6 @@ def test_deeply_nested_json_is_a_parse_error_and_the_server_keeps_serving(depth)
         server.stop()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="server bug: transcript/read with `after` outside SQLite's 64-bit range raises"
-    " OverflowError in storage and is answered -32603 Internal error instead of -32602",
-)
 @pytest.mark.parametrize("after", [2**63, -(2**63) - 1])
 def test_an_out_of_range_transcript_position_is_invalid_params(world, after):
     params = {"agent_id": ROOT, "after": after}
@@ -715,11 +698,6 @@ def test_an_out_of_range_transcript_position_is_invalid_params(world, after):
     assert response.get("error", {}).get("code") == Code.INVALID_PARAMS, response
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="server bug: a request (with an id) to notifications/cancelled or $/cancelRequest is"
-    " never answered; JSON-RPC requires exactly one response per request",
-)
 @pytest.mark.parametrize(
     ("method", "key"), [("notifications/cancelled", "requestId"), ("$/cancelRequest", "id")]
 )

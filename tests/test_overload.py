@@ -167,11 +167,6 @@ def _read_until(host, done, timeout: float) -> None:
             return
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not implemented: connection.py keeps every deferred reply (agents/close waiting for a"
-    " drain) in Connection.pending without a bound; PROTOCOL.md section 8 wants 1011 OVERLOADED",
-)
 def test_deferred_replies_past_the_bound_are_refused_with_overloaded_and_change_nothing():
     server = InProcessServer(interrupt_grace=600.0)
     host = server.host

@@ -231,9 +231,11 @@ class HostApi(Engine):
         self.require_session(agent_id)
         if not events:
             raise InvalidParamsError("events must not be empty")
-        return self.store.append_events(
-            agent_id, turn_id, [(e.type, _encode(e.data).decode()) for e in events], now()
-        )
+        try:
+            encoded = [(e.type, _encode(e.data).decode()) for e in events]
+        except RecursionError:
+            raise InvalidParamsError("event data is nested too deeply to store") from None
+        return self.store.append_events(agent_id, turn_id, encoded, now())
 
     def read_transcript(
         self, agent_id: str, after: int | None, limit: int | None
@@ -290,8 +292,4 @@ class HostApi(Engine):
 
 
 def _page_size(limit: int | None) -> int:
-    if limit is None:
-        return MAX_PAGE
-    if limit < 1:
-        raise InvalidParamsError("limit must be at least 1")
-    return min(limit, MAX_PAGE)
+    return MAX_PAGE if limit is None else min(limit, MAX_PAGE)

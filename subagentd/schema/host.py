@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from subagentd.schema.base import Params, Wire
+from subagentd.schema.base import PageSize, Params, Seq, Wire
 from subagentd.schema.listing import AgentRow, Status
 from subagentd.schema.messages import Mode, ToolFilter
 
@@ -100,8 +100,8 @@ class SeqResult(Wire, kw_only=True):
 
 class TranscriptReadParams(Params, kw_only=True):
     agent_id: str
-    after: int | None = None
-    limit: int | None = None
+    after: Seq | None = None
+    limit: PageSize | None = None
 
 
 class StoredEvent(Wire, kw_only=True):
@@ -135,7 +135,7 @@ class ListParams(Params, kw_only=True):
     scope: Scope = "children"
     include_one_shot: bool = True
     cursor: str | None = None
-    limit: int | None = None
+    limit: PageSize | None = None
 
 
 class ListResult(Wire, kw_only=True):

@@ -30,6 +30,7 @@ _encode = msgspec.json.Encoder().encode
 _NO_LIFECYCLE = frozenset({"initialize", "ping", "server/discover"})
 _CANCEL = {"notifications/cancelled": "requestId", "$/cancelRequest": "id"}
 OUTBOX_LIMIT = 8 * 1024 * 1024  # bytes of unwritten frames before reading pauses
+MAX_PENDING = 1024  # replies that may wait at once (agents/close drains); beyond: 1011 OVERLOADED
 
 
 @dataclass
@@ -337,7 +338,7 @@ class Connection:
         if method in _CANCEL:
             if isinstance(params, dict):
                 self.cancel(params.get(_CANCEL[method]))
-            return None
+            return _success({}, request_id, False) if is_request else None
         meta = params.get("_meta") if isinstance(params, dict) else None
         version = meta.get(VERSION_META_KEY) if isinstance(meta, dict) else None
         stateless = version is not None
@@ -355,6 +356,14 @@ class Connection:
                 return None
             if method in self._methods:
                 return _error(Code.NOT_INITIALIZED, "server not initialized", request_id)
+        handler = METHODS.get(method)
+        if handler is not None and handler.defers and len(self.pending) >= MAX_PENDING:
+            return _error(
+                Code.OVERLOADED,
+                f"too many requests waiting ({MAX_PENDING}); retry with backoff",
+                request_id,
+                {"reason": Code.OVERLOADED.name},
+            )
         call = Call(self, self.service, self.session, stateless, notes_mark=len(self.notes))
         request = message if "params" in message else {**message, "params": {}}
         response = dispatch_to_response(

@@ -35,6 +35,7 @@ class FrameReader:
         self._skip = 0  # LSP: body bytes still to discard
         self._discarding = False  # NDJSON: inside an over-long line
         self._need = -1  # LSP: body length of the frame being read, -1 while reading headers
+        self._header_overflow = False  # LSP: inside a header block longer than _MAX_HEADER
 
     @property
     def lsp(self) -> bool:
@@ -115,10 +116,25 @@ class FrameReader:
                 self._buf += view
                 view = memoryview(b"")
                 end = self._buf.find(b"\r\n\r\n")
+                if self._header_overflow:  # skipping an over-long header block to its end
+                    if end < 0:
+                        del self._buf[:-3]  # a terminator may straddle two reads
+                        break
+                    self._header_overflow = False
+                    view = memoryview(bytes(self._buf[end + 4 :]))
+                    self._buf.clear()
+                    continue
+                if (end < 0 and len(self._buf) > _MAX_HEADER) or end > _MAX_HEADER:
+                    # too long however it arrives: refused once, skipped through its terminator
+                    frames.append(BadHeader("header block too long"))
+                    if end < 0:
+                        self._header_overflow = True
+                        del self._buf[:-3]
+                        break
+                    view = memoryview(bytes(self._buf[end + 4 :]))
+                    self._buf.clear()
+                    continue
                 if end < 0:
-                    if len(self._buf) > _MAX_HEADER:
-                        self._buf.clear()
-                        frames.append(BadHeader("header block too long"))
                     break
                 header = bytes(self._buf[:end])
                 rest = bytes(self._buf[end + 4 :])

@@ -41,6 +41,7 @@ class Handler:
     result: type | None  # for the schema export
     writes: bool = True
     tool: bool = False  # errors carry the model-visible `text` (direct tool methods)
+    defers: bool = False  # the reply waits (bounded by MAX_PENDING in the connection)
 
 
 METHODS: dict[str, Handler] = {}
@@ -122,7 +123,7 @@ def agents_open(call: Call, p: h.OpenParams) -> h.OpenResult:
     return call.service.open(p)
 
 
-@method("agents/close", h.AgentParams, h.Empty)
+@method("agents/close", h.AgentParams, h.Empty, defers=True)
 def agents_close(call: Call, p: h.AgentParams) -> Any:
     done = call.defer(h.Empty())
     call.service.close_root(p.agent_id, done)
@@ -205,7 +206,8 @@ def _direct(spec_name: str) -> Callable[[Call, Any], Any]:
         if not isinstance(params, dict):
             raise InvalidParamsError("params must be an object")
         identity = msgspec.convert(
-            {k: params.get(k) for k in ("caller", "activation", "idempotency_key")}, CallerIdentity
+            {k: params.get(k) for k in ("caller", "activation", "idempotency_key", "_meta")},
+            CallerIdentity,
         )
         return run_tool(call.service, spec, params, identity)
 

@@ -132,6 +132,7 @@ class CallerIdentity(msgspec.Struct, kw_only=True):
     caller: str | None = None
     activation: str | None = None
     idempotency_key: str | None = None
+    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
 
 
 def run_tool(
