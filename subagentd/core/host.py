@@ -287,7 +287,7 @@ class HostApi(Engine):
             agent_id=record.session_id,
             state=record.state,
             turn_id=record.turn_id,
-            source=msgspec.json.decode(record.source),
+            source=msgspec.json.decode(record.source, type=Source),
         )
 
 

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from subagentd.schema.base import PageSize, Params, Seq, Wire
 from subagentd.schema.listing import AgentRow, Status
-from subagentd.schema.messages import Mode, ToolFilter
+from subagentd.schema.messages import Mode, Source, ToolFilter
 
 TurnReason = Literal["completed", "aborted", "max-tokens", "refusal", "error"]
 Scope = Literal["children", "descendants"]
@@ -152,4 +152,4 @@ class MessageInfo(Wire, kw_only=True):
     agent_id: str
     state: Literal["queued", "parked", "claimed", "cancelled"]
     turn_id: str | None = None
-    source: Any
+    source: Source

@@ -201,7 +201,7 @@ export interface MessageIdResult {
 export interface MessageInfo {
   agent_id: string;
   message_id: string;
-  source: unknown;
+  source: Source;
   state: "cancelled" | "claimed" | "parked" | "queued";
   turn_id?: string | null;
 }
