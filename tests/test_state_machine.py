@@ -1,0 +1,536 @@
+"""A model-based test of the scheduling rules (issue #5 item 7), driving core/ directly.
+
+Hypothesis runs random programs of host actions and tool calls against `CoreHost` (the real
+Service on a SQLite file, timers fired by hand) and restarts it on the same file, while a model
+of SEMANTICS.md predicts every outcome. After every step it checks: one open turn per agent and
+turn/starts that never overlap; FIFO (each turn takes exactly the oldest waiting message, parked
+ones included); parked inboxes start nothing until a send_message or host followup; only the
+durable, live parent sends; interrupts follow the ancestry; settlement happens when, and only
+when, nothing keeps a continuable child resident, with exactly one notice into its parent's
+inbox; the inbox rows in SQLite are the ones the model expects, in order; and every status the
+service reports matches the model.
+
+`HYPOTHESIS_PROFILE=long` runs many more and longer programs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from subagentd.errors import SubagentdError
+from subagentd.schema.host import SpawnParams, TurnEndParams
+from subagentd.storage.database import SqliteStore
+from tests.core_host import CoreHost
+
+LONG = os.environ.get("HYPOTHESIS_PROFILE") == "long"
+PROFILE = (
+    settings(
+        max_examples=1500,
+        stateful_step_count=80,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    if LONG
+    else settings(
+        max_examples=100,
+        stateful_step_count=50,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+)
+pytestmark = pytest.mark.timeout(3600 if LONG else 120)
+
+REASONS = ["completed", "aborted", "max-tokens", "refusal", "error"]
+FIRST_LINE = {
+    "completed": "Background subagent {id} finished and will do no further work unless you send it more.",
+    "aborted": "Background subagent {id} was stopped before it finished.",
+    "max-tokens": "Background subagent {id} ran out of room before it finished.",
+    "refusal": "Background subagent {id} declined the task.",
+    "error": "Background subagent {id} failed before it finished.",
+}
+MAX_DEPTH = 8
+STATS: dict[str, int] | None = {} if os.environ.get("SUBAGENTD_SM_STATS") else None
+
+
+def message_key(content: list[dict[str, Any]], source: dict[str, Any]) -> Any:
+    """What identifies an inbox message in the model: its unique text, or a notice's sender."""
+    if source["kind"] == "subagent-report":
+        return ("report", content[1]["text"])
+    if source["kind"] == "subagent-settled":
+        return ("notice", source["sender_session_id"], content[0]["text"])
+    return content[0]["text"]
+
+
+@dataclass
+class Agent:
+    """The model of one session."""
+
+    id: str
+    parent: str | None
+    kind: str  # "root" | "continuable" | "one-shot"
+    depth: int
+    live: bool = False
+    activation: int = 0
+    ancestry: frozenset[int] = frozenset()
+    turn: str | None = None
+    interrupted: bool = False  # the open turn was asked to stop
+    parked: bool = False
+    queue: list[Any] = field(default_factory=list)  # unclaimed messages, in acceptance order
+    disposing: bool = False
+    last_reason: str | None = None
+
+
+class SchedulingMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = tempfile.mkdtemp(prefix="subagentd-sm-")
+        self.path = os.path.join(self.dir, "model.db")
+        self.core = CoreHost(SqliteStore(self.path))
+        self.agents: dict[str, Agent] = {}
+        self.counter = 0
+        self.activations = 0
+        self.expected_rows: list[tuple[str, Any]] = []  # acceptances predicted in this step
+        self.seen_position = 0
+        self.force_order: list[str] = []  # interrupted turns, in the order their timers were set
+        self.close_waiters: dict[str, int] = {}  # root -> agents/close calls not yet answered
+
+    def teardown(self) -> None:
+        try:
+            self.core.store.conn.close()
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    # --- model helpers -------------------------------------------------------------------
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def live(self) -> list[str]:
+        return sorted(a.id for a in self.agents.values() if a.live)
+
+    def running(self) -> list[str]:
+        return sorted(a.id for a in self.agents.values() if a.turn is not None)
+
+    def live_children(self, agent_id: str) -> list[Agent]:
+        return [a for a in self.agents.values() if a.live and a.parent == agent_id]
+
+    def lineage(self, agent: Agent) -> list[str]:
+        """The durable ancestors of an agent, nearest first."""
+        ancestors: list[str] = []
+        while agent.parent is not None and agent.parent not in ancestors:
+            ancestors.append(agent.parent)
+            agent = self.agents[agent.parent]
+        return ancestors
+
+    def root_of(self, agent: Agent) -> Agent:
+        seen = {agent.id}
+        while agent.parent is not None and self.agents[agent.parent].live:
+            if agent.parent in seen:
+                break
+            agent = self.agents[agent.parent]
+            seen.add(agent.id)
+        return agent
+
+    def draining(self, *agents: Agent | None) -> bool:
+        return any(a is not None and a.live and self.root_of(a).disposing for a in agents)
+
+    def activate(self, agent: Agent) -> None:
+        self.activations += 1
+        ancestry = {self.activations}
+        parent = self.agents.get(agent.parent) if agent.parent else None
+        seen: set[str] = set()
+        while parent is not None and parent.live and parent.id not in seen:
+            seen.add(parent.id)
+            ancestry.add(parent.activation)
+            parent = self.agents.get(parent.parent) if parent.parent else None
+        agent.live, agent.activation, agent.ancestry = True, self.activations, frozenset(ancestry)
+        agent.disposing, agent.last_reason, agent.interrupted = False, None, False
+
+    def accept(self, agent_id: str, key: Any) -> None:
+        self.agents[agent_id].queue.append(key)
+        self.expected_rows.append((agent_id, key))
+
+    def end_model_turn(self, agent: Agent, reason: str) -> None:
+        agent.turn, agent.interrupted, agent.last_reason = None, False, reason
+
+    # --- running an action and reading what it caused --------------------------------------
+
+    def attempt(self, action, *args: Any) -> tuple[Any, SubagentdError | None]:
+        try:
+            return action(*args), None
+        except SubagentdError as exc:
+            return None, exc
+
+    def expect(self, outcome: tuple[Any, SubagentdError | None], allowed: bool, what: str) -> Any:
+        result, error = outcome
+        if STATS is not None:
+            key = what.split(" ")[0] + (" ok" if allowed else " refused")
+            STATS[key] = STATS.get(key, 0) + 1
+        if allowed:
+            assert error is None, f"{what} was refused: {error.code} {error.message}"
+        else:
+            assert error is not None, f"{what} was allowed, the model refuses it: {result}"
+        return result
+
+    def process_notes(self) -> None:
+        """Apply every notification in emission order, checking each against the model."""
+        notes, self.core.notes = self.core.notes, []
+        for method, params in notes:
+            agent = self.agents.get(params.get("agent_id", ""))
+            assert agent is not None, f"{method} for an unknown agent {params}"
+            if method == "turn/start":
+                self.on_turn_start(agent, params)
+            elif method == "turn/interrupt":
+                assert agent.live and agent.turn == params["turn_id"], (agent, params)
+                assert not agent.interrupted, f"{agent.id}: turn/interrupt twice for one turn"
+                agent.interrupted = True
+                self.force_order.append(params["turn_id"])
+            elif method == "agent/settled":
+                self.on_settled(agent, params["reason"])
+            elif method == "$closed":
+                # Every agents/close of one root is answered when that root has left.
+                assert self.close_waiters.get(agent.id, 0) > 0, f"{agent.id} closed twice"
+                self.close_waiters[agent.id] -= 1
+                if agent.live:
+                    assert agent.disposing and agent.turn is None, agent
+                    assert not self.live_children(agent.id), f"{agent.id} left with live children"
+                    agent.live = False
+            else:
+                raise AssertionError(f"unexpected notification {method} {params}")
+
+    def on_turn_start(self, agent: Agent, params: dict[str, Any]) -> None:
+        assert agent.live, f"turn/start for {agent.id}, which is not live"
+        assert agent.turn is None, f"turn/start for {agent.id} while turn {agent.turn} is open"
+        assert not agent.disposing, f"turn/start for {agent.id} while it is being disposed"
+        assert not agent.parked, f"turn/start for {agent.id} while its inbox is parked"
+        keys = [message_key(m["content"], m["source"]) for m in params["messages"]]
+        assert len(keys) == 1, f"{agent.id}: one message per turn, got {keys}"
+        assert agent.queue and keys[0] == agent.queue[0], (
+            f"{agent.id} started {keys[0]!r}; FIFO says {agent.queue[:1]!r} (queue {agent.queue})"
+        )
+        agent.queue.pop(0)
+        agent.turn = params["turn_id"]
+        assert params["activation_id"] == self.core.svc.registry.get(agent.id).activation_id
+
+    def on_settled(self, agent: Agent, reason: str) -> None:
+        assert agent.live, f"agent/settled for {agent.id}, which is not live"
+        assert agent.kind != "root", f"root {agent.id} settled"
+        assert agent.turn is None, f"{agent.id} settled with turn {agent.turn} open"
+        if agent.kind == "continuable" or agent.disposing:  # a one-shot goes after its one turn
+            assert not self.live_children(agent.id), f"{agent.id} settled owning live children"
+        if agent.disposing:
+            expected = "closed"
+        elif agent.kind == "one-shot":
+            expected = agent.last_reason
+        else:
+            assert not agent.queue, f"{agent.id} settled with waiting messages {agent.queue}"
+            expected = agent.last_reason or "completed"
+        assert reason == expected, f"{agent.id} settled with {reason!r}, expected {expected!r}"
+        agent.live = False
+        if not agent.queue:
+            agent.parked = False
+        parent = self.agents.get(agent.parent) if agent.parent else None
+        if agent.kind == "continuable" and parent is not None:
+            if not (parent.live and parent.disposing):
+                first = FIRST_LINE[agent.last_reason or "completed"].format(id=agent.id)
+                self.accept(parent.id, ("notice", agent.id, first))
+
+    def check_rows(self, as_set: bool = False) -> None:
+        """The inbox rows written in this step are exactly the acceptances the model predicted."""
+        rows = self.core.store.conn.execute(
+            "SELECT position, session_id, content, source FROM inbox WHERE position > ?"
+            " ORDER BY position",
+            (self.seen_position,),
+        ).fetchall()
+        got = [(r[1], message_key(json.loads(r[2]), json.loads(r[3]))) for r in rows]
+        expected, self.expected_rows = self.expected_rows, []
+        if as_set:
+            assert sorted(map(repr, got)) == sorted(map(repr, expected)), (got, expected)
+        else:
+            assert got == expected, f"inbox rows {got}, expected {expected}"
+        if rows:
+            self.seen_position = rows[-1][0]
+
+    def step(self, action, *args: Any) -> tuple[Any, SubagentdError | None]:
+        outcome = self.attempt(action, *args)
+        self.process_notes()
+        return outcome
+
+    # --- rules ---------------------------------------------------------------------------
+
+    @initialize(children=st.integers(0, 3))
+    def first_root(self, children: int) -> None:
+        self.open_new_root()
+        for _ in range(children):
+            self.spawn_by(self.agents["r1"], one_shot=False)
+
+    @precondition(lambda self: sum(a.kind == "root" for a in self.agents.values()) < 3)
+    @rule()
+    def open_new_root(self) -> None:
+        root = Agent(self.fresh("r"), None, "root", 0)
+        self.agents[root.id] = root
+        self.activate(root)
+        self.expect(self.step(self.core.open, root.id), True, f"open {root.id}")
+
+    @precondition(lambda self: any(a.kind == "root" for a in self.agents.values()))
+    @rule(data=st.data())
+    def reopen_root(self, data) -> None:
+        roots = sorted(a.id for a in self.agents.values() if a.kind == "root")
+        closed = [r for r in roots if not self.agents[r].live]
+        root = self.agents[data.draw(st.sampled_from(closed if closed else roots))]
+        allowed = not root.live
+        if allowed:
+            self.activate(root)
+        self.expect(self.step(self.core.open, root.id), allowed, f"open {root.id}")
+
+    @precondition(lambda self: self.live())
+    @rule(data=st.data(), one_shot=st.integers(0, 3).map(lambda n: n == 0))
+    def spawn(self, data, one_shot: bool) -> None:
+        self.spawn_by(self.agents[data.draw(st.sampled_from(self.live()))], one_shot)
+
+    def spawn_by(self, caller: Agent, one_shot: bool) -> None:
+        child_id = self.fresh("c")
+        prompt = self.fresh("prompt-")
+        mode = "one-shot" if one_shot else "continuable"
+        allowed = not self.draining(caller) and not caller.disposing and caller.depth < MAX_DEPTH
+        if allowed:
+            child = Agent(child_id, caller.id, mode, caller.depth + 1)
+            self.agents[child_id] = child
+            self.activate(child)
+            self.accept(child_id, prompt)
+        params = SpawnParams(
+            caller=caller.id, child_id=child_id, label="task", prompt=prompt, mode=mode
+        )
+        self.expect(self.step(self.core.svc.spawn, params), allowed, f"spawn {params}")
+
+    def senders(self) -> list[str]:
+        return sorted(
+            {a.parent for a in self.agents.values() if a.parent and a.kind == "continuable"}
+            & set(self.live())
+        )
+
+    @precondition(lambda self: self.senders())
+    @rule(data=st.data(), stale=st.integers(0, 5).map(lambda n: n == 0))
+    def send_message_from_a_parent(self, data, stale: bool) -> None:
+        caller_id = data.draw(st.sampled_from(self.senders()))
+        children = sorted(a.id for a in self.agents.values() if a.parent == caller_id)
+        self.send_message(caller_id, data.draw(st.sampled_from(children)), stale)
+
+    @precondition(lambda self: self.agents)
+    @rule(data=st.data(), stale=st.integers(0, 5).map(lambda n: n == 0))
+    def send_message_from_anyone(self, data, stale: bool) -> None:
+        ids = sorted(self.agents)
+        caller_id = data.draw(st.sampled_from(ids))
+        self.send_message(caller_id, data.draw(st.sampled_from([*ids, "nobody"])), stale)
+
+    def send_message(self, caller_id: str, target_id: str, stale: bool) -> None:
+        caller, target = self.agents[caller_id], self.agents.get(target_id)
+        activation = "not-current" if stale else None
+        text = self.fresh("send-")
+        caller_ok = caller.live and not stale
+        if self.draining(caller, target):
+            allowed = False
+        else:
+            allowed = (
+                target is not None
+                and caller_ok
+                and target.parent == caller_id
+                and target.kind == "continuable"
+            )
+        if allowed:
+            assert target is not None
+            if not target.live:
+                self.activate(target)
+            target.parked = False
+            self.accept(target_id, text)
+        outcome = self.step(self.core.send, caller_id, target_id, text, activation)
+        self.expect(outcome, allowed, f"send_message {caller_id} -> {target_id} (stale={stale})")
+        if allowed:  # only the durable, live parent ever sends
+            assert target.parent == caller_id and caller.live
+
+    @precondition(lambda self: self.agents)
+    @rule(data=st.data(), stale=st.integers(0, 5).map(lambda n: n == 0))
+    def interrupt_agent(self, data, stale: bool) -> None:
+        ids = sorted(self.agents)
+        callers = self.live() if data.draw(st.integers(0, 3)) > 0 else ids
+        caller = self.agents[data.draw(st.sampled_from(callers or ids))]
+        below = sorted(a.id for a in self.agents.values() if caller.id in self.lineage(a))
+        if below and data.draw(st.booleans()):  # often a descendant
+            target = self.agents[data.draw(st.sampled_from(below))]
+        else:
+            target = self.agents[data.draw(st.sampled_from(ids))]
+        caller_ok = caller.live and not stale
+        noop = not target.live or target.kind != "continuable" or target.disposing
+        allowed = caller_ok and caller.id != target.id
+        effective = allowed and not noop and caller.activation in target.ancestry
+        if allowed and not noop and not effective:
+            allowed = False
+        if effective:
+            target.parked = True
+            if target.turn is None:
+                target.last_reason = "aborted"
+        outcome = self.step(
+            self.core.interrupt, caller.id, target.id, "not-current" if stale else None
+        )
+        self.expect(outcome, allowed, f"interrupt_agent {caller.id} -> {target.id}")
+
+    @precondition(lambda self: self.agents)
+    @rule(data=st.data())
+    def report(self, data) -> None:
+        running = self.running()
+        pool = running if running and data.draw(st.integers(0, 3)) > 0 else sorted(self.agents)
+        caller = self.agents[data.draw(st.sampled_from(pool))]
+        parent = self.agents.get(caller.parent) if caller.parent else None
+        output = self.fresh("report-")
+        allowed = (
+            caller.live
+            and caller.kind == "continuable"
+            and not caller.disposing
+            and parent is not None
+            and parent.live
+        )
+        if allowed:
+            assert parent is not None
+            self.accept(parent.id, ("report", output))
+        self.expect(self.step(self.core.report, caller.id, output), allowed, f"report {caller.id}")
+
+    @precondition(lambda self: self.running())
+    @rule(data=st.data(), reason=st.sampled_from(REASONS), with_output=st.booleans())
+    def end_turn(self, data, reason: str, with_output: bool) -> None:
+        agent = self.agents[data.draw(st.sampled_from(self.running()))]
+        params = TurnEndParams(
+            agent_id=agent.id,
+            turn_id=agent.turn,
+            reason=reason,
+            output=self.fresh("out-") if with_output else None,
+        )
+        self.end_model_turn(agent, reason)
+        self.expect(self.step(self.core.svc.finish_turn, params), True, f"turns/end {params}")
+
+    @precondition(lambda self: self.agents)
+    @rule(data=st.data())
+    def host_followup(self, data) -> None:
+        target = self.agents[data.draw(st.sampled_from(sorted(self.agents)))]
+        text = self.fresh("followup-")
+        allowed = not self.draining(target)
+        if allowed:
+            if target.live:
+                target.parked = False
+            self.accept(target.id, text)
+        outcome = self.step(self.core.svc.followup, target.id, text)
+        self.expect(outcome, allowed, f"followup {target.id}")
+
+    @rule()
+    def fire_grace_timers(self) -> None:
+        for turn_id in self.force_order:
+            for agent in self.agents.values():
+                if agent.turn == turn_id:
+                    self.end_model_turn(agent, "aborted")
+        self.force_order = []
+        self.step(self.core.timers.fire_all)
+
+    @precondition(lambda self: any(a.kind == "root" and a.live for a in self.agents.values()))
+    @rule(data=st.data(), really=st.integers(0, 3).map(lambda n: n == 0))
+    def close_root(self, data, really: bool) -> None:
+        if not really:  # closing ends a whole tree: keep it rarer than the other rules
+            return
+        live_roots = sorted(a.id for a in self.agents.values() if a.kind == "root" and a.live)
+        root = self.agents[data.draw(st.sampled_from(live_roots))]
+        # The root and every live agent below it through live parents start draining.
+        for agent in self.agents.values():
+            if agent.live and self.root_of(agent) is root:
+                agent.disposing = True
+
+        self.close_waiters[root.id] = self.close_waiters.get(root.id, 0) + 1
+
+        def done(root_id: str = root.id) -> None:
+            self.core.notes.append(("$closed", {"agent_id": root_id}))
+
+        self.expect(self.step(self.core.svc.close_root, root.id, done), True, f"close {root.id}")
+
+    @rule()
+    def restart(self) -> None:
+        self.core.store.commit()
+        self.core.store.conn.close()
+        for agent in sorted(self.agents.values(), key=lambda a: a.id):
+            if agent.turn is not None and agent.kind == "continuable" and agent.parent:
+                first = FIRST_LINE["error"].format(id=agent.id)
+                self.accept(agent.parent, ("notice", agent.id, first))
+            agent.live, agent.turn, agent.interrupted, agent.disposing = False, None, False, False
+        self.force_order = []
+        self.close_waiters = {}
+        self.core = CoreHost(SqliteStore(self.path))
+        assert not self.core.notes, self.core.notes
+        self.check_rows(as_set=True)
+        # Recovery notices are accepted in no particular order: take the stored order.
+        rows = self.core.store.conn.execute(
+            "SELECT session_id, content, source FROM inbox WHERE state IN ('queued', 'parked')"
+            " ORDER BY position"
+        ).fetchall()
+        stored: dict[str, list[Any]] = {}
+        for session_id, content, source in rows:
+            stored.setdefault(session_id, []).append(
+                message_key(json.loads(content), json.loads(source))
+            )
+        for agent in self.agents.values():
+            assert sorted(map(repr, agent.queue)) == sorted(map(repr, stored.get(agent.id, [])))
+            agent.queue = stored.get(agent.id, [])
+
+    # --- invariants ----------------------------------------------------------------------
+
+    @invariant()
+    def inbox_rows_match_the_model(self) -> None:
+        self.check_rows()
+
+    @invariant()
+    def statuses_and_counts_match_the_model(self) -> None:
+        for agent in self.agents.values():
+            info = self.core.svc.get(agent.id)
+            status = "running" if agent.turn else "idle" if agent.live else "ready"
+            assert info.status == status, f"{agent.id}: service {info.status}, model {status}"
+            waiting = len(agent.queue)
+            expected = (0, waiting) if agent.parked else (waiting, 0)
+            assert (info.queued, info.parked) == expected, (
+                f"{agent.id}: queued/parked {(info.queued, info.parked)}, model {expected}"
+            )
+            live = self.core.svc.registry.get(agent.id)
+            assert (live is not None) == agent.live, f"{agent.id}: registry vs model"
+            if live is not None:
+                assert (live.turn.turn_id if live.turn else None) == agent.turn
+
+    @invariant()
+    def closing_roots_are_answered_when_they_leave(self) -> None:
+        for root_id, waiting in self.close_waiters.items():
+            assert waiting == 0 or self.agents[root_id].live, f"{root_id} left unanswered"
+
+    @invariant()
+    def nothing_idles_that_should_run_or_settle(self) -> None:
+        for agent in self.agents.values():
+            if not agent.live or agent.disposing or agent.turn is not None:
+                continue
+            if agent.queue and not agent.parked:
+                raise AssertionError(f"{agent.id} is idle with runnable messages {agent.queue}")
+            if agent.kind == "continuable":
+                assert agent.queue or self.live_children(agent.id), (
+                    f"{agent.id} is live and idle with nothing keeping it resident"
+                )
+
+
+TestScheduling = SchedulingMachine.TestCase
+TestScheduling.settings = PROFILE
+
+if STATS is not None:
+    import atexit
+
+    atexit.register(lambda: print(f"\nstate machine outcomes: {dict(sorted(STATS.items()))}"))
