@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from subagentd.core.engine import Settings
 from subagentd.errors import SubagentdError
 from subagentd.schema.host import SpawnParams, TurnEndParams
 from subagentd.storage.database import SqliteStore
@@ -95,7 +96,8 @@ class SchedulingMachine(RuleBasedStateMachine):
         super().__init__()
         self.dir = tempfile.mkdtemp(prefix="subagentd-sm-")
         self.path = os.path.join(self.dir, "model.db")
-        self.core = CoreHost(SqliteStore(self.path))
+        self.restarts = 0
+        self.core = self.new_core()
         self.agents: dict[str, Agent] = {}
         self.counter = 0
         self.activations = 0
@@ -109,6 +111,13 @@ class SchedulingMachine(RuleBasedStateMachine):
             self.core.store.conn.close()
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+    def new_core(self) -> CoreHost:
+        """A fresh service on the same file, as a new process: earlier owners count as dead."""
+        if "owner_alive" not in Settings.__dataclass_fields__:  # before multi-process leases
+            return CoreHost(SqliteStore(self.path))
+        owner = f"state-machine:{self.restarts}"
+        return CoreHost(SqliteStore(self.path), owner=owner, owner_alive=lambda o: o == owner)
 
     # --- model helpers -------------------------------------------------------------------
 
@@ -470,7 +479,8 @@ class SchedulingMachine(RuleBasedStateMachine):
             agent.live, agent.turn, agent.interrupted, agent.disposing = False, None, False, False
         self.force_order = []
         self.close_waiters = {}
-        self.core = CoreHost(SqliteStore(self.path))
+        self.restarts += 1
+        self.core = self.new_core()
         assert not self.core.notes, self.core.notes
         self.check_rows(as_set=True)
         # Recovery notices are accepted in no particular order: take the stored order.
