@@ -109,13 +109,32 @@ def test_unreadable_descriptors_become_diagnostics_and_the_walk_continues(body, 
     assert result.agents[0].reason == reason
 
 
+def test_a_descriptor_that_cannot_be_read_becomes_unavailable_and_the_rest_is_listed():
+    core = CoreHost()
+    insert_session(core, "garbled", "r", "2026-01-01T00:00:01Z")
+    insert_session(core, "fine", "r", "2026-01-01T00:00:02Z", body=good("fine"))
+    # text that is not UTF-8: SQLite stores it, Python cannot read it back
+    core.store.conn.execute(
+        "INSERT INTO descriptors (session_id, body) VALUES ('garbled', CAST(x'ff00fe' AS TEXT))"
+    )
+    assert core.list("r").text == "garbled [diagnostic: unavailable]\nfine [ready] — fine"
+    assert core.list("r", "descendants").text == (
+        "garbled [diagnostic: unavailable] parent=r depth=1\nfine [ready] parent=r depth=1 — fine"
+    )
+
+
 def test_a_failing_read_becomes_unavailable_and_is_retried_next_call():
     core = CoreHost()
     insert_session(core, "flaky", "r", "2026-01-01T00:00:01Z", body=good("flaky"))
     insert_session(core, "fine", "r", "2026-01-01T00:00:02Z", body=good("fine"))
     store = core.store
-    real_many, real_one = store.get_descriptors, store.get_descriptor
+    real_tree, real_many, real_one = store.tree, store.get_descriptors, store.get_descriptor
     failing = {"flaky"}
+
+    def tree(root, descendants, with_descriptors=False):
+        if with_descriptors and failing:
+            raise OSError("disk I/O error")
+        return real_tree(root, descendants, with_descriptors)
 
     def many(ids):
         if failing & set(ids):
@@ -127,7 +146,7 @@ def test_a_failing_read_becomes_unavailable_and_is_retried_next_call():
             raise OSError("disk I/O error")
         return real_one(sid)
 
-    store.get_descriptors, store.get_descriptor = many, one
+    store.tree, store.get_descriptors, store.get_descriptor = tree, many, one
     assert core.list("r").text == "flaky [diagnostic: unavailable]\nfine [ready] — fine"
     failing.clear()
     assert core.list("r").text == "flaky [ready] — flaky\nfine [ready] — fine"

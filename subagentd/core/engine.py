@@ -21,6 +21,7 @@ from subagentd.schema.messages import (
     Message,
     Source,
     TextBlock,
+    descriptor_decoder,
 )
 from subagentd.schema.notifications import (
     AgentInject,
@@ -75,6 +76,14 @@ def parse_descriptor(body: str | bytes | None) -> Descriptor:
     """Decode a stored descriptor, classifying what is wrong with it."""
     if body is None:
         raise DescriptorProblem("corrupt")
+    try:
+        descriptor = descriptor_decoder.decode(body)  # the common case: one typed decode
+    except msgspec.DecodeError:
+        pass
+    else:
+        if descriptor.version != DESCRIPTOR_VERSION:
+            raise DescriptorProblem("unsupported")
+        return descriptor
     try:
         raw = msgspec.json.decode(body)
     except msgspec.DecodeError:
@@ -393,7 +402,7 @@ class Engine:
             and not agent.disposing
             and agent.turn is None
             and agent.pending == 0
-            and not agent.children
+            and not self.registry.has_live_children(agent)
         ):
             self.dispose(agent, agent.last_reason or "completed")
 
@@ -467,7 +476,7 @@ class Engine:
 
     def drain_step(self, agent: LiveAgent) -> None:
         """A draining agent leaves once its turn has ended and its live children are gone."""
-        if agent.turn is not None or agent.children:
+        if agent.turn is not None or self.registry.has_live_children(agent):
             return
         if agent.agent_id in self.closing:
             self._check_closed(agent)
@@ -476,7 +485,7 @@ class Engine:
 
     def _check_closed(self, agent: LiveAgent) -> None:
         waiters = self.closing.get(agent.agent_id)
-        if waiters is None or agent.turn is not None or agent.children:
+        if waiters is None or agent.turn is not None or self.registry.has_live_children(agent):
             return
         del self.closing[agent.agent_id]
         if self.registry.get(agent.agent_id) is agent:

@@ -266,12 +266,11 @@ class HostApi(Engine):
                 offset = int(params.cursor)
             except ValueError:
                 raise InvalidParamsError(f'invalid cursor "{params.cursor}"') from None
-        descendants = params.scope == "descendants"
         rows = project(
             self.store,
-            self.store.tree(params.root_id, descendants),
+            params.root_id,
+            params.scope == "descendants",
             self.status_lookup(),
-            annotate=descendants,
             include_one_shot=params.include_one_shot,
         )
         page = rows[offset : offset + limit]

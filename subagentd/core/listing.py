@@ -8,9 +8,8 @@ from subagentd.core import texts
 from subagentd.core.engine import DescriptorProblem, parse_descriptor
 from subagentd.core.store import Store
 from subagentd.schema.listing import AgentRow, ChildRow, DiagnosticRow
-from subagentd.schema.records import TreeRecord
 
-_BATCH = 500
+_BATCH = 900  # ids per IN (...) query, under SQLite's default variable limit
 
 
 def read_descriptors(store: Store, ids: list[str]) -> dict[str, str | bytes | None | Exception]:
@@ -31,19 +30,25 @@ def read_descriptors(store: Store, ids: list[str]) -> dict[str, str | bytes | No
 
 def project(
     store: Store,
-    rows: list[TreeRecord],
+    root_id: str,
+    descendants: bool,
     status_of: Callable[[str], str],
     *,
-    annotate: bool,
     include_one_shot: bool,
 ) -> list[AgentRow]:
     """Listing rows in walk order: subagents only, one-shot children only when asked."""
-    subagents = [row for row in rows if row.kind == "subagent"]
-    bodies = read_descriptors(store, [row.id for row in subagents])
+    try:
+        rows = store.tree(root_id, descendants, with_descriptors=True)
+        bodies = {row.id: row.descriptor for row in rows}
+    except Exception:  # some stored state cannot be read: walk without it, then read row by row
+        rows = store.tree(root_id, descendants)
+        bodies = read_descriptors(store, [row.id for row in rows if row.kind == "subagent"])
     listed: list[AgentRow] = []
-    for row in subagents:
-        parent = row.parent_id if annotate else None
-        depth = row.depth if annotate else None
+    for row in rows:
+        if row.kind != "subagent":
+            continue  # ordinary sessions are walked through, never listed
+        parent = row.parent_id if descendants else None
+        depth = row.depth if descendants else None
         body = bodies.get(row.id)
         if isinstance(body, Exception):
             listed.append(

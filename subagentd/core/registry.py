@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from subagentd.schema.messages import Descriptor
 
@@ -32,7 +32,6 @@ class LiveAgent:
     turn: Turn | None = None
     parked: bool = False
     pending: int = 0  # unclaimed inbox messages (queued or parked)
-    children: set[str] = field(default_factory=set)  # live children ids
     disposing: bool = False
     resume: bool = False  # the next turn/start carries the descriptor (cold resume)
     last_reason: str | None = None
@@ -48,6 +47,7 @@ class Registry:
 
     def __init__(self) -> None:
         self._agents: dict[str, LiveAgent] = {}
+        self._children: dict[str, set[str]] = {}  # parent id -> ids of its live children
 
     def __len__(self) -> int:
         return len(self._agents)
@@ -57,6 +57,10 @@ class Registry:
 
     def get(self, agent_id: str | None) -> LiveAgent | None:
         return self._agents.get(agent_id) if agent_id is not None else None
+
+    def has_live_children(self, agent: LiveAgent) -> bool:
+        """Ownership: a live child keeps its parent resident."""
+        return bool(self._children.get(agent.agent_id))
 
     def live_ancestry(self, activation_id: str, parent_id: str | None) -> frozenset[str]:
         """Own activation plus every live ancestor's, walking parent_id until one is not live."""
@@ -71,19 +75,16 @@ class Registry:
 
     def add(self, agent: LiveAgent) -> None:
         self._agents[agent.agent_id] = agent
-        parent = self._agents.get(agent.parent_id) if agent.parent_id else None
-        if parent is not None:
-            parent.children.add(agent.agent_id)
-        # Children that were already live (a root reopened under live forks) are re-linked.
-        for other in self._agents.values():
-            if other.parent_id == agent.agent_id:
-                agent.children.add(other.agent_id)
+        if agent.parent_id is not None:
+            self._children.setdefault(agent.parent_id, set()).add(agent.agent_id)
 
     def remove(self, agent: LiveAgent) -> None:
         self._agents.pop(agent.agent_id, None)
-        parent = self._agents.get(agent.parent_id) if agent.parent_id else None
-        if parent is not None:
-            parent.children.discard(agent.agent_id)
+        siblings = self._children.get(agent.parent_id) if agent.parent_id else None
+        if siblings is not None:
+            siblings.discard(agent.agent_id)
+            if not siblings:
+                del self._children[agent.parent_id]
 
     def subtree(self, agent: LiveAgent) -> list[LiveAgent]:
         """Live agents below `agent` (through live children), deepest first."""
@@ -92,7 +93,7 @@ class Registry:
         seen = {agent.agent_id}
         while stack:
             current = stack.pop()
-            for child_id in current.children:
+            for child_id in self._children.get(current.agent_id, ()):
                 child = self._agents.get(child_id)
                 if child is not None and child_id not in seen:
                     seen.add(child_id)

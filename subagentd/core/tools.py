@@ -127,12 +127,11 @@ class ToolRules(Engine):
     def list_agents(
         self, caller: str, activation: str | None, args: ListAgentsArgs
     ) -> ListAgentsResult:
-        descendants = args.scope == "descendants"
         rows = project(
             self.store,
-            self.store.tree(caller, descendants),
+            caller,
+            args.scope == "descendants",
             self.status_lookup(),
-            annotate=descendants,
             include_one_shot=False,
         )
         return ListAgentsResult(text=render(rows), agents=rows)

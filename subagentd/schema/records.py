@@ -36,6 +36,7 @@ class TreeRecord(msgspec.Struct, kw_only=True):
     depth: int
     kind: str
     label: str | None
+    descriptor: str | bytes | None = None  # filled when read with descriptors
 
 
 class EventRecord(msgspec.Struct, kw_only=True):

@@ -215,7 +215,7 @@ def _direct(spec_name: str) -> Callable[[Call, Any], Any]:
 
 
 for _name, _spec in TOOLS.items():
-    METHODS[_name] = Handler(_direct(_name), None, _spec.result, tool=True)
+    METHODS[_name] = Handler(_direct(_name), None, _spec.result, writes=_spec.writes, tool=True)
 
 
 # --- the MCP bridge -------------------------------------------------------------------------
@@ -241,7 +241,7 @@ def tools_list(call: Call, p: t.ToolsListParams) -> t.ToolsListResult:
     return t.ToolsListResult(tools=tool_definitions(include_report))
 
 
-@method("tools/call", t.ToolsCallParams, t.CallToolResult)
+@method("tools/call", t.ToolsCallParams, t.CallToolResult, writes=False)
 def tools_call(call: Call, p: t.ToolsCallParams) -> t.CallToolResult:
     spec = TOOLS.get(p.name)
     if spec is None:
@@ -249,7 +249,10 @@ def tools_call(call: Call, p: t.ToolsCallParams) -> t.CallToolResult:
     arguments = {} if p.arguments is None else p.arguments
     try:
         identity = _identity(call, p.meta)
-        with call.service.transaction():
+        if spec.writes:
+            with call.service.transaction():
+                result = run_tool(call.service, spec, arguments, identity)
+        else:
             result = run_tool(call.service, spec, arguments, identity)
     except SubagentdError as error:
         call.drop_notifications()

@@ -28,6 +28,7 @@ class ToolSpec:
     result: type[msgspec.Struct]
     params: type[msgspec.Struct]  # the direct method's params, for the schema export
     idempotent: bool
+    writes: bool  # list_agents only reads: no write transaction, no commit to wait for
     description: str
     run: Callable[..., Any]
 
@@ -41,6 +42,7 @@ TOOLS: dict[str, ToolSpec] = {
             t.MessageIdOutput,
             t.SendMessageResult,
             t.SendMessageParams,
+            True,
             True,
             "Queue a message as the next turn of one of your own continuable subagents (a child you"
             " started). The message is stored durably in the child's inbox and runs as its own turn:"
@@ -60,6 +62,7 @@ TOOLS: dict[str, ToolSpec] = {
             t.InterruptAgentResult,
             t.InterruptAgentParams,
             False,
+            True,
             "Stop the current turn of a live continuable subagent below you (your child or a deeper"
             " descendant). It returns as soon as the stop is requested; the target may run briefly"
             " before it stops. Only that turn stops: messages already queued for the target are"
@@ -76,6 +79,7 @@ TOOLS: dict[str, ToolSpec] = {
             t.ListAgentsResult,
             t.ListAgentsParams,
             False,
+            False,
             "List the continuable subagents below you with their status: `running` (working on a"
             " turn), `idle` (live, between turns or waiting on its own children) or `ready` (saved;"
             ' `send_message` resumes it). scope "children" (default) lists your direct children;'
@@ -90,6 +94,7 @@ TOOLS: dict[str, ToolSpec] = {
             t.MessageIdOutput,
             t.ReportResult,
             t.ReportParams,
+            True,
             True,
             "Send a message to the agent that started you (your direct parent only). It does not"
             " see your transcript, so make the report self-contained. Call it once before you"

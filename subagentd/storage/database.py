@@ -21,30 +21,26 @@ _SESSION_COLUMNS = (
     "id, parent_id, kind, label, created_at, depth, parked, open_turn_id, last_reason, last_output"
 )
 
-# Pre-order walk below a root. `path` joins (created_at, id) per level with char(1), which sorts
-# below every character of an id, so siblings order by created_at then id (code points, as BINARY
-# collation compares UTF-8) and a parent sorts right before its subtree; `seen` stops cycles.
+# Every session below a root, each once: UNION (not UNION ALL) drops a row already seen, so
+# cycles in corrupt data end. The pre-order and sibling order are built in Python (see `tree`).
 _DESCENDANTS_SQL = """
-WITH RECURSIVE tree(id, parent_id, depth, kind, label, path, seen) AS (
-    SELECT s.id, s.parent_id, 1, s.kind, s.label,
-           s.created_at || char(1) || s.id,
-           char(0x7f) || :root || char(0x7f) || s.id || char(0x7f)
-    FROM sessions s WHERE s.parent_id = :root AND s.id != :root
-    UNION ALL
-    SELECT s.id, s.parent_id, t.depth + 1, s.kind, s.label,
-           t.path || char(1) || s.created_at || char(1) || s.id,
-           t.seen || s.id || char(0x7f)
-    FROM sessions s JOIN tree t ON s.parent_id = t.id
-    WHERE instr(t.seen, char(0x7f) || s.id || char(0x7f)) = 0
+WITH RECURSIVE below(id, parent_id, created_at, kind, label) AS (
+    SELECT id, parent_id, created_at, kind, label FROM sessions WHERE parent_id = :root
+    UNION
+    SELECT s.id, s.parent_id, s.created_at, s.kind, s.label
+    FROM sessions s JOIN below b ON s.parent_id = b.id
 )
-SELECT id, parent_id, depth, kind, label FROM tree ORDER BY path
+SELECT b.id, b.parent_id, b.created_at, b.kind, b.label, {body} FROM below b {join}
 """
 
 _CHILDREN_SQL = """
-SELECT id, parent_id, 1, kind, label FROM sessions
-WHERE parent_id = :root AND id != :root
-ORDER BY created_at, id
+SELECT b.id, b.parent_id, b.created_at, b.kind, b.label, {body} FROM sessions b {join}
+WHERE b.parent_id = :root AND b.id != :root
+ORDER BY b.created_at, b.id
 """
+
+_WITH_BODY = {"body": "d.body", "join": "LEFT JOIN descriptors d ON d.session_id = b.id"}
+_WITHOUT_BODY = {"body": "NULL", "join": ""}
 
 
 class SqliteStore:
@@ -171,12 +167,48 @@ class SqliteStore:
             "SELECT id, open_turn_id FROM sessions WHERE open_turn_id IS NOT NULL"
         ).fetchall()
 
-    def tree(self, root_id: str, descendants: bool) -> list[TreeRecord]:
-        sql = _DESCENDANTS_SQL if descendants else _CHILDREN_SQL
-        return [
-            TreeRecord(id=r[0], parent_id=r[1], depth=r[2], kind=r[3], label=r[4])
-            for r in self.conn.execute(sql, {"root": root_id})
-        ]
+    def tree(
+        self, root_id: str, descendants: bool, with_descriptors: bool = False
+    ) -> list[TreeRecord]:
+        """Sessions below a root in pre-order; siblings by created_at, then id (code points)."""
+        parts = _WITH_BODY if with_descriptors else _WITHOUT_BODY
+        rows = self.conn.execute(
+            (_DESCENDANTS_SQL if descendants else _CHILDREN_SQL).format(**parts), {"root": root_id}
+        )
+        if not descendants:
+            return [
+                TreeRecord(id=r[0], parent_id=r[1], depth=1, kind=r[3], label=r[4], descriptor=r[5])
+                for r in rows
+            ]
+        children: dict[str, list[tuple]] = {}
+        for row in rows:
+            children.setdefault(row[1], []).append((row[2], row[0], row[3], row[4], row[5]))
+        for siblings in children.values():
+            siblings.sort()
+        walked: list[TreeRecord] = []
+        seen = {root_id}
+        stack = [(root_id, 1, iter(children.get(root_id, ())))]
+        while stack:  # iterative pre-order: no recursion limit on deep chains
+            parent_id, depth, pending = stack[-1]
+            for _, session_id, kind, label, body in pending:
+                if session_id in seen:
+                    continue  # a cycle in corrupt data
+                seen.add(session_id)
+                walked.append(
+                    TreeRecord(
+                        id=session_id,
+                        parent_id=parent_id,
+                        depth=depth,
+                        kind=kind,
+                        label=label,
+                        descriptor=body,
+                    )
+                )
+                stack.append((session_id, depth + 1, iter(children.get(session_id, ()))))
+                break
+            else:
+                stack.pop()
+        return walked
 
     def get_descriptors(self, session_ids: list[str]) -> dict[str, str | bytes | None]:
         marks = ",".join("?" * len(session_ids))
