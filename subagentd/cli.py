@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 
@@ -98,6 +99,21 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=5.0,
         help="seconds to finish in-flight replies at shutdown (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--report-rate",
+        type=int,
+        default=0,
+        metavar="N",
+        help="report wakeups per child per minute; further reports reach the parent quietly"
+        " (agent/inject) instead of starting turns; 0 means no bound (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--idempotency-retention",
+        type=float,
+        default=7.0,
+        metavar="DAYS",
+        help="days an idempotency key and its result are kept (default: %(default)s)",
     )
     parser.add_argument(
         "--lease-ttl",
@@ -225,6 +241,8 @@ def serve(args: argparse.Namespace) -> int:
         report_delivery=args.report_delivery,
         max_depth=args.max_depth,
         interrupt_grace=args.interrupt_grace,
+        report_rate=args.report_rate,
+        idempotency_retention=args.idempotency_retention,
         owner=new_owner(),
         owner_alive=owner_alive,
         lease_ttl=args.lease_ttl,
@@ -252,5 +270,10 @@ def serve(args: argparse.Namespace) -> int:
         anyio.run(connection.serve)
     finally:
         store.close()
+        for fd in (0, out_fd):  # the fds' flags are shared with whoever started us
+            try:
+                os.set_blocking(fd, True)
+            except OSError:
+                pass
     logging.getLogger("subagentd").info("stopped")
     return 0

@@ -309,10 +309,12 @@ def test_request_before_initialize_is_not_initialized(make_server):
     assert host.read_any() == error(Code.NOT_INITIALIZED, "server not initialized", 2)
 
 
-def test_unknown_method_before_initialize_is_still_method_not_found(make_server):
+def test_any_other_request_before_initialize_is_not_initialized_even_an_unknown_one(make_server):
     host = make_server(initialize=False).host
     reply = host.response(host.start("no/such"))
-    assert reply["error"]["code"] == Code.METHOD_NOT_FOUND
+    assert reply["error"] == {"code": Code.NOT_INITIALIZED, "message": "server not initialized"}
+    host.initialize()
+    assert host.response(host.start("no/such"))["error"]["code"] == Code.METHOD_NOT_FOUND
 
 
 def test_notification_before_initialize_is_ignored(make_server):

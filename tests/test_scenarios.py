@@ -321,3 +321,48 @@ def test_multi_level_tree_plays_out_over_the_wire(host):
     assert host.response(close_id)["result"] == {}
     assert host.call("agents/get", {"agent_id": "root"})["status"] == "ready"
     assert host.call("agents/get", {"agent_id": "c2"})["status"] == "ready"
+
+
+def test_a_queued_message_can_be_cancelled_before_any_turn_claims_it(host):
+    host.open("root")
+    host.spawn("root", "c1")
+    queued = host.call(
+        "send_message", {"caller": "root", "subagent_id": "c1", "message": "never mind"}
+    )
+    cancelled = host.call("messages/cancel", {"message_id": queued["message_id"]})
+    assert cancelled["state"] == "cancelled"
+    assert host.call("agents/get", {"agent_id": "c1"})["queued"] == 0
+    error = rpc_error(host, "messages/cancel", {"message_id": queued["message_id"]})
+    assert error.code == Code.INVALID_STATE
+    claimed = host.call("agents/list", {"root_id": "root"})  # c1 still runs its first turn
+    assert claimed["agents"][0]["status"] == "running"
+
+
+def test_cancelling_the_last_queued_message_of_an_idle_child_lets_it_settle(host):
+    host.open("root")
+    child = host.spawn("root", "c1")
+    queued = host.call("send_message", {"caller": "root", "subagent_id": "c1", "message": "later"})
+    host.call("interrupt_agent", {"caller": "root", "agent_id": "c1"})
+    host.end_turn("c1", child["turn_id"], "aborted")
+    assert host.call("agents/get", {"agent_id": "c1"})["status"] == "idle"  # holds a parked message
+    host.call("messages/cancel", {"message_id": queued["message_id"]})
+    assert host.notification("agent/settled", agent_id="c1") == {
+        "agent_id": "c1",
+        "reason": "aborted",
+    }
+
+
+def test_report_rate_turns_extra_wakeups_into_quiet_deliveries(make_server):
+    srv = make_server()
+    srv.service.settings.report_rate = 1
+    host = srv.host
+    host.open("root")
+    first = host.spawn("root", "c1")
+    host.spawn("c1", "g1")
+    host.end_turn("c1", first["turn_id"])
+    host.call("report", {"caller": "g1", "output": "one"})
+    woken = host.notification("turn/start", agent_id="c1")
+    assert woken["messages"][0]["content"][1]["text"] == "one"
+    second = host.call("report", {"caller": "g1", "output": "two"})
+    inject = host.notification("agent/inject", agent_id="c1")
+    assert inject["messages"][0]["message_id"] == second["message_id"]

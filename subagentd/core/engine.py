@@ -59,6 +59,10 @@ class Settings:
     max_depth: int = 8
     interrupt_grace: float = 10.0  # seconds before an interrupted turn is force-ended
     status_events: bool = False
+    report_rate: int = (
+        0  # report wakeups per child per minute; past it reports arrive quietly (0: no bound)
+    )
+    idempotency_retention: float = 7.0  # days an idempotency key is kept
     owner: str = ""  # this process's lease owner id ("" mints one)
     lease_ttl: float = 15.0  # seconds a lease outlives its last heartbeat
     owner_alive: Callable[[str], bool] = lambda owner: True  # is that owner's process still there?
@@ -118,6 +122,7 @@ class Engine:
         self.closing: dict[str, list[Callable[[], None]]] = {}  # closing root -> waiters
         self._grace: dict[str, Callable[[], None]] = {}  # turn id -> cancel its force-end timer
         self.owner = self.settings.owner or f"local:{mint()}"
+        self._wakeups: dict[str, list[float]] = {}  # child id -> recent report wakeup times
 
     # --- transactions (the server brackets each request; writes share one group commit) ---
 
@@ -248,6 +253,7 @@ class Engine:
     def leave(self, agent: LiveAgent) -> None:
         """The agent is no longer live here: out of the registry, its lease released."""
         self.registry.remove(agent)
+        self._wakeups.pop(agent.agent_id, None)
         self.store.drop_lease(agent.agent_id, self.owner)
         if self.settings.status_events:
             self.emit("agent/status", AgentStatus(agent_id=agent.agent_id, status="ready"))
@@ -531,6 +537,10 @@ class Engine:
         ]
         for session_id, turn_id in recovered:
             self.recover_turn(session_id, turn_id)
+        cutoff = time.time() - self.settings.idempotency_retention * 86400
+        self.store.prune_idempotent(
+            datetime.fromtimestamp(cutoff, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        )
         return len(recovered)
 
     def recover_turn(self, session_id: str, turn_id: str) -> None:
@@ -552,6 +562,19 @@ class Engine:
         if descriptor.mode == CONTINUABLE and self.store.get_session(record.parent_id):
             parent = self.registry.get(record.parent_id)
             self.notify_settled(session_id, record.parent_id, parent, "error", None)
+
+    def wakeup_allowed(self, child: LiveAgent) -> bool:
+        """--report-rate: at most N report wakeups per child per minute (sliding window)."""
+        limit = self.settings.report_rate
+        if limit <= 0:
+            return True
+        now_s = time.monotonic()
+        recent = [t for t in self._wakeups.get(child.agent_id, ()) if now_s - t < 60.0]
+        if len(recent) >= limit:
+            self._wakeups[child.agent_id] = recent
+            return False
+        self._wakeups[child.agent_id] = [*recent, now_s]
+        return True
 
     # --- delivery of reports -------------------------------------------------------------
 

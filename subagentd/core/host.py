@@ -213,6 +213,8 @@ class HostApi(Engine):
         if agent is not None:
             self.set_parked(agent, False)
             parked = False
+        elif self.live_elsewhere(agent_id):
+            raise StateInvalidError(f'agent "{agent_id}" is live in another subagentd process')
         else:
             parked = record.parked
         message_id = self.accept(
@@ -276,6 +278,27 @@ class HostApi(Engine):
         page = rows[offset : offset + limit]
         more = offset + limit < len(rows)
         return ListResult(agents=page, next_cursor=str(offset + limit) if more else None)
+
+    def cancel_message(self, message_id: str) -> MessageInfo:
+        """Withdraw a message that no turn has claimed yet (queued or parked)."""
+        record = self.store.get_message(message_id)
+        if record is None:
+            raise InvalidParamsError(f'message "{message_id}" does not exist')
+        if record.state not in ("queued", "parked"):
+            raise StateInvalidError(
+                f'message "{message_id}" is {record.state}; it cannot be cancelled'
+            )
+        if self.live_elsewhere(record.session_id):
+            raise StateInvalidError(
+                f'agent "{record.session_id}" is live in another subagentd process'
+            )
+        self.store.cancel_message(message_id)
+        self.record(record.session_id, None, "message_cancelled", {"message_id": message_id})
+        agent = self.registry.get(record.session_id)
+        if agent is not None:
+            agent.pending -= 1
+            self.maybe_settle(agent)
+        return self.get_message(message_id)
 
     def get_message(self, message_id: str) -> MessageInfo:
         record = self.store.get_message(message_id)

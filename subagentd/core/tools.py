@@ -110,10 +110,8 @@ class ToolRules(Engine):
         target = self.registry.get(target_id)
         if target is None or target.kind != CONTINUABLE or target.disposing:
             previous = None
-            if target is not None:
-                previous = target.status
-            elif self.store.get_session(target_id) is not None:
-                previous = "ready"
+            if target is not None or self.store.get_session(target_id) is not None:
+                previous = self.status_of(target_id)  # another process may hold it live
             return InterruptAgentResult(text=done, accepted=True, previous_status=previous)
         if live_caller.activation_id not in target.ancestry:
             if live_caller.parent_id is not None and live_caller.parent_id == target.parent_id:
@@ -150,7 +148,7 @@ class ToolRules(Engine):
             TextBlock(text=args.output),
         ]
         source = Source(kind="subagent-report", form="relay", sender_session_id=caller)
-        if self.settings.report_delivery == "quiet":
+        if self.settings.report_delivery == "quiet" or not self.wakeup_allowed(child):
             message_id = self.inject(parent, blocks, source)
         else:
             message_id = self.accept(parent.agent_id, blocks, source, parent, parent.parked)

@@ -356,8 +356,7 @@ class Connection:
         if not (stateless or self.session.initialized or method in _NO_LIFECYCLE):
             if not is_request:
                 return None
-            if method in self._methods:
-                return _error(Code.NOT_INITIALIZED, "server not initialized", request_id)
+            return _error(Code.NOT_INITIALIZED, "server not initialized", request_id)
         handler = METHODS.get(method)
         if handler is not None and handler.defers and len(self.pending) >= MAX_PENDING:
             return _error(

@@ -191,6 +191,11 @@ def agents_list(call: Call, p: h.ListParams) -> h.ListResult:
     return call.service.list_host(p)
 
 
+@method("messages/cancel", h.MessageGetParams, h.MessageInfo)
+def messages_cancel(call: Call, p: h.MessageGetParams) -> h.MessageInfo:
+    return call.service.cancel_message(p.message_id)
+
+
 @method("messages/get", h.MessageGetParams, h.MessageInfo, writes=False)
 def messages_get(call: Call, p: h.MessageGetParams) -> h.MessageInfo:
     return call.service.get_message(p.message_id)

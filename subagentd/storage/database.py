@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -56,8 +57,22 @@ class SqliteStore:
             conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}")
         conn.execute("PRAGMA foreign_keys = OFF")
-        migrations.apply(self.db)
+        self._migrate(busy_timeout_ms / 1000)
         self._savepoints = 0
+
+    def _migrate(self, patience: float) -> None:
+        """Apply pending migrations; another process creating the same new file may hold the lock
+        (a deferred transaction that must upgrade its lock fails at once instead of waiting)."""
+        deadline = time.monotonic() + patience
+        while True:
+            try:
+                migrations.apply(self.db)
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                self.db.rollback()
+                time.sleep(0.05)
 
     # --- transactions -------------------------------------------------------------------
 
@@ -336,6 +351,20 @@ class SqliteStore:
         ).fetchall()
 
     # --- idempotency keys ---------------------------------------------------------------
+
+    def prune_idempotent(self, before: str) -> None:
+        """Forget keys recorded before `before` (the documented retention)."""
+        if self.conn.execute(
+            "SELECT 1 FROM idempotency WHERE created_at < ? LIMIT 1", (before,)
+        ).fetchone():
+            self._begin()
+            self.conn.execute("DELETE FROM idempotency WHERE created_at < ?", (before,))
+
+    def cancel_message(self, message_id: str) -> None:
+        self._begin()
+        self.conn.execute(
+            "UPDATE inbox SET state = 'cancelled' WHERE message_id = ?", (message_id,)
+        )
 
     def get_idempotent(self, caller: str, key: str) -> IdempotencyRecord | None:
         row = self.conn.execute(

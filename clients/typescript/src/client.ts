@@ -180,9 +180,10 @@ export class SubagentdClient extends EventEmitter {
     append(params: TranscriptAppendParams, options?: RequestOptions): Promise<SeqResult>;
     read(params: TranscriptReadParams, options?: RequestOptions): Promise<TranscriptReadResult>;
   };
-  /** Typed wrapper for `messages/get`. */
+  /** Typed wrappers for `messages/get` and `messages/cancel`. */
   readonly messages: {
     get(params: { message_id: string } & Params, options?: RequestOptions): Promise<MessageInfo>;
+    cancel(params: { message_id: string } & Params, options?: RequestOptions): Promise<MessageInfo>;
   };
   /** Typed wrapper for `server/discover`. */
   readonly server: {
@@ -246,7 +247,7 @@ export class SubagentdClient extends EventEmitter {
     };
     this.turns = { begin: call("turns/begin"), end: call("turns/end") };
     this.transcript = { append: call("transcript/append"), read: call("transcript/read") };
-    this.messages = { get: call("messages/get") };
+    this.messages = { get: call("messages/get"), cancel: call("messages/cancel") };
     this.server = { discover: (params = {}, options) => this.request("server/discover", params, options) };
     this.tools = {
       list: (params = {}, options) => this.request("tools/list", params, options),

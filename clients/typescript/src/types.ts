@@ -443,6 +443,7 @@ export interface Methods {
   "interrupt_agent": { params: InterruptAgentParams; result: InterruptAgentResult };
   /** List the continuable subagents below you with their status: `running` (working on a turn), `idle` (live, between turns or waiting on its own children) or `ready` (saved; `send_message` resumes it). scope "children" (default) lists your direct children; scope "descendants" lists the whole tree below you with parent and depth. A child whose saved state cannot be read is shown as a diagnostic line. The listing is a snapshot and may change right after. */
   "list_agents": { params: ListAgentsParams; result: ListAgentsResult };
+  "messages/cancel": { params: MessageGetParams; result: MessageInfo };
   "messages/get": { params: MessageGetParams; result: MessageInfo };
   "ping": { params: Params; result: Empty };
   /** Send a message to the agent that started you (your direct parent only). It does not see your transcript, so make the report self-contained. Call it once before you finish with your answer, and earlier when a partial finding changes what the parent should do. Reporting does not end your turn. Success means the parent accepted the message, not that it has read it; it fails when your parent is not live. */
@@ -479,6 +480,6 @@ export interface ServerNotifications {
 export type ServerNotificationName = keyof ServerNotifications;
 
 /** Every request method, in name order. */
-export const METHOD_NAMES = ["agents/close","agents/followup","agents/get","agents/interrupt","agents/list","agents/open","agents/spawn","initialize","interrupt_agent","list_agents","messages/get","ping","report","send_message","server/discover","tools/call","tools/list","transcript/append","transcript/read","turns/begin","turns/end"] as const;
+export const METHOD_NAMES = ["agents/close","agents/followup","agents/get","agents/interrupt","agents/list","agents/open","agents/spawn","initialize","interrupt_agent","list_agents","messages/cancel","messages/get","ping","report","send_message","server/discover","tools/call","tools/list","transcript/append","transcript/read","turns/begin","turns/end"] as const;
 /** Every server-to-host notification, in name order. */
 export const SERVER_NOTIFICATION_NAMES = ["agent/inject","agent/settled","agent/status","turn/interrupt","turn/start"] as const;
