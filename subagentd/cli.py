@@ -6,7 +6,9 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 
 import subagentd
@@ -223,20 +225,20 @@ def open_default_caller(service, agent_id: str) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
+    """Answer the handshake at once while the dispatcher and the database load (see prelude)."""
     from subagentd.server.transport import divert_stdout
 
     out_fd = divert_stdout()
     configure_logging(args.log_level, args.log_format)
-    import anyio
+    for signum in (signal.SIGTERM, signal.SIGINT):  # until the server's own handlers take over
+        signal.signal(signum, _exit_quietly)
 
     from subagentd.core.engine import Settings
-    from subagentd.core.service import Service
-    from subagentd.server.connection import Connection
-    from subagentd.server.transport import FdReader, FdWriter
-    from subagentd.storage.database import SqliteStore
+    from subagentd.server.envelope import Session
+    from subagentd.server.framing import FrameReader
+    from subagentd.server.prelude import Started, answer_handshake
     from subagentd.storage.leases import new_owner, owner_alive
 
-    store = SqliteStore(args.db, durability=args.durability)
     settings = Settings(
         report_delivery=args.report_delivery,
         max_depth=args.max_depth,
@@ -247,29 +249,33 @@ def serve(args: argparse.Namespace) -> int:
         owner_alive=owner_alive,
         lease_ttl=args.lease_ttl,
     )
-    service = Service(store, emit=lambda method, params: None, timers=None, settings=settings)  # type: ignore[arg-type]
-    with service.transaction():
-        recovered = service.recover()
-        if args.caller:
-            open_default_caller(service, args.caller)
-    service.commit()
-    if recovered:
-        logging.getLogger("subagentd").warning(
-            "recorded %d turn(s) left open by a crash", recovered
-        )
+    loaded: dict[str, object] = {}
+    loader = threading.Thread(target=_load, args=(args, settings, loaded), daemon=True)
+    loader.start()
+    started = Started(FrameReader(args.framing, args.max_frame_bytes), Session())
+    answer_handshake(0, out_fd, started, settings)
+    loader.join()
+    if "error" in loaded:
+        raise loaded["error"]  # type: ignore[misc]
+    service = loaded["service"]
+
+    import anyio
+
+    from subagentd.server.connection import Connection
+    from subagentd.server.transport import FdReader, FdWriter
+
     connection = Connection(
-        service,
+        service,  # type: ignore[arg-type]
         FdReader(0),
         FdWriter(out_fd),
-        framing=args.framing,
-        max_frame_bytes=args.max_frame_bytes,
         default_caller=args.caller,
         grace=args.shutdown_grace,
+        started=started,
     )
     try:
         anyio.run(connection.serve)
     finally:
-        store.close()
+        service.store.close()  # type: ignore[attr-defined]
         for fd in (0, out_fd):  # the fds' flags are shared with whoever started us
             try:
                 os.set_blocking(fd, True)
@@ -277,3 +283,30 @@ def serve(args: argparse.Namespace) -> int:
                 pass
     logging.getLogger("subagentd").info("stopped")
     return 0
+
+
+def _load(args: argparse.Namespace, settings, loaded: dict[str, object]) -> None:
+    """The slow part of start-up: storage, migrations, crash recovery, the dispatcher's imports."""
+    try:
+        from subagentd.core.service import Service
+        from subagentd.server import connection  # noqa: F401  (imports jsonrpcserver, anyio)
+        from subagentd.storage.database import SqliteStore
+
+        store = SqliteStore(args.db, durability=args.durability)
+        service = Service(store, emit=lambda method, params: None, timers=None, settings=settings)  # type: ignore[arg-type]
+        with service.transaction():
+            recovered = service.recover()
+            if args.caller:
+                open_default_caller(service, args.caller)
+        service.commit()
+        if recovered:
+            logging.getLogger("subagentd").warning(
+                "recorded %d turn(s) left open by a crash", recovered
+            )
+        loaded["service"] = service
+    except BaseException as exc:  # re-raised in the main thread
+        loaded["error"] = exc
+
+
+def _exit_quietly(signum: int, frame: object) -> None:
+    raise SystemExit(0)

@@ -610,6 +610,9 @@ def check_resume_order(ledger: Ledger, epoch: Epoch, restarted: Epoch, after: Sn
 def start(db: str) -> ServerProcess:
     proc = ServerProcess("--durability", "normal", db=db)
     proc.host.initialize()
+    # initialize may be answered before the database is open (start-up fast path); the first
+    # request that needs state is served only after crash recovery committed
+    proc.host.response(proc.host.start("agents/get", {"agent_id": "-"}))  # any answer will do
     return proc
 
 

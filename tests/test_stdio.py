@@ -462,3 +462,22 @@ def test_replies_flow_and_sigterm_is_handled_while_input_never_runs_dry():
         except OSError:
             pass
         proc.stdout.close()
+
+
+def test_handshake_fast_path_hands_everything_else_to_the_server_in_order(spawn_process):
+    """initialize is answered before the database is open; the rest of the chunk follows in order."""
+    proc = spawn_process()
+    frames = [
+        request(1, "initialize", {"protocolVersion": "2025-06-18"}),
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        request(2, "initialize", {}),
+        request(3, "agents/open", {"agent_id": "root"}),
+        request(4, "ping"),
+    ]
+    proc.host.send_bytes(b"".join(json.dumps(f).encode() + b"\n" for f in frames))
+    replies = [proc.host.read_any() for _ in range(4)]
+    assert [r["id"] for r in replies] == [1, 2, 3, 4]
+    assert replies[0]["result"]["protocolVersion"] == "2025-06-18"
+    assert replies[1]["error"]["code"] == Code.INVALID_REQUEST  # second initialize
+    assert replies[2]["result"]["agent_id"] == "root"
+    assert replies[3]["result"] == {}

@@ -16,13 +16,16 @@ from jsonrpcserver.result import MethodNotFoundResult
 from jsonrpcserver.sentinels import NODATA
 from oslash.either import Left
 
+from subagentd.core.engine import Settings
 from subagentd.core.service import Service
 from subagentd.errors import InvalidParamsError
 from subagentd.schema.codes import Code
 from subagentd.schema.lifecycle import SUPPORTED_VERSIONS, VERSION_META_KEY
 from subagentd.server.boundary import INTERNAL_MESSAGE, guard
+from subagentd.server.envelope import Session, error_reply, success_reply, valid_id
 from subagentd.server.framing import BadHeader, FrameReader, Oversize, encode_frame
 from subagentd.server.handlers import METHODS, Handler
+from subagentd.server.prelude import Started
 from subagentd.server.transport import FdReader, FdWriter
 
 log = logging.getLogger("subagentd")
@@ -33,14 +36,6 @@ _NO_LIFECYCLE = frozenset({"initialize", "ping", "server/discover"})
 _CANCEL = {"notifications/cancelled": "requestId", "$/cancelRequest": "id"}
 OUTBOX_LIMIT = 8 * 1024 * 1024  # bytes of unwritten frames before reading pauses
 MAX_PENDING = 1024  # replies that may wait at once (agents/close drains); beyond: 1011 OVERLOADED
-
-
-@dataclass
-class Session:
-    """Per-connection lifecycle state."""
-
-    initialized: bool = False
-    default_caller: str | None = None
 
 
 class Deferred:
@@ -68,6 +63,10 @@ class Call:
     deferred: Deferred | None = None
     notes_mark: int = 0
 
+    @property
+    def settings(self) -> Settings:
+        return self.service.settings
+
     def defer(self, result: Any) -> Callable[[], None]:
         self.deferred = Deferred(result)
         return self.deferred.complete
@@ -87,31 +86,8 @@ class Pending:
 
     def reply(self) -> dict[str, Any]:
         if self.cancelled:
-            return _error(Code.REQUEST_CANCELLED, "request cancelled", self.request_id)
-        return _success(self.deferred.result, self.request_id, self.stateless)
-
-
-def _error(code: int, message: str, request_id: Any = None, data: Any = None) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": int(code), "message": message}
-    if data is not None:
-        error["data"] = data
-    return {"jsonrpc": "2.0", "error": error, "id": request_id}
-
-
-def _success(result: Any, request_id: Any, stateless: bool) -> dict[str, Any]:
-    if stateless:
-        result = msgspec.to_builtins(result) if result is not None else {}
-        if isinstance(result, dict):
-            result = {**result, "resultType": "complete"}
-    return {"jsonrpc": "2.0", "result": {} if result is None else result, "id": request_id}
-
-
-def _valid_id(value: Any) -> bool:
-    return (
-        value is None
-        or isinstance(value, str)
-        or (isinstance(value, int) and not isinstance(value, bool))
-    )
+            return error_reply(Code.REQUEST_CANCELLED, "request cancelled", self.request_id)
+        return success_reply(self.deferred.result, self.request_id, self.stateless)
 
 
 class Connection:
@@ -128,12 +104,16 @@ class Connection:
         default_caller: str | None = None,
         grace: float = 5.0,
         handle_signals: bool = True,
+        started: Started | None = None,
     ) -> None:
         self.service = service
         self.reader = reader
         self.writer = writer
-        self.framer = FrameReader(framing, max_frame_bytes)
-        self.session = Session(default_caller=default_caller)
+        self.started = started or Started(FrameReader(framing, max_frame_bytes), Session())
+        self.framer = self.started.framer
+        self.session = self.started.session
+        if default_caller is not None:
+            self.session.default_caller = default_caller
         self.grace = grace
         self.handle_signals = handle_signals
         self.outbox: list[bytes] = []
@@ -245,7 +225,10 @@ class Connection:
                 return
 
     async def _read_loop(self) -> None:
-        while True:
+        for frame in self.started.frames:  # read before the server was up (see prelude)
+            self.handle_frame_safely(frame)
+        self._wake.set()
+        while not self.started.input_ended:
             if self.outbox_bytes > OUTBOX_LIMIT:
                 await self._drained.wait()  # a host that does not read stdout slows us down
                 continue
@@ -269,32 +252,34 @@ class Connection:
             self.handle_frame(frame)
         except Exception:
             log.exception("unexpected failure while handling a frame")
-            self.send(_error(Code.INTERNAL_ERROR, INTERNAL_MESSAGE))
+            self.send(error_reply(Code.INTERNAL_ERROR, INTERNAL_MESSAGE))
             self.flush_notes()
 
     def handle_frame(self, frame: bytes | Oversize | BadHeader) -> None:
         if isinstance(frame, Oversize):
             self.send(
-                _error(
+                error_reply(
                     Code.INVALID_REQUEST,
                     f"frame exceeds the limit of {frame.limit} bytes (--max-frame-bytes); it was discarded",
                 )
             )
             return
         if isinstance(frame, BadHeader):
-            self.send(_error(Code.PARSE_ERROR, f"Parse error: {frame.detail}"))
+            self.send(error_reply(Code.PARSE_ERROR, f"Parse error: {frame.detail}"))
             return
         try:
             message = _decode(frame)
         except msgspec.DecodeError as exc:
-            self.send(_error(Code.PARSE_ERROR, "Parse error", data=str(exc)))
+            self.send(error_reply(Code.PARSE_ERROR, "Parse error", data=str(exc)))
             return
         except RecursionError:
-            self.send(_error(Code.PARSE_ERROR, "Parse error", data="JSON is nested too deeply"))
+            self.send(
+                error_reply(Code.PARSE_ERROR, "Parse error", data="JSON is nested too deeply")
+            )
             return
         if isinstance(message, list):
             if not message:
-                self.send(_error(Code.INVALID_REQUEST, "Invalid Request: empty batch"))
+                self.send(error_reply(Code.INVALID_REQUEST, "Invalid Request: empty batch"))
                 return
             replies = [
                 r for r in (self.handle_message(m, in_batch=True) for m in message) if r is not None
@@ -314,25 +299,25 @@ class Connection:
     def handle_message(self, message: Any, in_batch: bool = False) -> Any:
         """One request or notification: a reply dict, a Pending reply, or None."""
         if not isinstance(message, dict):
-            return _error(Code.INVALID_REQUEST, "Invalid Request: not an object")
+            return error_reply(Code.INVALID_REQUEST, "Invalid Request: not an object")
         is_request = "id" in message
         request_id = message.get("id")
-        if not _valid_id(request_id):
-            return _error(
+        if not valid_id(request_id):
+            return error_reply(
                 Code.INVALID_REQUEST, "Invalid Request: id must be a string, a number or null"
             )
         method = message.get("method")
         if message.get("jsonrpc") != "2.0":
-            return _error(
+            return error_reply(
                 Code.INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"', request_id
             )
         if not isinstance(method, str):
-            return _error(
+            return error_reply(
                 Code.INVALID_REQUEST, 'Invalid Request: "method" must be a string', request_id
             )
         params = message.get("params")
         if "params" in message and not isinstance(params, dict | list):
-            return _error(
+            return error_reply(
                 Code.INVALID_REQUEST,
                 'Invalid Request: "params" must be an object or an array',
                 request_id,
@@ -340,14 +325,14 @@ class Connection:
         if method in _CANCEL:
             if isinstance(params, dict):
                 self.cancel(params.get(_CANCEL[method]))
-            return _success({}, request_id, False) if is_request else None
+            return success_reply({}, request_id, False) if is_request else None
         meta = params.get("_meta") if isinstance(params, dict) else None
         version = meta.get(VERSION_META_KEY) if isinstance(meta, dict) else None
         stateless = version is not None
         if stateless and version not in SUPPORTED_VERSIONS:
             if not is_request:
                 return None
-            return _error(
+            return error_reply(
                 Code.UNSUPPORTED_PROTOCOL_VERSION,
                 f"unsupported protocol version {version!r}",
                 request_id,
@@ -356,10 +341,10 @@ class Connection:
         if not (stateless or self.session.initialized or method in _NO_LIFECYCLE):
             if not is_request:
                 return None
-            return _error(Code.NOT_INITIALIZED, "server not initialized", request_id)
+            return error_reply(Code.NOT_INITIALIZED, "server not initialized", request_id)
         handler = METHODS.get(method)
         if handler is not None and handler.defers and len(self.pending) >= MAX_PENDING:
-            return _error(
+            return error_reply(
                 Code.OVERLOADED,
                 f"too many requests waiting ({MAX_PENDING}); retry with backoff",
                 request_id,
@@ -379,12 +364,12 @@ class Connection:
         if isinstance(result, Left):
             err = result._error
             data = None if err.data is NODATA else err.data
-            return _error(err.code, err.message, request_id, data)
+            return error_reply(err.code, err.message, request_id, data)
         if call.deferred is not None and not call.deferred.done:
             return Pending(request_id, call.deferred, stateless)
         if call.deferred is not None:
-            return _success(call.deferred.result, request_id, stateless)
-        return _success(result._value.result, request_id, stateless)
+            return success_reply(call.deferred.result, request_id, stateless)
+        return success_reply(result._value.result, request_id, stateless)
 
     def _entry(self, handler: Handler) -> Callable[..., Any]:
         def entry(call: Call, /, *args: Any, **params: Any) -> Any:
@@ -434,7 +419,7 @@ class Connection:
 
     def cancel(self, request_id: Any) -> None:
         """Answer a request that has not completed with -32800; accepted effects stay accepted."""
-        pending = self.pending.get(request_id) if _valid_id(request_id) else None
+        pending = self.pending.get(request_id) if valid_id(request_id) else None
         if pending is None:
             return
         pending.cancelled = True

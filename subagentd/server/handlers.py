@@ -68,7 +68,7 @@ def capabilities(call: Call) -> dict[str, Any]:
         "experimental": {
             "subagentd": {
                 "protocol": subagentd.PROTOCOL,
-                "reportDelivery": call.service.settings.report_delivery,
+                "reportDelivery": call.settings.report_delivery,
             }
         },
     }
@@ -83,9 +83,9 @@ def initialize(call: Call, p: lc.InitializeParams) -> lc.InitializeResult:
     wanted = ((p.capabilities or {}).get("experimental") or {}).get("subagentd") or {}
     if isinstance(wanted, dict):
         if wanted.get("statusEvents") is True:
-            call.service.settings.status_events = True
+            call.settings.status_events = True
         if wanted.get("reportDelivery") in ("wakeup", "quiet"):
-            call.service.settings.report_delivery = wanted["reportDelivery"]
+            call.settings.report_delivery = wanted["reportDelivery"]
     call.session.initialized = True
     return lc.InitializeResult(
         protocolVersion=version,
