@@ -27,7 +27,8 @@ class LiveAgent:
     kind: str  # ORDINARY | CONTINUABLE | ONE_SHOT
     depth: int
     activation_id: str
-    ancestry: frozenset[str]  # activation ids of itself and its live ancestors at activation
+    ancestry: tuple[str, ...]  # activation ids of itself and its live ancestors at activation (a
+    # tuple: trees are shallow, so a scan is as fast as hashing and a third of a frozenset's size)
     descriptor: Descriptor | None = None
     turn: Turn | None = None
     parked: bool = False
@@ -62,7 +63,7 @@ class Registry:
         """Ownership: a live child keeps its parent resident."""
         return bool(self._children.get(agent.agent_id))
 
-    def live_ancestry(self, activation_id: str, parent_id: str | None) -> frozenset[str]:
+    def live_ancestry(self, activation_id: str, parent_id: str | None) -> tuple[str, ...]:
         """Own activation plus every live ancestor's, walking parent_id until one is not live."""
         ids = [activation_id]
         seen = set()
@@ -71,7 +72,7 @@ class Registry:
             seen.add(parent.agent_id)
             ids.append(parent.activation_id)
             parent = self._agents.get(parent.parent_id) if parent.parent_id else None
-        return frozenset(ids)
+        return tuple(ids)
 
     def add(self, agent: LiveAgent) -> None:
         self._agents[agent.agent_id] = agent
