@@ -22,17 +22,14 @@ _SESSION_COLUMNS = (
     "id, parent_id, kind, label, created_at, depth, parked, open_turn_id, last_reason, last_output"
 )
 
-# Every session below a root, each once: UNION (not UNION ALL) drops a row already seen, so
-# cycles in corrupt data end. The pre-order and sibling order are built in Python (see `tree`).
-_DESCENDANTS_SQL = """
-WITH RECURSIVE below(id, parent_id, created_at, kind, label) AS (
-    SELECT id, parent_id, created_at, kind, label FROM sessions WHERE parent_id = :root
-    UNION
-    SELECT s.id, s.parent_id, s.created_at, s.kind, s.label
-    FROM sessions s JOIN below b ON s.parent_id = b.id
-)
-SELECT b.id, b.parent_id, b.created_at, b.kind, b.label, {body} FROM below b {join}
+# One level of the walk below a root: the children of up to _LEVEL_BATCH parents, through the
+# (parent_id, created_at, id) index. Levels instead of a recursive CTE: a CTE that must drop rows it
+# has seen (cycles in corrupt data) builds a temporary index and measured ~1.6x slower.
+_LEVEL_SQL = """
+SELECT b.id, b.parent_id, b.created_at, b.kind, b.label, {body} FROM sessions b {join}
+WHERE b.parent_id IN ({marks})
 """
+_LEVEL_BATCH = 900
 
 _CHILDREN_SQL = """
 SELECT b.id, b.parent_id, b.created_at, b.kind, b.label, {body} FROM sessions b {join}
@@ -187,28 +184,33 @@ class SqliteStore:
     ) -> list[TreeRecord]:
         """Sessions below a root in pre-order; siblings by created_at, then id (code points)."""
         parts = _WITH_BODY if with_descriptors else _WITHOUT_BODY
-        rows = self.conn.execute(
-            (_DESCENDANTS_SQL if descendants else _CHILDREN_SQL).format(**parts), {"root": root_id}
-        )
         if not descendants:
             return [
                 TreeRecord(id=r[0], parent_id=r[1], depth=1, kind=r[3], label=r[4], descriptor=r[5])
-                for r in rows
+                for r in self.conn.execute(_CHILDREN_SQL.format(**parts), {"root": root_id})
             ]
         children: dict[str, list[tuple]] = {}
-        for row in rows:
-            children.setdefault(row[1], []).append((row[2], row[0], row[3], row[4], row[5]))
+        seen = {root_id}
+        frontier = [root_id]
+        while frontier:  # breadth first, one query per level (per 900 parents)
+            below: list[str] = []
+            for start in range(0, len(frontier), _LEVEL_BATCH):
+                parents = frontier[start : start + _LEVEL_BATCH]
+                sql = _LEVEL_SQL.format(marks=",".join("?" * len(parents)), **parts)
+                for row in self.conn.execute(sql, parents):
+                    if row[0] in seen:
+                        continue  # a cycle in corrupt data
+                    seen.add(row[0])
+                    below.append(row[0])
+                    children.setdefault(row[1], []).append((row[2], row[0], row[3], row[4], row[5]))
+            frontier = below
         for siblings in children.values():
             siblings.sort()
         walked: list[TreeRecord] = []
-        seen = {root_id}
         stack = [(root_id, 1, iter(children.get(root_id, ())))]
         while stack:  # iterative pre-order: no recursion limit on deep chains
             parent_id, depth, pending = stack[-1]
             for _, session_id, kind, label, body in pending:
-                if session_id in seen:
-                    continue  # a cycle in corrupt data
-                seen.add(session_id)
                 walked.append(
                     TreeRecord(
                         id=session_id,
