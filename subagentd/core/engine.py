@@ -230,7 +230,6 @@ class Engine:
         kind: str,
         depth: int,
         parked: bool,
-        descriptor: Descriptor | None = None,
         resume: bool = False,
     ) -> LiveAgent:
         if self.live_elsewhere(agent_id):
@@ -248,7 +247,6 @@ class Engine:
             depth=depth,
             activation_id=activation_id,
             ancestry=self.registry.live_ancestry(activation_id, parent_id),
-            descriptor=descriptor,
             parked=parked,
             pending=queued + parked_count,
             resume=resume,
@@ -339,7 +337,10 @@ class Engine:
             {"turn_id": turn_id, "message_ids": [m.message_id for m in messages]},
         )
         agent.turn = Turn(turn_id)
-        resume = agent.descriptor if agent.resume else None
+        # cold resume: the descriptor (checked when the agent was resumed) is read, not kept live
+        resume = (
+            parse_descriptor(self.store.get_descriptor(agent.agent_id)) if agent.resume else None
+        )
         agent.resume = False
         self.emit(
             "turn/start",

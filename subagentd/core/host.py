@@ -155,7 +155,6 @@ class HostApi(Engine):
             KIND_OF_MODE[params.mode],
             depth,
             False,
-            descriptor=descriptor,
         )
         message_id = self.accept(
             child_id,

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from subagentd.schema.messages import Descriptor
-
 ORDINARY = "ordinary"
 CONTINUABLE = "continuable"
 ONE_SHOT = "one-shot"
@@ -29,7 +27,6 @@ class LiveAgent:
     activation_id: str
     ancestry: tuple[str, ...]  # activation ids of itself and its live ancestors at activation (a
     # tuple: trees are shallow, so a scan is as fast as hashing and a third of a frozenset's size)
-    descriptor: Descriptor | None = None
     turn: Turn | None = None
     parked: bool = False
     pending: int = 0  # unclaimed inbox messages (queued or parked)

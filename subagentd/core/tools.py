@@ -84,7 +84,6 @@ class ToolRules(Engine):
                 CONTINUABLE,
                 record.depth,
                 record.parked,
-                descriptor=descriptor,
                 resume=True,
             )
         self.set_parked(target, False)

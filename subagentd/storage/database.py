@@ -85,7 +85,15 @@ class SqliteStore:
     @contextmanager
     def atomic(self) -> Iterator[None]:
         """One request's writes: all or nothing, inside the shared group-commit transaction."""
-        self._begin()
+        if not self.conn.in_transaction:  # first writer since the last commit: no savepoint needed
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
+            return
         self._savepoints += 1
         name = f"r{self._savepoints}"
         self.conn.execute(f"SAVEPOINT {name}")
