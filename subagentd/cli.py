@@ -233,7 +233,7 @@ def serve(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):  # until the server's own handlers take over
         signal.signal(signum, _exit_quietly)
 
-    from subagentd.core.engine import Settings
+    from subagentd.core.settings import Settings
     from subagentd.server.envelope import Session
     from subagentd.server.framing import FrameReader
     from subagentd.server.prelude import Started, answer_handshake

@@ -6,8 +6,8 @@ from typing import Any
 
 import msgspec
 
-from subagentd.core.engine import Settings
 from subagentd.core.service import Service
+from subagentd.core.settings import Settings
 from subagentd.errors import SubagentdError
 from subagentd.schema.host import OpenParams, SpawnParams, TurnEndParams
 from subagentd.schema.tools import InterruptAgentArgs, ListAgentsArgs, ReportArgs, SendMessageArgs

@@ -253,8 +253,8 @@ class InProcessServer:
     ) -> None:
         import anyio
 
-        from subagentd.core.engine import Settings
         from subagentd.core.service import Service
+        from subagentd.core.settings import Settings
         from subagentd.server.connection import Connection
         from subagentd.server.transport import FdReader, FdWriter
         from subagentd.storage.database import SqliteStore

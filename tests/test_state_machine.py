@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from subagentd.core.engine import Settings
+from subagentd.core.settings import Settings
 from subagentd.errors import SubagentdError
 from subagentd.schema.host import SpawnParams, TurnEndParams
 from subagentd.storage.database import SqliteStore

@@ -2,26 +2,24 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 
 from subagentd.core import texts
+from subagentd.core.descriptors import DescriptorProblem, parse_descriptor
 from subagentd.core.registry import CONTINUABLE, ONE_SHOT, LiveAgent, Registry, Turn
+from subagentd.core.settings import Settings, Timers
+from subagentd.core.stamps import mint, now
 from subagentd.core.store import Store
 from subagentd.errors import AgentUnknownError, StateInvalidError
 from subagentd.schema.messages import (
-    DESCRIPTOR_VERSION,
-    Descriptor,
     Message,
     Source,
     TextBlock,
-    descriptor_decoder,
 )
 from subagentd.schema.notifications import (
     AgentInject,
@@ -35,85 +33,6 @@ from subagentd.schema.notifications import (
 _encode = msgspec.json.encode
 _blocks_decoder = msgspec.json.Decoder(list[TextBlock])
 _source_decoder = msgspec.json.Decoder(Source)
-
-
-def mint() -> str:
-    """A random (version 4) UUID as text; the same as str(uuid.uuid4()), a few times faster."""
-    raw = bytearray(os.urandom(16))
-    raw[6] = (raw[6] & 0x0F) | 0x40
-    raw[8] = (raw[8] & 0x3F) | 0x80
-    h = raw.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-
-_second = [-1, ""]  # the last whole second formatted, reused until the clock moves on
-
-
-def now() -> str:
-    """UTC time as `YYYY-MM-DDTHH:MM:SS.ffffffZ` (sorts as text; on every hot path)."""
-    t = time.time()
-    whole = int(t)
-    if whole != _second[0]:
-        _second[0], _second[1] = whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
-    return f"{_second[1]}.{int((t - whole) * 1_000_000):06d}Z"
-
-
-class Timers(Protocol):
-    """Deferred callbacks; the server implements it on its event loop."""
-
-    def call_later(self, delay: float, callback: Callable[[], None]) -> Callable[[], None]:
-        """Run `callback` after `delay` seconds; returns a function that cancels it."""
-        ...
-
-
-@dataclass(slots=True)
-class Settings:
-    report_delivery: str = "wakeup"  # "wakeup" | "quiet"
-    max_depth: int = 8
-    interrupt_grace: float = 10.0  # seconds before an interrupted turn is force-ended
-    status_events: bool = False
-    report_rate: int = (
-        0  # report wakeups per child per minute; past it reports arrive quietly (0: no bound)
-    )
-    idempotency_retention: float = 7.0  # days an idempotency key is kept
-    owner: str = ""  # this process's lease owner id ("" mints one)
-    lease_ttl: float = 15.0  # seconds a lease outlives its last heartbeat
-    owner_alive: Callable[[str], bool] = lambda owner: True  # is that owner's process still there?
-
-
-class DescriptorProblem(Exception):
-    """A stored descriptor that cannot be used: `reason` is "corrupt" or "unsupported"."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-def parse_descriptor(body: str | bytes | None) -> Descriptor:
-    """Decode a stored descriptor, classifying what is wrong with it."""
-    if body is None:
-        raise DescriptorProblem("corrupt")
-    try:
-        descriptor = descriptor_decoder.decode(body)  # the common case: one typed decode
-    except msgspec.DecodeError:
-        pass
-    else:
-        if descriptor.version != DESCRIPTOR_VERSION:
-            raise DescriptorProblem("unsupported")
-        return descriptor
-    try:
-        raw = msgspec.json.decode(body)
-    except msgspec.DecodeError:
-        raise DescriptorProblem("corrupt") from None
-    if not isinstance(raw, dict):
-        raise DescriptorProblem("corrupt")
-    version = raw.get("version")
-    if isinstance(version, int) and not isinstance(version, bool) and version != DESCRIPTOR_VERSION:
-        raise DescriptorProblem("unsupported")
-    try:
-        return msgspec.convert(raw, Descriptor)
-    except msgspec.ValidationError:
-        raise DescriptorProblem("corrupt") from None
 
 
 class Engine:

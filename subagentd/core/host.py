@@ -7,9 +7,11 @@ from collections.abc import Callable
 import msgspec
 
 from subagentd.core import texts
-from subagentd.core.engine import DescriptorProblem, Engine, mint, now, parse_descriptor
+from subagentd.core.descriptors import DescriptorProblem, parse_descriptor
+from subagentd.core.engine import Engine
 from subagentd.core.listing import project
 from subagentd.core.registry import KIND_OF_MODE, ORDINARY
+from subagentd.core.stamps import mint, now
 from subagentd.core.tools import draining_text
 from subagentd.errors import (
     ActivationClosingError,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from subagentd.core import texts
-from subagentd.core.engine import DescriptorProblem, parse_descriptor
+from subagentd.core.descriptors import DescriptorProblem, parse_descriptor
 from subagentd.core.store import Store
 from subagentd.schema.listing import AgentRow, ChildRow, DiagnosticRow
 

@@ -7,8 +7,8 @@ from typing import TypeVar
 
 import msgspec
 
-from subagentd.core.engine import now
 from subagentd.core.host import HostApi
+from subagentd.core.stamps import now
 from subagentd.core.tools import ToolRules
 from subagentd.errors import IdempotencyConflictError
 from subagentd.schema.records import IdempotencyRecord

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from subagentd.core import texts
-from subagentd.core.engine import DescriptorProblem, Engine, parse_descriptor
+from subagentd.core.descriptors import DescriptorProblem, parse_descriptor
+from subagentd.core.engine import Engine
 from subagentd.core.listing import project, render
 from subagentd.core.registry import CONTINUABLE, LiveAgent
 from subagentd.errors import ToolError

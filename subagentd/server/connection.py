@@ -16,8 +16,8 @@ from jsonrpcserver.result import MethodNotFoundResult
 from jsonrpcserver.sentinels import NODATA
 from oslash.either import Left
 
-from subagentd.core.engine import Settings
 from subagentd.core.service import Service
+from subagentd.core.settings import Settings
 from subagentd.errors import InvalidParamsError
 from subagentd.schema.codes import Code
 from subagentd.schema.lifecycle import SUPPORTED_VERSIONS, VERSION_META_KEY

@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from subagentd.core.engine import Settings
+from subagentd.core.settings import Settings
 from subagentd.schema.lifecycle import SUPPORTED_VERSIONS, VERSION_META_KEY
 from subagentd.server.envelope import Session, success_reply, valid_id
 from subagentd.server.framing import Frame, FrameReader, encode_frame

@@ -1,0 +1,30 @@
+"""What the deployment chose (command-line options), and the timer service the server provides."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class Timers(Protocol):
+    """Deferred callbacks; the server implements it on its event loop."""
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Callable[[], None]:
+        """Run `callback` after `delay` seconds; returns a function that cancels it."""
+        ...
+
+
+@dataclass(slots=True)
+class Settings:
+    report_delivery: str = "wakeup"  # "wakeup" | "quiet"
+    max_depth: int = 8
+    interrupt_grace: float = 10.0  # seconds before an interrupted turn is force-ended
+    status_events: bool = False
+    report_rate: int = (
+        0  # report wakeups per child per minute; past it reports arrive quietly (0: no bound)
+    )
+    idempotency_retention: float = 7.0  # days an idempotency key is kept
+    owner: str = ""  # this process's lease owner id ("" mints one)
+    lease_ttl: float = 15.0  # seconds a lease outlives its last heartbeat
+    owner_alive: Callable[[str], bool] = lambda owner: True  # is that owner's process still there?

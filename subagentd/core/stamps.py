@@ -1,0 +1,27 @@
+"""Ids and timestamps stamped on every record: minted on hot paths, so kept cheap."""
+
+from __future__ import annotations
+
+import os
+import time
+
+
+def mint() -> str:
+    """A random (version 4) UUID as text; the same as str(uuid.uuid4()), a few times faster."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+_second = [-1, ""]  # the last whole second formatted, reused until the clock moves on
+
+
+def now() -> str:
+    """UTC time as `YYYY-MM-DDTHH:MM:SS.ffffffZ` (sorts as text; on every hot path)."""
+    t = time.time()
+    whole = int(t)
+    if whole != _second[0]:
+        _second[0], _second[1] = whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+    return f"{_second[1]}.{int((t - whole) * 1_000_000):06d}Z"
