@@ -256,7 +256,14 @@ def serve(args: argparse.Namespace) -> int:
     answer_handshake(0, out_fd, started, settings)
     loader.join()
     if "error" in loaded:
-        raise loaded["error"]  # type: ignore[misc]
+        error = loaded["error"]
+        logging.getLogger("subagentd").error(
+            "cannot start: %s (database %s)",
+            error,
+            args.db,
+            exc_info=error,  # type: ignore[arg-type]
+        )
+        return 1
     service = loaded["service"]
 
     import anyio

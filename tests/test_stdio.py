@@ -481,3 +481,16 @@ def test_handshake_fast_path_hands_everything_else_to_the_server_in_order(spawn_
     assert replies[1]["error"]["code"] == Code.INVALID_REQUEST  # second initialize
     assert replies[2]["result"]["agent_id"] == "root"
     assert replies[3]["result"] == {}
+
+
+def test_a_database_that_cannot_be_opened_is_a_clear_error_and_a_failing_exit(tmp_path):
+    missing = tmp_path / "no" / "such" / "dir" / "x.db"
+    proc = subprocess.run(
+        [PYTHON, "-m", "subagentd", "--db", str(missing)],
+        input=json.dumps(request(1, "agents/open", {"agent_id": "r"})).encode() + b"\n",
+        capture_output=True,
+        timeout=30,
+    )
+    assert proc.returncode == 1
+    assert b"cannot start" in proc.stderr and str(missing).encode() in proc.stderr
+    assert proc.stdout == b""  # nothing was acknowledged
