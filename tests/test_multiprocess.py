@@ -85,8 +85,9 @@ def test_a_stalled_process_loses_its_leases_after_the_ttl(tmp_path, spawn_proces
 
 def test_heartbeats_keep_a_quiet_process_leases(tmp_path, spawn_process):
     db = str(tmp_path / "shared.db")
-    a = start(spawn_process, db, "--lease-ttl", "0.6")
-    b = start(spawn_process, db, "--lease-ttl", "0.6")
+    # a TTL well above scheduling hiccups on a loaded 2-core CI machine (heartbeats every TTL/3)
+    a = start(spawn_process, db, "--lease-ttl", "1.5")
+    b = start(spawn_process, db, "--lease-ttl", "1.5")
     a.host.open("root")
-    b.host.settle_quietly(1.5)  # several TTLs without any request to a
+    b.host.settle_quietly(4.0)  # more than two TTLs without any request to a
     assert refused(b.host, "agents/open", {"agent_id": "root"}).code == Code.INVALID_STATE
