@@ -52,6 +52,18 @@ class CoreHost:
         )
         self.svc.recover()
 
+    @classmethod
+    def with_tree(cls) -> CoreHost:
+        """root -> c1 -> g1 and root -> c2, all running their first turn; another root `stranger`."""
+        core = cls()
+        core.open("root")
+        core.open("stranger")
+        core.spawn("root", "c1")
+        core.spawn("root", "c2")
+        core.spawn("c1", "g1")
+        core.notes.clear()
+        return core
+
     # --- host actions ------------------------------------------------------------------
 
     def open(self, agent_id: str, **params: Any) -> str:

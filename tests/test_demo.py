@@ -16,8 +16,14 @@ def run_cli(*args, timeout=60):
     )
 
 
+# the console script pip installs beside this interpreter: the README's `subagentd demo`
+SCRIPT = os.path.join(os.path.dirname(sys.executable), "subagentd")
+
+
 def test_demo_plays_the_whole_tour_and_exits_zero():
-    done = run_cli("demo")
+    done = subprocess.run(
+        [SCRIPT, "demo"], capture_output=True, text=True, encoding="utf-8", timeout=60
+    )
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert '▸ coordinator spawns "researcher" (c1) → started subagent c1' in out

@@ -8,15 +8,7 @@ from tests.core_host import CoreHost
 
 @pytest.fixture
 def tree():
-    """root -> c1 -> g1, root -> c2 (all running), another root `stranger`."""
-    core = CoreHost()
-    core.open("root")
-    core.open("stranger")
-    core.spawn("root", "c1")
-    core.spawn("root", "c2")
-    core.spawn("c1", "g1")
-    core.notes.clear()
-    return core
+    return CoreHost.with_tree()
 
 
 def test_stale_caller_is_refused_even_for_unknown_target(tree):

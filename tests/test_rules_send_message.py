@@ -8,15 +8,7 @@ from tests.core_host import CoreHost
 
 @pytest.fixture
 def tree():
-    """root -> c1 -> g1 (all running their first turn), root -> c2, other root `stranger`."""
-    core = CoreHost()
-    core.open("root")
-    core.open("stranger")
-    core.spawn("root", "c1")
-    core.spawn("root", "c2")
-    core.spawn("c1", "g1")
-    core.notes.clear()
-    return core
+    return CoreHost.with_tree()
 
 
 def test_parent_send_to_running_child_is_queued_as_its_next_turn(tree):

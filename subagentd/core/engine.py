@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -13,7 +12,7 @@ from subagentd.core import texts
 from subagentd.core.descriptors import DescriptorProblem, parse_descriptor
 from subagentd.core.registry import CONTINUABLE, ONE_SHOT, LiveAgent, Registry, Turn
 from subagentd.core.settings import Settings, Timers
-from subagentd.core.stamps import mint, now
+from subagentd.core.stamps import mint, now, stamp
 from subagentd.core.store import Store
 from subagentd.errors import AgentUnknownError, StateInvalidError
 from subagentd.schema.messages import (
@@ -470,9 +469,8 @@ class Engine:
         ]
         for session_id, turn_id in recovered:
             self.recover_turn(session_id, turn_id)
-        cutoff = time.time() - self.settings.idempotency_retention * 86400
         self.store.prune_idempotent(
-            datetime.fromtimestamp(cutoff, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            stamp(time.time() - self.settings.idempotency_retention * 86400)
         )
         return len(recovered)
 

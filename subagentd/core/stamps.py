@@ -19,8 +19,12 @@ _second = [-1, ""]  # the last whole second formatted, reused until the clock mo
 
 
 def now() -> str:
-    """UTC time as `YYYY-MM-DDTHH:MM:SS.ffffffZ` (sorts as text; on every hot path)."""
-    t = time.time()
+    """The current UTC time as `YYYY-MM-DDTHH:MM:SS.ffffffZ` (sorts as text; on every hot path)."""
+    return stamp(time.time())
+
+
+def stamp(t: float) -> str:
+    """A Unix time in the same text form as `now()`."""
     whole = int(t)
     if whole != _second[0]:
         _second[0], _second[1] = whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
