@@ -35,9 +35,9 @@ def test_pipelined_writes_share_commits_and_every_reply_follows_its_commit(tmp_p
     reader = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
     checked = []
     writer = server.connection.writer
-    real_write = writer.write
+    real_write, real_write_now = writer.write, writer.write_now
 
-    async def write_after_checking(data: bytes) -> None:
+    def check(data: bytes) -> None:
         # what is about to reach the host must already be visible to another connection
         for line in data.splitlines():
             reply = json.loads(line)
@@ -50,9 +50,16 @@ def test_pipelined_writes_share_commits_and_every_reply_follows_its_commit(tmp_p
                 ).fetchone()
                 assert row is not None, f"reply for {message_id} written before its commit"
                 checked.append(message_id)
+
+    async def write_after_checking(data: bytes) -> None:
+        check(data)
         await real_write(data)
 
-    writer.write = write_after_checking
+    def write_now_after_checking(data: bytes) -> int:
+        check(data)
+        return real_write_now(data)
+
+    writer.write, writer.write_now = write_after_checking, write_now_after_checking
     host = server.host
     try:
         host.initialize()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 
 import anyio
+import anyio.lowlevel
 
 CHUNK = 256 * 1024
 
@@ -20,30 +22,75 @@ def divert_stdout() -> int:
 
 
 class FdReader:
-    """Reads a pipe, socket or regular file; waits on the event loop when the fd can poll."""
+    """Reads a pipe, socket or regular file; waits on the event loop when the fd can poll.
+
+    The fd stays registered with the loop while reads keep coming (no epoll add/remove per round
+    trip); it is unregistered when it becomes readable with nobody waiting (reading paused).
+    """
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self._pollable = True
+        self._registered = False
+        self._waiter: asyncio.Future[None] | None = None
         try:
             os.set_blocking(fd, False)
         except OSError:
             self._pollable = False
 
     async def read(self) -> bytes:
-        """The next chunk; b"" at end of input."""
-        while True:
-            if self._pollable:
+        """The next chunk; b"" at end of input. Yields to the loop once per call, so input that
+        never runs dry cannot starve the other tasks."""
+        if self._pollable:
+            try:
+                data = os.read(self.fd, CHUNK)
+            except BlockingIOError:
+                pass
+            else:
+                await anyio.lowlevel.checkpoint()
+                return data
+            while self._pollable:
+                await self._readable()
                 try:
-                    return os.read(self.fd, CHUNK)
+                    data = os.read(self.fd, CHUNK)
                 except BlockingIOError:
-                    pass
-                try:
-                    await anyio.wait_readable(self.fd)
-                except PermissionError:
-                    self._pollable = False  # a regular file cannot be polled: plain reads
-                continue
-            return os.read(self.fd, CHUNK)
+                    continue
+                if not data:
+                    self.close()
+                return data
+        await anyio.lowlevel.checkpoint()
+        return os.read(self.fd, CHUNK)
+
+    async def _readable(self) -> None:
+        loop = asyncio.get_running_loop()
+        if not self._registered:
+            try:
+                loop.add_reader(self.fd, self._on_readable)
+            except PermissionError:
+                self._pollable = False  # a regular file cannot be polled: plain reads
+                return
+            self._registered = True
+        self._waiter = loop.create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    def _on_readable(self) -> None:
+        if self._waiter is None:
+            asyncio.get_running_loop().remove_reader(self.fd)
+            self._registered = False
+        elif not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def close(self) -> None:
+        """Stop polling the fd (the loop may already be gone)."""
+        if self._registered:
+            self._registered = False
+            try:
+                asyncio.get_running_loop().remove_reader(self.fd)
+            except RuntimeError:
+                pass
 
 
 class FdWriter:
@@ -57,6 +104,21 @@ class FdWriter:
             os.set_blocking(fd, False)
         except OSError:
             self._pollable = False
+
+    def write_now(self, data: bytes) -> int:
+        """Write what the fd takes without waiting; the number of bytes written."""
+        if self.broken:
+            return len(data)
+        if not self._pollable:
+            return 0  # a blocking fd is left to write(), which may wait
+        view = memoryview(data)
+        done = 0
+        while done < len(data):
+            try:
+                done += os.write(self.fd, view[done:])
+            except BlockingIOError:
+                break
+        return done
 
     async def write(self, data: bytes) -> None:
         if self.broken:
