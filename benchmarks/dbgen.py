@@ -3,7 +3,8 @@
 The schema comes from the server itself (it is started once on the empty file so its migrations
 run); rows then go in with plain sqlite3 `executemany`, mimicking storage/database.py and
 core/host.py spawn(): kind "subagent", descriptor `{"version":1,"mode":"continuable","label":…}`,
-ISO `created_at` strings, a fan-out-10 tree below one ordinary root.
+ISO `created_at` strings, the sortable path of storage/paths.py, a fan-out-10 tree below one
+ordinary root.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from harness import Server, server_command
+
+from subagentd.storage.paths import child_path, segment
 
 ROOT_ID = "root"
 FANOUT = 10
@@ -54,14 +57,11 @@ def build_tree(
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = OFF")
+    has_paths = any(row[1] == "path" for row in conn.execute("PRAGMA table_info(sessions)"))
     conn.execute("BEGIN")
-    conn.execute(
-        "INSERT INTO sessions (id, parent_id, kind, label, created_at, depth, parked)"
-        " VALUES (?, NULL, 'ordinary', 'bench root', ?, 0, 0)",
-        (ROOT_ID, _iso(0)),
-    )
     depths = {ROOT_ID: 0}
-    session_rows = []
+    paths = {ROOT_ID: segment(_iso(0), ROOT_ID)}
+    session_rows = [(ROOT_ID, None, "ordinary", "bench root", _iso(0), 0, 0, None, paths[ROOT_ID])]
     descriptor_rows = []
     max_depth = 0
     for k in range(sessions):
@@ -72,7 +72,10 @@ def build_tree(
         max_depth = max(max_depth, depth)
         label = f"task {k}"
         open_turn = str(uuid.UUID(int=k + 1)) if k < open_turns else None
-        session_rows.append((cid, parent, "subagent", label, _iso(k + 1), depth, 0, open_turn))
+        paths[cid] = child_path(paths[parent], _iso(k + 1), cid)
+        session_rows.append(
+            (cid, parent, "subagent", label, _iso(k + 1), depth, 0, open_turn, paths[cid])
+        )
         descriptor_rows.append(
             (
                 cid,
@@ -81,11 +84,12 @@ def build_tree(
                 ),
             )
         )
-    conn.executemany(
-        "INSERT INTO sessions (id, parent_id, kind, label, created_at, depth, parked, open_turn_id)"
-        " VALUES (?,?,?,?,?,?,?,?)",
-        session_rows,
-    )
+    columns = "id, parent_id, kind, label, created_at, depth, parked, open_turn_id, path"
+    if not has_paths:  # a revision from before the path column (run.py --at)
+        columns = columns.removesuffix(", path")
+        session_rows = [row[:-1] for row in session_rows]
+    marks = ",".join("?" * len(session_rows[0]))
+    conn.executemany(f"INSERT INTO sessions ({columns}) VALUES ({marks})", session_rows)
     conn.executemany("INSERT INTO descriptors (session_id, body) VALUES (?, ?)", descriptor_rows)
     if events:
         conn.executemany(

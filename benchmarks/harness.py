@@ -81,7 +81,7 @@ class Server:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.wfd = self.proc.stdin.fileno()
         self.rfd = self.proc.stdout.fileno()
-        self.buf = b""
+        self.parts: list[bytes] = []  # a partial line, in pieces (joined once, not per chunk)
         self.lines: deque[bytes] = deque()
         self.next_id = 1
         self.notifications: list[Any] = []
@@ -104,11 +104,12 @@ class Server:
         if not chunk:
             raise self.failure("server closed stdout")
         if b"\n" not in chunk:
-            self.buf += chunk
+            self.parts.append(chunk)
             return
-        *lines, tail = (self.buf + chunk).split(b"\n")
+        self.parts.append(chunk)
+        *lines, tail = b"".join(self.parts).split(b"\n")
         self.lines.extend(lines)
-        self.buf = tail
+        self.parts = [tail] if tail else []
 
     def read_line(self, deadline: float) -> bytes:
         while not self.lines:

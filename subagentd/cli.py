@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -279,6 +280,9 @@ def serve(args: argparse.Namespace) -> int:
         grace=args.shutdown_grace,
         started=started,
     )
+    # Everything loaded so far lives as long as the process: the cycle collector need not visit
+    # it again (full collections then scan only what requests allocate).
+    gc.freeze()
     try:
         anyio.run(connection.serve)
     finally:

@@ -37,34 +37,31 @@ def project(
     include_one_shot: bool,
 ) -> list[AgentRow]:
     """Listing rows in walk order: subagents only, one-shot children only when asked."""
+    bodies: dict[str, str | bytes | None | Exception] | None = None
     try:
         rows = store.tree(root_id, descendants, with_descriptors=True)
-        bodies = {row.id: row.descriptor for row in rows}
     except Exception:  # some stored state cannot be read: walk without it, then read row by row
         rows = store.tree(root_id, descendants)
         bodies = read_descriptors(store, [row.id for row in rows if row.kind == "subagent"])
     listed: list[AgentRow] = []
+    append = listed.append  # the loop below runs once per session of a possibly huge tree
     for row in rows:
         if row.kind != "subagent":
             continue  # ordinary sessions are walked through, never listed
         parent = row.parent_id if descendants else None
         depth = row.depth if descendants else None
-        body = bodies.get(row.id)
+        body = row.descriptor if bodies is None else bodies.get(row.id)
         if isinstance(body, Exception):
-            listed.append(
-                DiagnosticRow(id=row.id, reason="unavailable", parent=parent, depth=depth)
-            )
+            append(DiagnosticRow(id=row.id, reason="unavailable", parent=parent, depth=depth))
             continue
         try:
             descriptor = parse_descriptor(body)
         except DescriptorProblem as problem:
-            listed.append(
-                DiagnosticRow(id=row.id, reason=problem.reason, parent=parent, depth=depth)
-            )
+            append(DiagnosticRow(id=row.id, reason=problem.reason, parent=parent, depth=depth))
             continue
         if descriptor.mode == "one-shot" and not include_one_shot:
             continue
-        listed.append(
+        append(
             ChildRow(
                 id=row.id,
                 label=descriptor.label,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 
@@ -28,15 +30,19 @@ class InboxRecord(msgspec.Struct, kw_only=True):
     turn_id: str | None = None
 
 
-class TreeRecord(msgspec.Struct, kw_only=True):
-    """One session below a listing root, in walk order."""
+class TreeRecord(msgspec.Struct, array_like=True, gc=False):
+    """One session below a listing root, in walk order.
+
+    Array-like, so a whole subtree is built from SQL rows in one C call; untracked by the cycle
+    collector (it holds only text and numbers), so a 10k-row listing does not trigger collections.
+    """
 
     id: str
     parent_id: str | None
     depth: int
     kind: str
     label: str | None
-    descriptor: str | bytes | None = None  # filled when read with descriptors
+    descriptor: Any = None  # the stored body when asked for: str, or bytes if stored as a blob
 
 
 class EventRecord(msgspec.Struct, kw_only=True):

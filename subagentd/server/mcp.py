@@ -170,9 +170,24 @@ def call_tool_result(
     if error is not None:
         return t.CallToolResult(content=[_text(f"Error: {error.message}")], isError=True)
     assert result is not None
-    structured = msgspec.to_builtins(result)
-    text = structured.pop("text")
-    return t.CallToolResult(content=[_text(text)], structuredContent=structured, isError=False)
+    text: str = result.text  # type: ignore[attr-defined]
+    return t.CallToolResult(
+        content=[_text(text)], structuredContent=_structured(result), isError=False
+    )
+
+
+def _structured(result: msgspec.Struct) -> dict[str, Any]:
+    """The result's fields but `text`, one level deep: nested Structs (10k listing rows) are
+    encoded straight to JSON later instead of being copied into dicts first."""
+    out: dict[str, Any] = {}
+    for field in msgspec.structs.fields(result):
+        value = getattr(result, field.name)
+        if field.name == "text" or (
+            field.default is not msgspec.NODEFAULT and value == field.default
+        ):
+            continue  # omitted as the wire Structs omit defaults
+        out[field.encode_name] = value
+    return out
 
 
 def _text(text: str) -> dict[str, str]:

@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+import msgspec
 from sqlite_utils import Database
 
 from subagentd.schema.records import (
@@ -17,6 +18,7 @@ from subagentd.schema.records import (
     TreeRecord,
 )
 from subagentd.storage.migrations import migrations
+from subagentd.storage.paths import END, child_path, segment
 
 _SESSION_COLUMNS = (
     "id, parent_id, kind, label, created_at, depth, parked, open_turn_id, last_reason, last_output"
@@ -36,6 +38,13 @@ SELECT b.id, b.parent_id, b.created_at, b.kind, b.label, {body} FROM sessions b 
 WHERE b.parent_id = :root AND b.id != :root
 ORDER BY b.created_at, b.id
 """
+
+# The whole subtree below a root in walk order: one range scan of the path index (storage/paths.py).
+_SUBTREE_SQL = """
+SELECT b.id, b.parent_id, b.depth - ?, b.kind, b.label, {body} FROM sessions b {join}
+WHERE b.path > ? AND b.path < ? ORDER BY b.path
+"""
+_PATHLESS_SQL = "SELECT 1 FROM sessions INDEXED BY sessions_without_path WHERE path IS NULL LIMIT 1"
 
 _WITH_BODY = {"body": "d.body", "join": "LEFT JOIN descriptors d ON d.session_id = b.id"}
 _WITHOUT_BODY = {"body": "NULL", "join": ""}
@@ -128,8 +137,15 @@ class SqliteStore:
 
     def insert_session(self, record: SessionRecord, descriptor: str | None = None) -> None:
         self._begin()
+        if record.parent_id is None:
+            path = segment(record.created_at, record.id)
+        else:
+            above = self.conn.execute(
+                "SELECT path FROM sessions WHERE id = ?", (record.parent_id,)
+            ).fetchone()
+            path = child_path(above[0] if above else None, record.created_at, record.id)
         self.conn.execute(
-            f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            f"INSERT INTO sessions ({_SESSION_COLUMNS}, path) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             (
                 record.id,
                 record.parent_id,
@@ -141,6 +157,7 @@ class SqliteStore:
                 record.open_turn_id,
                 record.last_reason,
                 record.last_output,
+                path,
             ),
         )
         if descriptor is not None:
@@ -197,6 +214,11 @@ class SqliteStore:
                 TreeRecord(id=r[0], parent_id=r[1], depth=1, kind=r[3], label=r[4], descriptor=r[5])
                 for r in self.conn.execute(_CHILDREN_SQL.format(**parts), {"root": root_id})
             ]
+        ranged = self._subtree(root_id, parts)
+        return ranged if ranged is not None else self._walk(root_id, parts)
+
+    def _walk(self, root_id: str, parts: dict[str, str]) -> list[TreeRecord]:
+        """The subtree by following parent links level by level (cycle-safe, no paths needed)."""
         children: dict[str, list[tuple]] = {}
         seen = {root_id}
         frontier = [root_id]
@@ -234,6 +256,18 @@ class SqliteStore:
             else:
                 stack.pop()
         return walked
+
+    def _subtree(self, root_id: str, parts: dict[str, str]) -> list[TreeRecord] | None:
+        """The subtree in walk order by one range scan over paths; None when some session has
+        no path (written by something else than this version): the caller walks levels then."""
+        top = self.conn.execute(
+            "SELECT path, depth FROM sessions WHERE id = ?", (root_id,)
+        ).fetchone()
+        if top is None or top[0] is None or self.conn.execute(_PATHLESS_SQL).fetchone():
+            return None
+        low, base = top
+        rows = self.conn.execute(_SUBTREE_SQL.format(**parts), (base, low, low + END)).fetchall()
+        return msgspec.convert(rows, list[TreeRecord])
 
     def get_descriptors(self, session_ids: list[str]) -> dict[str, str | bytes | None]:
         marks = ",".join("?" * len(session_ids))

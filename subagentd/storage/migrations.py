@@ -5,6 +5,8 @@ from __future__ import annotations
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
+from subagentd.storage.paths import backfill
+
 migrations = Migrations("subagentd")
 
 
@@ -72,3 +74,20 @@ def m002_leases(db: Database) -> None:
         )"""
     )
     db.execute("CREATE INDEX leases_by_owner ON leases (owner)")
+
+
+@migrations()
+def m003_tree_paths(db: Database) -> None:
+    """A materialized, sortable path per session (storage/paths.py): a subtree is one range scan.
+
+    Existing rows get their paths here, once; a session without one (NULL) sends listings that
+    reach it back to the level-by-level walk, found through its own small partial index.
+    """
+    db.execute("ALTER TABLE sessions ADD COLUMN path BLOB")
+    rows = db.execute("SELECT id, parent_id, created_at FROM sessions").fetchall()
+    db.conn.executemany(
+        "UPDATE sessions SET path = ? WHERE id = ?",
+        [(path, session_id) for session_id, path in backfill(rows).items()],
+    )
+    db.execute("CREATE INDEX sessions_by_path ON sessions (path) WHERE path IS NOT NULL")
+    db.execute("CREATE INDEX sessions_without_path ON sessions (id) WHERE path IS NULL")

@@ -1,0 +1,145 @@
+"""Materialized tree paths (storage/paths.py): one range scan lists a subtree in walk order.
+
+The oracle is written here from SEMANTICS' ordering rule (pre-order; siblings by created_at, then
+id in code-point order), independent of both the range scan and the level-by-level walk.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sqlite_utils import Database
+
+from subagentd.schema.records import SessionRecord
+from subagentd.storage.database import _WITH_BODY, SqliteStore
+from subagentd.storage.migrations import migrations
+from subagentd.storage.paths import backfill, child_path, segment
+
+
+def expected_walk(rows: list[tuple[str, str | None, str]], root: str) -> list[tuple[str, int]]:
+    """(id, depth below root) in pre-order, siblings by (created_at, id)."""
+    children: dict[str | None, list[tuple[str, str]]] = {}
+    for session_id, parent_id, created_at in rows:
+        children.setdefault(parent_id, []).append((created_at, session_id))
+    out: list[tuple[str, int]] = []
+
+    def visit(parent: str, depth: int) -> None:
+        for _, session_id in sorted(children.get(parent, [])):
+            out.append((session_id, depth))
+            visit(session_id, depth + 1)
+
+    visit(root, 1)
+    return out
+
+
+def insert(store: SqliteStore, rows: list[tuple[str, str | None, str]]) -> None:
+    depth: dict[str, int] = {}
+    with store.atomic():
+        for session_id, parent_id, created_at in rows:
+            depth[session_id] = 0 if parent_id is None else depth[parent_id] + 1
+            store.insert_session(
+                SessionRecord(
+                    id=session_id,
+                    parent_id=parent_id,
+                    kind="subagent" if parent_id else "ordinary",
+                    label=session_id,
+                    created_at=created_at,
+                    depth=depth[session_id],
+                ),
+                '{"version":1,"mode":"continuable","label":"x"}' if parent_id else None,
+            )
+    store.commit()
+
+
+# ids that are prefixes of each other, non-ASCII (code-point order = UTF-8 byte order), and
+# timestamps that tie, so sibling order is decided by every part of the rule
+IDS = ["a", "ab", "a0", "b", "B", "é", "éa", "z", "日本", "\U0001f600", "a b", "0"]
+STAMPS = ["2026-01-01T00:00:00.000001Z", "2026-01-01T00:00:00.000002Z", "2026-01-02T00:00:00Z"]
+
+
+@st.composite
+def forests(draw):
+    names = draw(st.permutations(IDS))
+    count = draw(st.integers(min_value=1, max_value=len(IDS)))
+    rows: list[tuple[str, str | None, str]] = [("root", None, STAMPS[0])]
+    for i, name in enumerate(names[:count]):
+        parent = draw(st.sampled_from(["root", *[r[0] for r in rows[1 : i + 1]]]))
+        rows.append((name, parent, draw(st.sampled_from(STAMPS))))
+    return rows
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=forests(), pick=st.integers(min_value=0))
+def test_the_range_scan_the_level_walk_and_the_rule_agree(rows, pick):
+    store = SqliteStore(":memory:")
+    insert(store, rows)
+    root = rows[pick % len(rows)][0]
+    ranged = store._subtree(root, _WITH_BODY)
+    assert ranged is not None  # every session written by this version has a path
+    walked = store._walk(root, _WITH_BODY)
+    assert ranged == walked
+    assert [(r.id, r.depth) for r in ranged] == expected_walk(rows, root)
+    assert all(r.descriptor is not None for r in ranged)
+    store.close()
+
+
+def test_a_session_written_without_a_path_sends_listings_back_to_the_walk():
+    store = SqliteStore(":memory:")
+    insert(store, [("root", None, STAMPS[0]), ("c1", "root", STAMPS[1])])
+    store.conn.execute(  # as an older subagentd (or a hand edit) would write it
+        "INSERT INTO sessions (id, parent_id, kind, label, created_at, depth)"
+        " VALUES ('c0', 'root', 'subagent', 'c0', ?, 1)",
+        (STAMPS[0],),
+    )
+    assert store._subtree("root", _WITH_BODY) is None
+    assert [r.id for r in store.tree("root", True)] == ["c0", "c1"]
+    store.close()
+
+
+def test_ids_that_cannot_be_encoded_get_no_path_and_are_still_listed_in_order():
+    assert segment(STAMPS[0], "a\x00b") is None
+    assert segment(STAMPS[0], "a\x01b") is None
+    assert child_path(None, STAMPS[0], "a") is None
+    store = SqliteStore(":memory:")
+    rows = [("root", None, STAMPS[0]), ("a\x01b", "root", STAMPS[1]), ("a", "root", STAMPS[1])]
+    insert(store, rows)
+    assert store.conn.execute("SELECT path FROM sessions WHERE id = 'a\x01b'").fetchone() == (None,)
+    assert [(r.id, r.depth) for r in store.tree("root", True)] == expected_walk(rows, "root")
+    store.close()
+
+
+def test_upgrading_a_database_fills_paths_for_every_reachable_session(tmp_path):
+    path = str(tmp_path / "old.db")
+    conn = sqlite3.connect(path, isolation_level=None)
+    migrations.apply(Database(conn), stop_before="m003_tree_paths")
+    rows = [
+        ("root", None, STAMPS[0]),
+        ("c2", "root", STAMPS[1]),
+        ("c1", "root", STAMPS[1]),
+        ("g1", "c2", STAMPS[0]),
+        ("x", "y", STAMPS[0]),  # a parent cycle: reachable from no top-level session
+        ("y", "x", STAMPS[0]),
+        ("orphan", "missing", STAMPS[0]),
+    ]
+    conn.executemany(
+        "INSERT INTO sessions (id, parent_id, kind, label, created_at, depth)"
+        " VALUES (?, ?, 'subagent', 'l', ?, 1)",
+        rows,
+    )
+    conn.close()
+    store = SqliteStore(path)  # applies m003
+    paths = dict(store.conn.execute("SELECT id, path FROM sessions").fetchall())
+    assert {k for k, v in paths.items() if v is None} == {"x", "y", "orphan"}
+    assert paths["g1"] == paths["c2"] + segment(STAMPS[0], "g1")
+    # the cycle leaves rows without paths: listings walk, and agree with the rule
+    assert [r.id for r in store.tree("root", True)] == ["c1", "c2", "g1"]
+    store.close()
+
+
+def test_backfill_skips_cycles_and_orphans():
+    rows = [("r", None, "t"), ("a", "r", "t"), ("b", "c", "t"), ("c", "b", "t"), ("o", "?", "t")]
+    paths = backfill(rows)
+    assert set(paths) == {"r", "a"}
+    assert paths["a"] == segment("t", "r") + segment("t", "a")
