@@ -25,6 +25,7 @@ from subagentd.server.boundary import INTERNAL_MESSAGE, guard
 from subagentd.server.envelope import Session, error_reply, success_reply, valid_id
 from subagentd.server.framing import BadHeader, FrameReader, Oversize, encode_frame
 from subagentd.server.handlers import METHODS, Handler
+from subagentd.server.memory import Trimmer
 from subagentd.server.prelude import Started
 from subagentd.server.transport import FdReader, FdWriter
 
@@ -35,6 +36,7 @@ _encode = msgspec.json.Encoder().encode
 _NO_LIFECYCLE = frozenset({"initialize", "ping", "server/discover"})
 _CANCEL = {"notifications/cancelled": "requestId", "$/cancelRequest": "id"}
 OUTBOX_LIMIT = 8 * 1024 * 1024  # bytes of unwritten frames before reading pauses
+INLINE_WRITE_BYTES = 64 * 1024  # replies up to one pipe buffer are written by the read loop
 MAX_PENDING = 1024  # replies that may wait at once (agents/close drains); beyond: 1011 OVERLOADED
 
 
@@ -123,6 +125,8 @@ class Connection:
         self._writing = False
         self._tg: anyio.abc.TaskGroup | None = None
         self._methods = {name: self._entry(handler) for name, handler in METHODS.items()}
+        self.trimmer = Trimmer()
+        reader.on_idle = self._idle
         service.emit = self.emit
         service.timers = self
 
@@ -141,6 +145,7 @@ class Connection:
     def _push(self, frame: bytes) -> None:
         self.outbox.append(frame)
         self.outbox_bytes += len(frame)
+        self.trimmer.note(len(frame))
         self._wake.set()
 
     def flush_notes(self) -> None:
@@ -151,10 +156,11 @@ class Connection:
     def _flush_inline(self) -> None:
         """Group commit right after a chunk of input: commit, then write what the pipe takes now.
 
-        Saves the hop to the flusher task on every round trip; whatever the pipe does not take
-        (or anything while the flusher is mid-write, to keep frame order) is left to the flusher.
+        Saves the hop to the flusher task on every round trip. Bulk output (pipelined input), what
+        the pipe does not take, and anything while the flusher is mid-write (frame order) are left
+        to the flusher, which writes without copying what remains.
         """
-        if self._writing or self.writer.broken:
+        if self._writing or self.writer.broken or self.outbox_bytes > INLINE_WRITE_BYTES:
             self._wake.set()
             return
         self.service.commit()
@@ -190,8 +196,16 @@ class Connection:
                     self.writer.broken = True
                 finally:
                     self._writing = False
+                del data  # not kept alive (megabytes after a burst) while waiting for the next
+                if self.reader.waiting:
+                    self._idle()
             self._drained.set()
             self._drained = anyio.Event()
+
+    def _idle(self) -> None:
+        """No input is waiting: once the output of a burst is written too, give memory back."""
+        if not self.outbox and not self._writing:
+            self.trimmer.idle()
 
     # --- timers (core.engine.Timers) -----------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import Callable
 
 import anyio
 import anyio.lowlevel
@@ -28,8 +29,9 @@ class FdReader:
     trip); it is unregistered when it becomes readable with nobody waiting (reading paused).
     """
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, on_idle: Callable[[], None] | None = None) -> None:
         self.fd = fd
+        self.on_idle = on_idle  # called when no input is waiting, before the reader waits
         self._pollable = True
         self._registered = False
         self._waiter: asyncio.Future[None] | None = None
@@ -41,6 +43,12 @@ class FdReader:
     async def read(self) -> bytes:
         """The next chunk; b"" at end of input. Yields to the loop once per call, so input that
         never runs dry cannot starve the other tasks."""
+        data = await self._next()
+        if not data:
+            self.close()
+        return data
+
+    async def _next(self) -> bytes:
         if self._pollable:
             try:
                 data = os.read(self.fd, CHUNK)
@@ -49,17 +57,21 @@ class FdReader:
             else:
                 await anyio.lowlevel.checkpoint()
                 return data
+            if self.on_idle is not None:
+                self.on_idle()
             while self._pollable:
                 await self._readable()
                 try:
-                    data = os.read(self.fd, CHUNK)
+                    return os.read(self.fd, CHUNK)
                 except BlockingIOError:
                     continue
-                if not data:
-                    self.close()
-                return data
         await anyio.lowlevel.checkpoint()
         return os.read(self.fd, CHUNK)
+
+    @property
+    def waiting(self) -> bool:
+        """Whether the reader is waiting for input (nothing was left to read)."""
+        return self._waiter is not None
 
     async def _readable(self) -> None:
         loop = asyncio.get_running_loop()

@@ -1,0 +1,82 @@
+"""The transport's own habits: stdin stays registered while reads keep coming, and memory freed
+after a burst is handed back once the connection is idle."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+import time
+
+import anyio
+
+from subagentd.server.memory import TRIM_AFTER_BYTES, Trimmer
+from subagentd.server.transport import FdReader
+from tests.host import InProcessServer
+
+
+def test_trimmer_trims_only_when_idle_after_enough_output():
+    calls = []
+    trimmer = Trimmer(trim=lambda pad: calls.append(pad) or 1)
+    trimmer.note(TRIM_AFTER_BYTES - 1)
+    trimmer.idle()
+    assert calls == []  # not enough output since the last trim
+    trimmer.note(1)
+    trimmer.idle()
+    assert calls == [0] and trimmer.pending == 0
+    trimmer.idle()
+    assert calls == [0]  # nothing new since
+
+
+def test_stdin_stays_registered_between_round_trips_and_is_released_at_end_of_input():
+    r, w = os.pipe()
+    idle = []
+
+    def later(data: bytes) -> None:
+        threading.Thread(target=lambda: (time.sleep(0.05), os.write(w, data))).start()
+
+    async def main() -> list[bytes]:
+        loop = asyncio.get_running_loop()
+        reader = FdReader(r, on_idle=lambda: idle.append(1))
+        got = []
+        later(b"one")
+        got.append(await reader.read())  # waited: registers the fd with the loop
+        assert reader.waiting is False
+        assert loop.remove_reader(r) is True  # still registered after the round trip ...
+        loop.add_reader(r, reader._on_readable)  # (put back as it was)
+        later(b"two")
+        got.append(await reader.read())  # ... so the next wait needs no new registration
+        os.write(w, b"three")
+        got.append(await reader.read())  # data was there: read at once
+        os.close(w)
+        got.append(await reader.read())
+        assert loop.remove_reader(r) is False  # released at end of input
+        return got
+
+    try:
+        assert anyio.run(main) == [b"one", b"two", b"three", b""]
+        assert len(idle) == 2  # before each wait ("three" and the end of input needed none)
+    finally:
+        os.close(r)
+
+
+def test_the_server_trims_after_a_burst_once_its_output_is_written():
+    server = InProcessServer()
+    calls: list[int] = []
+    server.connection.trimmer._trim = lambda pad: calls.append(pad) or 1
+    host = server.host
+    try:
+        host.initialize()
+        count = TRIM_AFTER_BYTES // 30 + 100  # each ping reply is ~40 bytes
+        frames = [{"jsonrpc": "2.0", "id": 10 + i, "method": "ping"} for i in range(count)]
+        host.send_bytes(b"".join(json.dumps(f).encode() + b"\n" for f in frames))
+        for frame in frames:
+            host.response(frame["id"])
+        deadline = time.monotonic() + 10
+        while not calls and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert calls == [0]
+        assert host.call("ping", {}) == {}  # and the connection keeps working
+    finally:
+        server.stop()
