@@ -36,7 +36,6 @@ _encode = msgspec.json.Encoder().encode
 _NO_LIFECYCLE = frozenset({"initialize", "ping", "server/discover"})
 _CANCEL = {"notifications/cancelled": "requestId", "$/cancelRequest": "id"}
 OUTBOX_LIMIT = 8 * 1024 * 1024  # bytes of unwritten frames before reading pauses
-INLINE_WRITE_BYTES = 64 * 1024  # replies up to one pipe buffer are written by the read loop
 MAX_PENDING = 1024  # replies that may wait at once (agents/close drains); beyond: 1011 OVERLOADED
 
 
@@ -118,7 +117,7 @@ class Connection:
             self.session.default_caller = default_caller
         self.grace = grace
         self.handle_signals = handle_signals
-        self.outbox: list[bytes] = []
+        self.outbox: list[bytes | memoryview] = []
         self.outbox_bytes = 0
         self.notes: list[bytes] = []
         self.pending: dict[Any, Pending] = {}
@@ -142,7 +141,7 @@ class Connection:
     def send(self, message: Any) -> None:
         self._push(self._frame(message))
 
-    def _push(self, frame: bytes) -> None:
+    def _push(self, frame: bytes | memoryview) -> None:
         self.outbox.append(frame)
         self.outbox_bytes += len(frame)
         self.trimmer.note(len(frame))
@@ -156,11 +155,11 @@ class Connection:
     def _flush_inline(self) -> None:
         """Group commit right after a chunk of input: commit, then write what the pipe takes now.
 
-        Saves the hop to the flusher task on every round trip. Bulk output (pipelined input), what
-        the pipe does not take, and anything while the flusher is mid-write (frame order) are left
-        to the flusher, which writes without copying what remains.
+        Saves the hop to the flusher task on every round trip. What the pipe does not take (as a
+        view, not a copy), and anything while the flusher is mid-write (frame order), is left to
+        the flusher.
         """
-        if self._writing or self.writer.broken or self.outbox_bytes > INLINE_WRITE_BYTES:
+        if self._writing or self.writer.broken:
             self._wake.set()
             return
         self.service.commit()
@@ -176,7 +175,7 @@ class Connection:
             self.writer.broken = True
             return
         if written < len(data):
-            self._push(data[written:])
+            self._push(memoryview(data)[written:])  # the rest, without a copy
 
     async def _flusher(self) -> None:
         """Group commit: everything dispatched so far is committed, then its frames are written."""
