@@ -31,6 +31,9 @@ from harness import ROOT, Server, ServerFailure, server_command  # noqa: E402
 
 _encode = msgspec.json.Encoder().encode
 PEERS = ("subagentd", "echo", "mcp")
+# RSS per live agent is read at rest, this long after the spawn burst: the server hands the heap
+# the burst freed back to the OS once it has been quiet for 0.5 s (subagentd/server/memory.py)
+REST_SECONDS = 1.5
 
 
 @dataclass
@@ -248,7 +251,10 @@ class Bench:
             ]
             elapsed, errors, examples = server.pipelined(frames, timeout=300)
             server.call("ping", {})
-            after = server.rss_kib()
+            after = server.rss_kib()  # right after the burst: its garbage may still be resident
+            time.sleep(REST_SECONDS)  # at rest: the server has handed freed heap back
+            server.call("ping", {})
+            rested = server.rss_kib()
             server.close(timeout=60)
         finally:
             server.kill()
@@ -259,8 +265,10 @@ class Bench:
             "errors": errors,
             "error_examples": [e.decode(errors="replace") for e in examples],
             "rss_before_kib": before,
-            "rss_after_kib": after,
-            "kib_per_agent": (after - before) / n,
+            "rss_after_burst_kib": after,
+            "rss_after_kib": rested,
+            "kib_per_agent_after_burst": (after - before) / n,
+            "kib_per_agent": (rested - before) / n,
         }
 
     def list_scaling(self) -> dict[str, Any]:
@@ -478,14 +486,16 @@ def evaluate(raw: dict[str, Any]) -> list[Metric]:
         metrics.append(m)
 
     live = raw.get("live_agents")
-    m = Metric("kib_per_live_agent", "RSS per live continuable agent", "KiB")
+    m = Metric("kib_per_live_agent", "RSS per live continuable agent, at rest", "KiB")
     m.values = {"subagentd": live["kib_per_agent"] if live else None}
     if live:
         m.target = "≤ 2 KiB"
         m.met = live["kib_per_agent"] <= 2
         m.note = (
-            f"{live['agents']} spawned pipelined at {live['spawn_per_s']:.0f}/s; "
-            f"RSS {live['rss_before_kib'] / 1024:.1f} → {live['rss_after_kib'] / 1024:.1f} MiB"
+            f"{live['agents']} spawned pipelined at {live['spawn_per_s']:.0f}/s; RSS at rest "
+            f"{live['rss_before_kib'] / 1024:.1f} → {live['rss_after_kib'] / 1024:.1f} MiB "
+            f"({REST_SECONDS:g} s after the burst; right after it "
+            f"{live['kib_per_agent_after_burst']:.2f} KiB per agent)"
         )
     metrics.append(m)
 

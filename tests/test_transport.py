@@ -1,5 +1,5 @@
 """The transport's own habits: stdin stays registered while reads keep coming, and memory freed
-after a burst is handed back once the connection is idle."""
+after a burst is handed back once the connection has been quiet for a while."""
 
 from __future__ import annotations
 
@@ -11,38 +11,43 @@ import time
 
 import anyio
 
-from subagentd.server.memory import TRIM_AFTER_BYTES, Trimmer
+from subagentd.server.memory import IDLE_SECONDS, TRIM_AFTER_BYTES, Trimmer
 from subagentd.server.transport import FdReader
 from tests.host import InProcessServer
 
 
-def test_trimmer_trims_only_when_idle_after_enough_output():
+def test_trimmer_trims_only_when_quiet_after_enough_output():
     calls = []
-    trimmer = Trimmer(trim=lambda pad: calls.append(pad) or 1)
+    clock = [100.0]
+    trimmer = Trimmer(trim=lambda pad: calls.append(pad) or 1, clock=lambda: clock[0])
     trimmer.note(TRIM_AFTER_BYTES - 1)
-    trimmer.idle()
+    clock[0] += IDLE_SECONDS
+    trimmer.tick()
     assert calls == []  # not enough output since the last trim
     trimmer.note(1)
-    trimmer.idle()
+    clock[0] += IDLE_SECONDS / 2
+    trimmer.tick()
+    assert calls == []  # output too recent: the burst may not be over
+    clock[0] += IDLE_SECONDS / 2
+    trimmer.tick()
     assert calls == [0] and trimmer.pending == 0
-    trimmer.idle()
+    clock[0] += IDLE_SECONDS
+    trimmer.tick()
     assert calls == [0]  # nothing new since
 
 
 def test_stdin_stays_registered_between_round_trips_and_is_released_at_end_of_input():
     r, w = os.pipe()
-    idle = []
 
     def later(data: bytes) -> None:
         threading.Thread(target=lambda: (time.sleep(0.05), os.write(w, data))).start()
 
     async def main() -> list[bytes]:
         loop = asyncio.get_running_loop()
-        reader = FdReader(r, on_idle=lambda: idle.append(1))
+        reader = FdReader(r)
         got = []
         later(b"one")
         got.append(await reader.read())  # waited: registers the fd with the loop
-        assert reader.waiting is False
         assert loop.remove_reader(r) is True  # still registered after the round trip ...
         loop.add_reader(r, reader._on_readable)  # (put back as it was)
         later(b"two")
@@ -56,7 +61,6 @@ def test_stdin_stays_registered_between_round_trips_and_is_released_at_end_of_in
 
     try:
         assert anyio.run(main) == [b"one", b"two", b"three", b""]
-        assert len(idle) == 2  # before each wait ("three" and the end of input needed none)
     finally:
         os.close(r)
 
@@ -76,7 +80,7 @@ def test_the_server_trims_after_a_burst_once_its_output_is_written():
         deadline = time.monotonic() + 10
         while not calls and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert calls == [0]
+        assert calls == [0]  # once it has been quiet for IDLE_SECONDS
         assert host.call("ping", {}) == {}  # and the connection keeps working
     finally:
         server.stop()

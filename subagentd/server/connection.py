@@ -25,7 +25,7 @@ from subagentd.server.boundary import INTERNAL_MESSAGE, guard
 from subagentd.server.envelope import Session, error_reply, success_reply, valid_id
 from subagentd.server.framing import BadHeader, FrameReader, Oversize, encode_frame
 from subagentd.server.handlers import METHODS, Handler
-from subagentd.server.memory import Trimmer
+from subagentd.server.memory import IDLE_SECONDS, Trimmer
 from subagentd.server.prelude import Started
 from subagentd.server.transport import FdReader, FdWriter
 
@@ -125,7 +125,6 @@ class Connection:
         self._tg: anyio.abc.TaskGroup | None = None
         self._methods = {name: self._entry(handler) for name, handler in METHODS.items()}
         self.trimmer = Trimmer()
-        reader.on_idle = self._idle
         service.emit = self.emit
         service.timers = self
 
@@ -196,15 +195,15 @@ class Connection:
                 finally:
                     self._writing = False
                 del data  # not kept alive (megabytes after a burst) while waiting for the next
-                if self.reader.waiting:
-                    self._idle()
             self._drained.set()
             self._drained = anyio.Event()
 
-    def _idle(self) -> None:
-        """No input is waiting: once the output of a burst is written too, give memory back."""
-        if not self.outbox and not self._writing:
-            self.trimmer.idle()
+    async def _trim_when_quiet(self) -> None:
+        """Once a burst is over and written, give the memory it freed back (server/memory.py)."""
+        while True:
+            await anyio.sleep(IDLE_SECONDS)
+            if not self.outbox and not self._writing:
+                self.trimmer.tick()
 
     # --- timers (core.engine.Timers) -----------------------------------------------------
 
@@ -241,6 +240,7 @@ class Connection:
             self._tg = tg
             tg.start_soon(self._flusher)
             tg.start_soon(self._heartbeat)
+            tg.start_soon(self._trim_when_quiet)
             if self.handle_signals:
                 tg.start_soon(self._signals)
             with self._read_scope:

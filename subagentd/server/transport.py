@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Callable
 
 import anyio
 import anyio.lowlevel
@@ -29,9 +28,8 @@ class FdReader:
     trip); it is unregistered when it becomes readable with nobody waiting (reading paused).
     """
 
-    def __init__(self, fd: int, on_idle: Callable[[], None] | None = None) -> None:
+    def __init__(self, fd: int) -> None:
         self.fd = fd
-        self.on_idle = on_idle  # called when no input is waiting, before the reader waits
         self._pollable = True
         self._registered = False
         self._waiter: asyncio.Future[None] | None = None
@@ -57,8 +55,6 @@ class FdReader:
             else:
                 await anyio.lowlevel.checkpoint()
                 return data
-            if self.on_idle is not None:
-                self.on_idle()
             while self._pollable:
                 await self._readable()
                 try:
@@ -67,11 +63,6 @@ class FdReader:
                     continue
         await anyio.lowlevel.checkpoint()
         return os.read(self.fd, CHUNK)
-
-    @property
-    def waiting(self) -> bool:
-        """Whether the reader is waiting for input (nothing was left to read)."""
-        return self._waiter is not None
 
     async def _readable(self) -> None:
         loop = asyncio.get_running_loop()
