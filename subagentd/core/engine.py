@@ -108,10 +108,10 @@ class Engine:
             for session_id, owner, status in self.store.foreign_leases(self.owner, time.time())
             if self.settings.owner_alive(owner)
         }
-        agents = self.registry
+        live = self.registry.lookup
 
         def status(agent_id: str) -> str:
-            agent = agents.get(agent_id)
+            agent = live(agent_id)
             return agent.status if agent is not None else elsewhere.get(agent_id, "ready")
 
         return status

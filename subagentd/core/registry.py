@@ -46,6 +46,7 @@ class Registry:
     def __init__(self) -> None:
         self._agents: dict[str, LiveAgent] = {}
         self._children: dict[str, set[str]] = {}  # parent id -> ids of its live children
+        self.lookup = self._agents.get  # by id, for loops over whole listings (no None check)
 
     def __len__(self) -> int:
         return len(self._agents)

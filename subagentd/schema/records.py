@@ -41,7 +41,6 @@ class TreeRecord(msgspec.Struct, array_like=True, gc=False):
     parent_id: str | None
     depth: int
     kind: str
-    label: str | None
     descriptor: Any = None  # the stored body when asked for: str, or bytes if stored as a blob
 
 

@@ -28,20 +28,20 @@ _SESSION_COLUMNS = (
 # (parent_id, created_at, id) index. Levels instead of a recursive CTE: a CTE that must drop rows it
 # has seen (cycles in corrupt data) builds a temporary index and measured ~1.6x slower.
 _LEVEL_SQL = """
-SELECT b.id, b.parent_id, b.created_at, b.kind, b.label, {body} FROM sessions b {join}
+SELECT b.id, b.parent_id, b.created_at, b.kind, {body} FROM sessions b {join}
 WHERE b.parent_id IN ({marks})
 """
 _LEVEL_BATCH = 900
 
 _CHILDREN_SQL = """
-SELECT b.id, b.parent_id, b.created_at, b.kind, b.label, {body} FROM sessions b {join}
+SELECT b.id, b.parent_id, b.created_at, b.kind, {body} FROM sessions b {join}
 WHERE b.parent_id = :root AND b.id != :root
 ORDER BY b.created_at, b.id
 """
 
 # The whole subtree below a root in walk order: one range scan of the path index (storage/paths.py).
 _SUBTREE_SQL = """
-SELECT b.id, b.parent_id, b.depth - ?, b.kind, b.label, {body} FROM sessions b {join}
+SELECT b.id, b.parent_id, b.depth - ?, b.kind, {body} FROM sessions b {join}
 WHERE b.path > ? AND b.path < ? ORDER BY b.path
 """
 _PATHLESS_SQL = "SELECT 1 FROM sessions INDEXED BY sessions_without_path WHERE path IS NULL LIMIT 1"
@@ -211,7 +211,7 @@ class SqliteStore:
         parts = _WITH_BODY if with_descriptors else _WITHOUT_BODY
         if not descendants:
             return [
-                TreeRecord(id=r[0], parent_id=r[1], depth=1, kind=r[3], label=r[4], descriptor=r[5])
+                TreeRecord(id=r[0], parent_id=r[1], depth=1, kind=r[3], descriptor=r[4])
                 for r in self.conn.execute(_CHILDREN_SQL.format(**parts), {"root": root_id})
             ]
         ranged = self._subtree(root_id, parts)
@@ -232,7 +232,7 @@ class SqliteStore:
                         continue  # a cycle in corrupt data
                     seen.add(row[0])
                     below.append(row[0])
-                    children.setdefault(row[1], []).append((row[2], row[0], row[3], row[4], row[5]))
+                    children.setdefault(row[1], []).append((row[2], row[0], row[3], row[4]))
             frontier = below
         for siblings in children.values():
             siblings.sort()
@@ -240,14 +240,13 @@ class SqliteStore:
         stack = [(root_id, 1, iter(children.get(root_id, ())))]
         while stack:  # iterative pre-order: no recursion limit on deep chains
             parent_id, depth, pending = stack[-1]
-            for _, session_id, kind, label, body in pending:
+            for _, session_id, kind, body in pending:
                 walked.append(
                     TreeRecord(
                         id=session_id,
                         parent_id=parent_id,
                         depth=depth,
                         kind=kind,
-                        label=label,
                         descriptor=body,
                     )
                 )
