@@ -122,6 +122,7 @@ class Connection:
         self.notes: list[bytes] = []
         self.pending: dict[Any, Pending] = {}
         self._writing = False
+        self._reading = False  # handling a chunk of input (its flush follows inline)
         self._tg: anyio.abc.TaskGroup | None = None
         self._methods = {name: self._entry(handler) for name, handler in METHODS.items()}
         self.trimmer = Trimmer()
@@ -144,7 +145,8 @@ class Connection:
         self.outbox.append(frame)
         self.outbox_bytes += len(frame)
         self.trimmer.note(len(frame))
-        self._wake.set()
+        if not self._reading:  # the read loop flushes inline after each chunk (or wakes us)
+            self._wake.set()
 
     def flush_notes(self) -> None:
         notes, self.notes = self.notes, []
@@ -276,8 +278,12 @@ class Connection:
                 self._wake.set()
                 log.info("end of input: shutting down")
                 return
-            for frame in self.framer.feed(data):
-                self.handle_frame_safely(frame)
+            self._reading = True
+            try:
+                for frame in self.framer.feed(data):
+                    self.handle_frame_safely(frame)
+            finally:
+                self._reading = False
             self._flush_inline()
 
     def handle_frame_safely(self, frame: bytes | Oversize | BadHeader) -> None:
