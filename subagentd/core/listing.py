@@ -79,10 +79,15 @@ def render(rows: list[AgentRow]) -> str:
     if not rows:
         return texts.NO_SUBAGENTS
     lines = []
+    append = lines.append
     for row in rows:
-        where = f" parent={row.parent} depth={row.depth}" if row.depth is not None else ""
-        if isinstance(row, ChildRow):
-            lines.append(f"{row.id} [{row.status}]{where} — {row.label}")
+        if row.depth is None:
+            if isinstance(row, ChildRow):
+                append(f"{row.id} [{row.status}] — {row.label}")
+            else:
+                append(f"{row.id} [diagnostic: {row.reason}]")
+        elif isinstance(row, ChildRow):  # one format per line: this runs once per listed agent
+            append(f"{row.id} [{row.status}] parent={row.parent} depth={row.depth} — {row.label}")
         else:
-            lines.append(f"{row.id} [diagnostic: {row.reason}]{where}")
+            append(f"{row.id} [diagnostic: {row.reason}] parent={row.parent} depth={row.depth}")
     return "\n".join(lines)
