@@ -57,11 +57,13 @@ def build_tree(
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = OFF")
-    has_paths = any(row[1] == "path" for row in conn.execute("PRAGMA table_info(sessions)"))
+    columns_now = {row[1] for row in conn.execute("PRAGMA table_info(sessions)")}
     conn.execute("BEGIN")
     depths = {ROOT_ID: 0}
     paths = {ROOT_ID: segment(_iso(0), ROOT_ID)}
-    session_rows = [(ROOT_ID, None, "ordinary", "bench root", _iso(0), 0, 0, None, paths[ROOT_ID])]
+    session_rows = [
+        (ROOT_ID, None, "ordinary", "bench root", _iso(0), 0, 0, None, paths[ROOT_ID], None)
+    ]
     descriptor_rows = []
     max_depth = 0
     for k in range(sessions):
@@ -74,7 +76,18 @@ def build_tree(
         open_turn = str(uuid.UUID(int=k + 1)) if k < open_turns else None
         paths[cid] = child_path(paths[parent], _iso(k + 1), cid)
         session_rows.append(
-            (cid, parent, "subagent", label, _iso(k + 1), depth, 0, open_turn, paths[cid])
+            (
+                cid,
+                parent,
+                "subagent",
+                label,
+                _iso(k + 1),
+                depth,
+                0,
+                open_turn,
+                paths[cid],
+                "continuable",
+            )
         )
         descriptor_rows.append(
             (
@@ -84,13 +97,14 @@ def build_tree(
                 ),
             )
         )
-    columns = "id, parent_id, kind, label, created_at, depth, parked, open_turn_id, path"
-    if not has_paths:  # a revision from before the path column (run.py --at)
-        columns = columns.removesuffix(", path")
-        session_rows = [row[:-1] for row in session_rows]
-    marks = ",".join("?" * len(session_rows[0]))
-    conn.executemany(f"INSERT INTO sessions ({columns}) VALUES ({marks})", session_rows)
+    names = "id, parent_id, kind, label, created_at, depth, parked, open_turn_id, path, mode"
+    keep = [i for i, name in enumerate(names.split(", ")) if name in columns_now]  # for --at
+    columns = ", ".join(names.split(", ")[i] for i in keep)
+    session_rows = [tuple(row[i] for i in keep) for row in session_rows]
+    marks = ",".join("?" * len(keep))
+    # descriptors first, as the server writes them: their insert trigger clears a session's mode
     conn.executemany("INSERT INTO descriptors (session_id, body) VALUES (?, ?)", descriptor_rows)
+    conn.executemany(f"INSERT INTO sessions ({columns}) VALUES ({marks})", session_rows)
     if events:
         conn.executemany(
             "INSERT INTO events (session_id, turn_id, type, data, at) VALUES (?,?,?,?,?)",

@@ -149,7 +149,7 @@ class HostApi(Engine):
             created_at=now(),
             depth=depth,
         )
-        self.store.insert_session(record, _encode(descriptor).decode())
+        self.store.insert_session(record, _encode(descriptor).decode(), descriptor.mode)
         self.record(child_id, None, "descriptor", descriptor)
         child = self.activate(
             child_id,

@@ -42,7 +42,8 @@ def project(
         rows = store.tree(root_id, descendants, with_descriptors=True)
     except Exception:  # some stored state cannot be read: walk without it, then read row by row
         rows = store.tree(root_id, descendants)
-        bodies = read_descriptors(store, [row.id for row in rows if row.kind == "subagent"])
+        unchecked = [row.id for row in rows if row.kind == "subagent" and row.mode is None]
+        bodies = read_descriptors(store, unchecked)
     listed: list[AgentRow] = []
     append = listed.append  # the loop below runs once per session of a possibly huge tree
     for row in rows:
@@ -50,23 +51,26 @@ def project(
             continue  # ordinary sessions are walked through, never listed
         parent = row.parent_id if descendants else None
         depth = row.depth if descendants else None
-        body = row.descriptor if bodies is None else bodies.get(row.id)
-        if isinstance(body, Exception):
-            append(DiagnosticRow(id=row.id, reason="unavailable", parent=parent, depth=depth))
-            continue
-        try:
-            descriptor = parse_descriptor(body)
-        except DescriptorProblem as problem:
-            append(DiagnosticRow(id=row.id, reason=problem.reason, parent=parent, depth=depth))
-            continue
-        if descriptor.mode == "one-shot" and not include_one_shot:
+        mode, label = row.mode, row.label
+        if mode is None:  # no mode recorded at spawn (or changed since): read the descriptor
+            body = row.descriptor if bodies is None else bodies.get(row.id)
+            if isinstance(body, Exception):
+                append(DiagnosticRow(id=row.id, reason="unavailable", parent=parent, depth=depth))
+                continue
+            try:
+                descriptor = parse_descriptor(body)
+            except DescriptorProblem as problem:
+                append(DiagnosticRow(id=row.id, reason=problem.reason, parent=parent, depth=depth))
+                continue
+            mode, label = descriptor.mode, descriptor.label
+        if mode == "one-shot" and not include_one_shot:
             continue
         append(
             ChildRow(
                 id=row.id,
-                label=descriptor.label,
+                label=label,
                 status=status_of(row.id),
-                mode=descriptor.mode if include_one_shot else None,
+                mode=mode if include_one_shot else None,  # type: ignore[arg-type]
                 parent=parent,
                 depth=depth,
             )

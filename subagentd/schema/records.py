@@ -41,6 +41,8 @@ class TreeRecord(msgspec.Struct, array_like=True, gc=False):
     parent_id: str | None
     depth: int
     kind: str
+    label: str | None = None
+    mode: str | None = None  # recorded at spawn from the checked descriptor (with label); or None
     descriptor: Any = None  # the stored body when asked for: str, or bytes if stored as a blob
 
 

@@ -6,10 +6,12 @@ import sqlite3
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import get_args
 
 import msgspec
 from sqlite_utils import Database
 
+from subagentd.schema.messages import Mode
 from subagentd.schema.records import (
     EventRecord,
     IdempotencyRecord,
@@ -28,26 +30,35 @@ _SESSION_COLUMNS = (
 # (parent_id, created_at, id) index. Levels instead of a recursive CTE: a CTE that must drop rows it
 # has seen (cycles in corrupt data) builds a temporary index and measured ~1.6x slower.
 _LEVEL_SQL = """
-SELECT b.id, b.parent_id, b.created_at, b.kind, {body} FROM sessions b {join}
+SELECT b.id, b.parent_id, b.created_at, b.kind, b.label, {mode}, {body} FROM sessions b
 WHERE b.parent_id IN ({marks})
 """
 _LEVEL_BATCH = 900
 
 _CHILDREN_SQL = """
-SELECT b.id, b.parent_id, b.created_at, b.kind, {body} FROM sessions b {join}
+SELECT b.id, b.parent_id, b.created_at, b.kind, b.label, {mode}, {body} FROM sessions b
 WHERE b.parent_id = :root AND b.id != :root
 ORDER BY b.created_at, b.id
 """
 
 # The whole subtree below a root in walk order: one range scan of the path index (storage/paths.py).
 _SUBTREE_SQL = """
-SELECT b.id, b.parent_id, b.depth - ?, b.kind, {body} FROM sessions b {join}
+SELECT b.id, b.parent_id, b.depth - ?, b.kind, b.label, {mode}, {body} FROM sessions b
 WHERE b.path > ? AND b.path < ? ORDER BY b.path
 """
 _PATHLESS_SQL = "SELECT 1 FROM sessions INDEXED BY sessions_without_path WHERE path IS NULL LIMIT 1"
 
-_WITH_BODY = {"body": "d.body", "join": "LEFT JOIN descriptors d ON d.session_id = b.id"}
-_WITHOUT_BODY = {"body": "NULL", "join": ""}
+# The mode recorded at spawn (migration m004), when it is one and the label is there too; the
+# descriptor is read only for the other sessions.
+_RECORDED = "b.mode IN ({}) AND b.label IS NOT NULL".format(
+    ", ".join(f"'{mode}'" for mode in get_args(Mode))
+)
+_WITH_BODY = {
+    "mode": f"CASE WHEN {_RECORDED} THEN b.mode END",
+    "body": f"CASE WHEN {_RECORDED} THEN NULL"
+    " ELSE (SELECT d.body FROM descriptors d WHERE d.session_id = b.id) END",
+}
+_WITHOUT_BODY = {"mode": _WITH_BODY["mode"], "body": "NULL"}
 
 
 class SqliteStore:
@@ -135,8 +146,16 @@ class SqliteStore:
         ).fetchone()
         return _session(row) if row else None
 
-    def insert_session(self, record: SessionRecord, descriptor: str | None = None) -> None:
+    def insert_session(
+        self, record: SessionRecord, descriptor: str | None = None, mode: str | None = None
+    ) -> None:
+        """A new session; `mode` is its descriptor's mode, given by the caller that built and
+        checked the descriptor (listings then need not decode it; see migration m004)."""
         self._begin()
+        if descriptor is not None:  # first: its insert trigger clears the mode of an existing row
+            self.conn.execute(
+                "INSERT INTO descriptors (session_id, body) VALUES (?, ?)", (record.id, descriptor)
+            )
         if record.parent_id is None:
             path = segment(record.created_at, record.id)
         else:
@@ -145,7 +164,8 @@ class SqliteStore:
             ).fetchone()
             path = child_path(above[0] if above else None, record.created_at, record.id)
         self.conn.execute(
-            f"INSERT INTO sessions ({_SESSION_COLUMNS}, path) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            f"INSERT INTO sessions ({_SESSION_COLUMNS}, path, mode)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 record.id,
                 record.parent_id,
@@ -158,12 +178,9 @@ class SqliteStore:
                 record.last_reason,
                 record.last_output,
                 path,
+                mode if descriptor is not None else None,
             ),
         )
-        if descriptor is not None:
-            self.conn.execute(
-                "INSERT INTO descriptors (session_id, body) VALUES (?, ?)", (record.id, descriptor)
-            )
 
     def get_descriptor(self, session_id: str) -> str | bytes | None:
         row = self.conn.execute(
@@ -211,7 +228,15 @@ class SqliteStore:
         parts = _WITH_BODY if with_descriptors else _WITHOUT_BODY
         if not descendants:
             return [
-                TreeRecord(id=r[0], parent_id=r[1], depth=1, kind=r[3], descriptor=r[4])
+                TreeRecord(
+                    id=r[0],
+                    parent_id=r[1],
+                    depth=1,
+                    kind=r[3],
+                    label=r[4],
+                    mode=r[5],
+                    descriptor=r[6],
+                )
                 for r in self.conn.execute(_CHILDREN_SQL.format(**parts), {"root": root_id})
             ]
         ranged = self._subtree(root_id, parts)
@@ -232,7 +257,7 @@ class SqliteStore:
                         continue  # a cycle in corrupt data
                     seen.add(row[0])
                     below.append(row[0])
-                    children.setdefault(row[1], []).append((row[2], row[0], row[3], row[4]))
+                    children.setdefault(row[1], []).append((row[2], row[0], *row[3:]))
             frontier = below
         for siblings in children.values():
             siblings.sort()
@@ -240,13 +265,15 @@ class SqliteStore:
         stack = [(root_id, 1, iter(children.get(root_id, ())))]
         while stack:  # iterative pre-order: no recursion limit on deep chains
             parent_id, depth, pending = stack[-1]
-            for _, session_id, kind, body in pending:
+            for _, session_id, kind, label, mode, body in pending:
                 walked.append(
                     TreeRecord(
                         id=session_id,
                         parent_id=parent_id,
                         depth=depth,
                         kind=kind,
+                        label=label,
+                        mode=mode,
                         descriptor=body,
                     )
                 )

@@ -91,3 +91,24 @@ def m003_tree_paths(db: Database) -> None:
     )
     db.execute("CREATE INDEX sessions_by_path ON sessions (path) WHERE path IS NOT NULL")
     db.execute("CREATE INDEX sessions_without_path ON sessions (id) WHERE path IS NULL")
+
+
+@migrations()
+def m004_listed_mode(db: Database) -> None:
+    """The mode of a child's descriptor, recorded by the writer that built and checked it, so a
+    listing need not read and decode every descriptor.
+
+    Any later change to the descriptor row (or to the session's label or kind), by any connection,
+    clears it again through these triggers; a session without one (NULL: written by an older
+    version or by hand, or changed since) is listed from its descriptor, read and checked.
+    """
+    db.execute("ALTER TABLE sessions ADD COLUMN mode TEXT")
+    for event, row in (("INSERT", "NEW"), ("UPDATE", "OLD"), ("DELETE", "OLD")):
+        db.execute(
+            f"""CREATE TRIGGER descriptors_{event.lower()}_clears_mode AFTER {event} ON descriptors
+            BEGIN UPDATE sessions SET mode = NULL WHERE id = {row}.session_id; END"""
+        )
+    db.execute(
+        """CREATE TRIGGER sessions_update_clears_mode AFTER UPDATE OF id, label, kind ON sessions
+        WHEN NEW.mode IS NOT NULL BEGIN UPDATE sessions SET mode = NULL WHERE id = NEW.id; END"""
+    )

@@ -1,13 +1,18 @@
-"""Materialized tree paths (storage/paths.py): one range scan lists a subtree in walk order.
+"""What storage keeps so a listing is cheap, and that it never changes what a listing says.
 
-The oracle is written here from SEMANTICS' ordering rule (pre-order; siblings by created_at, then
-id in code-point order), independent of both the range scan and the level-by-level walk.
+Materialized tree paths (storage/paths.py): one range scan lists a subtree in walk order. The
+oracle is written here from SEMANTICS' ordering rule (pre-order; siblings by created_at, then id
+in code-point order), independent of both the range scan and the level-by-level walk.
+
+The recorded mode (migration m004): written at spawn, cleared by triggers whenever the
+descriptor (or the session's label or kind) changes, so on-disk changes still show.
 """
 
 from __future__ import annotations
 
 import sqlite3
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlite_utils import Database
@@ -16,6 +21,7 @@ from subagentd.schema.records import SessionRecord
 from subagentd.storage.database import _WITH_BODY, SqliteStore
 from subagentd.storage.migrations import migrations
 from subagentd.storage.paths import backfill, child_path, segment
+from tests.core_host import CoreHost
 
 
 def expected_walk(rows: list[tuple[str, str | None, str]], root: str) -> list[tuple[str, int]]:
@@ -143,3 +149,50 @@ def test_backfill_skips_cycles_and_orphans():
     paths = backfill(rows)
     assert set(paths) == {"r", "a"}
     assert paths["a"] == segment("t", "r") + segment("t", "a")
+
+
+def recorded_modes(core: CoreHost) -> dict[str, str | None]:
+    return dict(core.store.conn.execute("SELECT id, mode FROM sessions WHERE kind = 'subagent'"))
+
+
+def test_spawn_records_the_mode_and_listings_use_it_without_reading_descriptors():
+    core = CoreHost()
+    core.open("root")
+    core.spawn("root", "c1", label="first")
+    core.spawn("root", "once", label="one shot", mode="one-shot")
+    assert recorded_modes(core) == {"c1": "continuable", "once": "one-shot"}
+    rows = core.store.tree("root", True, with_descriptors=True)
+    assert [(r.id, r.mode, r.label, r.descriptor) for r in rows] == [
+        ("c1", "continuable", "first", None),  # no descriptor read for a recorded mode
+        ("once", "one-shot", "one shot", None),
+    ]
+    assert core.list("root", "descendants").text == "c1 [running] parent=root depth=1 — first"
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ("UPDATE descriptors SET body = '{' WHERE session_id = 'c1'", "c1 [diagnostic: corrupt]"),
+        (
+            "UPDATE descriptors SET body = '{\"version\": 9}' WHERE session_id = 'c1'",
+            "c1 [diagnostic: unsupported]",
+        ),
+        ("DELETE FROM descriptors WHERE session_id = 'c1'", "c1 [diagnostic: corrupt]"),
+        (
+            "UPDATE descriptors SET body = json_set(body, '$.label', 'renamed')"
+            " WHERE session_id = 'c1'",
+            "c1 [running] — renamed",
+        ),
+        ("UPDATE sessions SET label = 'hand edit' WHERE id = 'c1'", "c1 [running] — first"),
+        ("UPDATE sessions SET mode = 'bogus' WHERE id = 'c1'", "c1 [running] — first"),
+    ],
+)
+def test_any_change_to_a_descriptor_after_spawn_shows_in_listings(change, expected):
+    core = CoreHost()
+    core.open("root")
+    core.spawn("root", "c1", label="first")
+    assert core.list("root").text == "c1 [running] — first"
+    core.store.conn.execute(change)  # as a hand edit or another process would
+    assert core.list("root").text == expected
+    if "bogus" not in change:
+        assert recorded_modes(core)["c1"] is None  # cleared by a trigger
