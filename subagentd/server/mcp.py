@@ -191,7 +191,11 @@ def _structured(result: msgspec.Struct) -> dict[str, Any]:
 def _output_fields(result_type: type[msgspec.Struct]) -> tuple[tuple[str, str, Any], ...]:
     """(name, wire name, default) of every field but `text` (resolving them costs ~100 us)."""
     return tuple(
-        (f.name, f.encode_name, f.default)
+        (
+            f.name,
+            f.encode_name,
+            f.default_factory() if f.default_factory is not msgspec.NODEFAULT else f.default,
+        )
         for f in msgspec.structs.fields(result_type)
         if f.name != "text"
     )
