@@ -307,3 +307,12 @@ class InProcessServer:
         self.host.close()
         if self.error is not None:
             raise self.error
+
+
+def rss_kib(pid: int) -> int:
+    """Resident memory of a process, from /proc (Linux)."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from subagentd.schema.codes import Code
 from subagentd.server.framing import _MAX_HEADER, BadHeader, FrameReader, Oversize
 from subagentd.server.handlers import METHODS
-from tests.host import InProcessServer, ServerProcess
+from tests.host import InProcessServer, ServerProcess, rss_kib
 
 # --- budgets ---------------------------------------------------------------------------------
 
@@ -709,21 +709,13 @@ def test_a_cancellation_sent_as_a_request_is_answered(world, method, key):
 # --- the subprocess: memory stays bounded under thousands of bad frames -------------------------
 
 
-def _rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
-
-
 def test_thousands_of_bad_frames_keep_the_process_up_and_its_memory_bounded():
     process = ServerProcess()
     try:
         host = process.host
         host.initialize()
         exchange(host, b"")
-        baseline = _rss_kib(process.proc.pid)
+        baseline = rss_kib(process.proc.pid)
         sent = 0
 
         @budget(25)
@@ -738,7 +730,7 @@ def test_thousands_of_bad_frames_keep_the_process_up_and_its_memory_bounded():
         big = b'["' + b"x" * (4 * 1024 * 1024) + b'",'  # 4 MiB, truncated: a parse error
         for _ in range(8):
             assert_answers([big], exchange(host, big + b"\n"))
-        grown = _rss_kib(process.proc.pid) - baseline
+        grown = rss_kib(process.proc.pid) - baseline
         assert process.proc.poll() is None
         assert grown < 100 * 1024, f"RSS grew by {grown} KiB after {sent} bad frames"
         assert host.call("ping") == {}

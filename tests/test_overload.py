@@ -16,17 +16,9 @@ import pytest
 
 from subagentd.schema.codes import Code
 from subagentd.server import connection
-from tests.host import InProcessServer
+from tests.host import InProcessServer, rss_kib
 
 MIB = 1024 * 1024
-
-
-def _rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
 
 
 class LineReader:
@@ -74,7 +66,7 @@ def test_a_host_that_never_reads_stdout_pauses_the_server_with_bounded_memory_an
         label = "a long label so that every reply is big " * 15
         os.write(stdin, _request("open", "agents/open", {"agent_id": "root", "label": label}))
         assert replies.next()["result"]["agent_id"] == "root"
-        baseline = _rss_kib(proc.pid)
+        baseline = rss_kib(proc.pid)
 
         # ~30 MB of replies, far beyond the pipe buffer plus the 8 MiB outbox plus one write in
         # flight. server/discover is cheap and answers ~600 bytes; every 50th request reads the
@@ -110,7 +102,7 @@ def test_a_host_that_never_reads_stdout_pauses_the_server_with_bounded_memory_an
         peak = baseline
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            peak = max(peak, _rss_kib(proc.pid))
+            peak = max(peak, rss_kib(proc.pid))
             if writer.is_alive() and time.monotonic() - progress["at"] > 1.0:
                 break
             assert writer.is_alive(), "the server read every request although nobody read a reply"
@@ -119,7 +111,7 @@ def test_a_host_that_never_reads_stdout_pauses_the_server_with_bounded_memory_an
             pytest.fail("the writer never stalled")
         stalled_at = progress["chunks"]
         for _ in range(10):  # stays paused, and its memory stays flat, while nobody reads
-            peak = max(peak, _rss_kib(proc.pid))
+            peak = max(peak, rss_kib(proc.pid))
             time.sleep(0.05)
         assert progress["chunks"] == stalled_at
         assert stalled_at < len(chunks)

@@ -70,7 +70,7 @@ def project(
                 id=row.id,
                 label=label,
                 status=status_of(row.id),
-                mode=mode if include_one_shot else None,  # type: ignore[arg-type]
+                mode=mode if include_one_shot else None,
                 parent=parent,
                 depth=depth,
             )

@@ -6,6 +6,8 @@ from typing import Any
 
 import msgspec
 
+from subagentd.schema.messages import Mode
+
 
 class SessionRecord(msgspec.Struct, kw_only=True):
     id: str
@@ -42,7 +44,7 @@ class TreeRecord(msgspec.Struct, array_like=True, gc=False):
     depth: int
     kind: str
     label: str | None = None
-    mode: str | None = None  # recorded at spawn from the checked descriptor (with label); or None
+    mode: Mode | None = None  # recorded at spawn from the checked descriptor (with label); or None
     descriptor: Any = None  # the stored body when asked for: str, or bytes if stored as a blob
 
 
