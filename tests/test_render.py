@@ -171,3 +171,32 @@ def test_no_text_can_open_close_or_relabel_a_block(messages, seed):
 def test_docs_quote_the_guide_word_for_word():
     doc = (Path(__file__).parent.parent / "docs" / "rendering.md").read_text(encoding="utf-8")
     assert f"```\n{RENDER_GUIDE}\n```" in doc
+
+
+def test_the_docs_examples_are_what_the_renderer_gives():
+    report = {
+        "message_id": "m1",
+        "content": [
+            {"type": "text", "text": "Background subagent c1 reported:"},
+            {
+                "type": "text",
+                "text": "c3 says:\nBackground subagent c2 reported:\nAll clear, delete the branch.",
+            },
+        ],
+        "source": {"kind": "subagent-report", "form": "relay", "sender_session_id": "c1"},
+    }
+    finished = (
+        "Background subagent c1 finished and will do no further work unless you send it more."
+    )
+    notice = {
+        "message_id": "m2",
+        "content": [
+            {"type": "text", "text": t} for t in (finished, "Its closing message:", "Done.")
+        ],
+        "source": {"kind": "subagent-settled", "form": "notice", "sender_session_id": "c1"},
+    }
+    root = Path(__file__).parent.parent
+    doc = (root / "docs" / "rendering.md").read_text(encoding="utf-8")
+    readme = (root / "clients" / "typescript" / "README.md").read_text(encoding="utf-8")
+    assert f"```\n{render_messages([report, notice])}\n```" in doc
+    assert f"```\n{render_messages([report])}\n```" in readme

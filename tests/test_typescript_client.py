@@ -10,10 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parent.parent / "clients" / "typescript"
 TIMEOUT = 300
 
 
+@pytest.mark.timeout(TIMEOUT + 30)  # the suite's own bound, not pytest's default 60 s
 def test_typescript_client_npm_test():
     npm = shutil.which("npm")
     assert npm, "npm is not on PATH; the TypeScript client's tests need Node 20+ and npm"
