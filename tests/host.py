@@ -268,6 +268,10 @@ class InProcessServer:
         self.service = Service(self.store, emit=lambda m, p: None, timers=None, settings=settings)  # type: ignore[arg-type]
         with self.service.transaction():
             self.service.recover()
+            if caller is not None:  # as `subagentd --caller` does at start-up
+                from subagentd.cli import open_default_caller
+
+                open_default_caller(self.service, caller)
         self.service.commit()
         self.connection = Connection(
             self.service,
