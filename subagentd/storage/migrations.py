@@ -121,6 +121,5 @@ def m007_host_idempotency(db: Database) -> None:
 
     A followup key is only ever written by the host, so rows of that method are the host's."""
     db.execute(
-        "UPDATE idempotency SET caller = '' WHERE caller = '@host'"
-        " AND method = 'agents/followup'"
+        "UPDATE idempotency SET caller = '' WHERE caller = '@host' AND method = 'agents/followup'"
     )
