@@ -154,14 +154,16 @@ def test_texts_are_bounded_in_utf8_bytes(action, what):
     action(core, "é" * 50)  # exactly the limit passes
 
 
-def test_the_descriptor_is_bounded_as_a_whole():
-    core = CoreHost(max_text_bytes=100)
+def test_the_descriptor_is_bounded_by_one_text_plus_one_label():
+    core = CoreHost(max_text_bytes=100, max_label_bytes=10)
     core.open("root")
-    error = refused(core, core.spawn, "root", "c1", persona="p" * 90)
-    assert error.message.startswith(
-        "the descriptor (label, persona, model, tool filter) is 152 bytes, over the limit of 100"
+    error = refused(core, core.spawn, "root", "c1", persona="p" * 100)
+    assert error.message == (
+        "the descriptor (persona, model, tool filter, label) is 162 bytes, over the limit of 110"
+        " bytes; it was not accepted, make it shorter"
     )
-    core.spawn("root", "c1", persona="p" * 38)  # 100 bytes
+    assert error.data == {"quota": "max-text-bytes", "limit": 110}
+    core.spawn("root", "c1", persona="p" * 48)  # 110 bytes
 
 
 def test_labels_are_bounded_in_utf8_bytes_for_spawn_and_open():

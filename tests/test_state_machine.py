@@ -31,6 +31,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from subagentd.core.settings import Settings
 from subagentd.errors import SubagentdError
+from subagentd.schema.codes import Code
 from subagentd.schema.host import SpawnParams, TurnEndParams
 from subagentd.storage.database import SqliteStore
 from tests.core_host import CoreHost
@@ -214,6 +215,8 @@ class SchedulingMachine(RuleBasedStateMachine):
         result, error = outcome
         if STATS is not None:
             key = what.split(" ")[0] + (" ok" if allowed else " refused")
+            if error is not None and error.code == Code.OVERLOADED:
+                key += " by a quota"
             STATS[key] = STATS.get(key, 0) + 1
         if allowed:
             assert error is None, f"{what} was refused: {error.code} {error.message}"

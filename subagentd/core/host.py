@@ -153,7 +153,7 @@ class HostApi(Engine):
         body = _encode(descriptor).decode()
         self.quotas.text("the label", params.label, label=True)
         self.quotas.text("the prompt", params.prompt)
-        self.quotas.text("the descriptor (label, persona, model, tool filter)", body)
+        self.quotas.descriptor(body)
         self.quotas.activation(caller.agent_id)
         self.quotas.database()
         record = SessionRecord(

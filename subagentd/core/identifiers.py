@@ -7,7 +7,8 @@ import re
 from subagentd.errors import InvalidParamsError
 from subagentd.schema.base import ID_FORBIDDEN, ID_RULE, MAX_ID_BYTES
 
-_forbidden = re.compile(f"[{ID_FORBIDDEN}]").search
+# The schema's pattern holds the BMP ranges; tag characters (U+E0000-E007F) are invisible too.
+_forbidden = re.compile(f"[{ID_FORBIDDEN}\\U000e0000-\\U000e007f]").search
 
 
 def check_new_id(field: str, value: str) -> None:

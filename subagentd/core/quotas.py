@@ -30,15 +30,28 @@ class Quotas:
 
     def text(self, what: str, value: str | None, label: bool = False) -> None:
         """A message, prompt, report or output (or a label) within its byte limit."""
-        limit = self.settings.max_label_bytes if label else self.settings.max_text_bytes
+        if label:
+            self._fits(what, value, self.settings.max_label_bytes, "max-label-bytes")
+        else:
+            self._fits(what, value, self.settings.max_text_bytes, "max-text-bytes")
+
+    def descriptor(self, body: str) -> None:
+        """A child's descriptor (persona, model names, tool filter, label) within one text plus
+        one label: it is copied into every cold resume."""
+        settings = self.settings
+        if settings.max_text_bytes and settings.max_label_bytes:
+            limit = settings.max_text_bytes + settings.max_label_bytes
+            self._fits(
+                "the descriptor (persona, model, tool filter, label)", body, limit, "max-text-bytes"
+            )
+
+    def _fits(self, what: str, value: str | None, limit: int, quota: str) -> None:
         if value is None or not limit or len(value) * 4 <= limit:  # UTF-8: at most 4 bytes a char
             return
         size = utf8_size(value)
         if size > limit:
             raise QuotaExceededError(
-                texts.QUOTA_TOO_LONG.format(what=what, size=size, limit=limit),
-                "max-label-bytes" if label else "max-text-bytes",
-                limit,
+                texts.QUOTA_TOO_LONG.format(what=what, size=size, limit=limit), quota, limit
             )
 
     def activation(self, parent_id: str | None) -> None:
