@@ -62,6 +62,13 @@ def count(text: str) -> int:
     return value
 
 
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be more than 0")
+    return value
+
+
 MAX_DEPTH_CAP = 64  # a deeper chain costs quadratic storage (each path holds its ancestors')
 
 
@@ -157,7 +164,7 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         )
     quotas.add_argument(
         "--report-window",
-        type=float,
+        type=positive_float,
         default=600.0,
         metavar="SECONDS",
         help="length of one --report-budget window (default: %(default)s)",

@@ -280,3 +280,68 @@ def test_a_refused_turn_end_keeps_the_turn_open_for_a_shorter_retry(make_server)
     assert host.call("agents/get", {"agent_id": "c1"})["status"] == "running"
     host.end_turn("c1", child["turn_id"], "completed", "x" * 60)
     assert host.notification("agent/settled", agent_id="c1")["reason"] == "completed"
+
+
+# --- the serve options and their SUBAGENTD_* defaults ------------------------------------------
+
+
+def serve_args(*argv: str):
+    from subagentd.cli import build_parser
+
+    return build_parser().parse_args(["serve", *argv])
+
+
+def test_every_quota_is_a_serve_option_with_the_documented_default():
+    args = serve_args()
+    assert (args.max_children, args.max_live_per_root, args.max_live) == (64, 256, 10_000)
+    assert (args.max_queued, args.max_text_bytes, args.max_label_bytes) == (1000, 262144, 1024)
+    assert (args.report_budget, args.report_window, args.max_db_bytes) == (1048576, 600.0, 0)
+    assert args.max_depth == 8
+
+
+def test_every_serve_option_takes_its_default_from_a_subagentd_variable(monkeypatch):
+    from subagentd.cli import add_serve_options
+
+    probe = __import__("argparse").ArgumentParser()
+    add_serve_options(probe)
+    options = [
+        action.option_strings[0]
+        for action in probe._actions
+        if action.option_strings and action.option_strings[0].startswith("--")
+    ]
+    assert len(options) >= 20
+    values = {"--caller": "someone", "--log-level": "debug", "--log-format": "json"}
+    values |= {"--framing": "lsp", "--durability": "full", "--report-delivery": "quiet"}
+    values |= {"--db": "/tmp/x.db", "--max-depth": "5"}
+    for option in options:
+        name = "SUBAGENTD_" + option[2:].upper().replace("-", "_")
+        monkeypatch.setenv(name, values.get(option, "3"))
+    args = serve_args()
+    for option in options:
+        dest = option[2:].replace("-", "_")
+        expected = values.get(option, "3")
+        assert str(getattr(args, dest)) in (expected, f"{expected}.0"), option
+    assert serve_args("--max-children", "9").max_children == 9  # the command line wins
+
+
+@pytest.mark.parametrize(
+    ("argv", "env"),
+    [
+        (("--max-depth", "65"), {}),
+        ((), {"SUBAGENTD_MAX_DEPTH": "1000"}),
+        (("--max-queued", "-1"), {}),
+        ((), {"SUBAGENTD_FRAMING": "carrier-pigeon"}),
+        ((), {"SUBAGENTD_MAX_CHILDREN": "lots"}),
+    ],
+)
+def test_out_of_range_options_and_variables_stop_start_up(monkeypatch, capsys, argv, env):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit) as stopped:
+        serve_args(*argv)
+    assert stopped.value.code == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_max_depth_is_capped_at_64():
+    assert serve_args("--max-depth", "64").max_depth == 64
