@@ -86,7 +86,7 @@ class QuotaExceededError(SubagentdError):
     code = Code.OVERLOADED
 
     def __init__(self, message: str, quota: str, limit: int | float) -> None:
-        super().__init__(message, {"quota": quota, "limit": limit})
+        super().__init__(message, {"reason": quota, "quota": quota, "limit": limit})
         self.quota, self.limit = quota, limit
 
     def reworded(self, template: str) -> QuotaExceededError:

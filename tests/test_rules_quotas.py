@@ -54,7 +54,7 @@ def test_live_children_per_parent_are_bounded_and_a_finished_child_makes_room():
         'agent "root" already has 2 live subagents (the limit per parent);'
         " wait until some of them finish"
     )
-    assert error.data == {"quota": "max-children", "limit": 2}
+    assert error.data == {"reason": "max-children", "quota": "max-children", "limit": 2}
     core.end("c1")  # c1 settles: one live child left
     core.spawn("root", "c3")
 
@@ -84,7 +84,7 @@ def test_live_agents_per_tree_are_bounded_across_generations():
         'the tree of agent "root" already has 3 live agents (the limit per tree);'
         " wait until some of them finish"
     )
-    assert error.data == {"quota": "max-live-per-root", "limit": 3}
+    assert error.data == {"reason": "max-live-per-root", "quota": "max-live-per-root", "limit": 3}
     core.spawn("other", "o1")  # another tree is not affected
 
 
@@ -96,7 +96,7 @@ def test_live_agents_in_the_process_are_bounded_for_the_host_too():
     assert error.message == (
         "subagentd already runs 2 live agents (its limit); wait until some of them finish"
     )
-    assert refused(core, core.spawn, "root", "c2").data == {"quota": "max-live", "limit": 2}
+    assert refused(core, core.spawn, "root", "c2").data == {"reason": "max-live", "quota": "max-live", "limit": 2}
 
 
 def test_waiting_messages_per_inbox_are_bounded_for_send_message_followup_and_reports():
@@ -110,7 +110,7 @@ def test_waiting_messages_per_inbox_are_bounded_for_send_message_followup_and_re
         'message not delivered: agent "c1" already has 2 messages waiting (the limit per inbox);'
         " wait until it has taken some"
     )
-    assert error.data == {"quota": "max-queued", "limit": 2}
+    assert error.data == {"reason": "max-queued", "quota": "max-queued", "limit": 2}
     assert refused(core, core.svc.followup, "c1", "from the host").data["quota"] == "max-queued"
     core.end("c1")  # takes "one": room for one more
     core.send("root", "c1", "three")
@@ -150,7 +150,7 @@ def test_texts_are_bounded_in_utf8_bytes(action, what):
     assert error.message == (
         f"{what} is 102 bytes, over the limit of 100 bytes; it was not accepted, make it shorter"
     )
-    assert error.data == {"quota": "max-text-bytes", "limit": 100}
+    assert error.data == {"reason": "max-text-bytes", "quota": "max-text-bytes", "limit": 100}
     action(core, "é" * 50)  # exactly the limit passes
 
 
@@ -162,7 +162,7 @@ def test_the_descriptor_is_bounded_by_one_text_plus_one_label():
         "the descriptor (persona, model, tool filter, label) is 162 bytes, over the limit of 110"
         " bytes; it was not accepted, make it shorter"
     )
-    assert error.data == {"quota": "max-text-bytes", "limit": 110}
+    assert error.data == {"reason": "max-text-bytes", "quota": "max-text-bytes", "limit": 110}
     core.spawn("root", "c1", persona="p" * 48)  # 110 bytes
 
 
@@ -173,8 +173,9 @@ def test_labels_are_bounded_in_utf8_bytes_for_spawn_and_open():
     assert error.message == (
         "the label is 9 bytes, over the limit of 8 bytes; it was not accepted, make it shorter"
     )
-    assert error.data == {"quota": "max-label-bytes", "limit": 8}
+    assert error.data == {"reason": "max-label-bytes", "quota": "max-label-bytes", "limit": 8}
     assert refused(core, core.svc.open, OpenParams(agent_id="r2", label="€€€")).data == {
+        "reason": "max-label-bytes",
         "quota": "max-label-bytes",
         "limit": 8,
     }
@@ -194,7 +195,7 @@ def test_report_budget_refuses_reports_past_it_instead_of_injecting_them():
             'report not delivered: reports from agent "c1" used their budget of 10 bytes per'
             " 600 seconds; send one self-contained report later"
         )
-        assert error.data == {"quota": "report-budget", "limit": 10}
+        assert error.data == {"reason": "report-budget", "quota": "report-budget", "limit": 10}
         assert core.notes == []  # nothing injected, no turn started
 
 
@@ -215,7 +216,7 @@ def test_database_size_bound_refuses_model_driven_writes_but_not_turn_ends():
     core.open("root")  # the host opening a root is not bounded by it
     error = refused(core, core.spawn, "root", "c1")
     assert error.message == "the database reached its size limit of 1 bytes; nothing was stored"
-    assert error.data == {"quota": "max-db-bytes", "limit": 1}
+    assert error.data == {"reason": "max-db-bytes", "quota": "max-db-bytes", "limit": 1}
     assert refused(core, core.svc.followup, "root", "hi").data["quota"] == "max-db-bytes"
 
 
@@ -257,7 +258,7 @@ def test_a_quota_refusal_is_a_tool_error_result_for_mcp_and_names_the_quota_on_t
         host.tool("send_message", "root", subagent_id="c1", message="two")
     assert (caught.value.code, caught.value.message) == (Code.OVERLOADED, text)
     assert caught.value.data == {
-        "reason": "OVERLOADED",
+        "reason": "max-queued",
         "quota": "max-queued",
         "limit": 1,
         "text": f"Error: {text}",
@@ -265,7 +266,7 @@ def test_a_quota_refusal_is_a_tool_error_result_for_mcp_and_names_the_quota_on_t
     with pytest.raises(RpcError) as caught:
         host.call("agents/followup", {"agent_id": "c1", "message": "three"})
     assert caught.value.code == Code.OVERLOADED
-    assert caught.value.data == {"reason": "OVERLOADED", "quota": "max-queued", "limit": 1}
+    assert caught.value.data == {"reason": "max-queued", "quota": "max-queued", "limit": 1}
     assert host.call("agents/get", {"agent_id": "c1"})["queued"] == 1
 
 
@@ -276,7 +277,7 @@ def test_a_refused_turn_end_keeps_the_turn_open_for_a_shorter_retry(make_server)
     child = host.spawn("root", "c1")
     with pytest.raises(RpcError) as caught:
         host.end_turn("c1", child["turn_id"], "completed", "x" * 61)
-    assert caught.value.data == {"reason": "OVERLOADED", "quota": "max-text-bytes", "limit": 60}
+    assert caught.value.data == {"reason": "max-text-bytes", "quota": "max-text-bytes", "limit": 60}
     assert host.call("agents/get", {"agent_id": "c1"})["status"] == "running"
     host.end_turn("c1", child["turn_id"], "completed", "x" * 60)
     assert host.notification("agent/settled", agent_id="c1")["reason"] == "completed"
