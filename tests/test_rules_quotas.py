@@ -96,7 +96,11 @@ def test_live_agents_in_the_process_are_bounded_for_the_host_too():
     assert error.message == (
         "subagentd already runs 2 live agents (its limit); wait until some of them finish"
     )
-    assert refused(core, core.spawn, "root", "c2").data == {"reason": "max-live", "quota": "max-live", "limit": 2}
+    assert refused(core, core.spawn, "root", "c2").data == {
+        "reason": "max-live",
+        "quota": "max-live",
+        "limit": 2,
+    }
 
 
 def test_waiting_messages_per_inbox_are_bounded_for_send_message_followup_and_reports():
