@@ -8,6 +8,6 @@ export {
   DEFAULT_MCP_PROTOCOL_VERSION,
 } from "./client.js";
 export type { SubagentdClientOptions, RequestOptions, SubagentdClientEvents } from "./client.js";
-export { runAgentHost, TurnInterruptedError } from "./host.js";
+export { runAgentHost, reportTurnError, TurnInterruptedError } from "./host.js";
 export type { AgentHost, AgentHostOptions, TurnOutcome, TurnReason } from "./host.js";
 export * from "./types.js";
