@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 MODULE = Path(__file__).resolve().parent.parent / "clients" / "go"
 TIMEOUT = 600
 
@@ -42,6 +44,7 @@ def run_go(*args: str) -> str:
     return output
 
 
+@pytest.mark.timeout(TIMEOUT + 60)
 def test_go_client_vet_and_format():
     run_go("vet", "./...")
     gofmt = shutil.which("gofmt")
@@ -50,6 +53,7 @@ def test_go_client_vet_and_format():
     assert listed.returncode == 0 and listed.stdout == "", f"not gofmt-formatted:\n{listed.stdout}"
 
 
+@pytest.mark.timeout(TIMEOUT + 60)
 def test_go_client_go_test():
     output = run_go("test", "-count=1", "-v", "./...")
     assert "--- PASS: TestScriptedTranscripts/flows.jsonl" in output, output

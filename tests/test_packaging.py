@@ -17,6 +17,8 @@ import subagentd
 
 ROOT = Path(__file__).resolve().parents[1]
 REPOSITORY = "https://github.com/subagentd/subagentd"
+# Building the wheel (hatchling in an isolated environment) takes seconds, more under load.
+pytestmark = pytest.mark.timeout(360)
 
 
 @pytest.fixture(scope="module")

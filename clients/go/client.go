@@ -364,7 +364,7 @@ func (c *Client) dispatchNotifications() {
 		c.queueMu.Unlock()
 		for _, n := range batch {
 			c.mu.Lock()
-			hs := append(append([]handler(nil), c.handlers[n.method]...), c.handlers["*"]...)
+			hs := append([]handler(nil), c.handlers[n.method]...)
 			c.mu.Unlock()
 			for _, h := range hs {
 				h.fn(n.params)
@@ -402,8 +402,8 @@ func (c *Client) shutdown(reason string) {
 	}
 }
 
-// On registers fn for every notification method (all of them for "*"); the returned function
-// removes it. fn runs on the dispatching goroutine, one notification at a time, in order.
+// On registers fn for the notification method; the returned function removes it (Options.OnFrame
+// sees every frame). fn runs on the dispatching goroutine, one notification at a time, in order.
 func (c *Client) On(method string, fn func(params json.RawMessage)) (remove func()) {
 	c.mu.Lock()
 	c.nextHandler++

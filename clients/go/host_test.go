@@ -324,6 +324,7 @@ func TestConcurrentCallsErrorsAndNotificationsInOrder(t *testing.T) {
 				return
 			}
 			_, err := client.GetAgent(ctx, fmt.Sprintf("nobody-%d", i))
+			var rpcErr *RPCError
 			if !errors.As(err, &rpcErr) || rpcErr.Code != CodeUnknownAgent || rpcErr.Message != fmt.Sprintf(`agent "nobody-%d" does not exist`, i) {
 				errs <- fmt.Errorf("agents/get: %v", err)
 				return
@@ -346,10 +347,9 @@ func TestConcurrentCallsErrorsAndNotificationsInOrder(t *testing.T) {
 		statuses = append(statuses, s.AgentID+" "+s.Status)
 		mu.Unlock()
 	})
-	var methods []string
-	remove := client.On("*", func(json.RawMessage) {})
+	removed := make(chan string, 8)
+	remove := client.On("agent/status", func(params json.RawMessage) { removed <- string(params) })
 	remove()
-	client.On("*", func(params json.RawMessage) { methods = append(methods, string(params)) })
 	if _, err := client.OpenAgent(ctx, OpenParams{AgentID: "root"}); err != nil {
 		t.Fatal(err)
 	}
@@ -379,6 +379,9 @@ func TestConcurrentCallsErrorsAndNotificationsInOrder(t *testing.T) {
 			t.Fatalf("agent/status in order: %q", got)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	if len(removed) != 0 {
+		t.Fatalf("a removed handler was called: %q", <-removed)
 	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
