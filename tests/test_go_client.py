@@ -21,7 +21,8 @@ def run_go(*args: str) -> str:
     assert go, "go is not on PATH; the Go client's tests need it: apt-get install golang-go"
     server = Path(sys.executable).with_name("subagentd")
     assert server.is_file(), f"{server} is missing: install the project (pip install -e .)"
-    env = {**os.environ, "SUBAGENTD": str(server)}
+    # Standard library only: no module proxy, no toolchain download.
+    env = {**os.environ, "SUBAGENTD": str(server), "GOPROXY": "off", "GOTOOLCHAIN": "local"}
     env.setdefault("GOCACHE", str(Path.home() / ".cache" / "go-build"))
     try:
         done = subprocess.run(

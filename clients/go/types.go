@@ -234,27 +234,7 @@ type CallToolResult struct {
 
 // --- notifications --------------------------------------------------------------------------
 
-// TextBlock is a text content block.
-type TextBlock struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
-}
-
-// Source says where a message came from (kind/form: coordinator/spawn, coordinator/relay,
-// user/direct, user/followup, subagent-report/relay, subagent-settled/notice).
-type Source struct {
-	Kind            string `json:"kind"`
-	Form            string `json:"form"`
-	SenderSessionID string `json:"sender_session_id,omitempty"`
-	Summary         string `json:"summary,omitempty"`
-}
-
-// Message is one inbox message.
-type Message struct {
-	MessageID string      `json:"message_id"`
-	Content   []TextBlock `json:"content"`
-	Source    Source      `json:"source"`
-}
+// Message, TextBlock and Source are in messages.go.
 
 // TurnStart is turn/start: run a turn of AgentID on Messages.
 type TurnStart struct {
