@@ -1,5 +1,3 @@
-// Package subagentd is the Go client of subagentd; for now it holds the wire shape of inbox
-// messages and RenderMessages, which shows them to a model with each sender kept visible.
 package subagentd
 
 // Message is one inbox message as turn/start and agent/inject carry it (PROTOCOL.md §6).
