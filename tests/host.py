@@ -193,6 +193,7 @@ class ServerProcess:
         db: str = ":memory:",
         env: dict[str, str] | None = None,
         argv: list[str] | None = None,
+        preexec_fn: Any = None,
     ) -> None:
         import tempfile
 
@@ -205,6 +206,7 @@ class ServerProcess:
             stdout=subprocess.PIPE,
             stderr=self.stderr,
             env={**os.environ, **(env or {})},
+            preexec_fn=preexec_fn,
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.host = Host(self.proc.stdin.fileno(), os.dup(self.proc.stdout.fileno()))

@@ -43,4 +43,8 @@ class Code(IntEnum):
     INVALID_STATE = 1010
     """The operation does not fit the agent's state (e.g. ending a turn that is not open)."""
     OVERLOADED = 1011
-    """Bounded queues are full; retry with backoff."""
+    """Bounded queues are full, or another process holds the database's write lock
+    (`data.reason: "busy"`); retry with backoff."""
+    STORAGE_FAILED = 1012
+    """The database failed a write or a commit (disk full, I/O error); nothing of the request
+    was kept and it may be retried (`data.reason`: `full`, `io` or `error`)."""

@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 import subagentd
-from subagentd.errors import InvalidParamsError, InvalidRequestError, SubagentdError
+from subagentd.errors import (
+    InvalidParamsError,
+    InvalidRequestError,
+    StorageBusyError,
+    StorageFailedError,
+    SubagentdError,
+)
 from subagentd.schema import host as h
 from subagentd.schema import lifecycle as lc
 from subagentd.schema import tools as t
@@ -259,6 +265,8 @@ def tools_call(call: Call, p: t.ToolsCallParams) -> t.CallToolResult:
                 result = run_tool(call.service, spec, arguments, identity)
         else:
             result = run_tool(call.service, spec, arguments, identity)
+    except (StorageBusyError, StorageFailedError):
+        raise  # not the tool's answer: the request is to be retried (a JSON-RPC error)
     except SubagentdError as error:
         call.drop_notifications()
         return call_tool_result(None, error)

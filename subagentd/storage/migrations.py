@@ -112,3 +112,21 @@ def m004_listed_mode(db: Database) -> None:
         """CREATE TRIGGER sessions_update_clears_mode AFTER UPDATE OF id, label, kind ON sessions
         WHEN NEW.mode IS NOT NULL BEGIN UPDATE sessions SET mode = NULL WHERE id = NEW.id; END"""
     )
+
+
+@migrations()
+def m005_live_state(db: Database) -> None:
+    """What a live agent of the owning process is beyond its session row (activation, ancestry,
+    kind, whether its open turn was interrupted, disposing, cold resume), written in the same
+    transaction as each change, so the live registry can be rebuilt from storage after a lost
+    commit group (a row of an older version has NULLs: it is never rebuilt, only its own process
+    reads it)."""
+    for column in (
+        "activation_id TEXT",
+        "ancestry TEXT",
+        "kind TEXT",
+        "interrupted INTEGER NOT NULL DEFAULT 0",
+        "disposing INTEGER NOT NULL DEFAULT 0",
+        "resume INTEGER NOT NULL DEFAULT 0",
+    ):
+        db.execute(f"ALTER TABLE leases ADD COLUMN {column}")
