@@ -424,8 +424,16 @@ export const ErrorCode = {
   UNKNOWN_AGENT: 1009,
   /** The operation does not fit the agent's state (e.g. ending a turn that is not open). */
   INVALID_STATE: 1010,
-  /** Bounded queues are full; retry with backoff. */
+  /**
+   * Bounded queues are full, or another process holds the database's write lock
+   * (`data.reason: "busy"`); retry with backoff.
+   */
   OVERLOADED: 1011,
+  /**
+   * The database failed a write or a commit (disk full, I/O error); nothing of the request
+   * was kept and it may be retried (`data.reason`: `full`, `io` or `error`).
+   */
+  STORAGE_FAILED: 1012,
 } as const;
 export type ErrorCodeName = keyof typeof ErrorCode;
 
