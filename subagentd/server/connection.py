@@ -28,16 +28,7 @@ from subagentd.server.handlers import METHODS, Handler
 from subagentd.server.memory import IDLE_SECONDS, Trimmer
 from subagentd.server.prelude import Started
 from subagentd.server.transport import FdReader, FdWriter
-from subagentd.server.waiting import (
-    ADMITTED,
-    COMPLETED,
-    Deferred,
-    Group,
-    Kept,
-    Owed,
-    Pending,
-    failed,
-)
+from subagentd.server.waiting import Deferred, Kept, Ledger, Owed, Pending
 
 log = logging.getLogger("subagentd")
 
@@ -101,10 +92,8 @@ class Connection:
         self.handle_signals = handle_signals
         self.outbox: list[bytes | memoryview] = []  # committed output, ready to write
         self.outbox_bytes = 0
-        self.group = Group()  # output since the last commit, held back until it succeeds
-        self.generation = 0  # counts commit groups (committed or lost)
+        self.ledger = Ledger(self._frame, self._held)  # output held back until its commit
         self.notes: list[bytes] = []
-        self.pending: dict[Any, Pending] = {}
         self._writing = False
         self._reading = False  # handling a chunk of input (its flush follows inline)
         self._tg: anyio.abc.TaskGroup | None = None
@@ -122,21 +111,13 @@ class Connection:
     def _frame(self, message: Any) -> bytes:
         return encode_frame(_encode(message), self.framer.lsp)
 
-    def reply(self, message: Any, entry: Any = None) -> None:
-        """A reply (or batch of replies): held with its group until the group commits."""
-        self._hold(self._frame(message))
-        self.group.replies.append(message if entry is None else entry)
-
-    def _hold(self, frame: bytes) -> None:
-        group = self.group
-        group.frames.append(frame)
-        group.size += len(frame)
-        self.trimmer.note(len(frame))
+    def _held(self, size: int) -> None:
+        self.trimmer.note(size)
         if not self._reading:  # the read loop flushes inline after each chunk (or wakes us)
             self._wake.set()
 
     def _push(self, frame: bytes | memoryview) -> None:
-        """Committed output (or output that claims nothing) to write."""
+        """Output to write now: committed, or claiming nothing (the answers of a lost group)."""
         self.outbox.append(frame)
         self.outbox_bytes += len(frame)
         if not self._reading:
@@ -145,41 +126,33 @@ class Connection:
     def flush_notes(self) -> None:
         notes, self.notes = self.notes, []
         for frame in notes:
-            self._hold(frame)
+            self.ledger.hold(frame)
 
     def _commit(self) -> None:
         """Group commit: what the group produced becomes writable, or, when the commit fails,
         the group is answered as lost (see _fail_group)."""
-        group = self.group
-        if group.lost is None:
+        if self.ledger.lost is None:
             try:
                 self.service.commit()
             except StorageFailedError as exc:
-                group.lost = exc
-        if group.lost is not None:
+                self.ledger.lost = exc
+        if self.ledger.lost is not None:
             self._fail_group()
             return
-        self.generation += 1
-        if group.frames:
-            self.outbox += group.frames
-            self.outbox_bytes += group.size
-            group.frames = []
-            group.size = 0
-            group.replies.clear()
+        frames, size = self.ledger.committed()
+        if frames:
+            self.outbox += frames
+            self.outbox_bytes += size
 
     def _lose(self, exc: StorageFailedError) -> None:
         """The current group is lost; the rest of the frame being handled is refused."""
-        if self.group.lost is None:
-            self.group.lost = exc
+        if self.ledger.lost is None:
+            self.ledger.lost = exc
 
     def _fail_group(self) -> None:
-        """A lost group: storage is rolled back and memory rebuilt from it; each reply of the
-        group becomes STORAGE_FAILED (same order), its notifications are dropped, waiting
-        replies it admitted are answered so too, and waits it completed wait again."""
-        lost, group = self.group.lost, self.group
-        failed_in = self.generation
-        self.generation += 1
-        self.group = Group()
+        """A lost group: storage is rolled back and memory rebuilt from it, then the group's
+        requests are answered STORAGE_FAILED (Ledger.answer_lost); notifications are dropped."""
+        lost = self.ledger.lost
         self.notes.clear()
         try:
             self.service.rebuild()
@@ -190,37 +163,13 @@ class Connection:
         def error(request_id: Any) -> dict[str, Any]:
             return error_reply(Code.STORAGE_FAILED, lost.message, request_id, lost.data)
 
-        answers = 0
-        for entry in group.replies:
-            if type(entry) is not tuple:
-                answer = failed(entry, error)
-            elif entry[0] == ADMITTED:
-                owed = entry[1]
-                for p in owed.waiting:
-                    p.deferred.on_done = None
-                    if self.pending.get(p.request_id) is p:
-                        del self.pending[p.request_id]
-                answer = (
-                    failed(owed.batch, error) if owed.batch else error(owed.waiting[0].request_id)
-                )
-            else:
-                owed = entry[1]
-                if any(p.admitted_in == failed_in for p in owed.waiting):
-                    continue  # its ADMITTED entry answers it
-                undone = [p for p in owed.waiting if p.done_in == failed_in]
-                if undone:  # the drain that completed it was rolled back: it waits again
-                    for p in undone:
-                        p.deferred.done, p.done_in = False, -1
-                    self._await(owed, admitted=False)
-                    continue
-                answer = owed.reply()  # cancellations stand
-            answers += 1
+        answers = self.ledger.answer_lost(error)
+        for answer in answers:
             self._push(self._frame(answer))
         log.error(
-            "storage failed (%s): the commit group was rolled back; %d repl%s answered %s",
+            "storage failed (%s): the commit group was rolled back; %d answer(s) %s",
             lost.cause,
-            answers,
-            "y" if answers == 1 else "ies",
+            len(answers),
             Code.STORAGE_FAILED.name,
         )
 
@@ -309,7 +258,7 @@ class Connection:
         except Exception:
             del self.notes[mark:]
             log.exception("unexpected failure in a scheduled task")
-        if self.group.lost is not None:
+        if self.ledger.lost is not None:
             self._fail_group()
         self.flush_notes()
         self._wake.set()
@@ -351,7 +300,7 @@ class Connection:
             self.handle_frame_safely(frame)
         self._flush_inline()
         while not self.started.input_ended:
-            if self.outbox_bytes + self.group.size > OUTBOX_LIMIT:
+            if self.outbox_bytes + self.ledger.size > OUTBOX_LIMIT:
                 await self._drained.wait()  # a host that does not read stdout slows us down
                 continue
             data = await self.reader.read()
@@ -376,14 +325,14 @@ class Connection:
             self.handle_frame(frame)
         except Exception:
             log.exception("unexpected failure while handling a frame")
-            self.reply(error_reply(Code.INTERNAL_ERROR, INTERNAL_MESSAGE))
+            self.ledger.reply(error_reply(Code.INTERNAL_ERROR, INTERNAL_MESSAGE))
             self.flush_notes()
-        if self.group.lost is not None:
+        if self.ledger.lost is not None:
             self._fail_group()
 
     def handle_frame(self, frame: bytes | Oversize | BadHeader) -> None:
         if isinstance(frame, Oversize):
-            self.reply(
+            self.ledger.reply(
                 error_reply(
                     Code.INVALID_REQUEST,
                     f"frame exceeds the limit of {frame.limit} bytes (--max-frame-bytes); it was discarded",
@@ -391,36 +340,36 @@ class Connection:
             )
             return
         if isinstance(frame, BadHeader):
-            self.reply(error_reply(Code.PARSE_ERROR, f"Parse error: {frame.detail}"))
+            self.ledger.reply(error_reply(Code.PARSE_ERROR, f"Parse error: {frame.detail}"))
             return
         try:
             message = _decode(frame)
         except msgspec.DecodeError as exc:
-            self.reply(error_reply(Code.PARSE_ERROR, "Parse error", data=str(exc)))
+            self.ledger.reply(error_reply(Code.PARSE_ERROR, "Parse error", data=str(exc)))
             return
         except RecursionError:
-            self.reply(
+            self.ledger.reply(
                 error_reply(Code.PARSE_ERROR, "Parse error", data="JSON is nested too deeply")
             )
             return
         if isinstance(message, list):
             if not message:
-                self.reply(error_reply(Code.INVALID_REQUEST, "Invalid Request: empty batch"))
+                self.ledger.reply(error_reply(Code.INVALID_REQUEST, "Invalid Request: empty batch"))
                 return
             replies = [
                 r for r in (self.handle_message(m, in_batch=True) for m in message) if r is not None
             ]
             waiting = [r for r in replies if isinstance(r, Pending)]
             if waiting:
-                self._await(Owed(waiting, replies))
+                self.ledger.wait(Owed(waiting, replies))
             elif replies:
-                self.reply(replies)
+                self.ledger.reply(replies)
         else:
             reply = self.handle_message(message)
             if isinstance(reply, Pending):
-                self._await(Owed([reply]))
+                self.ledger.wait(Owed([reply]))
             elif reply is not None:
-                self.reply(reply)
+                self.ledger.reply(reply)
         self.flush_notes()
 
     def handle_message(self, message: Any, in_batch: bool = False) -> Any:
@@ -474,21 +423,21 @@ class Connection:
             if not is_request:
                 return None
             return _refusal(Code.NOT_INITIALIZED, "server not initialized", request_id)
-        lost = self.group.lost
+        lost = self.ledger.lost
         if lost is not None and not lifecycle:
             if not is_request:
                 return None
             return error_reply(Code.STORAGE_FAILED, lost.message, request_id, lost.data)
         handler = METHODS.get(method)
         if handler is not None and handler.defers and is_request:
-            if len(self.pending) >= MAX_PENDING:
+            if len(self.ledger.pending) >= MAX_PENDING:
                 return _refusal(
                     Code.OVERLOADED,
                     f"too many requests waiting ({MAX_PENDING}); retry with backoff",
                     request_id,
                     {"reason": Code.OVERLOADED.name},
                 )
-            if request_id in self.pending:
+            if request_id in self.ledger.pending:
                 return _refusal(
                     Code.INVALID_REQUEST,
                     f"Invalid Request: id {_encode(request_id).decode()} is already used by"
@@ -512,8 +461,8 @@ class Connection:
             reply = error_reply(err.code, err.message, request_id, data)
             return Kept(reply) if lifecycle or entry is None else reply
         if call.deferred is not None and not call.deferred.done:
-            pending = Pending(request_id, call.deferred, stateless, self.generation)
-            self.pending[request_id] = pending
+            pending = Pending(request_id, call.deferred, stateless, self.ledger.generation)
+            self.ledger.pending[request_id] = pending
             return pending
         if call.deferred is not None:
             return success_reply(call.deferred.result, request_id, stateless)
@@ -545,37 +494,12 @@ class Connection:
 
         return entry
 
-    # --- deferred replies and cancellation -----------------------------------------------
-
-    def _await(self, owed: Owed, admitted: bool = True) -> None:
-        """Owe a reply until every waiting member is done or cancelled (it may be already)."""
-        if admitted:
-            self.group.replies.append((ADMITTED, owed))
-        for p in owed.waiting:
-            self.pending[p.request_id] = p
-            p.deferred.on_done = lambda p=p: self._member_done(owed, p)
-        if owed.ready():
-            self._member_done(owed, None)
-
-    def _member_done(self, owed: Owed, member: Pending | None) -> None:
-        if member is not None and member.deferred.done and not member.cancelled:
-            member.done_in = self.generation
-        if not owed.ready():
-            return
-        for p in owed.waiting:
-            p.deferred.on_done = None
-            if self.pending.get(p.request_id) is p:
-                del self.pending[p.request_id]
-        self.reply(owed.reply(), (COMPLETED, owed))
+    # --- cancellation --------------------------------------------------------------------
 
     def cancel(self, request_id: Any) -> None:
         """Answer a request that has not completed with -32800; accepted effects stay accepted."""
-        pending = self.pending.get(request_id) if valid_id(request_id) else None
-        if pending is None:
-            return
-        pending.cancelled = True
-        if pending.deferred.on_done is not None:
-            pending.deferred.on_done()
+        if valid_id(request_id):
+            self.ledger.cancel(request_id)
 
     # --- shutdown ------------------------------------------------------------------------
 
@@ -589,7 +513,7 @@ class Connection:
                 while not self._run_outside_request(step, retry=False):
                     await anyio.sleep(BUSY_RETRY)  # another process holds the write lock
         with anyio.move_on_after(self.grace):
-            while self.outbox or self.group.frames or self._writing:
+            while self.outbox or self.ledger.frames or self._writing:
                 self._wake.set()
                 await self._drained.wait()
         self._commit()
