@@ -30,7 +30,7 @@ from subagentd.storage.database import SqliteStore
 from tests.host import Host, InProcessServer, ServerProcess
 from tests.test_state_machine import PROFILE, SchedulingMachine
 
-ROUNDS = int(os.environ.get("SUBAGENTD_FAULT_ROUNDS", "6"))
+ROUNDS = int(os.environ.get("SUBAGENTD_FAULT_ROUNDS", "4"))
 SEED = int(os.environ.get("SUBAGENTD_FAULT_SEED", "10"))
 WAIT = 30.0
 
@@ -83,39 +83,56 @@ def stored_messages(db: str, agent_id: str) -> list[str]:
         conn.close()
 
 
+def send_message_frames(number: int, start: int, count: int, rng: random.Random, size: int):
+    """send_message requests (every 50th a ping) with messages of up to `size` characters."""
+    return [
+        {
+            "jsonrpc": "2.0",
+            "id": f"r{number}-{i}",
+            "method": "send_message" if i % 50 else "ping",
+            "params": {
+                "caller": "root",
+                "subagent_id": "c1",
+                "message": f"m{i} " + "x" * rng.randint(0, size),
+            }
+            if i % 50
+            else {},
+        }
+        for i in range(start, start + count)
+    ]
+
+
 def load_round(tmp_path, rng: random.Random, number: int, batch: bool) -> dict[str, int]:
-    """Pipelined (or one big batch of) send_message under a file-size limit, then the checks."""
+    """The disk fills while pipelined send_message (or one big batch of them) is under way;
+    then every acknowledged message must be stored, and nothing of a refused one."""
     db = str(tmp_path / f"full{number}.db")
     proc = start_server(db)
     host = proc.host
     try:
         host.open("root")
         host.spawn("root", "c1")  # c1 runs its first turn: every message queues
-        limit_file_size(proc.proc.pid, file_sizes(db) + rng.randint(50_000, 2_500_000))
-        count = rng.randint(1000, 5000) if batch else rng.randint(500, 2500)
-        frames = [
-            {
-                "jsonrpc": "2.0",
-                "id": f"r{number}-{i}",
-                "method": "send_message" if i % 50 else "ping",
-                "params": {
-                    "caller": "root",
-                    "subagent_id": "c1",
-                    "message": f"m{i} " + "x" * rng.randint(0, 600),
-                }
-                if i % 50
-                else {},
-            }
-            for i in range(count)
-        ]
-        if batch:
-            host.send_bytes(json.dumps(frames).encode() + b"\n")
+        if batch:  # some pipelined first, then a batch big enough to spill to the WAL mid-way
+            frames = send_message_frames(number, 0, rng.randint(100, 600), rng, 600)
+            host.send_bytes(b"".join(json.dumps(f).encode() + b"\n" for f in frames))
+            replies = {f["id"]: host.response(f["id"], WAIT) for f in frames}
+            limit_file_size(proc.proc.pid, file_sizes(db) + rng.randint(0, 3_000_000))
+            members = send_message_frames(number, len(frames), rng.randint(2000, 5000), rng, 1200)
+            frames += members
+            host.send_bytes(json.dumps(members).encode() + b"\n")
             got = host.read_any(WAIT)
             while not isinstance(got, list):
                 got = host.read_any(WAIT)
-            replies = {r["id"]: r for r in got}
-        else:
-            host.send_bytes(b"".join(json.dumps(f).encode() + b"\n" for f in frames))
+            replies.update((r["id"], r) for r in got)
+        else:  # the limit drops between two of several writes, while earlier ones are handled
+            frames = send_message_frames(number, 0, rng.randint(1000, 3000), rng, 600)
+            pieces = rng.randint(4, 12)
+            drop_after = rng.randrange(1, pieces)
+            step = -(-len(frames) // pieces)
+            for piece in range(pieces):
+                chunk = frames[piece * step : (piece + 1) * step]
+                host.send_bytes(b"".join(json.dumps(f).encode() + b"\n" for f in chunk))
+                if piece == drop_after:
+                    limit_file_size(proc.proc.pid, file_sizes(db) + rng.randint(0, 300_000))
             replies = {f["id"]: host.response(f["id"], WAIT) for f in frames}
         acknowledged = [
             r["result"]["message_id"]
@@ -449,7 +466,7 @@ class WireModel:
             self.turns.pop(params["agent_id"], None)
 
 
-STEPS = 40 * ROUNDS
+STEPS = 60 * ROUNDS
 
 
 def unpack_batches(host: Host) -> None:
