@@ -35,12 +35,15 @@ class Host:
         self.responses: dict[Any, dict[str, Any]] = {}
         self.notifications: deque[dict[str, Any]] = deque()
         self.raw: list[bytes] = []
+        self.reading = threading.Event()  # clear it to stop reading stdout (a slow host)
+        self.reading.set()
         self._reader = threading.Thread(target=self._pump, daemon=True)
         self._reader.start()
 
     def _pump(self) -> None:
         buf = b""
         while True:
+            self.reading.wait()
             try:
                 chunk = self._read.read(65536)
             except (OSError, ValueError):
