@@ -33,7 +33,7 @@ from tests.test_state_machine import PROFILE, SchedulingMachine
 
 ROUNDS = int(os.environ.get("SUBAGENTD_FAULT_ROUNDS", "4"))
 SEED = int(os.environ.get("SUBAGENTD_FAULT_SEED", "10"))
-WAIT = 30.0
+WAIT = 60.0
 
 
 # --- a full disk for the real server ------------------------------------------------------
@@ -567,6 +567,30 @@ def test_memory_agrees_with_storage_after_lost_groups_randomized(tmp_path, recor
         record_property(key, value)
     print(f"\nrandomized lost groups: {json.dumps(summary)}")
     assert faulty.failures > 0 and refused > 0, summary
+
+
+def test_when_the_live_state_cannot_be_read_back_the_server_stops_through_shutdown(
+    tmp_path, caplog
+):
+    store, faulty = faulty_store(str(tmp_path / "gone.db"))
+    server = InProcessServer(store=store)
+    host = server.host
+    host.initialize()
+    host.open("root")
+
+    def unreadable(owner: str) -> list[LiveRecord]:
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+    store.live_agents = unreadable  # type: ignore[method-assign]
+    faulty.plan = ("commit", 0)
+    reply = host.response(host.start("agents/open", {"agent_id": "other"}))
+    assert reply["error"]["code"] == 1012
+    with pytest.raises(EOFError):  # the connection shut down: stdout closed
+        host.read_any()
+    server.thread.join(WAIT)
+    assert not server.thread.is_alive()
+    assert "cannot rebuild the live state from the database; shutting down" in caplog.text
+    server.stop()
 
 
 # --- the store itself ---------------------------------------------------------------------
