@@ -763,3 +763,32 @@ def host_turn(server: InProcessServer, agent_id: str) -> str:
     agent = server.service.registry.get(agent_id)
     assert agent is not None and agent.turn is not None
     return agent.turn.turn_id
+
+
+def test_a_batch_whose_waiting_close_completes_inside_the_same_batch_is_answered(server):
+    host = server.host
+    host.open("root")
+    turn = host.spawn("root", "c1")["turn_id"]
+    host.send(
+        [
+            {
+                "jsonrpc": "2.0",
+                "id": "close",
+                "method": "agents/close",
+                "params": {"agent_id": "root"},
+            },
+            {
+                "jsonrpc": "2.0",
+                "id": "end",
+                "method": "turns/end",
+                "params": {"agent_id": "c1", "turn_id": turn, "reason": "completed"},
+            },
+        ]
+    )
+    batch = host.read_any()
+    while not isinstance(batch, list):
+        batch = host.read_any()
+    assert batch == [
+        {"jsonrpc": "2.0", "id": "close", "result": {}},
+        {"jsonrpc": "2.0", "id": "end", "result": {}},
+    ]
