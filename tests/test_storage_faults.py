@@ -27,6 +27,7 @@ from hypothesis.stateful import invariant
 from subagentd.core.registry import LiveAgent
 from subagentd.errors import StorageBusyError, StorageFailedError
 from subagentd.schema.records import LiveRecord
+from subagentd.server.waiting import Deferred, Ledger, Owed, Pending
 from subagentd.storage.database import SqliteStore
 from tests.host import Host, InProcessServer, ServerProcess
 from tests.test_state_machine import PROFILE, SchedulingMachine
@@ -792,3 +793,56 @@ def test_a_batch_whose_waiting_close_completes_inside_the_same_batch_is_answered
         {"jsonrpc": "2.0", "id": "close", "result": {}},
         {"jsonrpc": "2.0", "id": "end", "result": {}},
     ]
+
+
+# --- the ledger of owed replies -------------------------------------------------------------
+
+
+def ledger() -> Ledger:
+    return Ledger(lambda message: json.dumps(message).encode(), lambda size: None)
+
+
+def lost_answer(request_id: Any) -> dict[str, Any]:
+    return {"id": request_id, "error": "STORAGE_FAILED"}
+
+
+def waiting_close(book: Ledger, request_id: str) -> tuple[Pending, Deferred]:
+    deferred = Deferred({})
+    pending = Pending(request_id, deferred, False, book.generation)
+    book.pending[request_id] = pending
+    book.wait(Owed([pending]))
+    return pending, deferred
+
+
+def test_a_close_admitted_alone_in_a_committed_group_is_not_failed_by_a_later_lost_group():
+    book = ledger()
+    pending, deferred = waiting_close(book, "close")
+    assert book.committed() == ([], 0)  # the admission has no frame of its own
+    book.reply({"jsonrpc": "2.0", "id": "x", "result": {}})
+    assert book.answer_lost(lost_answer) == [{"id": "x", "error": "STORAGE_FAILED"}]
+    assert book.pending == {"close": pending}
+    deferred.complete()
+    assert json.loads(book.frames[-1]) == {"jsonrpc": "2.0", "result": {}, "id": "close"}
+
+
+def test_a_close_completed_in_a_lost_group_waits_again_and_is_answered_once_later():
+    book = ledger()
+    pending, deferred = waiting_close(book, "close")
+    book.committed()
+    deferred.complete()  # its drain completed in this group...
+    book.reply({"jsonrpc": "2.0", "id": "end", "result": {}})
+    assert book.answer_lost(lost_answer) == [{"id": "end", "error": "STORAGE_FAILED"}]
+    assert not deferred.done and book.pending == {"close": pending}  # ...which was lost
+    deferred.complete()
+    frames, _ = book.committed()
+    assert [json.loads(f) for f in frames] == [{"jsonrpc": "2.0", "result": {}, "id": "close"}]
+    assert book.pending == {}
+
+
+def test_a_close_admitted_in_a_lost_group_is_answered_storage_failed_and_forgotten():
+    book = ledger()
+    pending, deferred = waiting_close(book, "close")
+    assert book.answer_lost(lost_answer) == [{"id": "close", "error": "STORAGE_FAILED"}]
+    assert book.pending == {} and deferred.on_done is None
+    deferred.complete()
+    assert book.frames == []

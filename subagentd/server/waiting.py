@@ -100,6 +100,7 @@ class Ledger:
         self.generation += 1
         if frames:
             self.frames, self.size = [], 0
+        if self.entries:  # also a waiting reply's admission alone, which has no frame
             self.entries.clear()
         return frames, size
 
