@@ -349,6 +349,7 @@ def serve(args: argparse.Namespace) -> int:
 
     import anyio
 
+    from subagentd.errors import SubagentdError
     from subagentd.server.connection import Connection
     from subagentd.server.transport import FdReader, FdWriter
 
@@ -366,7 +367,10 @@ def serve(args: argparse.Namespace) -> int:
     try:
         anyio.run(connection.serve)
     finally:
-        service.store.close()  # type: ignore[attr-defined]
+        try:
+            service.store.close()  # type: ignore[attr-defined]
+        except SubagentdError as exc:  # the last commit failed (disk full): said once, not raised
+            logging.getLogger("subagentd").error("final commit failed: %s", exc.message)
         for fd in (0, out_fd):  # the fds' flags are shared with whoever started us
             try:
                 os.set_blocking(fd, True)
@@ -374,6 +378,9 @@ def serve(args: argparse.Namespace) -> int:
                 pass
     logging.getLogger("subagentd").info("stopped")
     return 0
+
+
+LOCK_WAIT_MS = 50  # once serving, the longest wait for another process's write lock
 
 
 def _load(args: argparse.Namespace, settings, loaded: dict[str, object]) -> None:
@@ -390,6 +397,7 @@ def _load(args: argparse.Namespace, settings, loaded: dict[str, object]) -> None
             if args.caller:
                 open_default_caller(service, args.caller)
         service.commit()
+        store.limit_lock_wait(LOCK_WAIT_MS)  # serving: never stall the event loop on a lock
         if recovered:
             logging.getLogger("subagentd").warning(
                 "recorded %d turn(s) left open by a crash", recovered

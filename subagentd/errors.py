@@ -94,6 +94,27 @@ class QuotaExceededError(SubagentdError):
         return QuotaExceededError(template.format(reason=self.message), self.quota, self.limit)
 
 
+class StorageBusyError(ServerOverloadedError):
+    """Another process holds the database's write lock; the request was not run."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the database is locked by another process; retry with backoff", {"reason": "busy"}
+        )
+
+
+class StorageFailedError(SubagentdError):
+    """The database failed a write or a commit; the whole commit group was rolled back."""
+
+    code = Code.STORAGE_FAILED
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(
+            f"storage failed ({cause}); the request was not applied, retry it", {"reason": cause}
+        )
+        self.cause = cause
+
+
 class ToolError(SubagentdError):
     """A model-visible tool failure: `message` is the reason text SEMANTICS.md fixes."""
 

@@ -35,12 +35,15 @@ class Host:
         self.responses: dict[Any, dict[str, Any]] = {}
         self.notifications: deque[dict[str, Any]] = deque()
         self.raw: list[bytes] = []
+        self.reading = threading.Event()  # clear it to stop reading stdout (a slow host)
+        self.reading.set()
         self._reader = threading.Thread(target=self._pump, daemon=True)
         self._reader.start()
 
     def _pump(self) -> None:
         buf = b""
         while True:
+            self.reading.wait()
             try:
                 chunk = self._read.read(65536)
             except (OSError, ValueError):
@@ -193,6 +196,7 @@ class ServerProcess:
         db: str = ":memory:",
         env: dict[str, str] | None = None,
         argv: list[str] | None = None,
+        preexec_fn: Any = None,
     ) -> None:
         import tempfile
 
@@ -205,6 +209,7 @@ class ServerProcess:
             stdout=subprocess.PIPE,
             stderr=self.stderr,
             env={**os.environ, **(env or {})},
+            preexec_fn=preexec_fn,
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.host = Host(self.proc.stdin.fileno(), os.dup(self.proc.stdout.fileno()))

@@ -56,6 +56,7 @@ class Engine:
         self._grace: dict[str, Callable[[], None]] = {}  # turn id -> cancel its force-end timer
         self.owner = self.settings.owner or f"local:{mint()}"
         self._wakeups: dict[str, list[float]] = {}  # child id -> recent report wakeup times
+        self._closing_committed: dict[str, list[Callable[[], None]]] = {}  # `closing` at commit
 
     # --- transactions (the server brackets each request; writes share one group commit) ---
 
@@ -64,7 +65,50 @@ class Engine:
         return self.store.atomic()
 
     def commit(self) -> None:
+        """The group commit; raises StorageFailedError when it fails (then call `rebuild`)."""
         self.store.commit()
+        if self.closing or self._closing_committed:  # nearly always both empty: nothing to copy
+            self._closing_committed = {root: list(w) for root, w in self.closing.items()}
+
+    def rebuild(self) -> None:
+        """After a lost commit group: roll it back and make memory agree with storage again.
+
+        The registry is rebuilt from the rows this process holds (storage.live_agents), closing
+        waiters are those of the last commit, force-end timers run exactly for interrupted open
+        turns (one lost with the group is armed again, for a full grace period).
+        """
+        self.store.rollback()
+        self.registry.clear()
+        for row in self.store.live_agents(self.owner):
+            self.registry.add(
+                LiveAgent(
+                    agent_id=row.agent_id,
+                    parent_id=row.parent_id,
+                    kind=row.kind,
+                    depth=row.depth,
+                    activation_id=row.activation_id,
+                    ancestry=tuple(row.ancestry.split(" ")),
+                    turn=Turn(row.open_turn_id, row.interrupted) if row.open_turn_id else None,
+                    parked=row.parked,
+                    pending=row.pending,
+                    disposing=row.disposing,
+                    resume=row.resume,
+                    last_reason=row.last_reason,
+                    last_output=row.last_output,
+                )
+            )
+        self.closing = {root: list(w) for root, w in self._closing_committed.items()}
+        interrupted = {
+            agent.turn.turn_id: agent.agent_id
+            for agent in self.registry
+            if agent.turn is not None and agent.turn.interrupted
+        }
+        for turn_id in [t for t in self._grace if t not in interrupted]:
+            self._grace.pop(turn_id)()
+        for turn_id, agent_id in interrupted.items():
+            if turn_id not in self._grace:
+                self._arm_grace(agent_id, turn_id)
+        self._wakeups = {k: v for k, v in self._wakeups.items() if self.registry.get(k)}
 
     # --- lookups -------------------------------------------------------------------------
 
@@ -154,11 +198,26 @@ class Engine:
     ) -> LiveAgent:
         if self.live_elsewhere(agent_id):
             raise StateInvalidError(f'agent "{agent_id}" is live in another subagentd process')
-        left_open = self.store.get_session(agent_id)
-        if left_open is not None and left_open.open_turn_id is not None:
-            self.recover_turn(agent_id, left_open.open_turn_id)  # its process died mid-turn
-        self.store.put_lease(agent_id, self.owner, "idle", time.time() + self.settings.lease_ttl)
+        stored = self.store.get_session(agent_id)
+        # the last turn's end as storage has it (what a rebuilt registry would read, too)
+        last_reason, last_output = (
+            (stored.last_reason, stored.last_output) if stored else (None, None)
+        )
+        if stored is not None and stored.open_turn_id is not None:
+            self.recover_turn(agent_id, stored.open_turn_id)  # its process died mid-turn
+            last_reason, last_output = "error", None
         activation_id = mint()
+        ancestry = self.registry.live_ancestry(activation_id, parent_id)
+        self.store.put_lease(
+            agent_id,
+            self.owner,
+            "idle",
+            time.time() + self.settings.lease_ttl,
+            activation_id=activation_id,
+            ancestry=" ".join(ancestry),
+            kind=kind,
+            resume=resume,
+        )
         queued, parked_count = self.store.inbox_counts(agent_id)
         agent = LiveAgent(
             agent_id=agent_id,
@@ -166,10 +225,12 @@ class Engine:
             kind=kind,
             depth=depth,
             activation_id=activation_id,
-            ancestry=self.registry.live_ancestry(activation_id, parent_id),
+            ancestry=ancestry,
             parked=parked,
             pending=queued + parked_count,
             resume=resume,
+            last_reason=last_reason,
+            last_output=last_output,
         )
         self.registry.add(agent)
         self.record(agent_id, None, "activated", {"activation_id": activation_id, "resume": resume})
@@ -177,9 +238,21 @@ class Engine:
         return agent
 
     def status_changed(self, agent: LiveAgent) -> None:
-        self.store.set_lease_status(agent.agent_id, self.owner, agent.status)
+        self.save_live(agent)
         if self.settings.status_events:
             self.emit("agent/status", AgentStatus(agent_id=agent.agent_id, status=agent.status))
+
+    def save_live(self, agent: LiveAgent) -> None:
+        """The lease row keeps what the registry needs beyond the session row (see rebuild)."""
+        turn = agent.turn
+        self.store.set_lease_status(
+            agent.agent_id,
+            self.owner,
+            agent.status,
+            interrupted=turn is not None and turn.interrupted,
+            disposing=agent.disposing,
+            resume=agent.resume,
+        )
 
     def leave(self, agent: LiveAgent) -> None:
         """The agent is no longer live here: out of the registry, its lease released."""
@@ -318,15 +391,20 @@ class Engine:
                     cause=InterruptCause(kind=kind, by=by),
                 ),
             )
-            self._grace[turn.turn_id] = self.timers.call_later(
-                self.settings.interrupt_grace, lambda: self._force_end(agent.agent_id, turn.turn_id)
-            )
+            self.save_live(agent)
+            self._arm_grace(agent.agent_id, turn.turn_id)
         if kind != "shutdown":
             self.set_parked(agent, True)
             if agent.turn is None:
                 agent.last_reason, agent.last_output = "aborted", None
+                self.store.end_turn(agent.agent_id, "aborted", None)  # the last turn counts so
                 self.maybe_settle(agent)
         return previous
+
+    def _arm_grace(self, agent_id: str, turn_id: str) -> None:
+        self._grace[turn_id] = self.timers.call_later(
+            self.settings.interrupt_grace, lambda: self._force_end(agent_id, turn_id)
+        )
 
     def _force_end(self, agent_id: str, turn_id: str) -> None:
         """The host did not end an interrupted turn within the grace period."""
@@ -411,6 +489,7 @@ class Engine:
             agent.disposing = True
             if agent.turn is not None:
                 self.interrupt(agent, "shutdown", None)
+            self.save_live(agent)
         for agent in draining:
             if self.registry.get(agent.agent_id) is agent:
                 self.drain_step(agent)

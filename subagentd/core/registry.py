@@ -54,6 +54,10 @@ class Registry:
     def __iter__(self):
         return iter(list(self._agents.values()))
 
+    def clear(self) -> None:
+        self._agents.clear()
+        self._children.clear()
+
     def get(self, agent_id: str | None) -> LiveAgent | None:
         return self._agents.get(agent_id) if agent_id is not None else None
 

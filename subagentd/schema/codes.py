@@ -43,5 +43,9 @@ class Code(IntEnum):
     INVALID_STATE = 1010
     """The operation does not fit the agent's state (e.g. ending a turn that is not open)."""
     OVERLOADED = 1011
-    """A bound was reached: a bounded queue, or a quota (`data.quota` names it, `data.limit` is
-    its value); retry with backoff, or with less."""
+    """A bound was reached: a bounded queue, a quota (`data.reason` and `data.quota` name it,
+    `data.limit` is its value), or another process holds the database's write lock
+    (`data.reason: "busy"`); retry with backoff, or with less."""
+    STORAGE_FAILED = 1012
+    """The database failed a write or a commit (disk full, I/O error); nothing of the request
+    was kept and it may be retried (`data.reason`: `full`, `io` or `error`)."""

@@ -60,3 +60,22 @@ class IdempotencyRecord(msgspec.Struct, kw_only=True):
     method: str
     fingerprint: str
     result: str  # JSON text
+
+
+class LiveRecord(msgspec.Struct, array_like=True):
+    """One agent this process holds live, as storage has it: enough to rebuild the registry."""
+
+    agent_id: str
+    parent_id: str | None
+    kind: str  # the registry's kind: ordinary | continuable | one-shot
+    depth: int
+    activation_id: str
+    ancestry: str  # activation ids, space-separated, own first
+    open_turn_id: str | None
+    interrupted: bool
+    parked: bool
+    disposing: bool
+    resume: bool
+    last_reason: str | None
+    last_output: str | None
+    pending: int  # queued or parked inbox messages

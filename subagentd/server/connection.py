@@ -18,7 +18,7 @@ from oslash.either import Left
 
 from subagentd.core.service import Service
 from subagentd.core.settings import Settings
-from subagentd.errors import InvalidParamsError
+from subagentd.errors import InvalidParamsError, StorageBusyError, StorageFailedError
 from subagentd.schema.codes import Code
 from subagentd.schema.lifecycle import SUPPORTED_VERSIONS, VERSION_META_KEY
 from subagentd.server.boundary import INTERNAL_MESSAGE, guard
@@ -28,6 +28,7 @@ from subagentd.server.handlers import METHODS, Handler
 from subagentd.server.memory import IDLE_SECONDS, Trimmer
 from subagentd.server.prelude import Started
 from subagentd.server.transport import FdReader, FdWriter
+from subagentd.server.waiting import Deferred, Kept, Ledger, Owed, Pending
 
 log = logging.getLogger("subagentd")
 
@@ -37,20 +38,7 @@ _NO_LIFECYCLE = frozenset({"initialize", "ping", "server/discover"})
 _CANCEL = {"notifications/cancelled": "requestId", "$/cancelRequest": "id"}
 OUTBOX_LIMIT = 8 * 1024 * 1024  # bytes of unwritten frames before reading pauses
 MAX_PENDING = 1024  # replies that may wait at once (agents/close drains); beyond: 1011 OVERLOADED
-
-
-class Deferred:
-    """A result that arrives later (agents/close waits for its drain)."""
-
-    def __init__(self, result: Any) -> None:
-        self.result = result
-        self.done = False
-        self.on_done: Callable[[], None] | None = None
-
-    def complete(self) -> None:
-        self.done = True
-        if self.on_done is not None:
-            self.on_done()
+BUSY_RETRY = 0.1  # seconds before a timer's work refused for another process's lock runs again
 
 
 @dataclass
@@ -74,21 +62,6 @@ class Call:
 
     def drop_notifications(self) -> None:
         del self.conn.notes[self.notes_mark :]
-
-
-@dataclass
-class Pending:
-    """A deferred reply still owed to the host."""
-
-    request_id: Any
-    deferred: Deferred
-    stateless: bool
-    cancelled: bool = False
-
-    def reply(self) -> dict[str, Any]:
-        if self.cancelled:
-            return error_reply(Code.REQUEST_CANCELLED, "request cancelled", self.request_id)
-        return success_reply(self.deferred.result, self.request_id, self.stateless)
 
 
 class Connection:
@@ -117,10 +90,10 @@ class Connection:
             self.session.default_caller = default_caller
         self.grace = grace
         self.handle_signals = handle_signals
-        self.outbox: list[bytes | memoryview] = []
+        self.outbox: list[bytes | memoryview] = []  # committed output, ready to write
         self.outbox_bytes = 0
+        self.ledger = Ledger(self._frame, self._held)  # output held back until its commit
         self.notes: list[bytes] = []
-        self.pending: dict[Any, Pending] = {}
         self._writing = False
         self._reading = False  # handling a chunk of input (its flush follows inline)
         self._tg: anyio.abc.TaskGroup | None = None
@@ -138,20 +111,67 @@ class Connection:
     def _frame(self, message: Any) -> bytes:
         return encode_frame(_encode(message), self.framer.lsp)
 
-    def send(self, message: Any) -> None:
-        self._push(self._frame(message))
+    def _held(self, size: int) -> None:
+        self.trimmer.note(size)
+        if not self._reading:  # the read loop flushes inline after each chunk (or wakes us)
+            self._wake.set()
 
     def _push(self, frame: bytes | memoryview) -> None:
+        """Output to write now: committed, or claiming nothing (the answers of a lost group)."""
         self.outbox.append(frame)
         self.outbox_bytes += len(frame)
-        self.trimmer.note(len(frame))
-        if not self._reading:  # the read loop flushes inline after each chunk (or wakes us)
+        if not self._reading:
             self._wake.set()
 
     def flush_notes(self) -> None:
         notes, self.notes = self.notes, []
         for frame in notes:
-            self._push(frame)
+            self.ledger.hold(frame)
+
+    def _commit(self) -> None:
+        """Group commit: what the group produced becomes writable, or, when the commit fails,
+        the group is answered as lost (see _fail_group)."""
+        if self.ledger.lost is None:
+            try:
+                self.service.commit()
+            except StorageFailedError as exc:
+                self.ledger.lost = exc
+        if self.ledger.lost is not None:
+            self._fail_group()
+            return
+        frames, size = self.ledger.committed()
+        if frames:
+            self.outbox += frames
+            self.outbox_bytes += size
+
+    def _lose(self, exc: StorageFailedError) -> None:
+        """The current group is lost; the rest of the frame being handled is refused."""
+        if self.ledger.lost is None:
+            self.ledger.lost = exc
+
+    def _fail_group(self) -> None:
+        """A lost group: storage is rolled back and memory rebuilt from it, then the group's
+        requests are answered STORAGE_FAILED (Ledger.answer_lost); notifications are dropped."""
+        lost = self.ledger.lost
+        self.notes.clear()
+        try:
+            self.service.rebuild()
+        except Exception:
+            log.critical("cannot rebuild the live state from the database; shutting down")
+            self._read_scope.cancel()
+
+        def error(request_id: Any) -> dict[str, Any]:
+            return error_reply(Code.STORAGE_FAILED, lost.message, request_id, lost.data)
+
+        answers = self.ledger.answer_lost(error)
+        for answer in answers:
+            self._push(self._frame(answer))
+        log.error(
+            "storage failed (%s): the commit group was rolled back; %d answer(s) %s",
+            lost.cause,
+            len(answers),
+            Code.STORAGE_FAILED.name,
+        )
 
     def _flush_inline(self) -> None:
         """Group commit right after a chunk of input: commit, then write what the pipe takes now.
@@ -163,7 +183,7 @@ class Connection:
         if self._writing or self.writer.broken:
             self._wake.set()
             return
-        self.service.commit()
+        self._commit()
         if not self.outbox:
             return
         data = b"".join(self.outbox)
@@ -183,7 +203,7 @@ class Connection:
         while True:
             await self._wake.wait()
             self._wake = anyio.Event()
-            self.service.commit()
+            self._commit()
             if self.outbox:
                 data = b"".join(self.outbox)
                 self.outbox.clear()
@@ -221,16 +241,28 @@ class Connection:
         self._tg.start_soon(later)
         return scope.cancel
 
-    def _run_outside_request(self, callback: Callable[[], None]) -> None:
+    def _run_outside_request(self, callback: Callable[[], None], retry: bool = True) -> bool:
+        """A timer's (or the heartbeat's) work in its own transaction of the current group.
+        False when another process's lock refused it (then, with `retry`, it runs again later)."""
         mark = len(self.notes)
+        ran = True
         try:
             with self.service.transaction():
                 callback()
+        except StorageBusyError:
+            ran = False
+            if retry:
+                self.call_later(BUSY_RETRY, callback)
+        except StorageFailedError as exc:
+            self._lose(exc)
         except Exception:
             del self.notes[mark:]
             log.exception("unexpected failure in a scheduled task")
+        if self.ledger.lost is not None:
+            self._fail_group()
         self.flush_notes()
         self._wake.set()
+        return ran
 
     # --- inbound -------------------------------------------------------------------------
 
@@ -254,7 +286,7 @@ class Connection:
         """Keep this process's leases alive for other processes sharing the database."""
         while True:
             await anyio.sleep(self.service.settings.lease_ttl / 3)
-            self._run_outside_request(self.service.heartbeat)
+            self._run_outside_request(self.service.heartbeat, retry=False)  # the next one retries
 
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -268,7 +300,7 @@ class Connection:
             self.handle_frame_safely(frame)
         self._flush_inline()
         while not self.started.input_ended:
-            if self.outbox_bytes > OUTBOX_LIMIT:
+            if self.outbox_bytes + self.ledger.size > OUTBOX_LIMIT:
                 await self._drained.wait()  # a host that does not read stdout slows us down
                 continue
             data = await self.reader.read()
@@ -293,12 +325,14 @@ class Connection:
             self.handle_frame(frame)
         except Exception:
             log.exception("unexpected failure while handling a frame")
-            self.send(error_reply(Code.INTERNAL_ERROR, INTERNAL_MESSAGE))
+            self.ledger.reply(error_reply(Code.INTERNAL_ERROR, INTERNAL_MESSAGE))
             self.flush_notes()
+        if self.ledger.lost is not None:
+            self._fail_group()
 
     def handle_frame(self, frame: bytes | Oversize | BadHeader) -> None:
         if isinstance(frame, Oversize):
-            self.send(
+            self.ledger.reply(
                 error_reply(
                     Code.INVALID_REQUEST,
                     f"frame exceeds the limit of {frame.limit} bytes (--max-frame-bytes); it was discarded",
@@ -306,39 +340,44 @@ class Connection:
             )
             return
         if isinstance(frame, BadHeader):
-            self.send(error_reply(Code.PARSE_ERROR, f"Parse error: {frame.detail}"))
+            self.ledger.reply(error_reply(Code.PARSE_ERROR, f"Parse error: {frame.detail}"))
             return
         try:
             message = _decode(frame)
         except msgspec.DecodeError as exc:
-            self.send(error_reply(Code.PARSE_ERROR, "Parse error", data=str(exc)))
+            self.ledger.reply(error_reply(Code.PARSE_ERROR, "Parse error", data=str(exc)))
             return
         except RecursionError:
-            self.send(
+            self.ledger.reply(
                 error_reply(Code.PARSE_ERROR, "Parse error", data="JSON is nested too deeply")
             )
             return
         if isinstance(message, list):
             if not message:
-                self.send(error_reply(Code.INVALID_REQUEST, "Invalid Request: empty batch"))
+                self.ledger.reply(error_reply(Code.INVALID_REQUEST, "Invalid Request: empty batch"))
                 return
             replies = [
                 r for r in (self.handle_message(m, in_batch=True) for m in message) if r is not None
             ]
-            if any(isinstance(r, Pending) for r in replies):
-                self._await_batch(replies)
+            waiting = [r for r in replies if isinstance(r, Pending)]
+            if waiting:
+                self.ledger.wait(Owed(waiting, replies))
             elif replies:
-                self.send(replies)
+                self.ledger.reply(replies)
         else:
             reply = self.handle_message(message)
             if isinstance(reply, Pending):
-                self._await_single(reply)
+                self.ledger.wait(Owed([reply]))
             elif reply is not None:
-                self.send(reply)
+                self.ledger.reply(reply)
         self.flush_notes()
 
     def handle_message(self, message: Any, in_batch: bool = False) -> Any:
-        """One request or notification: a reply dict, a Pending reply, or None."""
+        """One request or notification: a reply dict, a Pending reply, or None.
+
+        Refusals before dispatch and lifecycle replies are Kept: they stand even if the group is
+        lost. Once the group is lost, the rest of the frame is refused without running.
+        """
         if not isinstance(message, dict):
             return error_reply(Code.INVALID_REQUEST, "Invalid Request: not an object")
         is_request = "id" in message
@@ -349,16 +388,16 @@ class Connection:
             )
         method = message.get("method")
         if message.get("jsonrpc") != "2.0":
-            return error_reply(
+            return _refusal(
                 Code.INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"', request_id
             )
         if not isinstance(method, str):
-            return error_reply(
+            return _refusal(
                 Code.INVALID_REQUEST, 'Invalid Request: "method" must be a string', request_id
             )
         params = message.get("params")
         if "params" in message and not isinstance(params, dict | list):
-            return error_reply(
+            return _refusal(
                 Code.INVALID_REQUEST,
                 'Invalid Request: "params" must be an object or an array',
                 request_id,
@@ -366,41 +405,55 @@ class Connection:
         if method in _CANCEL:
             if isinstance(params, dict):
                 self.cancel(params.get(_CANCEL[method]))
-            return success_reply({}, request_id, False) if is_request else None
+            return Kept(success_reply({}, request_id, False)) if is_request else None
         meta = params.get("_meta") if isinstance(params, dict) else None
         version = meta.get(VERSION_META_KEY) if isinstance(meta, dict) else None
         stateless = version is not None
         if stateless and version not in SUPPORTED_VERSIONS:
             if not is_request:
                 return None
-            return error_reply(
+            return _refusal(
                 Code.UNSUPPORTED_PROTOCOL_VERSION,
                 f"unsupported protocol version {version!r}",
                 request_id,
                 {"supported": list(SUPPORTED_VERSIONS), "requested": version},
             )
-        if not (stateless or self.session.initialized or method in _NO_LIFECYCLE):
+        lifecycle = method in _NO_LIFECYCLE
+        if not (stateless or self.session.initialized or lifecycle):
             if not is_request:
                 return None
-            return error_reply(Code.NOT_INITIALIZED, "server not initialized", request_id)
+            return _refusal(Code.NOT_INITIALIZED, "server not initialized", request_id)
+        lost = self.ledger.lost
+        if lost is not None and not lifecycle:
+            if not is_request:
+                return None
+            return error_reply(Code.STORAGE_FAILED, lost.message, request_id, lost.data)
         handler = METHODS.get(method)
         if handler is not None and not handler.confined and self.session.default_caller is not None:
             if not is_request:
                 return None
-            return error_reply(
+            return _refusal(
                 Code.METHOD_NOT_FOUND,
                 f'method "{method}" is not served to an MCP client confined by --caller;'
                 " the host API needs a connection started without --caller",
                 request_id,
                 method,
             )
-        if handler is not None and handler.defers and len(self.pending) >= MAX_PENDING:
-            return error_reply(
-                Code.OVERLOADED,
-                f"too many requests waiting ({MAX_PENDING}); retry with backoff",
-                request_id,
-                {"reason": Code.OVERLOADED.name},
-            )
+        if handler is not None and handler.defers and is_request:
+            if len(self.ledger.pending) >= MAX_PENDING:
+                return _refusal(
+                    Code.OVERLOADED,
+                    f"too many requests waiting ({MAX_PENDING}); retry with backoff",
+                    request_id,
+                    {"reason": Code.OVERLOADED.name},
+                )
+            if request_id in self.ledger.pending:
+                return _refusal(
+                    Code.INVALID_REQUEST,
+                    f"Invalid Request: id {_encode(request_id).decode()} is already used by"
+                    " a request that is still waiting",
+                    request_id,
+                )
         call = Call(self, self.service, self.session, stateless, notes_mark=len(self.notes))
         # jsonrpcserver runs the method and shapes its Result; its per-request signature check
         # (inspect.signature, ~30% of a request in profiles) is skipped: entries take anything.
@@ -415,12 +468,16 @@ class Connection:
         if isinstance(result, Left):
             err = result._error
             data = None if err.data is NODATA else err.data
-            return error_reply(err.code, err.message, request_id, data)
+            reply = error_reply(err.code, err.message, request_id, data)
+            return Kept(reply) if lifecycle or entry is None else reply
         if call.deferred is not None and not call.deferred.done:
-            return Pending(request_id, call.deferred, stateless)
+            pending = Pending(request_id, call.deferred, stateless, self.ledger.generation)
+            self.ledger.pending[request_id] = pending
+            return pending
         if call.deferred is not None:
             return success_reply(call.deferred.result, request_id, stateless)
-        return success_reply(result._value.result, request_id, stateless)
+        reply = success_reply(result._value.result, request_id, stateless)
+        return Kept(reply) if lifecycle else reply
 
     def _entry(self, handler: Handler) -> Callable[..., Any]:
         def entry(call: Call, /, *args: Any, **params: Any) -> Any:
@@ -435,6 +492,10 @@ class Connection:
                         with self.service.transaction():
                             return handler.run(call, value)
                     return handler.run(call, value)
+                except StorageFailedError as exc:
+                    self._lose(exc)
+                    call.drop_notifications()
+                    raise
                 except BaseException:
                     call.drop_notifications()
                     raise
@@ -443,48 +504,31 @@ class Connection:
 
         return entry
 
-    # --- deferred replies and cancellation -----------------------------------------------
-
-    def _await_single(self, pending: Pending) -> None:
-        self.pending[pending.request_id] = pending
-
-        def done() -> None:
-            if self.pending.pop(pending.request_id, None) is pending:
-                self.send(pending.reply())
-
-        pending.deferred.on_done = done
-
-    def _await_batch(self, replies: list[Any]) -> None:
-        waiting = [r for r in replies if isinstance(r, Pending)]
-
-        def done() -> None:
-            if all(p.deferred.done or p.cancelled for p in waiting):
-                for p in waiting:
-                    p.deferred.on_done = None
-                    self.pending.pop(p.request_id, None)
-                self.send([r.reply() if isinstance(r, Pending) else r for r in replies])
-
-        for p in waiting:
-            self.pending[p.request_id] = p
-            p.deferred.on_done = done
+    # --- cancellation --------------------------------------------------------------------
 
     def cancel(self, request_id: Any) -> None:
         """Answer a request that has not completed with -32800; accepted effects stay accepted."""
-        pending = self.pending.get(request_id) if valid_id(request_id) else None
-        if pending is None:
-            return
-        pending.cancelled = True
-        if pending.deferred.on_done is not None:
-            pending.deferred.on_done()
+        if valid_id(request_id):
+            self.ledger.cancel(request_id)
 
     # --- shutdown ------------------------------------------------------------------------
 
     async def _shutdown(self) -> None:
         """Stop every live agent (no more turns/end can arrive), commit, and write what is owed."""
-        self._run_outside_request(lambda: self.service.shutdown(lambda: None))
-        self._run_outside_request(lambda: self.service.force_end_all("shutdown"))
+        for step in (
+            lambda: self.service.shutdown(lambda: None),
+            lambda: self.service.force_end_all("shutdown"),
+        ):
+            with anyio.move_on_after(self.grace):
+                while not self._run_outside_request(step, retry=False):
+                    await anyio.sleep(BUSY_RETRY)  # another process holds the write lock
         with anyio.move_on_after(self.grace):
-            while self.outbox or self._writing:
+            while self.outbox or self.ledger.frames or self._writing:
                 self._wake.set()
                 await self._drained.wait()
-        self.service.commit()
+        self._commit()
+
+
+def _refusal(code: int, message: str, request_id: Any, data: Any = None) -> Kept:
+    """A refusal before dispatch: it depends on no stored state."""
+    return Kept(error_reply(code, message, request_id, data))

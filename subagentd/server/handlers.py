@@ -14,6 +14,8 @@ from subagentd.errors import (
     CallerUnauthorizedError,
     InvalidParamsError,
     InvalidRequestError,
+    StorageBusyError,
+    StorageFailedError,
     SubagentdError,
 )
 from subagentd.schema import host as h
@@ -278,6 +280,8 @@ def tools_call(call: Call, p: t.ToolsCallParams) -> t.CallToolResult:
                 result = run_tool(call.service, spec, arguments, identity)
         else:
             result = run_tool(call.service, spec, arguments, identity)
+    except (StorageBusyError, StorageFailedError):
+        raise  # not the tool's answer: the request is to be retried (a JSON-RPC error)
     except SubagentdError as error:
         call.drop_notifications()
         return call_tool_result(None, error)

@@ -11,11 +11,13 @@ from typing import get_args
 import msgspec
 from sqlite_utils import Database
 
+from subagentd.errors import StorageBusyError, StorageFailedError
 from subagentd.schema.messages import Mode
 from subagentd.schema.records import (
     EventRecord,
     IdempotencyRecord,
     InboxRecord,
+    LiveRecord,
     SessionRecord,
     TreeRecord,
 )
@@ -76,6 +78,10 @@ class SqliteStore:
         conn.execute("PRAGMA foreign_keys = OFF")
         self._migrate(busy_timeout_ms / 1000)
         self._savepoints = 0
+        self._open = False  # a group transaction was begun and not yet committed or rolled back
+        self._cause = "error"  # why a group SQLite rolled back by itself was lost
+        self._busy = False  # the last BEGIN was refused because another process held the lock
+        self._lock_wait_ms = int(busy_timeout_ms)
 
     def _migrate(self, patience: float) -> None:
         """Apply pending migrations; another process creating the same new file may hold the lock
@@ -98,45 +104,115 @@ class SqliteStore:
         """True while writes are waiting for the next commit."""
         return self.conn.in_transaction
 
+    def limit_lock_wait(self, milliseconds: int) -> None:
+        """From now on wait at most this long for another process's write lock (the event loop
+        must not stall); start-up keeps the constructor's longer `busy_timeout_ms`."""
+        self._lock_wait_ms = int(milliseconds)
+        self.conn.execute(f"PRAGMA busy_timeout = {self._lock_wait_ms}")
+
     def _begin(self) -> None:
         if not self.conn.in_transaction:
-            self.conn.execute("BEGIN IMMEDIATE")
+            self._open_group()
+
+    def _open_group(self) -> None:
+        """BEGIN IMMEDIATE for the first writer since the last commit.
+
+        Refused with StorageFailedError when the previous group was rolled back behind our back
+        (a failed statement) and nobody has taken notice yet; with StorageBusyError when another
+        process holds the write lock past the wait: after such a refusal the next attempts do not
+        wait at all until one succeeds, so a burst of writes stalls the loop at most once.
+        """
+        if self._open:
+            raise StorageFailedError(self._cause)
+        try:
+            if self._busy:
+                self.conn.execute("PRAGMA busy_timeout = 0")
+                try:
+                    self.conn.execute("BEGIN IMMEDIATE")
+                finally:
+                    self.conn.execute(f"PRAGMA busy_timeout = {self._lock_wait_ms}")
+            else:
+                self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            if _code(exc) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                self._busy = True
+                raise StorageBusyError() from None
+            raise StorageFailedError(_cause(exc)) from exc
+        self._busy = False
+        self._open = True
+        self._cause = "error"
 
     @contextmanager
     def atomic(self) -> Iterator[None]:
-        """One request's writes: all or nothing, inside the shared group-commit transaction."""
+        """One request's writes: all or nothing, inside the shared group-commit transaction.
+
+        A storage error (any sqlite3.Error) inside abandons the whole group, not only this
+        request: SQLite may already have rolled all of it back (SQLITE_FULL, SQLITE_IOERR), and
+        the caller rebuilds its memory from what is committed. It surfaces as StorageFailedError.
+        """
         if not self.conn.in_transaction:  # first writer since the last commit: no savepoint needed
-            self.conn.execute("BEGIN IMMEDIATE")
+            self._open_group()
             try:
                 yield
+            except sqlite3.Error as exc:
+                raise self._abandon(exc) from exc
             except BaseException:
-                if self.conn.in_transaction:
-                    self.conn.execute("ROLLBACK")
+                self.rollback()
                 raise
             return
         self._savepoints += 1
         name = f"r{self._savepoints}"
-        self.conn.execute(f"SAVEPOINT {name}")
         try:
-            yield
-        except BaseException:
-            if self.conn.in_transaction:
-                self.conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
+            self.conn.execute(f"SAVEPOINT {name}")
+            try:
+                yield
+            except sqlite3.Error:
+                raise
+            except BaseException:
+                if self.conn.in_transaction:
+                    self.conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
+                    self.conn.execute(f"RELEASE SAVEPOINT {name}")
+                raise
+            else:
                 self.conn.execute(f"RELEASE SAVEPOINT {name}")
-            raise
-        else:
-            self.conn.execute(f"RELEASE SAVEPOINT {name}")
+        except sqlite3.Error as exc:
+            raise self._abandon(exc) from exc
         finally:
             self._savepoints -= 1
 
+    def _abandon(self, exc: sqlite3.Error) -> StorageFailedError:
+        """Roll the whole group back after a storage error; the error to raise instead."""
+        self.rollback()
+        return StorageFailedError(_cause(exc))
+
     def commit(self) -> None:
-        """Make every write so far durable (one group commit)."""
+        """Make every write so far durable (one group commit); StorageFailedError when that
+        fails or the group was already rolled back by a failed statement (then nothing of it
+        was kept)."""
         if self.conn.in_transaction:
-            self.conn.execute("COMMIT")
+            try:
+                self.conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise self._abandon(exc) from exc
+        elif self._open:
+            cause, self._open = self._cause, False
+            raise StorageFailedError(cause)
+        self._open = False
+
+    def rollback(self) -> None:
+        """Drop every write since the last commit (the group was lost)."""
+        self._open = False
+        if self.conn.in_transaction:
+            try:
+                self.conn.execute("ROLLBACK")
+            except sqlite3.Error:  # SQLite may have rolled back already; nothing is left of it
+                pass
 
     def close(self) -> None:
-        self.commit()
-        self.conn.close()
+        try:
+            self.commit()
+        finally:
+            self.conn.close()
 
     # --- sessions and descriptors -------------------------------------------------------
 
@@ -395,20 +471,62 @@ class SqliteStore:
             "SELECT owner, status, expires_at FROM leases WHERE session_id = ?", (session_id,)
         ).fetchone()
 
-    def put_lease(self, session_id: str, owner: str, status: str, expires_at: float) -> None:
+    def put_lease(
+        self,
+        session_id: str,
+        owner: str,
+        status: str,
+        expires_at: float,
+        *,
+        activation_id: str | None = None,
+        ancestry: str | None = None,
+        kind: str | None = None,
+        resume: bool = False,
+    ) -> None:
+        """Take the session's lease, with what its new activation is (see live_agents)."""
         self._begin()
         self.conn.execute(
-            "INSERT INTO leases (session_id, owner, status, expires_at) VALUES (?,?,?,?)"
+            "INSERT INTO leases (session_id, owner, status, expires_at, activation_id, ancestry,"
+            " kind, interrupted, disposing, resume) VALUES (?,?,?,?,?,?,?,0,0,?)"
             " ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner,"
-            " status = excluded.status, expires_at = excluded.expires_at",
-            (session_id, owner, status, expires_at),
+            " status = excluded.status, expires_at = excluded.expires_at,"
+            " activation_id = excluded.activation_id, ancestry = excluded.ancestry,"
+            " kind = excluded.kind, interrupted = 0, disposing = 0, resume = excluded.resume",
+            (session_id, owner, status, expires_at, activation_id, ancestry, kind, int(resume)),
         )
 
-    def set_lease_status(self, session_id: str, owner: str, status: str) -> None:
+    def set_lease_status(
+        self,
+        session_id: str,
+        owner: str,
+        status: str,
+        *,
+        interrupted: bool = False,
+        disposing: bool = False,
+        resume: bool = False,
+    ) -> None:
+        """The live agent's status and flags (its open turn interrupted, disposing, resume)."""
         self._begin()
         self.conn.execute(
-            "UPDATE leases SET status = ? WHERE session_id = ? AND owner = ?",
-            (status, session_id, owner),
+            "UPDATE leases SET status = ?, interrupted = ?, disposing = ?, resume = ?"
+            " WHERE session_id = ? AND owner = ?",
+            (status, int(interrupted), int(disposing), int(resume), session_id, owner),
+        )
+
+    def live_agents(self, owner: str) -> list[LiveRecord]:
+        """Every agent `owner` holds live, as storage has it (registry rebuild)."""
+        return msgspec.convert(
+            self.conn.execute(
+                "SELECT l.session_id, s.parent_id, l.kind, s.depth, l.activation_id, l.ancestry,"
+                " s.open_turn_id, l.interrupted, s.parked, l.disposing, l.resume, s.last_reason,"
+                " s.last_output, (SELECT count(*) FROM inbox i WHERE i.session_id = l.session_id"
+                " AND i.state IN ('queued', 'parked'))"
+                " FROM leases l JOIN sessions s ON s.id = l.session_id"
+                " WHERE l.owner = ? AND l.activation_id IS NOT NULL",
+                (owner,),
+            ).fetchall(),
+            list[LiveRecord],
+            strict=False,
         )
 
     def drop_lease(self, session_id: str, owner: str) -> None:
@@ -495,3 +613,20 @@ def _inbox(row: tuple) -> InboxRecord:
         state=row[5],
         turn_id=row[6],
     )
+
+
+def _code(exc: sqlite3.Error) -> int:
+    """The primary SQLite result code of an error (extended codes folded), or -1."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else -1
+
+
+def _cause(exc: sqlite3.Error) -> str:
+    """`data.reason` of STORAGE_FAILED: full (disk or database full), io (an I/O error, e.g. a
+    file-size limit: EFBIG), or error (anything else)."""
+    code = _code(exc)
+    if code == sqlite3.SQLITE_FULL:
+        return "full"
+    if code == sqlite3.SQLITE_IOERR:
+        return "io"
+    return "error"

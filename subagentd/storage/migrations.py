@@ -115,6 +115,24 @@ def m004_listed_mode(db: Database) -> None:
 
 
 @migrations()
+def m005_live_state(db: Database) -> None:
+    """What a live agent of the owning process is beyond its session row (activation, ancestry,
+    kind, whether its open turn was interrupted, disposing, cold resume), written in the same
+    transaction as each change, so the live registry can be rebuilt from storage after a lost
+    commit group (a row of an older version has NULLs: it is never rebuilt, only its own process
+    reads it)."""
+    for column in (
+        "activation_id TEXT",
+        "ancestry TEXT",
+        "kind TEXT",
+        "interrupted INTEGER NOT NULL DEFAULT 0",
+        "disposing INTEGER NOT NULL DEFAULT 0",
+        "resume INTEGER NOT NULL DEFAULT 0",
+    ):
+        db.execute(f"ALTER TABLE leases ADD COLUMN {column}")
+
+
+@migrations()
 def m007_host_idempotency(db: Database) -> None:
     """agents/followup keys move from the caller "@host" to "", so an agent named "@host" (ids can
     no longer start with @, but older ones may) shares no idempotency namespace with the host.
