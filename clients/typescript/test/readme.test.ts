@@ -65,8 +65,9 @@ test("the README's Usage example type-checks and runs to completion against a re
     const child = /^(\S+) settled: completed$/.exec(lines.find((l) => l.endsWith(" settled: completed")) ?? "");
     assert.ok(child, `no "settled: completed" line in:\n${run.stdout}`);
     const id = child[1]!;
+    // "Find X." in its fenced block (renderMessages): header, text and closing fence, 83 characters
     assert.ok(
-      lines.includes(`${id}: completed: ${id} read 7 characters (and how to report)`),
+      lines.includes(`${id}: completed: ${id} read 83 characters (and how to report)`),
       `the researcher's turn is not in:\n${run.stdout}`,
     );
     assert.equal(lines.at(-1), "subagentd exited with 0");
