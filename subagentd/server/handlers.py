@@ -260,7 +260,7 @@ def tools_call(call: Call, p: t.ToolsCallParams) -> t.CallToolResult:
         else:
             result = run_tool(call.service, spec, arguments, identity)
     except SubagentdError as error:
-        call.drop_notifications()
+        call.drop_notifications(error)
         return call_tool_result(None, error)
     except msgspec.ValidationError as exc:
         return call_tool_result(None, InvalidParamsError(f"invalid _meta: {exc}"))

@@ -112,3 +112,23 @@ def m004_listed_mode(db: Database) -> None:
         """CREATE TRIGGER sessions_update_clears_mode AFTER UPDATE OF id, label, kind ON sessions
         WHEN NEW.mode IS NOT NULL BEGIN UPDATE sessions SET mode = NULL WHERE id = NEW.id; END"""
     )
+
+
+@migrations()
+def m006_lease_owners(db: Database) -> None:
+    """One row per process sharing the database (storage/leases.py): its leases last as long as
+    its row does, unexpired and not fenced.
+
+    The row's expiry is renewed at commit time and by a thread of the owner's own, so a process
+    busy in a long group commit keeps its leases; a process that takes over an expired owner's
+    sessions marks the row fenced in the same write transaction, and the owner, checking its row
+    at the start of its next write transaction, lets them go. `leases.expires_at` is no longer
+    read: a lease is valid while its owner's row is.
+    """
+    db.execute(
+        """CREATE TABLE owners (
+            owner TEXT PRIMARY KEY,
+            expires_at REAL NOT NULL,
+            fenced INTEGER NOT NULL DEFAULT 0
+        )"""
+    )
