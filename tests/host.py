@@ -250,6 +250,8 @@ class InProcessServer:
         store: Any = None,
         max_depth: int = 8,
         max_frame_bytes: int = 16 * 1024 * 1024,
+        lease_ttl: float = 15.0,
+        owner: str = "",
     ) -> None:
         import anyio
 
@@ -263,7 +265,11 @@ class InProcessServer:
         from_server_r, from_server_w = os.pipe()
         self.store = store or SqliteStore(":memory:")
         settings = Settings(
-            report_delivery=report_delivery, interrupt_grace=interrupt_grace, max_depth=max_depth
+            report_delivery=report_delivery,
+            interrupt_grace=interrupt_grace,
+            max_depth=max_depth,
+            lease_ttl=lease_ttl,
+            owner=owner,
         )
         self.service = Service(self.store, emit=lambda m, p: None, timers=None, settings=settings)  # type: ignore[arg-type]
         with self.service.transaction():

@@ -6,7 +6,7 @@ import logging
 import sqlite3
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import get_args
 
@@ -88,7 +88,14 @@ _LOST = (
 class SqliteStore:
     """Everything subagentd keeps durably; knows nothing about JSON-RPC or the agent rules."""
 
-    def __init__(self, path: str, *, durability: str = "normal", busy_timeout_ms: int = 5000):
+    def __init__(
+        self,
+        path: str,
+        *,
+        durability: str = "normal",
+        busy_timeout_ms: int = 5000,
+        clock: Callable[[], float] = time.time,
+    ):
         self.path = path
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.conn = conn
@@ -104,6 +111,7 @@ class SqliteStore:
         self._holding: Holding | None = None  # this process's owner row (hold)
         self._renewer: Renewer | None = None
         self._began = 0.0  # when the open write transaction took the lock
+        self._now = clock  # wall-clock seconds, shared by every process on this database
 
     def _migrate(self, patience: float) -> None:
         """Apply pending migrations; another process creating the same new file may hold the lock
@@ -134,7 +142,7 @@ class SqliteStore:
         """BEGIN IMMEDIATE, then fencing: unless this process's lease is known to be valid still,
         its owner row is read under the lock; fenced or gone, nothing more is written."""
         self.conn.execute("BEGIN IMMEDIATE")
-        self._began = began = time.time()
+        self._began = began = self._now()
         holding = self._holding
         if holding is not None and holding.expires <= began:
             row = self.conn.execute(
@@ -180,7 +188,7 @@ class SqliteStore:
         if holding is None:
             self.conn.execute("COMMIT")
             return
-        now = time.time()
+        now = self._now()
         held = now - self._began
         renew = holding.expires - now < holding.ttl * (1 - RENEW_EVERY) or held >= LONG_HOLD
         if renew:
@@ -462,7 +470,7 @@ class SqliteStore:
     def hold(self, owner: str, ttl: float) -> None:
         """Register `owner` as this process's lease owner (a new row, valid for `ttl` seconds),
         renewed from now on at commit time and by a renewal thread (storage/leases.py)."""
-        now = time.time()
+        now = self._now()
         self.conn.execute(
             "INSERT INTO owners (owner, expires_at, fenced) VALUES (?, ?, 0)", (owner, now + ttl)
         )
@@ -470,7 +478,7 @@ class SqliteStore:
             return
         if self._holding is None:
             self._holding = Holding(owner, ttl, now + ttl)
-            self._renewer = Renewer(self.path, self._holding, self._busy_timeout_ms)
+            self._renewer = Renewer(self.path, self._holding, self._busy_timeout_ms, self._now)
             weakref.finalize(self, self._renewer.stopped.set)
             self._renewer.start()
         else:  # the same thread renews the new owner from now on
@@ -480,7 +488,7 @@ class SqliteStore:
     def clock(self) -> float:
         """The time leases are judged by: when the open write transaction took the lock (other
         owners could not renew after that), else now."""
-        return self._began if self.conn.in_transaction else time.time()
+        return self._began if self.conn.in_transaction else self._now()
 
     def owners(self) -> list[tuple[str, float, int]]:
         """(owner, expires_at, fenced) of every process registered on this database."""

@@ -7,8 +7,8 @@ import os
 import socket
 import sqlite3
 import threading
-import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 log = logging.getLogger("subagentd")
@@ -59,11 +59,14 @@ class Renewer(threading.Thread):
     connection holds the write lock it waits (busy_timeout); a renewal that finds the row fenced
     or gone leaves `expires` at 0, so the next write transaction sees the loss."""
 
-    def __init__(self, path: str, holding: Holding, busy_timeout_ms: int) -> None:
+    def __init__(
+        self, path: str, holding: Holding, busy_timeout_ms: int, clock: Callable[[], float]
+    ) -> None:
         super().__init__(name="subagentd-lease-renewal", daemon=True)
         self.path = path
         self.holding = holding
         self.busy_timeout_ms = busy_timeout_ms
+        self.clock = clock
         self.stopped = threading.Event()
 
     def run(self) -> None:
@@ -80,7 +83,7 @@ class Renewer(threading.Thread):
         owner, ttl = holding.owner, holding.ttl
         try:
             conn.execute("BEGIN IMMEDIATE")
-            expires = time.time() + ttl  # counted from when the write lock was ours
+            expires = self.clock() + ttl  # counted from when the write lock was ours
             held = conn.execute(RENEW_SQL, (expires, owner)).rowcount == 1
             conn.execute("COMMIT")
         except sqlite3.Error as exc:  # busy past the timeout, or the database went away

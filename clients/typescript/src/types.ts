@@ -426,6 +426,11 @@ export const ErrorCode = {
   INVALID_STATE: 1010,
   /** Bounded queues are full; retry with backoff. */
   OVERLOADED: 1011,
+  /**
+   * Another process sharing the database took over this one's sessions (it was stalled past
+   * `--lease-ttl`); its live agents were let go and the request was not applied.
+   */
+  LEASE_LOST: 1012,
 } as const;
 export type ErrorCodeName = keyof typeof ErrorCode;
 
