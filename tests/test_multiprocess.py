@@ -244,7 +244,7 @@ def test_a_process_busy_in_a_long_batch_keeps_its_leases_and_reaps_nobody(tmp_pa
             )
 
     both_still_hold_their_sessions()  # right after the batch's commit: the riskiest moment
-    b.host.settle_quietly(6 * ttl)  # each process's heartbeat runs every ttl/3 meanwhile
+    b.host.settle_quietly(4 * ttl)  # each process's heartbeat runs every ttl/3 meanwhile
     both_still_hold_their_sessions()
     # no false reaps: no turn ended by crash, no notice, nobody lost a lease
     assert crash_ends(db) == []

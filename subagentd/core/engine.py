@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -15,7 +14,7 @@ from subagentd.core.registry import CONTINUABLE, ONE_SHOT, LiveAgent, Registry, 
 from subagentd.core.settings import Settings, Timers
 from subagentd.core.stamps import mint, now, stamp
 from subagentd.core.store import Store
-from subagentd.errors import AgentUnknownError, LeaseLostError, StateInvalidError
+from subagentd.errors import AgentUnknownError, StateInvalidError
 from subagentd.schema.messages import (
     Message,
     Source,
@@ -57,21 +56,16 @@ class Engine:
         self._owner_base = self.settings.owner or f"local:{mint()}"
         self._owner_generation = 1
         self.owner = self._owner_base
-        self.store.hold(self.owner, self.settings.lease_ttl)
+        self.store.hold(self.owner, self.settings.lease_ttl, self.lease_lost)
         self._wakeups: dict[str, list[float]] = {}  # child id -> recent report wakeup times
 
     # --- transactions (the server brackets each request; writes share one group commit) ---
 
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """One request's writes, all or nothing. A process that another one fenced finds out
-        when its next write transaction begins: it lets go of its agents first (lease_lost)."""
-        try:
-            with self.store.atomic():
-                yield
-        except LeaseLostError:  # raised only by the BEGIN: nothing of the request ran
-            self.lease_lost()
-            raise
+    def transaction(self):
+        """One request's writes, all or nothing. A process that another one fenced finds out as
+        its next write transaction begins: the store calls lease_lost, then raises LeaseLostError
+        before anything of the request ran."""
+        return self.store.atomic()
 
     def commit(self) -> None:
         self.store.commit()
@@ -167,7 +161,7 @@ class Engine:
         self.registry = Registry()
         self._owner_generation += 1
         self.owner = f"{self._owner_base}#{self._owner_generation}"
-        self.store.hold(self.owner, self.settings.lease_ttl)
+        self.store.hold(self.owner, self.settings.lease_ttl, self.lease_lost)
         for agent in lost:
             self.emit("agent/settled", AgentSettled(agent_id=agent.agent_id, reason="lease-lost"))
             if self.settings.status_events:

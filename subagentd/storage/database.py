@@ -109,6 +109,7 @@ class SqliteStore:
         self._savepoints = 0
         self._busy_timeout_ms = int(busy_timeout_ms)
         self._holding: Holding | None = None  # this process's owner row (hold)
+        self._on_lost: Callable[[], None] = lambda: None
         self._renewer: Renewer | None = None
         self._began = 0.0  # when the open write transaction took the lock
         self._now = clock  # wall-clock seconds, shared by every process on this database
@@ -150,6 +151,7 @@ class SqliteStore:
             ).fetchone()
             if row is None or row[0]:
                 self.conn.execute("ROLLBACK")
+                self._on_lost()
                 raise LeaseLostError(_LOST)
 
     @contextmanager
@@ -467,9 +469,11 @@ class SqliteStore:
 
     # --- leases (several processes on one database) --------------------------------------
 
-    def hold(self, owner: str, ttl: float) -> None:
+    def hold(self, owner: str, ttl: float, on_lost: Callable[[], None]) -> None:
         """Register `owner` as this process's lease owner (a new row, valid for `ttl` seconds),
-        renewed from now on at commit time and by a renewal thread (storage/leases.py)."""
+        renewed from now on at commit time and by a renewal thread (storage/leases.py).
+        `on_lost` runs when a write transaction finds the row fenced, before LeaseLostError."""
+        self._on_lost = on_lost
         now = self._now()
         self.conn.execute(
             "INSERT INTO owners (owner, expires_at, fenced) VALUES (?, ?, 0)", (owner, now + ttl)
