@@ -23,8 +23,15 @@ PATIENCE = 30.0  # seconds any wait below may take on a loaded machine before th
 
 def start(spawn_process, db, *args):
     proc = spawn_process(*args, db=db)
-    proc.host.initialize()
+    ready(proc.host)
     return proc
+
+
+def ready(host):
+    """Initialized, with its database open and migrated (`initialize` is answered before that):
+    the next process then starts on a database that is already set up."""
+    host.initialize()
+    assert refused(host, "agents/get", {"agent_id": "-"}).code == Code.UNKNOWN_AGENT
 
 
 def refused(host, method, params):
@@ -65,7 +72,9 @@ def stop_outside_a_transaction(proc, db):
     """SIGSTOP at a moment the process holds no write lock (a stopped lock holder would block
     every other process until SIGCONT, which is SQLite's rule, not the lease rules under test)."""
     pid = proc.proc.pid
+    deadline = time.monotonic() + PATIENCE
     while True:
+        assert time.monotonic() < deadline, "never found the database unlocked"
         os.kill(pid, signal.SIGSTOP)
         wait_for(lambda: _state(pid) in "Tt", "the process stopped")
         probe = sqlite3.connect(db, timeout=0, isolation_level=None)
@@ -291,15 +300,16 @@ def test_a_quiet_process_keeps_its_leases_past_the_ttl(tmp_path, spawn_process):
 def pair(tmp_path_factory):
     """Two processes on one database, shared by the tests below (each uses its own agents)."""
     db = str(tmp_path_factory.mktemp("pair") / "shared.db")
-    a, b = ServerProcess(db=db), ServerProcess(db=db)
+    a = ServerProcess(db=db)
+    ready(a.host)
+    b = ServerProcess(db=db)
     try:
-        a.host.initialize()
-        b.host.initialize()
+        ready(b.host)
         b.host.open("other")
         yield a.host, b.host, db
     finally:
-        a.stop()
         b.stop()
+        a.stop()
 
 
 @pytest.fixture

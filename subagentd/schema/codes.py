@@ -44,6 +44,6 @@ class Code(IntEnum):
     """The operation does not fit the agent's state (e.g. ending a turn that is not open)."""
     OVERLOADED = 1011
     """Bounded queues are full; retry with backoff."""
-    LEASE_LOST = 1012
+    LEASE_LOST = 1014
     """Another process sharing the database took over this one's sessions (it was stalled past
     `--lease-ttl`); its live agents were let go and the request was not applied."""

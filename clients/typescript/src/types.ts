@@ -430,7 +430,7 @@ export const ErrorCode = {
    * Another process sharing the database took over this one's sessions (it was stalled past
    * `--lease-ttl`); its live agents were let go and the request was not applied.
    */
-  LEASE_LOST: 1012,
+  LEASE_LOST: 1014,
 } as const;
 export type ErrorCodeName = keyof typeof ErrorCode;
 
