@@ -200,14 +200,13 @@ class SqliteStore:
             holding.expires = now + holding.ttl
 
     def _renew(self, holding: Holding, now: float, held: float) -> None:
-        """Expiry counted from commit time; other owners' leases that were valid when this group
-        took the lock get the time it held the lock back (they could not renew meanwhile)."""
+        """Expiry counted from commit time; every other unfenced owner gets the time this group
+        held the lock back (it could not renew meanwhile: lock time never counts against it)."""
         self.conn.execute(RENEW_SQL, (now + holding.ttl, holding.owner))
         if held >= LONG_HOLD:
             self.conn.execute(
-                "UPDATE owners SET expires_at = expires_at + ?"
-                " WHERE owner != ? AND fenced = 0 AND expires_at > ?",
-                (held, holding.owner, self._began),
+                "UPDATE owners SET expires_at = expires_at + ? WHERE owner != ? AND fenced = 0",
+                (held, holding.owner),
             )
 
     def close(self) -> None:
