@@ -70,9 +70,13 @@ class Renewer(threading.Thread):
         self.stopped = threading.Event()
 
     def run(self) -> None:
-        conn = sqlite3.connect(self.path, isolation_level=None)
         try:
+            conn = sqlite3.connect(self.path, isolation_level=None)
             conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+        except sqlite3.Error as exc:  # commits still renew the lease
+            log.warning("lease renewal thread cannot open the database: %s", exc)
+            return
+        try:
             while not self.stopped.wait(self.holding.ttl * RENEW_EVERY):
                 self.renew(conn)
         finally:
