@@ -146,8 +146,9 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         "--lease-ttl",
         type=float,
         default=15.0,
-        help="seconds another process sharing --db waits after our last heartbeat before taking over"
-        " our live sessions (default: %(default)s)",
+        help="seconds this process's leases last unless renewed (a thread renews them every third"
+        " of it); a process stalled longer loses its live sessions to another process sharing"
+        " --db (default: %(default)s)",
     )
     parser.add_argument(
         "--caller",

@@ -115,6 +115,12 @@ class StorageFailedError(SubagentdError):
         self.cause = cause
 
 
+class LeaseLostError(SubagentdError):
+    """Raised at the start of a write transaction by a process another one has fenced."""
+
+    code = Code.LEASE_LOST
+
+
 class ToolError(SubagentdError):
     """A model-visible tool failure: `message` is the reason text SEMANTICS.md fixes."""
 

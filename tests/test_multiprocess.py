@@ -1,24 +1,98 @@
-"""Several subagentd processes on one database: leases keep a live session in exactly one of them."""
+"""Several subagentd processes on one database: leases keep a live session in exactly one of them.
 
+Every process here is a real `python -m subagentd` over pipes; stalls are SIGSTOP/SIGCONT. Waits
+are on events (replies, notifications, rows in the shared database), each bounded generously.
+"""
+
+import json
 import os
 import signal
+import sqlite3
+import time
 
 import pytest
 
 from subagentd.schema.codes import Code
-from tests.host import RpcError
+from tests.host import RpcError, ServerProcess
+
+LOST = (
+    "this subagentd process lost its leases to another process sharing the database (it was"
+    " stalled longer than --lease-ttl); its live agents were let go and the request was not applied"
+)
+PATIENCE = 30.0  # seconds any wait below may take on a loaded machine before the test fails
 
 
 def start(spawn_process, db, *args):
     proc = spawn_process(*args, db=db)
-    proc.host.initialize()
+    ready(proc.host)
     return proc
+
+
+def ready(host):
+    """Initialized, with its database open and migrated (`initialize` is answered before that):
+    the next process then starts on a database that is already set up."""
+    host.initialize()
+    assert refused(host, "agents/get", {"agent_id": "-"}).code == Code.UNKNOWN_AGENT
 
 
 def refused(host, method, params):
     with pytest.raises(RpcError) as caught:
         host.call(method, params)
     return caught.value
+
+
+def query(db, sql, *params):
+    """Rows of the shared database, read from the test's own connection."""
+    conn = sqlite3.connect(db, timeout=PATIENCE)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def owner_of(db, session_id):
+    [[owner]] = query(db, "SELECT owner FROM leases WHERE session_id = ?", session_id)
+    return owner
+
+
+def crash_ends(db):
+    """Turns ended by crash recovery: what a reap writes."""
+    return query(
+        db, "SELECT session_id FROM events WHERE type = 'turn_end' AND data LIKE '%\"crash\"%'"
+    )
+
+
+def wait_for(condition, what):
+    deadline = time.monotonic() + PATIENCE
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.02)
+
+
+def stop_outside_a_transaction(proc, db):
+    """SIGSTOP at a moment the process holds no write lock (a stopped lock holder would block
+    every other process until SIGCONT, which is SQLite's rule, not the lease rules under test)."""
+    pid = proc.proc.pid
+    deadline = time.monotonic() + PATIENCE
+    while True:
+        assert time.monotonic() < deadline, "never found the database unlocked"
+        os.kill(pid, signal.SIGSTOP)
+        wait_for(lambda: _state(pid) in "Tt", "the process stopped")
+        probe = sqlite3.connect(db, timeout=0, isolation_level=None)
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+            probe.execute("ROLLBACK")
+            return
+        except sqlite3.OperationalError:  # it (or the other process) holds the lock right now
+            os.kill(pid, signal.SIGCONT)
+            time.sleep(0.01)
+        finally:
+            probe.close()
+
+
+def _state(pid):
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rpartition(")")[2].split()[0]
 
 
 def test_a_session_live_in_one_process_is_never_activated_by_another(tmp_path, spawn_process):
@@ -61,33 +135,345 @@ def test_a_killed_process_leaves_its_sessions_resumable_elsewhere(tmp_path, spaw
     assert resumed["messages"][0]["content"][0]["text"] == "queued in a"
 
 
-def test_a_stalled_process_loses_its_leases_after_the_ttl(tmp_path, spawn_process):
+def test_a_process_stalled_past_the_ttl_is_fenced_and_never_writes_to_its_sessions_again(
+    tmp_path, spawn_process
+):
     db = str(tmp_path / "shared.db")
-    a = start(spawn_process, db, "--lease-ttl", "0.6")
-    b = start(spawn_process, db, "--lease-ttl", "0.6")
+    # TTL 1 s: a renewal thread that a loaded machine delays by 0.6 s still renews in time (b
+    # must keep its lease while it takes a's over)
+    a = start(spawn_process, db, "--lease-ttl", "1")
+    b = start(spawn_process, db, "--lease-ttl", "1")
     a.host.open("root")
+    c1 = a.host.spawn("root", "c1", label="worker")
+    a_owner = owner_of(db, "root")
     assert refused(b.host, "agents/open", {"agent_id": "root"}).code == Code.INVALID_STATE
-    os.kill(a.proc.pid, signal.SIGSTOP)  # alive but silent: no more heartbeats
+
+    stop_outside_a_transaction(a, db)
     try:
-        deadline_hits = 0
-        while True:
+        # once a's lease has expired, b's write transaction fences a and takes root over
+        def b_opened_root():
             try:
                 b.host.open("root")
-                break
+                return True
             except RpcError as exc:
-                assert exc.code == Code.INVALID_STATE
-                deadline_hits += 1
-                assert deadline_hits < 100, "lease never expired"
-                b.host.settle_quietly(0.05)
+                assert exc.message == 'agent "root" is live in another subagentd process'
+                return False
+
+        wait_for(b_opened_root, "b could open root")
+        assert query(db, "SELECT fenced FROM owners WHERE owner = ?", a_owner) == [(1,)]
+        # a really stalled: c1's open turn is reaped (by b's heartbeat), and root hears of it
+        notice = b.host.notification("turn/start", agent_id="root")
+        assert [block["text"] for block in notice["messages"][0]["content"]] == [
+            "Background subagent c1 failed before it finished.",
+            "It left no closing message.",
+        ]
+        assert crash_ends(db) == [("c1",)]
+        c1_events = query(db, "SELECT seq FROM events WHERE session_id = 'c1'")
+        # a's host ends c1's turn while a is stopped: the request waits in a's stdin
+        late = a.host.start(
+            "turns/end",
+            {"agent_id": "c1", "turn_id": c1["turn_id"], "reason": "completed", "output": "late"},
+        )
     finally:
         os.kill(a.proc.pid, signal.SIGCONT)
 
+    # The first write transaction a begins after SIGCONT finds it fenced: this request's, or its
+    # heartbeat's just before it; either way the request is not applied.
+    error = a.host.response(late)["error"]
+    assert (error["code"], error["message"]) in {
+        (Code.LEASE_LOST, LOST),
+        (Code.INVALID_STATE, 'agent "c1" is not live'),
+    }
+    # a tells its host that it let both go
+    assert a.host.notification("agent/settled", agent_id="root")["reason"] == "lease-lost"
+    assert a.host.notification("agent/settled", agent_id="c1")["reason"] == "lease-lost"
+    # nothing of a reached c1 after the fence; root is b's
+    assert query(db, "SELECT seq FROM events WHERE session_id = 'c1'") == c1_events
+    assert query(db, "SELECT open_turn_id, last_reason FROM sessions WHERE id = 'c1'") == [
+        (None, "error")
+    ]
+    b_owner = owner_of(db, "root")
+    assert b_owner != a_owner
+    error = refused(a.host, "agents/open", {"agent_id": "root"})
+    assert (error.code, error.message) == (
+        Code.INVALID_STATE,
+        'agent "root" is live in another subagentd process',
+    )
+    error = refused(
+        a.host, "turns/end", {"agent_id": "c1", "turn_id": c1["turn_id"], "reason": "completed"}
+    )
+    assert (error.code, error.message) == (Code.INVALID_STATE, 'agent "c1" is not live')
+    # a serves on under a new owner id holding nothing of before; b still holds root
+    a.host.open("fresh")
+    assert owner_of(db, "fresh") == f"{a_owner}#2"
+    assert b.host.call("agents/get", {"agent_id": "root"})["status"] == "running"
+    assert crash_ends(db) == [("c1",)]
+    # and a sent nothing more about them (no turn started, nothing settled twice)
+    assert [n for n in a.host.notifications if n["params"].get("agent_id") in ("root", "c1")] == []
 
-def test_heartbeats_keep_a_quiet_process_leases(tmp_path, spawn_process):
+
+def spawns(first, count):
+    return [
+        {
+            "jsonrpc": "2.0",
+            "id": f"spawn-{first + i}",
+            "method": "agents/spawn",
+            "params": {"caller": "root", "child_id": f"k{first + i}", "label": "w", "prompt": "go"},
+        }
+        for i in range(count)
+    ]
+
+
+def one_batch_frame(host, requests):
+    """One frame, one group commit: the write lock is held until the last spawn is done."""
+    host.send(requests)
+    replies = None
+    while not isinstance(replies, list):
+        replies = host.read_any(PATIENCE)
+    return replies
+
+
+def frames_back_to_back(host, requests):
+    """One frame each, written at once: group commits follow each other with no pause."""
+    host.send_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in requests))
+    return [host.response(r["id"], PATIENCE) for r in requests]
+
+
+@pytest.mark.parametrize("shape", [one_batch_frame, frames_back_to_back])
+def test_a_process_busy_for_several_ttls_keeps_its_leases_and_reaps_nobody(
+    tmp_path, spawn_process, shape
+):
+    ttl = 1.0  # renewed every third of it: a renewal thread delayed by 0.6 s still holds
     db = str(tmp_path / "shared.db")
-    # a TTL well above scheduling hiccups on a loaded 2-core CI machine (heartbeats every TTL/3)
-    a = start(spawn_process, db, "--lease-ttl", "1.5")
-    b = start(spawn_process, db, "--lease-ttl", "1.5")
+    # thousands of live children under one root: the live-agent quotas (SECURITY.md) are lifted
+    unbounded = ("--max-children=0", "--max-live-per-root=0", "--max-live=0")
+    a = start(spawn_process, db, "--lease-ttl", str(ttl), *unbounded)
+    b = start(spawn_process, db, "--lease-ttl", str(ttl), *unbounded)
+    b.host.open("broot")
+    b.host.spawn("broot", "bchild")
     a.host.open("root")
-    b.host.settle_quietly(4.0)  # more than two TTLs without any request to a
-    assert refused(b.host, "agents/open", {"agent_id": "root"}).code == Code.INVALID_STATE
+    a.host.spawn("root", "c0")
+    # spawns, doubled until one round kept a's event loop busy for several TTLs: a's heartbeat
+    # cannot run meanwhile, and in one batch frame b cannot renew either (a holds the lock)
+    size, busy, spawned = 250, 0.0, 0
+    while busy < 3 * ttl:
+        began = time.monotonic()
+        replies = shape(a.host, spawns(spawned, size))
+        busy = time.monotonic() - began
+        assert [r.get("error") for r in replies] == [None] * size
+        spawned += size
+        size *= 2
+
+    def both_still_hold_their_sessions():
+        for host, agent_id in ((b.host, "c0"), (b.host, f"k{spawned - 1}"), (a.host, "bchild")):
+            error = refused(host, "agents/followup", {"agent_id": agent_id, "message": "x"})
+            assert (error.code, error.message) == (
+                Code.INVALID_STATE,
+                f'agent "{agent_id}" is live in another subagentd process',
+            )
+
+    both_still_hold_their_sessions()  # right after the batch's commit: the riskiest moment
+    b.host.settle_quietly(3 * ttl)  # each process's heartbeat runs every ttl/3 meanwhile
+    both_still_hold_their_sessions()
+    # no false reaps: no turn ended by crash, no notice, nobody lost a lease
+    assert crash_ends(db) == []
+    assert query(db, "SELECT count(*) FROM owners WHERE fenced = 1") == [(0,)]
+    for host in (a.host, b.host):
+        unexpected = [
+            (n["method"], n["params"]["agent_id"])
+            for n in host.notifications
+            if n["method"] != "turn/start" or n["params"]["agent_id"] in ("root", "broot")
+        ]
+        assert unexpected == []
+    assert b.host.call("agents/get", {"agent_id": "c0"})["status"] == "running"
+    assert a.host.call("agents/get", {"agent_id": "bchild"})["status"] == "running"
+    for proc in (a, b):  # no graceful drain of thousands of agents: the checks are done
+        proc.proc.kill()
+
+
+def test_a_quiet_process_keeps_its_leases_past_the_ttl(tmp_path, spawn_process):
+    ttl = 3.0  # renewals every second: a renewal may come two seconds late before anything lapses
+    db = str(tmp_path / "shared.db")
+    # thousands of live children under one root: the live-agent quotas (SECURITY.md) are lifted
+    unbounded = ("--max-children=0", "--max-live-per-root=0", "--max-live=0")
+    a = start(spawn_process, db, "--lease-ttl", str(ttl), *unbounded)
+    b = start(spawn_process, db, "--lease-ttl", str(ttl), *unbounded)
+    a.host.open("root")
+    owner = owner_of(db, "root")
+
+    def expiry():
+        [[expires_at]] = query(db, "SELECT expires_at FROM owners WHERE owner = ?", owner)
+        return expires_at
+
+    first = expiry()
+    # no request reaches a from here on: only its renewal thread can move its expiry on, and it
+    # must do so past the time the first expiry would have ended the lease
+    wait_for(lambda: time.time() > first and expiry() > first + ttl / 2, "a renewed its lease")
+    error = refused(b.host, "agents/open", {"agent_id": "root"})
+    assert (error.code, error.message) == (
+        Code.INVALID_STATE,
+        'agent "root" is live in another subagentd process',
+    )
+    assert query(db, "SELECT fenced FROM owners WHERE owner = ?", owner) == [(0,)]
+
+
+# --- the four tools between two live processes -------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    """Two processes on one database, shared by the tests below (each uses its own agents)."""
+    db = str(tmp_path_factory.mktemp("pair") / "shared.db")
+    a = ServerProcess(db=db)
+    ready(a.host)
+    b = ServerProcess(db=db)
+    try:
+        ready(b.host)
+        b.host.open("other")
+        yield a.host, b.host, db
+    finally:
+        b.stop()
+        a.stop()
+
+
+@pytest.fixture
+def two(pair, request):
+    """a runs `root` and its running child `c1`; b runs its own root `other`. The ids are this
+    test's own (`root-<n>`, `c1-<n>`), returned with the child's spawn result."""
+    a, b, db = pair
+    n = request.node.name
+    root, c1 = f"root-{n}", f"c1-{n}"
+    a.open(root)
+    child = a.spawn(root, c1, label="worker")
+    return a, b, db, root, c1, child
+
+
+def tool_error(host, method, params):
+    error = refused(host, method, params)
+    assert error.data["text"] == f"Error: {error.message}"
+    return error.code, error.message
+
+
+def test_send_message_sent_to_the_process_that_does_not_run_the_caller_is_refused(two):
+    a, b, db, root, c1, _ = two
+    queued = a.tool("send_message", root, subagent_id=c1, message="next")["message_id"]
+    # the caller is live in a only: in b it is stale
+    assert tool_error(b, "send_message", {"caller": root, "subagent_id": c1, "message": "x"}) == (
+        Code.UNAUTHORIZED,
+        f'message not delivered: subagent "{c1}" delivery requires the exact live parent agent',
+    )
+    # b's own root is not c1's parent: authorization comes before where c1 is live
+    assert tool_error(
+        b, "send_message", {"caller": "other", "subagent_id": c1, "message": "x"}
+    ) == (
+        Code.UNAUTHORIZED,
+        f'message not delivered: subagent "{c1}" belongs to another parent session',
+    )
+    assert b.call("agents/get", {"agent_id": c1})["queued"] == 1
+    assert b.call("messages/get", {"message_id": queued})["state"] == "queued"
+
+
+def test_send_message_to_a_child_live_in_another_process_is_refused(two):
+    """The lease rules never let a parent be live here while its child is live in another
+    process; the refusal guards that state anyway. It is made here by removing the parent's
+    lease row behind a's back, so b can open the parent while a still runs the child."""
+    a, b, db, root, c1, _ = two
+    queued = a.tool("send_message", root, subagent_id=c1, message="next")["message_id"]
+    conn = sqlite3.connect(db, timeout=PATIENCE)
+    with conn:
+        conn.execute("DELETE FROM leases WHERE session_id = ?", (root,))
+    conn.close()
+    b.open(root)
+    refusal = (
+        f'message not delivered: subagent "{c1}" is live in another subagentd process sharing'
+        " this database; send from the process that runs its parent"
+    )
+    assert tool_error(b, "send_message", {"caller": root, "subagent_id": c1, "message": "x"}) == (
+        Code.INVALID_STATE,
+        refusal,
+    )
+    # the same refusal through the MCP bridge, as the model sees it
+    result = b.call(
+        "tools/call",
+        {
+            "name": "send_message",
+            "arguments": {"subagent_id": c1, "message": "x"},
+            "_meta": {"subagentd/caller": root},
+        },
+    )
+    assert result["isError"] is True
+    assert result["content"] == [{"type": "text", "text": f"Error: {refusal}"}]
+    # nothing was queued or resumed in b; a's message still waits for c1's next turn in a
+    info = b.call("agents/get", {"agent_id": c1})
+    assert (info["status"], info["queued"], info["parked"]) == ("running", 1, 0)
+    assert b.call("messages/get", {"message_id": queued})["state"] == "queued"
+    assert owner_of(db, c1) != owner_of(db, root)
+
+
+def test_agents_followup_to_an_agent_live_in_another_process_is_refused(two):
+    a, b, db, root, c1, _ = two
+    error = refused(b, "agents/followup", {"agent_id": c1, "message": "from b"})
+    assert (error.code, error.message, error.data) == (
+        Code.INVALID_STATE,
+        f'agent "{c1}" is live in another subagentd process',
+        {"reason": "INVALID_STATE"},
+    )
+    assert b.call("agents/get", {"agent_id": c1})["queued"] == 0
+    # sent to the process that runs c1, it is queued behind the running turn
+    message_id = a.call("agents/followup", {"agent_id": c1, "message": "from a"})["message_id"]
+    assert b.call("messages/get", {"message_id": message_id}) == {
+        "message_id": message_id,
+        "agent_id": c1,
+        "state": "queued",
+        "source": {"kind": "user", "form": "followup"},
+    }
+
+
+def test_interrupt_agent_cannot_reach_an_agent_live_in_another_process(two):
+    a, b, db, root, c1, child = two
+    queued = a.tool("send_message", root, subagent_id=c1, message="next")["message_id"]
+    # from a live caller in b outside c1's tree: an accepted no-op that tells nothing of c1
+    assert b.tool("interrupt_agent", "other", agent_id=c1) == {
+        "text": f"interrupt requested for agent {c1}",
+        "accepted": True,
+    }
+    # with the caller that is live in a only: stale in b
+    assert tool_error(b, "interrupt_agent", {"caller": root, "agent_id": c1}) == (
+        Code.UNAUTHORIZED,
+        f'interrupting "{c1}" requires the exact live ancestor agent',
+    )
+    # c1's turn was not stopped: its inbox is not parked, no interrupt is in its transcript
+    assert b.call("messages/get", {"message_id": queued})["state"] == "queued"
+    events = b.call("transcript/read", {"agent_id": c1})["events"]
+    assert "interrupt" not in [e["type"] for e in events]
+    # the same call in a interrupts it
+    assert a.tool("interrupt_agent", root, agent_id=c1)["accepted"] is True
+    assert a.notification("turn/interrupt", agent_id=c1)["turn_id"] == child["turn_id"]
+    assert b.call("messages/get", {"message_id": queued})["state"] == "parked"
+
+
+def test_report_counts_only_in_the_process_that_runs_the_child(two):
+    a, b, db, root, c1, _ = two
+    assert tool_error(b, "report", {"caller": c1, "output": "half done"}) == (
+        Code.UNAUTHORIZED,
+        f'agent "{c1}" is not a live continuable subagent and cannot report',
+    )
+    assert b.call("agents/get", {"agent_id": root})["queued"] == 0
+    result = a.tool("report", c1, output="half done")
+    message_id = result["message_id"]
+    assert (
+        result["text"] == f"report accepted by the agent that started you as message {message_id}"
+    )
+    # the parent was idle in a: the report starts its next turn there, and b sees it claimed
+    start = a.notification("turn/start", agent_id=root)
+    assert [block["text"] for block in start["messages"][0]["content"]] == [
+        f"Background subagent {c1} reported:",
+        "half done",
+    ]
+    assert b.call("messages/get", {"message_id": message_id}) == {
+        "message_id": message_id,
+        "agent_id": root,
+        "state": "claimed",
+        "turn_id": start["turn_id"],
+        "source": {"kind": "subagent-report", "form": "relay", "sender_session_id": c1},
+    }

@@ -33,6 +33,7 @@ from subagentd.schema.notifications import (
 _encode = msgspec.json.encode
 _blocks_decoder = msgspec.json.Decoder(list[TextBlock])
 _source_decoder = msgspec.json.Decoder(Source)
+_OWNERS_KEPT = 86400.0  # seconds a fenced owner row is kept (a process stopped longer finds none)
 
 
 class Engine:
@@ -54,14 +55,19 @@ class Engine:
         self.shutting_down = False
         self.closing: dict[str, list[Callable[[], None]]] = {}  # closing root -> waiters
         self._grace: dict[str, Callable[[], None]] = {}  # turn id -> cancel its force-end timer
-        self.owner = self.settings.owner or f"local:{mint()}"
+        self._owner_base = self.settings.owner or f"local:{mint()}"
+        self._owner_generation = 1
+        self.owner = self._owner_base
+        self.store.hold(self.owner, self.settings.lease_ttl, self.lease_lost)
         self._wakeups: dict[str, list[float]] = {}  # child id -> recent report wakeup times
         self._closing_committed: dict[str, list[Callable[[], None]]] = {}  # `closing` at commit
 
     # --- transactions (the server brackets each request; writes share one group commit) ---
 
     def transaction(self):
-        """One request's writes, all or nothing."""
+        """One request's writes, all or nothing. A process that another one fenced finds out as
+        its next write transaction begins: the store calls lease_lost, then raises LeaseLostError
+        before anything of the request ran."""
         return self.store.atomic()
 
     def commit(self) -> None:
@@ -149,11 +155,13 @@ class Engine:
 
     def status_lookup(self) -> Callable[[str], str]:
         """Status by id: this process's registry, else another live process's lease, else ready."""
-        elsewhere = {
-            session_id: status
-            for session_id, owner, status in self.store.foreign_leases(self.owner, time.time())
-            if self.settings.owner_alive(owner)
-        }
+        alive: dict[str, bool] = {}
+        elsewhere = {}
+        for session_id, owner, status in self.store.foreign_leases(self.owner, self.store.clock()):
+            if owner not in alive:
+                alive[owner] = self.settings.owner_alive(owner)
+            if alive[owner]:
+                elsewhere[session_id] = status
         live = self.registry.lookup
 
         def status(agent_id: str) -> str:
@@ -165,18 +173,49 @@ class Engine:
     def live_elsewhere(self, agent_id: str) -> bool:
         """Whether another subagentd process sharing the database holds this session live."""
         lease = self.store.get_lease(agent_id)
-        return (
-            lease is not None
-            and lease[0] != self.owner
-            and lease[2] > time.time()
-            and self.settings.owner_alive(lease[0])
-        )
+        return lease is not None and lease[0] != self.owner and self.holds(lease[0])
+
+    def holds(self, owner: str) -> bool:
+        """Whether another process's owner still holds its leases: its row is there, not fenced,
+        not expired by the write transaction's clock, and its process not gone from this host.
+        One that lapsed is fenced on the spot, so it can never act on its sessions again."""
+        state = self.store.owner_state(owner)
+        if state is None or state[1]:
+            return False
+        expires_at = state[0]
+        if not self.settings.owner_alive(owner):
+            return not self.store.fence(owner, None)
+        if expires_at > self.store.clock():
+            return True
+        return not self.store.fence(owner, expires_at)
 
     def heartbeat(self) -> None:
-        """Renew this process's leases, and reap turns left open by processes that died."""
-        if len(self.registry):
-            self.store.renew_leases(self.owner, time.time() + self.settings.lease_ttl)
+        """Reap what processes that died or stalled past the TTL left (leases are renewed by
+        the store: at commit time and by its renewal thread)."""
         self.recover()
+
+    def lease_lost(self) -> None:
+        """Another process fenced this one (it was stalled past the lease TTL) and may run its
+        sessions now: every live agent is let go without another write to its session, the host
+        is told (`agent/settled`, reason `lease-lost`), and the process carries on under a new
+        owner id that holds nothing."""
+        lost = list(self.registry)
+        for cancel in self._grace.values():
+            cancel()
+        self._grace.clear()
+        self._wakeups.clear()
+        self.registry = Registry()
+        self._owner_generation += 1
+        self.owner = f"{self._owner_base}#{self._owner_generation}"
+        self.store.hold(self.owner, self.settings.lease_ttl, self.lease_lost)
+        for agent in lost:
+            self.emit("agent/settled", AgentSettled(agent_id=agent.agent_id, reason="lease-lost"))
+            if self.settings.status_events:
+                self.emit("agent/status", AgentStatus(agent_id=agent.agent_id, status="ready"))
+        closing, self.closing = self.closing, {}
+        for waiters in closing.values():
+            for done in waiters:
+                done()
 
     # --- transcript ----------------------------------------------------------------------
 
@@ -541,19 +580,25 @@ class Engine:
     # --- crash recovery ------------------------------------------------------------------
 
     def recover(self) -> int:
-        """Turns left open by a process that died (this one before a restart, or another one
-        sharing the database) end with reason error (cause crash); parents are told.
-        Runs at start-up and with every heartbeat; only open turns are read (a partial index)."""
+        """Turns left open by a process that died or stalled past the TTL (this one before a
+        restart, or another one sharing the database) end with reason error (cause crash);
+        parents are told. Runs at start-up and with every heartbeat: owners that lapsed are
+        fenced first, then the open turns no valid owner holds are read (one query)."""
+        clock = self.store.clock()
+        for owner, _, fenced in self.store.owners():
+            if owner != self.owner and not fenced:
+                self.holds(owner)  # fences it if it lapsed
         recovered = [
             (session_id, turn_id)
-            for session_id, turn_id in self.store.open_turns()
-            if self.registry.get(session_id) is None and not self.live_elsewhere(session_id)
+            for session_id, turn_id in self.store.orphaned_turns(self.owner, clock)
+            if self.registry.get(session_id) is None
         ]
         for session_id, turn_id in recovered:
             self.recover_turn(session_id, turn_id)
         self.store.prune_idempotent(
             stamp(time.time() - self.settings.idempotency_retention * 86400)
         )
+        self.store.prune_owners(clock - _OWNERS_KEPT)
         return len(recovered)
 
     def recover_turn(self, session_id: str, turn_id: str) -> None:

@@ -49,3 +49,6 @@ class Code(IntEnum):
     STORAGE_FAILED = 1012
     """The database failed a write or a commit (disk full, I/O error); nothing of the request
     was kept and it may be retried (`data.reason`: `full`, `io` or `error`)."""
+    LEASE_LOST = 1014
+    """Another process sharing the database took over this one's sessions (it was stalled past
+    `--lease-ttl`); its live agents were let go and the request was not applied."""

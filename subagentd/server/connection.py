@@ -18,7 +18,12 @@ from oslash.either import Left
 
 from subagentd.core.service import Service
 from subagentd.core.settings import Settings
-from subagentd.errors import InvalidParamsError, StorageBusyError, StorageFailedError
+from subagentd.errors import (
+    InvalidParamsError,
+    LeaseLostError,
+    StorageBusyError,
+    StorageFailedError,
+)
 from subagentd.schema.codes import Code
 from subagentd.schema.lifecycle import SUPPORTED_VERSIONS, VERSION_META_KEY
 from subagentd.server.boundary import INTERNAL_MESSAGE, guard
@@ -60,8 +65,11 @@ class Call:
         self.deferred = Deferred(result)
         return self.deferred.complete
 
-    def drop_notifications(self) -> None:
-        del self.conn.notes[self.notes_mark :]
+    def drop_notifications(self, error: BaseException) -> None:
+        """A failed request's notifications are not sent; but when its transaction found this
+        process fenced, they are the host's news of the agents it let go (Engine.lease_lost)."""
+        if not isinstance(error, LeaseLostError):
+            del self.conn.notes[self.notes_mark :]
 
 
 class Connection:
@@ -255,6 +263,8 @@ class Connection:
                 self.call_later(BUSY_RETRY, callback)
         except StorageFailedError as exc:
             self._lose(exc)
+        except LeaseLostError:  # its notices (agent/settled, lease-lost) are sent
+            log.warning("another process took over this one's sessions: its agents were let go")
         except Exception:
             del self.notes[mark:]
             log.exception("unexpected failure in a scheduled task")
@@ -283,7 +293,7 @@ class Connection:
             tg.cancel_scope.cancel()
 
     async def _heartbeat(self) -> None:
-        """Keep this process's leases alive for other processes sharing the database."""
+        """Reap what processes that died or stalled left; a fenced idle process finds out here."""
         while True:
             await anyio.sleep(self.service.settings.lease_ttl / 3)
             self._run_outside_request(self.service.heartbeat, retry=False)  # the next one retries
@@ -494,10 +504,10 @@ class Connection:
                     return handler.run(call, value)
                 except StorageFailedError as exc:
                     self._lose(exc)
-                    call.drop_notifications()
+                    call.drop_notifications(exc)
                     raise
-                except BaseException:
-                    call.drop_notifications()
+                except BaseException as error:
+                    call.drop_notifications(error)
                     raise
 
             return guard(run, tool=handler.tool)

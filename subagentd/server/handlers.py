@@ -283,7 +283,7 @@ def tools_call(call: Call, p: t.ToolsCallParams) -> t.CallToolResult:
     except (StorageBusyError, StorageFailedError):
         raise  # not the tool's answer: the request is to be retried (a JSON-RPC error)
     except SubagentdError as error:
-        call.drop_notifications()
+        call.drop_notifications(error)
         return call_tool_result(None, error)
     except msgspec.ValidationError as exc:
         return call_tool_result(None, InvalidParamsError(f"invalid _meta: {exc}"))

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import get_args
 
 import msgspec
 from sqlite_utils import Database
 
-from subagentd.errors import StorageBusyError, StorageFailedError
+from subagentd.errors import LeaseLostError, StorageBusyError, StorageFailedError
 from subagentd.schema.messages import Mode
 from subagentd.schema.records import (
     EventRecord,
@@ -21,8 +23,11 @@ from subagentd.schema.records import (
     SessionRecord,
     TreeRecord,
 )
+from subagentd.storage.leases import RENEW_EVERY, RENEW_SQL, Holding, Renewer
 from subagentd.storage.migrations import migrations
 from subagentd.storage.paths import END, child_path, segment
+
+log = logging.getLogger("subagentd")
 
 _SESSION_COLUMNS = (
     "id, parent_id, kind, label, created_at, depth, parked, open_turn_id, last_reason, last_output"
@@ -62,11 +67,36 @@ _WITH_BODY = {
 }
 _WITHOUT_BODY = {"mode": _WITH_BODY["mode"], "body": "NULL"}
 
+# Open turns of sessions no valid owner holds: no lease, or one whose owner is fenced, gone or
+# expired by the transaction's clock (this process's own leases always count as held).
+_ORPHANED_SQL = """
+SELECT s.id, s.open_turn_id FROM sessions s
+WHERE s.open_turn_id IS NOT NULL AND NOT EXISTS (
+    SELECT 1 FROM leases l JOIN owners o ON o.owner = l.owner
+    WHERE l.session_id = s.id AND o.fenced = 0 AND (o.owner = :me OR o.expires_at > :clock)
+)
+"""
+
+# A group that held the write lock this long gives the other owners' leases that time back:
+# they could not renew while it held the lock (storage/leases.py).
+LONG_HOLD = 0.01
+_LOST = (
+    "this subagentd process lost its leases to another process sharing the database (it was"
+    " stalled longer than --lease-ttl); its live agents were let go and the request was not applied"
+)
+
 
 class SqliteStore:
     """Everything subagentd keeps durably; knows nothing about JSON-RPC or the agent rules."""
 
-    def __init__(self, path: str, *, durability: str = "normal", busy_timeout_ms: int = 5000):
+    def __init__(
+        self,
+        path: str,
+        *,
+        durability: str = "normal",
+        busy_timeout_ms: int = 5000,
+        clock: Callable[[], float] = time.time,
+    ):
         self.path = path
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.conn = conn
@@ -82,6 +112,12 @@ class SqliteStore:
         self._cause = "error"  # why a group SQLite rolled back by itself was lost
         self._busy = False  # the last BEGIN was refused because another process held the lock
         self._lock_wait_ms = int(busy_timeout_ms)
+        self._busy_timeout_ms = int(busy_timeout_ms)  # the renewal thread's wait
+        self._holding: Holding | None = None  # this process's owner row (hold)
+        self._on_lost: Callable[[], None] = lambda: None
+        self._renewer: Renewer | None = None
+        self._began = 0.0  # when the open write transaction took the lock
+        self._now = clock  # wall-clock seconds, shared by every process on this database
 
     def _migrate(self, patience: float) -> None:
         """Apply pending migrations; another process creating the same new file may hold the lock
@@ -141,6 +177,18 @@ class SqliteStore:
         self._busy = False
         self._open = True
         self._cause = "error"
+        # fencing: unless this process's lease is known to be valid still, its owner row is read
+        # under the lock; fenced or gone, nothing more is written
+        self._began = began = self._now()
+        holding = self._holding
+        if holding is not None and holding.expires <= began:
+            row = self.conn.execute(
+                "SELECT fenced FROM owners WHERE owner = ?", (holding.owner,)
+            ).fetchone()
+            if row is None or row[0]:
+                self.rollback()
+                self._on_lost()
+                raise LeaseLostError(_LOST)
 
     @contextmanager
     def atomic(self) -> Iterator[None]:
@@ -186,18 +234,41 @@ class SqliteStore:
         return StorageFailedError(_cause(exc))
 
     def commit(self) -> None:
-        """Make every write so far durable (one group commit); StorageFailedError when that
-        fails or the group was already rolled back by a failed statement (then nothing of it
-        was kept)."""
+        """Make every write so far durable (one group commit), renewing this process's lease
+        first when a third of it is spent or the group held the lock long (see _renew);
+        StorageFailedError when that fails or the group was already rolled back by a failed
+        statement (then nothing of it was kept)."""
         if self.conn.in_transaction:
+            holding = self._holding
+            renew = False
             try:
+                if holding is not None:
+                    now = self._now()
+                    held = now - self._began
+                    renew = (
+                        holding.expires - now < holding.ttl * (1 - RENEW_EVERY) or held >= LONG_HOLD
+                    )
+                    if renew:
+                        self._renew(holding, now, held)
                 self.conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 raise self._abandon(exc) from exc
+            if renew:
+                holding.expires = now + holding.ttl
         elif self._open:
             cause, self._open = self._cause, False
             raise StorageFailedError(cause)
         self._open = False
+
+    def _renew(self, holding: Holding, now: float, held: float) -> None:
+        """Expiry counted from commit time; every other unfenced owner gets the time this group
+        held the lock back (it could not renew meanwhile: lock time never counts against it)."""
+        self.conn.execute(RENEW_SQL, (now + holding.ttl, holding.owner))
+        if held >= LONG_HOLD:
+            self.conn.execute(
+                "UPDATE owners SET expires_at = expires_at + ? WHERE owner != ? AND fenced = 0",
+                (held, holding.owner),
+            )
 
     def rollback(self) -> None:
         """Drop every write since the last commit (the group was lost)."""
@@ -209,9 +280,21 @@ class SqliteStore:
                 pass
 
     def close(self) -> None:
+        """Commit, and release this process's owner row (and any lease still under it)."""
         try:
             self.commit()
         finally:
+            holding = self._holding
+            if self._renewer is not None:
+                self._renewer.stopped.set()
+            if holding is not None:
+                try:
+                    self.conn.execute("BEGIN IMMEDIATE")
+                    self.conn.execute("DELETE FROM leases WHERE owner = ?", (holding.owner,))
+                    self.conn.execute("DELETE FROM owners WHERE owner = ?", (holding.owner,))
+                    self.conn.execute("COMMIT")
+                except sqlite3.Error as exc:  # e.g. another process holds the lock past the wait
+                    log.warning("could not release the lease owner row at close: %s", exc)
             self.conn.close()
 
     # --- sessions and descriptors -------------------------------------------------------
@@ -465,8 +548,72 @@ class SqliteStore:
 
     # --- leases (several processes on one database) --------------------------------------
 
+    def hold(self, owner: str, ttl: float, on_lost: Callable[[], None]) -> None:
+        """Register `owner` as this process's lease owner (a new row, valid for `ttl` seconds),
+        renewed from now on at commit time and by a renewal thread (storage/leases.py).
+        `on_lost` runs when a write transaction finds the row fenced, before LeaseLostError."""
+        self._on_lost = on_lost
+        now = self._now()
+        self.conn.execute(
+            "INSERT INTO owners (owner, expires_at, fenced) VALUES (?, ?, 0)", (owner, now + ttl)
+        )
+        if self.path == ":memory:":  # one connection, one process: nobody else can fence it
+            return
+        if self._holding is None:
+            self._holding = Holding(owner, ttl, now + ttl)
+            self._renewer = Renewer(self.path, self._holding, self._busy_timeout_ms, self._now)
+            weakref.finalize(self, self._renewer.stopped.set)
+            self._renewer.start()
+        else:  # the same thread renews the new owner from now on
+            self._holding.owner, self._holding.ttl = owner, ttl
+            self._holding.expires = now + ttl
+
+    def clock(self) -> float:
+        """The time leases are judged by: when the open write transaction took the lock (other
+        owners could not renew after that), else now."""
+        return self._began if self.conn.in_transaction else self._now()
+
+    def owners(self) -> list[tuple[str, float, int]]:
+        """(owner, expires_at, fenced) of every process registered on this database."""
+        return self.conn.execute("SELECT owner, expires_at, fenced FROM owners").fetchall()
+
+    def owner_state(self, owner: str) -> tuple[float, int] | None:
+        """(expires_at, fenced) of one owner, None when it has no row (gone, or older)."""
+        return self.conn.execute(
+            "SELECT expires_at, fenced FROM owners WHERE owner = ?", (owner,)
+        ).fetchone()
+
+    def fence(self, owner: str, expired_by: float | None) -> bool:
+        """Take an owner's leases away: its row is marked fenced and its leases deleted, in the
+        caller's write transaction. With `expired_by`, only if its row (re-read here, under the
+        lock) expired by then; returns whether the owner is fenced now."""
+        self._begin()
+        self.conn.execute(
+            "UPDATE owners SET fenced = 1 WHERE owner = ? AND fenced = 0"
+            " AND (? IS NULL OR expires_at <= ?)",
+            (owner, expired_by, expired_by),
+        )
+        state = self.owner_state(owner)
+        if state is not None and not state[1]:
+            return False
+        self.conn.execute("DELETE FROM leases WHERE owner = ?", (owner,))
+        return True
+
+    def prune_owners(self, before: float) -> None:
+        """Forget fenced owners whose rows expired before `before`."""
+        if self.conn.execute(
+            "SELECT 1 FROM owners WHERE fenced = 1 AND expires_at < ? LIMIT 1", (before,)
+        ).fetchone():
+            self._begin()
+            self.conn.execute("DELETE FROM owners WHERE fenced = 1 AND expires_at < ?", (before,))
+
+    def orphaned_turns(self, owner: str, clock: float) -> list[tuple[str, str]]:
+        """(session_id, turn_id) of open turns that no valid owner holds (crash recovery)."""
+        return self.conn.execute(_ORPHANED_SQL, {"me": owner, "clock": clock}).fetchall()
+
     def get_lease(self, session_id: str) -> tuple[str, str, float] | None:
-        """(owner, status, expires_at) of the session's lease, if any."""
+        """(owner, status, expires_at) of the session's lease row, if any (its owner's row
+        says whether it is valid)."""
         return self.conn.execute(
             "SELECT owner, status, expires_at FROM leases WHERE session_id = ?", (session_id,)
         ).fetchone()
@@ -535,14 +682,11 @@ class SqliteStore:
             "DELETE FROM leases WHERE session_id = ? AND owner = ?", (session_id, owner)
         )
 
-    def renew_leases(self, owner: str, expires_at: float) -> None:
-        self._begin()
-        self.conn.execute("UPDATE leases SET expires_at = ? WHERE owner = ?", (expires_at, owner))
-
     def foreign_leases(self, owner: str, now: float) -> list[tuple[str, str, str]]:
-        """(session_id, owner, status) of unexpired leases held by other processes."""
+        """(session_id, owner, status) of leases held by other owners, unfenced and unexpired."""
         return self.conn.execute(
-            "SELECT session_id, owner, status FROM leases WHERE owner != ? AND expires_at > ?",
+            "SELECT l.session_id, l.owner, l.status FROM leases l JOIN owners o ON o.owner = l.owner"
+            " WHERE l.owner != ? AND o.fenced = 0 AND o.expires_at > ?",
             (owner, now),
         ).fetchall()
 

@@ -133,6 +133,26 @@ def m005_live_state(db: Database) -> None:
 
 
 @migrations()
+def m006_lease_owners(db: Database) -> None:
+    """One row per process sharing the database (storage/leases.py): its leases last as long as
+    its row does, unexpired and not fenced.
+
+    The row's expiry is renewed at commit time and by a thread of the owner's own, so a process
+    busy in a long group commit keeps its leases; a process that takes over an expired owner's
+    sessions marks the row fenced in the same write transaction, and the owner, checking its row
+    at the start of its next write transaction, lets them go. `leases.expires_at` is no longer
+    read: a lease is valid while its owner's row is.
+    """
+    db.execute(
+        """CREATE TABLE owners (
+            owner TEXT PRIMARY KEY,
+            expires_at REAL NOT NULL,
+            fenced INTEGER NOT NULL DEFAULT 0
+        )"""
+    )
+
+
+@migrations()
 def m007_host_idempotency(db: Database) -> None:
     """agents/followup keys move from the caller "@host" to "", so an agent named "@host" (ids can
     no longer start with @, but older ones may) shares no idempotency namespace with the host.

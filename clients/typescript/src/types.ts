@@ -435,6 +435,11 @@ export const ErrorCode = {
    * was kept and it may be retried (`data.reason`: `full`, `io` or `error`).
    */
   STORAGE_FAILED: 1012,
+  /**
+   * Another process sharing the database took over this one's sessions (it was stalled past
+   * `--lease-ttl`); its live agents were let go and the request was not applied.
+   */
+  LEASE_LOST: 1014,
 } as const;
 export type ErrorCodeName = keyof typeof ErrorCode;
 
