@@ -55,6 +55,20 @@ def positive_int(text: str) -> int:
     return value
 
 
+TOOL_NAMES = ("send_message", "interrupt_agent", "list_agents", "report")
+
+
+def tool_set(text: str) -> tuple[str, ...]:
+    """--tools: a comma-separated subset of the four tools, kept in their canonical order."""
+    names = {name.strip() for name in text.split(",") if name.strip()}
+    unknown = sorted(names.difference(TOOL_NAMES))
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown tool(s) {', '.join(unknown)}; choose from {', '.join(TOOL_NAMES)}"
+        )
+    return tuple(name for name in TOOL_NAMES if name in names)
+
+
 def add_serve_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--db",
@@ -126,10 +140,19 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         " our live sessions (default: %(default)s)",
     )
     parser.add_argument(
+        "--tools",
+        type=tool_set,
+        default=TOOL_NAMES,
+        metavar="NAMES",
+        help="the tools served to models (tools/list, tools/call), comma-separated, e.g."
+        " send_message,interrupt_agent,report to leave out list_agents (default: all four)",
+    )
+    parser.add_argument(
         "--caller",
         default=None,
         metavar="AGENT_ID",
-        help="caller of MCP tools/call requests that carry no _meta caller",
+        help="caller of MCP tools/call requests that carry no _meta caller; opened at start-up"
+        " with its input held (queued, no turn starts) for the MCP client",
     )
     parser.add_argument(
         "--log-level",
@@ -213,12 +236,15 @@ def schema() -> int:
 
 
 def open_default_caller(service, agent_id: str) -> None:
-    """`--caller` names the session MCP clients act as: make it live (creating a root if new)."""
+    """`--caller` names the session MCP clients act as: make it live (creating a root if new).
+
+    An MCP client cannot run turns, so the root's input is held: whatever is queued for it (a crash
+    notice, a report) stays queued and no turn starts unannounced (PROTOCOL.md section 5)."""
     from subagentd.errors import SubagentdError
     from subagentd.schema.host import OpenParams
 
     try:
-        service.open(OpenParams(agent_id=agent_id))
+        service.open(OpenParams(agent_id=agent_id), hold=True)
     except SubagentdError as exc:
         logging.getLogger("subagentd").warning(
             "--caller %s was not opened: %s", agent_id, exc.message
@@ -249,6 +275,7 @@ def serve(args: argparse.Namespace) -> int:
         owner=new_owner(),
         owner_alive=owner_alive,
         lease_ttl=args.lease_ttl,
+        tools=args.tools,
     )
     loaded: dict[str, object] = {}
     loader = threading.Thread(target=_load, args=(args, settings, loaded), daemon=True)

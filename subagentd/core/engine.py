@@ -149,6 +149,7 @@ class Engine:
         depth: int,
         parked: bool,
         resume: bool = False,
+        tools: frozenset[str] | None = None,
     ) -> LiveAgent:
         if self.live_elsewhere(agent_id):
             raise StateInvalidError(f'agent "{agent_id}" is live in another subagentd process')
@@ -168,6 +169,8 @@ class Engine:
             parked=parked,
             pending=queued + parked_count,
             resume=resume,
+            tools=tools,
+            owner_id=parent_id,
         )
         self.registry.add(agent)
         self.record(agent_id, None, "activated", {"activation_id": activation_id, "resume": resume})
@@ -195,16 +198,23 @@ class Engine:
         blocks: list[TextBlock],
         source: Source,
         agent: LiveAgent | None,
-        parked: bool,
+        stored_parked: bool = False,
     ) -> str:
-        """Durably queue a message as its own later turn; start it now if the agent is free."""
+        """Durably queue a waking input as its own later turn; start it now if the agent is free.
+
+        Every accepted message is a waking input (SEMANTICS.md section 1): it unparks the inbox,
+        so the parked messages run first, then this one. `stored_parked`: a non-live agent's flag."""
+        if agent is not None:
+            self.set_parked(agent, False)
+        elif stored_parked:
+            self.store.set_parked(agent_id, False)
         message_id = mint()
         self.store.insert_message(
             message_id,
             agent_id,
             _encode(blocks).decode(),
             _encode(source).decode(),
-            "parked" if parked else "queued",
+            "queued",
             now(),
         )
         if agent is not None:
@@ -221,6 +231,7 @@ class Engine:
         """Start the agent's next FIFO turn if it is free, else settle it if nothing keeps it."""
         if (
             agent.disposing
+            or agent.held
             or agent.turn is not None
             or self.registry.get(agent.agent_id) is not agent
         ):
@@ -301,7 +312,7 @@ class Engine:
             self.pump(agent)
 
     def interrupt(self, agent: LiveAgent, kind: str, by: str | None) -> str:
-        """Stop the open turn once, park the inbox, settle if nothing remains; returns prior status."""
+        """Stop the open turn once, park what is queued, settle if nothing remains; returns prior status."""
         previous = agent.status
         turn = agent.turn
         if turn is not None and not turn.interrupted:
@@ -319,7 +330,8 @@ class Engine:
                 self.settings.interrupt_grace, lambda: self._force_end(agent.agent_id, turn.turn_id)
             )
         if kind != "shutdown":
-            self.set_parked(agent, True)
+            if agent.pending:
+                self.set_parked(agent, True)
             if agent.turn is None:
                 agent.last_reason, agent.last_output = "aborted", None
                 self.maybe_settle(agent)
@@ -351,16 +363,20 @@ class Engine:
             self.store.set_parked(agent.agent_id, False)
         self.record(agent.agent_id, None, "settled", {"reason": reason})
         self.emit("agent/settled", AgentSettled(agent_id=agent.agent_id, reason=reason))
-        parent = self.registry.get(agent.parent_id)
         if agent.kind == CONTINUABLE and agent.parent_id is not None:
             self.notify_settled(
-                agent.agent_id, agent.parent_id, parent, agent.last_reason, agent.last_output
+                agent.agent_id,
+                agent.parent_id,
+                self.registry.get(agent.parent_id),
+                agent.last_reason,
+                agent.last_output,
             )
-        if parent is not None:
-            if parent.disposing:
-                self.drain_step(parent)
+        owner = self.registry.get(agent.owner_id)  # the durable parent, or who adopted it
+        if owner is not None:
+            if owner.disposing:
+                self.drain_step(owner)
             else:
-                self.pump(parent)
+                self.pump(owner)
 
     def notify_settled(
         self,
@@ -391,12 +407,8 @@ class Engine:
                 parent_id, None, "notice", Message(message_id=mint(), content=blocks, source=source)
             )
             return
-        parked = parent.parked if parent is not None else self._stored_parked(parent_id)
-        self.accept(parent_id, blocks, source, parent, parked)
-
-    def _stored_parked(self, agent_id: str) -> bool:
-        record = self.store.get_session(agent_id)
-        return bool(record and record.parked)
+        stored = self.store.get_session(parent_id) if parent is None else None
+        self.accept(parent_id, blocks, source, parent, bool(stored and stored.parked))
 
     # --- closing and shutdown ------------------------------------------------------------
 

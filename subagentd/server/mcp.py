@@ -120,7 +120,8 @@ def _object_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
 
 
 @cache
-def tool_definitions(include_report: bool) -> list[t.Tool]:
+def tool_definitions(names: tuple[str, ...]) -> list[t.Tool]:
+    """The `Tool`s of these names, in TOOLS order (one list per distinct set offered)."""
     return [
         t.Tool(
             name=spec.name,
@@ -129,7 +130,7 @@ def tool_definitions(include_report: bool) -> list[t.Tool]:
             outputSchema=_object_schema(spec.output),
         )
         for spec in TOOLS.values()
-        if include_report or spec.name != "report"
+        if spec.name in names
     ]
 
 
@@ -151,6 +152,7 @@ def run_tool(
     if not identity.caller:
         raise CallerUnauthorizedError(texts.NO_CALLER.format(tool=spec.name))
     caller, activation = identity.caller, identity.activation
+    service.check_tool_allowed(caller, spec.name)
     if spec.idempotent:
         return service.idempotent(
             caller,
