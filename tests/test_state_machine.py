@@ -264,7 +264,8 @@ class SchedulingMachine(RuleBasedStateMachine):
             agent.parked = False
         parent = self.agents.get(agent.parent) if agent.parent else None
         if agent.kind == "continuable" and parent is not None:
-            if not (parent.live and parent.disposing):
+            # closing and one-shot parents only record it (a one-shot never runs another turn)
+            if not (parent.live and parent.disposing) and parent.kind != "one-shot":
                 first = FIRST_LINE[agent.last_reason or "completed"].format(id=agent.id)
                 self.accept(parent.id, ("notice", agent.id, first))
 
@@ -320,6 +321,20 @@ class SchedulingMachine(RuleBasedStateMachine):
     @rule(data=st.data(), one_shot=st.integers(0, 3).map(lambda n: n == 0))
     def spawn(self, data, one_shot: bool) -> None:
         self.spawn_by(self.agents[data.draw(st.sampled_from(self.live()))], one_shot)
+
+    def live_one_shots(self) -> list[str]:
+        return sorted(a.id for a in self.agents.values() if a.live and a.kind == "one-shot")
+
+    @precondition(lambda self: self.live_one_shots())
+    @rule(data=st.data(), end_it=st.booleans())
+    def spawn_below_a_one_shot(self, data, end_it: bool) -> None:
+        """A continuable child of a one-shot outlives it: its owner adopts it (PROTOCOL.md 8)."""
+        one_shot = self.agents[data.draw(st.sampled_from(self.live_one_shots()))]
+        self.spawn_by(one_shot, False)
+        if end_it and one_shot.turn is not None:
+            params = TurnEndParams(agent_id=one_shot.id, turn_id=one_shot.turn, reason="completed")
+            self.end_model_turn(one_shot, "completed")
+            self.expect(self.step(self.core.svc.finish_turn, params), True, f"turns/end {params}")
 
     def spawn_by(self, caller: Agent, one_shot: bool) -> None:
         child_id = self.fresh("c")
@@ -507,7 +522,12 @@ class SchedulingMachine(RuleBasedStateMachine):
         self.core.store.commit()
         self.core.store.conn.close()
         for agent in sorted(self.agents.values(), key=lambda a: a.id):
-            if agent.turn is not None and agent.kind == "continuable" and agent.parent:
+            if (
+                agent.turn is not None
+                and agent.kind == "continuable"
+                and agent.parent
+                and self.agents[agent.parent].kind != "one-shot"
+            ):
                 first = FIRST_LINE["error"].format(id=agent.id)
                 self.accept(agent.parent, ("notice", agent.id, first))
             agent.live, agent.turn, agent.interrupted, agent.disposing = False, None, False, False

@@ -28,6 +28,7 @@ from subagentd.schema.notifications import (
     TurnInterrupt,
     TurnStart,
 )
+from subagentd.schema.records import SessionRecord
 
 _encode = msgspec.json.encode
 _blocks_decoder = msgspec.json.Decoder(list[TextBlock])
@@ -386,7 +387,8 @@ class Engine:
         reason: str | None,
         output: str | None,
     ) -> None:
-        """The settlement notice (SEMANTICS.md section 8): a wakeup, or recorded when closing."""
+        """The settlement notice (SEMANTICS.md section 8): a waking input, or only recorded in the
+        parent's transcript when the parent is closing or is a one-shot child."""
         first = texts.SETTLED_FIRST_LINE.get(
             reason or "completed", texts.SETTLED_FIRST_LINE["error"]
         )
@@ -402,13 +404,25 @@ class Engine:
             summary=texts.summary_of(first),
             sender_session_id=child_id,
         )
-        if parent is not None and parent.disposing:
+        stored = self.store.get_session(parent_id) if parent is None else None
+        if (parent is not None and parent.disposing) or self._one_shot(parent, stored):
+            # a closing parent, or a one-shot one (it never runs another turn): recorded, not woken
             self.record(
                 parent_id, None, "notice", Message(message_id=mint(), content=blocks, source=source)
             )
             return
-        stored = self.store.get_session(parent_id) if parent is None else None
         self.accept(parent_id, blocks, source, parent, bool(stored and stored.parked))
+
+    def _one_shot(self, live: LiveAgent | None, stored: SessionRecord | None) -> bool:
+        """Whether a session is a one-shot child (live, or as stored)."""
+        if live is not None:
+            return live.kind == ONE_SHOT
+        if stored is None or stored.kind != "subagent":
+            return False
+        try:
+            return parse_descriptor(self.store.get_descriptor(stored.id)).mode == ONE_SHOT
+        except DescriptorProblem:
+            return False
 
     # --- closing and shutdown ------------------------------------------------------------
 

@@ -205,6 +205,4 @@ class ToolRules(Engine):
         """A tool the caller's tool_filter removes is refused, naming it."""
         allowed = self.caller_tools(caller)
         if allowed is not None and name not in allowed:
-            raise ToolError(
-                Code.UNAUTHORIZED, texts.TOOL_FILTERED.format(tool=name, caller=caller)
-            )
+            raise ToolError(Code.UNAUTHORIZED, texts.TOOL_FILTERED.format(tool=name, caller=caller))
