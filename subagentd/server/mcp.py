@@ -66,10 +66,11 @@ TOOLS: dict[str, ToolSpec] = {
             "Stop the current turn of a live continuable subagent below you (your child or a deeper"
             " descendant). It returns as soon as the stop is requested; the target may run briefly"
             " before it stops. Only that turn stops: messages already queued for the target are"
-            " held until your next `send_message` to it, and agents it started keep running. If the"
-            " target has nothing left to do it finishes and you get a notice. Interrupting an agent"
-            " that is not running, not live or unknown is a harmless no-op. You cannot interrupt"
-            " yourself, a sibling, or agents that are not below you.",
+            " held until it is next woken (your next `send_message` to it, or a report or"
+            " settlement notice from one of its own children), and agents it started keep running."
+            " If the target has nothing left to do it finishes and you get a notice. Interrupting"
+            " an agent that is not running, not live or unknown is a harmless no-op. You cannot"
+            " interrupt yourself, a sibling, or agents that are not below you.",
             Service.interrupt_agent,
         ),
         ToolSpec(
