@@ -55,11 +55,10 @@ def positive_int(text: str) -> int:
     return value
 
 
-TOOL_NAMES = ("send_message", "interrupt_agent", "list_agents", "report")
-
-
 def tool_set(text: str) -> tuple[str, ...]:
     """--tools: a comma-separated subset of the four tools, kept in their canonical order."""
+    from subagentd.core.settings import TOOL_NAMES
+
     names = {name.strip() for name in text.split(",") if name.strip()}
     unknown = sorted(names.difference(TOOL_NAMES))
     if unknown:
@@ -142,7 +141,7 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tools",
         type=tool_set,
-        default=TOOL_NAMES,
+        default=None,
         metavar="NAMES",
         help="the tools served to models (tools/list, tools/call), comma-separated, e.g."
         " send_message,interrupt_agent,report to leave out list_agents (default: all four)",
@@ -260,7 +259,7 @@ def serve(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):  # until the server's own handlers take over
         signal.signal(signum, _exit_quietly)
 
-    from subagentd.core.settings import Settings
+    from subagentd.core.settings import TOOL_NAMES, Settings
     from subagentd.server.envelope import Session
     from subagentd.server.framing import FrameReader
     from subagentd.server.prelude import Started, answer_handshake
@@ -275,7 +274,7 @@ def serve(args: argparse.Namespace) -> int:
         owner=new_owner(),
         owner_alive=owner_alive,
         lease_ttl=args.lease_ttl,
-        tools=args.tools,
+        tools=TOOL_NAMES if args.tools is None else args.tools,
     )
     loaded: dict[str, object] = {}
     loader = threading.Thread(target=_load, args=(args, settings, loaded), daemon=True)

@@ -15,6 +15,9 @@ class Timers(Protocol):
         ...
 
 
+TOOL_NAMES = ("send_message", "interrupt_agent", "list_agents", "report")  # the four, in order
+
+
 @dataclass(slots=True)
 class Settings:
     report_delivery: str = "wakeup"  # "wakeup" | "quiet"
@@ -28,4 +31,4 @@ class Settings:
     owner: str = ""  # this process's lease owner id ("" mints one)
     lease_ttl: float = 15.0  # seconds a lease outlives its last heartbeat
     owner_alive: Callable[[str], bool] = lambda owner: True  # is that owner's process still there?
-    tools: tuple[str, ...] = ("send_message", "interrupt_agent", "list_agents", "report")  # --tools
+    tools: tuple[str, ...] = TOOL_NAMES  # the served set (--tools)

@@ -7,6 +7,7 @@ from subagentd.core.descriptors import DescriptorProblem, parse_descriptor
 from subagentd.core.engine import Engine
 from subagentd.core.listing import project, render
 from subagentd.core.registry import CONTINUABLE, LiveAgent
+from subagentd.core.settings import TOOL_NAMES
 from subagentd.errors import ToolError
 from subagentd.schema.codes import Code
 from subagentd.schema.messages import Source, TextBlock, ToolFilter
@@ -28,9 +29,6 @@ def _not_delivered(code: Code, reason: str) -> ToolError:
 
 def draining_text(root: str) -> str:
     return texts.DRAINING_BELOW.format(root=root) if root else texts.DRAINING_ALL
-
-
-TOOL_NAMES = ("send_message", "interrupt_agent", "list_agents", "report")
 
 
 def filtered_tools(tool_filter: ToolFilter | None) -> frozenset[str] | None:
