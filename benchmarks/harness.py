@@ -51,6 +51,12 @@ def server_command(kind: str, db: str | None = None, durability: str = "normal")
             durability,
             "--log-level",
             "warning",
+            # the benchmarks drive 10k live children under one root and thousands of messages
+            # into one inbox: far past the default quotas (SECURITY.md), which are not measured
+            "--max-children=0",
+            "--max-live-per-root=0",
+            "--max-live=0",
+            "--max-queued=0",
         ]
     raise ValueError(kind)
 

@@ -55,8 +55,8 @@ def positive_int(text: str) -> int:
     return value
 
 
-def tool_set(text: str) -> tuple[str, ...]:
-    """--tools: a comma-separated subset of the four tools, kept in their canonical order."""
+def tool_set(text: str) -> str:
+    """--tools: a comma-separated subset of the four tools, checked and put in canonical order."""
     from subagentd.core.settings import TOOL_NAMES
 
     names = {name.strip() for name in text.split(",") if name.strip()}
@@ -65,7 +65,31 @@ def tool_set(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(
             f"unknown tool(s) {', '.join(unknown)}; choose from {', '.join(TOOL_NAMES)}"
         )
-    return tuple(name for name in TOOL_NAMES if name in names)
+    return ",".join(name for name in TOOL_NAMES if name in names)
+
+
+def count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 (no bound) or more")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be more than 0")
+    return value
+
+
+MAX_DEPTH_CAP = 64  # a deeper chain costs quadratic storage (each path holds its ancestors')
+
+
+def depth(text: str) -> int:
+    value = positive_int(text)
+    if value > MAX_DEPTH_CAP:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_DEPTH_CAP}")
+    return value
 
 
 def add_serve_options(parser: argparse.ArgumentParser) -> None:
@@ -100,9 +124,9 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-depth",
-        type=positive_int,
+        type=depth,
         default=8,
-        help="deepest spawn allowed (default: %(default)s)",
+        help=f"deepest spawn allowed, 1 to {MAX_DEPTH_CAP} (default: %(default)s)",
     )
     parser.add_argument(
         "--interrupt-grace",
@@ -153,6 +177,20 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         help="caller of MCP tools/call requests that carry no _meta caller; opened at start-up"
         " with its input held (queued, no turn starts) for the MCP client",
     )
+    quotas = parser.add_argument_group(
+        "quotas", "bounds on what models can make subagentd do (SECURITY.md); 0 means no bound"
+    )
+    for option, default, what in QUOTAS:
+        quotas.add_argument(
+            option, type=count, default=default, metavar="N", help=f"{what} (default: %(default)s)"
+        )
+    quotas.add_argument(
+        "--report-window",
+        type=positive_float,
+        default=600.0,
+        metavar="SECONDS",
+        help="length of one --report-budget window (default: %(default)s)",
+    )
     parser.add_argument(
         "--log-level",
         default="info",
@@ -165,6 +203,35 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         choices=["text", "json"],
         help="stderr log format (default: %(default)s)",
     )
+
+
+QUOTAS = (
+    ("--max-children", 64, "live children per parent"),
+    ("--max-live-per-root", 256, "live agents in one tree"),
+    ("--max-live", 10_000, "live agents in this process"),
+    ("--max-queued", 1_000, "waiting messages per inbox"),
+    ("--max-text-bytes", 256 * 1024, "bytes per message, prompt, report, output or descriptor"),
+    ("--max-label-bytes", 1024, "bytes per label"),
+    ("--report-budget", 1024 * 1024, "report bytes per child per --report-window"),
+    ("--max-db-bytes", 0, "database size past which model-driven writes are refused"),
+)
+
+
+def env_defaults(parser: argparse.ArgumentParser) -> None:
+    """`SUBAGENTD_<OPTION>` (e.g. SUBAGENTD_MAX_DEPTH) sets an option's default; the command line
+    still wins. Values are parsed and checked like the option's own."""
+    for action in parser._actions:
+        option = next((o for o in action.option_strings if o.startswith("--")), None)
+        if option is None or option in ("--help", "--version") or action.nargs == 0:
+            continue
+        value = os.environ.get("SUBAGENTD_" + option[2:].upper().replace("-", "_"))
+        if value is None:
+            continue
+        if action.choices is not None and value not in action.choices:
+            parser.error(
+                f"SUBAGENTD_{option[2:].upper().replace('-', '_')}: invalid choice {value!r}"
+            )
+        action.default = value  # a string default goes through the option's type when parsed
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -180,9 +247,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     serve = commands.add_parser(
-        "serve", help="serve JSON-RPC on stdin/stdout (the default command)"
+        "serve",
+        help="serve JSON-RPC on stdin/stdout (the default command)",
+        description="Serve JSON-RPC on stdin/stdout. Every option's default can also be set with"
+        " SUBAGENTD_<OPTION> (e.g. SUBAGENTD_MAX_DEPTH=4); the command line wins.",
     )
     add_serve_options(serve)
+    env_defaults(serve)
     commands.add_parser(
         "schema", help="print the OpenRPC document of the wire protocol (JSON) to stdout"
     )
@@ -274,7 +345,16 @@ def serve(args: argparse.Namespace) -> int:
         owner=new_owner(),
         owner_alive=owner_alive,
         lease_ttl=args.lease_ttl,
-        tools=TOOL_NAMES if args.tools is None else args.tools,
+        tools=TOOL_NAMES if args.tools is None else tuple(filter(None, args.tools.split(","))),
+        max_children=args.max_children,
+        max_live_per_root=args.max_live_per_root,
+        max_live=args.max_live,
+        max_queued=args.max_queued,
+        max_text_bytes=args.max_text_bytes,
+        max_label_bytes=args.max_label_bytes,
+        report_budget=args.report_budget,
+        report_window=args.report_window,
+        max_db_bytes=args.max_db_bytes,
     )
     loaded: dict[str, object] = {}
     loader = threading.Thread(target=_load, args=(args, settings, loaded), daemon=True)

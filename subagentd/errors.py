@@ -80,6 +80,20 @@ class ServerOverloadedError(SubagentdError):
     code = Code.OVERLOADED
 
 
+class QuotaExceededError(SubagentdError):
+    """A quota (SECURITY.md) refused the request before anything was written."""
+
+    code = Code.OVERLOADED
+
+    def __init__(self, message: str, quota: str, limit: int | float) -> None:
+        super().__init__(message, {"reason": quota, "quota": quota, "limit": limit})
+        self.quota, self.limit = quota, limit
+
+    def reworded(self, template: str) -> QuotaExceededError:
+        """The same refusal inside a tool's failure text (`template` has a `{reason}`)."""
+        return QuotaExceededError(template.format(reason=self.message), self.quota, self.limit)
+
+
 class ToolError(SubagentdError):
     """A model-visible tool failure: `message` is the reason text SEMANTICS.md fixes."""
 

@@ -264,24 +264,59 @@ def transcript(conn: sqlite3.Connection, agent_id: str) -> list[dict[str, Any]]:
     return events
 
 
+def printable(line: str) -> str:
+    """One output line with every control, format (bidi, zero-width) or separator character
+    escaped: ids, labels and transcripts are written by models, and a terminal obeys escape
+    sequences (window title, clipboard, clear screen); a pipe often ends in one too."""
+    if line.isprintable():
+        return line
+    return "".join(c if c.isprintable() else _escape(c) for c in line)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def json_text(value: Any) -> str:
+    """JSON with every non-printable character as a \\u escape (same data, safe to display)."""
+    text = json.dumps(value, ensure_ascii=False)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _json_escape(ord(c)) for c in text)
+
+
+def _json_escape(code: int) -> str:
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def write_lines(lines: list[str]) -> None:
+    sys.stdout.write("\n".join(printable(line) for line in lines) + "\n")
+
+
 def show_forest(path: str, sessions: dict[str, Session], as_json: bool) -> None:
     drawn = forest(sessions)
     if as_json:
         rows = [s.as_dict() for s, _, _ in drawn]
-        sys.stdout.write(json.dumps({"db": path, "sessions": rows}, ensure_ascii=False) + "\n")
+        sys.stdout.write(json_text({"db": path, "sessions": rows}) + "\n")
         return
     lines = [
         f"{len(sessions)} session(s) in {path} (status as stored; a running server may hold some live)"
     ]
     lines += [prefix(chain, last, s.depth) + describe(s) for s, chain, last in drawn]
-    sys.stdout.write("\n".join(lines) + "\n")
+    write_lines(lines)
 
 
 def show_agent(conn: sqlite3.Connection, session: Session, as_json: bool) -> None:
     events = transcript(conn, session.id)
     if as_json:
         header = session.as_dict(*HEADER_FIELDS)
-        sys.stdout.write(json.dumps({"agent": header, "events": events}, ensure_ascii=False) + "\n")
+        sys.stdout.write(json_text({"agent": header, "events": events}) + "\n")
         return
     parent = session.parent_id or "—"
     kids = conn.execute(
@@ -296,7 +331,7 @@ def show_agent(conn: sqlite3.Connection, session: Session, as_json: bool) -> Non
     for e in events:
         at = str(e["at"]).replace("T", " ")[:23]
         lines.append(f"{e['seq']:>6}  {at}  {e['type']:<11} {e['summary']}")
-    sys.stdout.write("\n".join(lines) + "\n")
+    write_lines(lines)
 
 
 def run(path: str, agent_id: str | None, as_json: bool = False) -> int:

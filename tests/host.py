@@ -250,6 +250,7 @@ class InProcessServer:
         store: Any = None,
         max_depth: int = 8,
         max_frame_bytes: int = 16 * 1024 * 1024,
+        **settings: Any,  # any other core Settings field (e.g. quotas)
     ) -> None:
         import anyio
 
@@ -262,12 +263,19 @@ class InProcessServer:
         to_server_r, to_server_w = os.pipe()
         from_server_r, from_server_w = os.pipe()
         self.store = store or SqliteStore(":memory:")
-        settings = Settings(
-            report_delivery=report_delivery, interrupt_grace=interrupt_grace, max_depth=max_depth
+        chosen = Settings(
+            report_delivery=report_delivery,
+            interrupt_grace=interrupt_grace,
+            max_depth=max_depth,
+            **settings,
         )
-        self.service = Service(self.store, emit=lambda m, p: None, timers=None, settings=settings)  # type: ignore[arg-type]
+        self.service = Service(self.store, emit=lambda m, p: None, timers=None, settings=chosen)  # type: ignore[arg-type]
         with self.service.transaction():
             self.service.recover()
+            if caller is not None:  # as `subagentd --caller` does at start-up
+                from subagentd.cli import open_default_caller
+
+                open_default_caller(self.service, caller)
         self.service.commit()
         self.connection = Connection(
             self.service,

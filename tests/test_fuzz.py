@@ -736,3 +736,100 @@ def test_thousands_of_bad_frames_keep_the_process_up_and_its_memory_bounded():
         assert host.call("ping") == {}
     finally:
         assert process.stop() == 0, process.stderr_text()[-2000:]
+
+
+# --- hostile ids, labels and sizes (SECURITY.md) -------------------------------------------------
+
+# The agent-id rule as a table (PROTOCOL.md section 3): what must never be part of a new id.
+_INVISIBLE = {0xAD, 0x061C, 0x180E, 0xFEFF}
+for _low, _high in ((0, 0x1F), (0x7F, 0x9F), (0x200B, 0x200F), (0x2028, 0x202E), (0x2060, 0x206F)):
+    _INVISIBLE.update(range(_low, _high + 1))
+_INVISIBLE.update(range(0xE0000, 0xE0080))
+
+
+def breaks_the_id_rule(value: str) -> bool:
+    return (
+        not value
+        or value[0] == "@"
+        or len(value.encode()) > 128
+        or any(ord(c) in _INVISIBLE for c in value)
+    )
+
+
+hostile_text = st.text(
+    alphabet=st.one_of(
+        st.characters(codec="utf-8"),
+        st.sampled_from(["\n", "\r", "\x1b", "\x85", "\u202e", "\u200b", "\u2028", "@", "é"]),
+    ),
+    max_size=140,
+)
+
+
+@budget(150)
+@given(child_id=hostile_text, label=hostile_text)
+def test_hostile_ids_are_refused_by_the_rule_and_no_label_adds_a_listed_line(child_id, label):
+    server = _shared_server(max_children=0, max_live_per_root=0)
+    host = server.host
+    try:
+        request = {"caller": ROOT, "child_id": child_id, "label": label, "prompt": "p"}
+        rid = host.start("agents/spawn", request)
+        reply = host.response(rid)
+        if breaks_the_id_rule(child_id):
+            assert reply["error"]["code"] == Code.INVALID_PARAMS, reply
+        elif child_id in _SPAWNED or child_id in (ROOT, LIVE_CHILD):  # examples repeat values
+            assert reply["error"]["code"] == Code.DUPLICATE_CHILD, reply
+        else:
+            _SPAWNED.add(child_id)
+            assert reply["result"]["child_id"] == child_id, reply
+            assert "\n" not in reply["result"]["text"]
+        listing = host.tool("list_agents", ROOT, scope="descendants")
+        lines = listing["text"].split("\n")
+        assert len(lines) == max(1, len(listing["agents"]))
+        assert all(line.isprintable() for line in lines), lines
+    finally:
+        host.drain_notifications()
+
+
+@budget(150)
+@given(message=st.text(max_size=40))
+def test_a_message_is_queued_exactly_when_it_fits_the_byte_limit_and_refusals_write_nothing(
+    message,
+):
+    server = _shared_server(max_queued=0, max_text_bytes=SMALL_TEXT)
+    host = server.host
+    before = host.call("agents/get", {"agent_id": LIVE_CHILD})["queued"]
+    rid = host.start(
+        "send_message", {"caller": ROOT, "subagent_id": LIVE_CHILD, "message": message}
+    )
+    reply = host.response(rid)
+    after = host.call("agents/get", {"agent_id": LIVE_CHILD})["queued"]
+    if len(message.encode()) <= SMALL_TEXT:
+        assert "result" in reply and after == before + 1, reply
+    else:
+        assert reply["error"]["data"]["quota"] == "max-text-bytes", reply
+        assert after == before
+
+
+LIVE_CHILD = "fuzz-live-child"
+SMALL_TEXT = 48
+_SERVERS: dict[str, InProcessServer] = {}
+_SPAWNED: set[str] = set()
+
+
+def _shared_server(**quotas: int) -> InProcessServer:
+    """One server per set of quotas, shared by a property's examples (and stopped at the end)."""
+    key = repr(sorted(quotas.items()))
+    if key not in _SERVERS:
+        server = InProcessServer(**quotas)
+        server.host.initialize()
+        server.host.open(ROOT)
+        server.host.spawn(ROOT, LIVE_CHILD)  # its first turn stays open: messages wait
+        _SERVERS[key] = server
+    return _SERVERS[key]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _stop_shared_servers():
+    yield
+    while _SERVERS:
+        _SERVERS.popitem()[1].stop()

@@ -156,3 +156,69 @@ def test_inspect_of_an_unknown_agent_is_an_error(db):
     done = inspect("--db", db, "nobody")
     assert done.returncode == 1
     assert "no agent 'nobody'" in done.stderr
+
+
+HOSTILE = "\x1b]0;pwned\x07\x1b]52;c;ZXZpbA==\x07\x1b[2J\x9b31m\u202egnp.exe\u200b"
+
+
+@pytest.fixture
+def hostile_db(tmp_path):
+    """Model-written text with terminal escapes (title, clipboard, clear screen, C1 CSI, bidi)."""
+    from subagentd.storage.database import SqliteStore
+    from tests.core_host import CoreHost
+
+    path = str(tmp_path / "hostile.db")
+    core = CoreHost(SqliteStore(path))
+    core.open("root", label=HOSTILE)
+    core.spawn("root", "c1", label=HOSTILE, prompt=HOSTILE)
+    core.report("c1", HOSTILE)
+    core.end("c1", "completed", HOSTILE)
+    core.store.close()
+    return path
+
+
+def run_on_a_terminal(*args: str) -> bytes:
+    """`subagentd inspect` with a pseudo-terminal as stdout: what the operator's terminal gets."""
+    import os
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "subagentd", "inspect", *args],
+            stdout=follower,
+            stderr=subprocess.PIPE,
+        )
+        os.close(follower)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        return out
+    finally:
+        os.close(leader)
+
+
+@pytest.mark.parametrize("args", [(), ("c1",), ("root",), ("--json",), ("c1", "--json")])
+def test_inspect_never_writes_a_control_character_a_model_wrote(hostile_db, args):
+    out = run_on_a_terminal("--db", hostile_db, *args).decode()
+    text = out.replace("\r\n", "\n")  # the terminal's own line discipline
+    assert all(line.isprintable() for line in text.split("\n")), repr(text)
+    assert "pwned" in text  # shown, escaped, not obeyed
+    if "--json" not in args:
+        assert "\\x1b]0;pwned\\x07" in text and "\\u202e" in text
+
+
+def test_inspect_json_escapes_are_lossless(hostile_db):
+    done = inspect("--db", hostile_db, "c1", "--json")
+    assert done.stdout.isprintable() or done.stdout[:-1].isprintable()
+    agent = json.loads(done.stdout)
+    report = next(e for e in agent["events"] if e["type"] == "report")
+    assert report["data"]["output"] == HOSTILE

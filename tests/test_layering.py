@@ -79,9 +79,15 @@ def errors_may_import(name: str) -> bool:
     return top(name) in STDLIB or within(name, "subagentd.schema")
 
 
+def render_may_import(name: str) -> bool:
+    """Python hosts import subagentd.render alone: the standard library only."""
+    return top(name) in STDLIB
+
+
 RULES = {
     "schema": (schema_may_import, ()),
     "errors.py": (errors_may_import, ()),
+    "render.py": (render_may_import, ()),
     "storage": (None, ("subagentd.core", "subagentd.server", "jsonrpcserver")),
     "core": (None, ("subagentd.server", "jsonrpcserver", "sqlite_utils", "anyio")),
     "server": (None, ("subagentd.storage", "sqlite_utils")),

@@ -89,3 +89,27 @@ def test_caller_from_meta_without_caller_option(prepared_db):
     assert sent.content[0].text == (
         'Error: message not delivered: subagent "c1" delivery requires the exact live parent agent'
     )
+
+
+def test_with_caller_option_a_meta_caller_outside_its_tree_is_a_tool_error(prepared_db):
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "subagentd", "--db", prepared_db, "--caller", "root"]
+    )
+
+    async def session():
+        async with Client(params, mode="auto") as client:
+            outside = await client.call_tool(
+                "list_agents", {}, meta={"subagentd/caller": "elsewhere"}
+            )
+            ready_child = await client.call_tool("list_agents", {}, meta={"subagentd/caller": "c1"})
+            own = await client.call_tool("list_agents", {}, meta={"subagentd/caller": "root"})
+            return outside, ready_child, own
+
+    outside, ready_child, own = anyio.run(session)
+    assert outside.is_error is True
+    assert outside.content[0].text == (
+        'Error: agent "elsewhere" is not "root" or a live agent below it;'
+        " this connection acts only for that tree (--caller)"
+    )
+    assert ready_child.is_error is True  # c1 is below root but not live
+    assert own.is_error is False and own.content[0].text == "c1 [ready] — worker"

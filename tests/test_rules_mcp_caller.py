@@ -1,9 +1,12 @@
 """What an MCP client may see and do (PROTOCOL.md section 5): the `--caller` root's input is held,
 `tool_filter` and `--tools` shape tools/list and tools/call, `report` only for live reporters."""
 
+import json
+
 import pytest
 
 from subagentd.schema.codes import Code
+from subagentd.storage.database import SqliteStore
 from tests.host import RpcError, ServerProcess
 
 ALL_TOOLS = ["send_message", "interrupt_agent", "list_agents", "report"]
@@ -36,17 +39,26 @@ def crashed_with_a_running_child(path: str) -> None:
         proc.stop()
 
 
+def inbox_of(path: str, agent_id: str) -> list[tuple[str, str]]:
+    """(state, first text) of an agent's inbox rows, read from the database after the process."""
+    store = SqliteStore(path)
+    try:
+        rows = store.conn.execute(
+            "SELECT state, content FROM inbox WHERE session_id = ? ORDER BY position", (agent_id,)
+        ).fetchall()
+    finally:
+        store.close()
+    return [(state, json.loads(content)[0]["text"]) for state, content in rows]
+
+
 def test_the_caller_root_holds_queued_input_and_no_turn_starts_unannounced(tmp_path):
     path = str(tmp_path / "caller.db")
     crashed_with_a_running_child(path)
+    assert inbox_of(path, "root") == []  # the crash is recorded at the next start
     proc = ServerProcess("--caller", "root", db=path)
     try:
         host = proc.host
         host.initialize()
-        info = host.call("agents/get", {"agent_id": "root"})
-        assert (info["status"], info["queued"], info["parked"]) == ("idle", 1, 0)
-        followup = host.call("agents/followup", {"agent_id": "root", "message": "later"})
-        assert host.call("messages/get", followup)["state"] == "queued"
         assert call(host, "list_agents")["content"] == [
             {"type": "text", "text": "c1 [ready] — task"}
         ]
@@ -59,15 +71,13 @@ def test_the_caller_root_holds_queued_input_and_no_turn_starts_unannounced(tmp_p
         assert [n["method"] for n in host.drain_notifications()] == []  # no turn/start, no stop
     finally:
         proc.stop()
+    assert inbox_of(path, "root") == [("queued", CRASH_NOTICE[0])]  # held, not used up
     again = ServerProcess(db=path)  # a host connection opens the root and runs its input
     try:
         again.host.initialize()
         again.host.open("root")
         first = again.host.notification("turn/start", agent_id="root")
         assert [b["text"] for m in first["messages"] for b in m["content"]] == CRASH_NOTICE
-        again.host.end_turn("root", first["turn_id"])
-        second = again.host.notification("turn/start", agent_id="root")
-        assert second["messages"][0]["content"] == [{"type": "text", "text": "later"}]
     finally:
         again.stop()
 
@@ -149,16 +159,18 @@ def test_report_is_not_offered_to_a_child_being_disposed(host):
 
 
 def test_the_served_tool_set_leaves_out_tools(spawn_process):
-    proc = spawn_process("--tools", "send_message,interrupt_agent,report", "--caller", "root")
+    proc = spawn_process("--tools", "send_message,interrupt_agent,report")
     host = proc.host
     host.initialize()
+    host.open("root")
     host.spawn("root", "c1")
-    assert tool_names(host) == ["send_message", "interrupt_agent"]
+    assert tool_names(host, "root") == ["send_message", "interrupt_agent"]
     assert tool_names(host, "c1") == ["send_message", "interrupt_agent", "report"]
-    response = host.response(host.start("tools/call", {"name": "list_agents", "arguments": {}}))
+    params = {"name": "list_agents", "arguments": {}, "_meta": {"subagentd/caller": "root"}}
+    response = host.response(host.start("tools/call", params))
     assert response["error"]["code"] == -32602
     assert response["error"]["message"] == "Unknown tool: list_agents"
-    assert call(host, "interrupt_agent", agent_id="c1")["isError"] is False
+    assert call(host, "interrupt_agent", "root", agent_id="c1")["isError"] is False
 
 
 def test_an_unknown_name_in_the_served_tool_set_is_refused_at_start(tmp_path):

@@ -117,8 +117,7 @@ def test_tools_call_without_any_caller_is_an_error_result(host):
 
 
 def test_caller_option_is_the_default_caller_for_tools_call(make_server):
-    srv = make_server(caller="root")
-    srv.host.open("root")
+    srv = make_server(caller="root")  # opened at start-up, like `subagentd --caller root`
     result = srv.host.call("tools/call", {"name": "list_agents", "arguments": {}})
     assert result["content"][0]["text"] == "(no subagents)"
     assert result["isError"] is False

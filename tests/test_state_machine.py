@@ -10,7 +10,9 @@ is left idle with a waking input in its inbox (read from SQLite); only the
 durable, live parent sends; interrupts follow the ancestry; settlement happens when, and only
 when, nothing keeps a continuable child resident, with exactly one notice into its parent's
 inbox; the inbox rows in SQLite are the ones the model expects, in order; and every status the
-service reports matches the model.
+service reports matches the model. Small quotas are on, and the model predicts each refusal
+(live children per parent, live agents per tree and in total, waiting messages per inbox, report
+bytes per child) and that a refused request writes nothing.
 
 `HYPOTHESIS_PROFILE=long` runs many more and longer programs.
 """
@@ -31,6 +33,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from subagentd.core.settings import Settings
 from subagentd.errors import SubagentdError
+from subagentd.schema.codes import Code
 from subagentd.schema.host import SpawnParams, TurnEndParams
 from subagentd.storage.database import SqliteStore
 from tests.core_host import CoreHost
@@ -62,6 +65,15 @@ FIRST_LINE = {
     "error": "Background subagent {id} failed before it finished.",
 }
 MAX_DEPTH = 8
+# Small quotas (SECURITY.md) so programs reach them; the model predicts every refusal.
+QUOTAS = {
+    "max_children": 3,
+    "max_live_per_root": 5,
+    "max_live": 8,
+    "max_queued": 3,
+    "report_budget": 25,  # bytes: two or three reports like "report-12" per activation
+    "report_window": 1e9,  # one window for the whole program
+}
 STATS: dict[str, int] | None = {} if os.environ.get("SUBAGENTD_SM_STATS") else None
 
 
@@ -108,6 +120,7 @@ class SchedulingMachine(RuleBasedStateMachine):
         self.seen_position = 0
         self.force_order: list[str] = []  # interrupted turns, in the order their timers were set
         self.close_waiters: dict[str, int] = {}  # root -> agents/close calls not yet answered
+        self.spent: dict[str, int] = {}  # live child -> report bytes in its budget window
 
     def teardown(self) -> None:
         try:
@@ -120,7 +133,9 @@ class SchedulingMachine(RuleBasedStateMachine):
         if "owner_alive" not in Settings.__dataclass_fields__:  # before multi-process leases
             return CoreHost(SqliteStore(self.path))
         owner = f"state-machine:{self.restarts}"
-        return CoreHost(SqliteStore(self.path), owner=owner, owner_alive=lambda o: o == owner)
+        return CoreHost(
+            SqliteStore(self.path), owner=owner, owner_alive=lambda o: o == owner, **QUOTAS
+        )
 
     # --- model helpers -------------------------------------------------------------------
 
@@ -177,6 +192,21 @@ class SchedulingMachine(RuleBasedStateMachine):
         agent.owner = agent.parent
         agent.disposing, agent.last_reason, agent.interrupted = False, None, False
 
+    def room_for(self, parent: Agent | None) -> bool:
+        """The activation quotas: in total, below the (live) parent, in the parent's tree."""
+        live = [a for a in self.agents.values() if a.live]
+        if len(live) >= QUOTAS["max_live"]:
+            return False
+        if parent is None or not parent.live:
+            return True
+        if len(self.live_children(parent.id)) >= QUOTAS["max_children"]:
+            return False
+        root = self.root_of(parent)
+        return sum(self.root_of(a) is root for a in live) < QUOTAS["max_live_per_root"]
+
+    def inbox_has_room(self, agent: Agent) -> bool:
+        return len(agent.queue) < QUOTAS["max_queued"]
+
     def accept(self, agent_id: str, key: Any) -> None:
         """Every accepted message is a waking input: it unparks the inbox (SEMANTICS.md 1)."""
         self.agents[agent_id].parked = False
@@ -198,6 +228,8 @@ class SchedulingMachine(RuleBasedStateMachine):
         result, error = outcome
         if STATS is not None:
             key = what.split(" ")[0] + (" ok" if allowed else " refused")
+            if error is not None and error.code == Code.OVERLOADED:
+                key += " by a quota"
             STATS[key] = STATS.get(key, 0) + 1
         if allowed:
             assert error is None, f"{what} was refused: {error.code} {error.message}"
@@ -260,6 +292,7 @@ class SchedulingMachine(RuleBasedStateMachine):
             expected = agent.last_reason or "completed"
         assert reason == expected, f"{agent.id} settled with {reason!r}, expected {expected!r}"
         self.leave(agent)
+        self.spent.pop(agent.id, None)  # the report budget goes with the activation
         if not agent.queue:
             agent.parked = False
         parent = self.agents.get(agent.parent) if agent.parent else None
@@ -303,8 +336,10 @@ class SchedulingMachine(RuleBasedStateMachine):
     def open_new_root(self) -> None:
         root = Agent(self.fresh("r"), None, "root", 0)
         self.agents[root.id] = root
-        self.activate(root)
-        self.expect(self.step(self.core.open, root.id), True, f"open {root.id}")
+        allowed = self.room_for(None)
+        if allowed:
+            self.activate(root)
+        self.expect(self.step(self.core.open, root.id), allowed, f"open {root.id}")
 
     @precondition(lambda self: any(a.kind == "root" for a in self.agents.values()))
     @rule(data=st.data())
@@ -312,7 +347,7 @@ class SchedulingMachine(RuleBasedStateMachine):
         roots = sorted(a.id for a in self.agents.values() if a.kind == "root")
         closed = [r for r in roots if not self.agents[r].live]
         root = self.agents[data.draw(st.sampled_from(closed if closed else roots))]
-        allowed = not root.live
+        allowed = not root.live and self.room_for(None)
         if allowed:
             self.activate(root)
         self.expect(self.step(self.core.open, root.id), allowed, f"open {root.id}")
@@ -340,7 +375,12 @@ class SchedulingMachine(RuleBasedStateMachine):
         child_id = self.fresh("c")
         prompt = self.fresh("prompt-")
         mode = "one-shot" if one_shot else "continuable"
-        allowed = not self.draining(caller) and not caller.disposing and caller.depth < MAX_DEPTH
+        allowed = (
+            not self.draining(caller)
+            and not caller.disposing
+            and caller.depth < MAX_DEPTH
+            and self.room_for(caller)
+        )
         if allowed:
             child = Agent(child_id, caller.id, mode, caller.depth + 1)
             self.agents[child_id] = child
@@ -385,6 +425,9 @@ class SchedulingMachine(RuleBasedStateMachine):
                 and target.parent == caller_id
                 and target.kind == "continuable"
             )
+        if allowed:  # the quotas come after every rule
+            assert target is not None
+            allowed = self.inbox_has_room(target) and (target.live or self.room_for(caller))
         if allowed:
             assert target is not None
             if not target.live:
@@ -460,6 +503,12 @@ class SchedulingMachine(RuleBasedStateMachine):
             and parent is not None
             and parent.live
         )
+        if allowed:  # the quotas come after every rule: the parent's inbox, the report budget
+            assert parent is not None
+            spent = self.spent.get(caller.id, 0) + len(output)
+            allowed = self.inbox_has_room(parent) and spent <= QUOTAS["report_budget"]
+            if allowed:
+                self.spent[caller.id] = spent
         if allowed:
             assert parent is not None
             self.accept(parent.id, ("report", output))
@@ -483,7 +532,7 @@ class SchedulingMachine(RuleBasedStateMachine):
     def host_followup(self, data) -> None:
         target = self.agents[data.draw(st.sampled_from(sorted(self.agents)))]
         text = self.fresh("followup-")
-        allowed = not self.draining(target)
+        allowed = not self.draining(target) and self.inbox_has_room(target)
         if allowed:
             self.accept(target.id, text)
         outcome = self.step(self.core.svc.followup, target.id, text)
@@ -533,6 +582,7 @@ class SchedulingMachine(RuleBasedStateMachine):
             agent.live, agent.turn, agent.interrupted, agent.disposing = False, None, False, False
         self.force_order = []
         self.close_waiters = {}
+        self.spent = {}
         self.restarts += 1
         self.core = self.new_core()
         assert not self.core.notes, self.core.notes

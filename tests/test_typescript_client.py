@@ -10,10 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parent.parent / "clients" / "typescript"
-TIMEOUT = 300
+TIMEOUT = 600
 
 
+@pytest.mark.timeout(TIMEOUT + 60)
 def test_typescript_client_npm_test():
     npm = shutil.which("npm")
     assert npm, "npm is not on PATH; the TypeScript client's tests need Node 20+ and npm"

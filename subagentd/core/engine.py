@@ -10,6 +10,7 @@ import msgspec
 
 from subagentd.core import texts
 from subagentd.core.descriptors import DescriptorProblem, parse_descriptor
+from subagentd.core.quotas import Quotas
 from subagentd.core.registry import CONTINUABLE, ONE_SHOT, LiveAgent, Registry, Turn
 from subagentd.core.settings import Settings, Timers
 from subagentd.core.stamps import mint, now, stamp
@@ -50,6 +51,7 @@ class Engine:
         self.timers = timers
         self.settings = settings or Settings()
         self.registry = Registry()
+        self.quotas = Quotas(self.settings, self.registry, self.store)
         self.shutting_down = False
         self.closing: dict[str, list[Callable[[], None]]] = {}  # closing root -> waiters
         self._grace: dict[str, Callable[[], None]] = {}  # turn id -> cancel its force-end timer
@@ -187,6 +189,7 @@ class Engine:
         """The agent is no longer live here: out of the registry, its lease released."""
         self.registry.remove(agent)
         self._wakeups.pop(agent.agent_id, None)
+        self.quotas.forget(agent.agent_id)
         self.store.drop_lease(agent.agent_id, self.owner)
         if self.settings.status_events:
             self.emit("agent/status", AgentStatus(agent_id=agent.agent_id, status="ready"))
@@ -392,7 +395,7 @@ class Engine:
         first = texts.SETTLED_FIRST_LINE.get(
             reason or "completed", texts.SETTLED_FIRST_LINE["error"]
         )
-        first = first.format(id=child_id)
+        first = first.format(id=texts.shown(child_id))
         blocks = [TextBlock(text=first)]
         if output:
             blocks += [TextBlock(text=texts.CLOSING_MESSAGE), TextBlock(text=output)]

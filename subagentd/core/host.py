@@ -9,6 +9,7 @@ import msgspec
 from subagentd.core import texts
 from subagentd.core.descriptors import DescriptorProblem, parse_descriptor
 from subagentd.core.engine import Engine
+from subagentd.core.identifiers import check_new_id
 from subagentd.core.listing import project
 from subagentd.core.registry import KIND_OF_MODE, ORDINARY
 from subagentd.core.stamps import mint, now
@@ -44,6 +45,7 @@ from subagentd.schema.records import SessionRecord
 
 _encode = msgspec.json.encode
 MAX_PAGE = 1000
+MAX_PAGE_BYTES = 1024 * 1024  # transcript/read: event data per page (one event always fits)
 
 
 class HostApi(Engine):
@@ -52,16 +54,19 @@ class HostApi(Engine):
     def open(self, params: OpenParams, hold: bool = False) -> OpenResult:
         """Make an ordinary session live; `hold` (the --caller root) keeps its input queued for the
         MCP client instead of starting turns that no host was told about (PROTOCOL.md section 5)."""
-        agent_id = params.agent_id or mint()
+        agent_id = mint() if params.agent_id is None else params.agent_id
         if self.registry.get(agent_id) is not None:
             raise StateInvalidError(f'agent "{agent_id}" is already live')
         if self.shutting_down:
             raise AdmissionDrainingError(texts.DRAINING_ALL)
         record = self.store.get_session(agent_id)
         if record is None:
+            check_new_id("agent_id", agent_id)
             depth = 0
             if params.parent_id is not None:
                 depth = self.require_session(params.parent_id).depth + 1
+            self.quotas.text("the label", params.label, label=True)
+            self.quotas.activation(params.parent_id)
             record = SessionRecord(
                 id=agent_id,
                 parent_id=params.parent_id,
@@ -75,6 +80,8 @@ class HostApi(Engine):
             raise StateInvalidError(
                 f'agent "{agent_id}" is a subagent session; its parent resumes it with send_message'
             )
+        else:
+            self.quotas.activation(record.parent_id)
         agent = self.activate(record.id, record.parent_id, ORDINARY, record.depth, record.parked)
         agent.held = hold
         self.pump(agent)
@@ -115,6 +122,8 @@ class HostApi(Engine):
         return descriptor.mode, descriptor.mode, descriptor.label
 
     def spawn(self, params: SpawnParams) -> SpawnResult:
+        if params.child_id is not None:
+            check_new_id("child_id", params.child_id)
         caller = self.live_caller(params.caller, params.activation)
         if caller is None:
             self.require_session(params.caller)
@@ -127,7 +136,7 @@ class HostApi(Engine):
             raise AdmissionDrainingError(draining_text(root))
         if caller.disposing:
             raise ActivationClosingError(f'agent "{params.caller}" activation is being disposed')
-        child_id = params.child_id or mint()
+        child_id = mint() if params.child_id is None else params.child_id
         if self.store.get_session(child_id) is not None:
             raise ChildDuplicateError(f'an agent with id "{child_id}" already exists')
         depth = caller.depth + 1
@@ -144,6 +153,12 @@ class HostApi(Engine):
             persona=params.persona,
             tool_filter=params.tool_filter,
         )
+        body = _encode(descriptor).decode()
+        self.quotas.text("the label", params.label, label=True)
+        self.quotas.text("the prompt", params.prompt)
+        self.quotas.descriptor(body)
+        self.quotas.activation(caller.agent_id)
+        self.quotas.database()
         record = SessionRecord(
             id=child_id,
             parent_id=caller.agent_id,
@@ -152,7 +167,7 @@ class HostApi(Engine):
             created_at=now(),
             depth=depth,
         )
-        self.store.insert_session(record, _encode(descriptor).decode(), descriptor.mode)
+        self.store.insert_session(record, body, descriptor.mode)
         self.record(child_id, None, "descriptor", descriptor)
         child = self.activate(
             child_id,
@@ -172,7 +187,7 @@ class HostApi(Engine):
             child_id=child_id,
             activation_id=child.activation_id,
             message_id=message_id,
-            text=texts.SPAWN_OK.format(id=child_id),
+            text=texts.SPAWN_OK.format(id=texts.shown(child_id)),
         )
 
     def begin_turn(self, agent_id: str, messages: list[str] | None) -> TurnBeginResult:
@@ -183,6 +198,8 @@ class HostApi(Engine):
             raise StateInvalidError(
                 f'agent "{agent_id}" is already running turn {agent.turn.turn_id}'
             )
+        for text in messages or []:
+            self.quotas.text("a message", text)
         source = Source(kind="user", form="direct")
         built = [
             Message(message_id=mint(), content=[TextBlock(text=text)], source=source)
@@ -206,6 +223,7 @@ class HostApi(Engine):
             raise StateInvalidError(
                 f'turn "{params.turn_id}" is not the open turn of agent "{params.agent_id}"'
             )
+        self.quotas.text("the output", params.output)
         self.end_turn(agent, params.reason, params.output)
 
     def followup(self, agent_id: str, message: str) -> MessageIdResult:
@@ -216,6 +234,9 @@ class HostApi(Engine):
             raise AdmissionDrainingError(draining_text(root))
         if agent is None and self.live_elsewhere(agent_id):
             raise StateInvalidError(f'agent "{agent_id}" is live in another subagentd process')
+        self.quotas.text("the message", message)
+        self.quotas.inbox(agent_id, agent)
+        self.quotas.database()
         message_id = self.accept(
             agent_id,
             [TextBlock(text=message)],
@@ -247,7 +268,7 @@ class HostApi(Engine):
     ) -> TranscriptReadResult:
         self.require_session(agent_id)
         limit = _page_size(limit)
-        records = self.store.read_events(agent_id, after or 0, limit)
+        records, more = self.store.read_events(agent_id, after or 0, limit, MAX_PAGE_BYTES)
         events = [
             StoredEvent(
                 seq=r.seq,
@@ -258,19 +279,16 @@ class HostApi(Engine):
             )
             for r in records
         ]
-        return TranscriptReadResult(
-            events=events, next=records[-1].seq if len(records) == limit else None
-        )
+        return TranscriptReadResult(events=events, next=records[-1].seq if more else None)
 
     def list_host(self, params: ListParams) -> ListResult:
         self.require_session(params.root_id)
         limit = _page_size(params.limit)
         offset = 0
         if params.cursor is not None:
-            try:
-                offset = int(params.cursor)
-            except ValueError:
-                raise InvalidParamsError(f'invalid cursor "{params.cursor}"') from None
+            if not (params.cursor.isascii() and params.cursor.isdigit()):
+                raise InvalidParamsError(f'invalid cursor "{texts.shown(params.cursor[:64])}"')
+            offset = int(params.cursor)
         rows = project(
             self.store,
             params.root_id,

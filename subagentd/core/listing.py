@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import msgspec
+
 from subagentd.core import texts
 from subagentd.core.descriptors import DescriptorProblem, parse_descriptor
 from subagentd.core.store import Store
@@ -79,19 +81,37 @@ def project(
 
 
 def render(rows: list[AgentRow]) -> str:
-    """The model-visible listing: one line per row, or `(no subagents)`."""
+    """The model-visible listing: one line per row, or `(no subagents)`.
+
+    When an id, parent or label holds anything but printable characters, the rows are drawn
+    with those escaped (texts.shown): a label cannot add lines, reorder the text or hide itself."""
     if not rows:
         return texts.NO_SUBAGENTS
+    lines = _lines(rows)
+    if not all(map(str.isprintable, lines)):  # one C pass; rare: escape and draw again
+        lines = _lines([_escaped(row) for row in rows])
+    return "\n".join(lines)
+
+
+def _lines(rows: list[AgentRow]) -> list[str]:
     lines = []
     append = lines.append
-    for row in rows:
+    for row in rows:  # runs once per listed agent: one format per line
         if row.depth is None:
             if isinstance(row, ChildRow):
                 append(f"{row.id} [{row.status}] — {row.label}")
             else:
                 append(f"{row.id} [diagnostic: {row.reason}]")
-        elif isinstance(row, ChildRow):  # one format per line: this runs once per listed agent
+        elif isinstance(row, ChildRow):
             append(f"{row.id} [{row.status}] parent={row.parent} depth={row.depth} — {row.label}")
         else:
             append(f"{row.id} [diagnostic: {row.reason}] parent={row.parent} depth={row.depth}")
-    return "\n".join(lines)
+    return lines
+
+
+def _escaped(row: AgentRow) -> AgentRow:
+    shown = texts.shown
+    parent = shown(row.parent) if row.parent is not None else None
+    if isinstance(row, ChildRow):
+        return msgspec.structs.replace(row, id=shown(row.id), label=shown(row.label), parent=parent)
+    return msgspec.structs.replace(row, id=shown(row.id), parent=parent)

@@ -68,6 +68,9 @@ class Registry:
         """Ownership: a live child keeps its parent resident."""
         return bool(self._children.get(agent.agent_id))
 
+    def live_children(self, agent: LiveAgent) -> int:
+        return len(self._children.get(agent.agent_id, ()))
+
     def live_ancestry(self, activation_id: str, parent_id: str | None) -> tuple[str, ...]:
         """Own activation plus every live ancestor's, walking owners until one is not live."""
         ids = [activation_id]
@@ -115,6 +118,17 @@ class Registry:
                     order.append(child)
                     stack.append(child)
         return list(reversed(order))
+
+    def below(self, agent_id: str | None, ancestor_id: str) -> bool:
+        """Whether `agent_id` is live and `ancestor_id` is above it through live owners."""
+        agent = self._agents.get(agent_id) if agent_id is not None else None
+        seen = set()
+        while agent is not None and agent.owner_id is not None and agent.agent_id not in seen:
+            if agent.owner_id == ancestor_id:
+                return True
+            seen.add(agent.agent_id)
+            agent = self._agents.get(agent.owner_id)
+        return False
 
     def root_of(self, agent: LiveAgent) -> LiveAgent:
         """The topmost live agent above `agent` through owners (itself when its owner is not live)."""

@@ -32,3 +32,13 @@ class Settings:
     lease_ttl: float = 15.0  # seconds a lease outlives its last heartbeat
     owner_alive: Callable[[str], bool] = lambda owner: True  # is that owner's process still there?
     tools: tuple[str, ...] = TOOL_NAMES  # the served set (--tools)
+    # Quotas (SECURITY.md gives each default and why); 0 means no bound.
+    max_children: int = 64  # live children per parent
+    max_live_per_root: int = 256  # live agents in one tree (below its topmost live agent)
+    max_live: int = 10_000  # live agents in this process
+    max_queued: int = 1_000  # waiting (queued or parked) messages per inbox
+    max_text_bytes: int = 256 * 1024  # UTF-8 bytes per message, prompt, report, output, descriptor
+    max_label_bytes: int = 1024  # UTF-8 bytes per label
+    report_budget: int = 1024 * 1024  # report bytes per child per report window
+    report_window: float = 600.0  # seconds of one report budget window
+    max_db_bytes: int = 0  # database size past which model-driven writes are refused

@@ -38,6 +38,7 @@ REPORT_NOT_REPORTER = 'agent "{id}" is not a live continuable subagent and canno
 REPORT_PARENT_NOT_LIVE = "direct parent is not live; report was not delivered"
 REPORT_DISPOSING = 'subagent "{id}" activation is being disposed; the report was not delivered'
 REPORT_HEADER = "Background subagent {id} reported:"
+REPORT_NOT_DELIVERED = "report not delivered: {reason}"  # quota refusals (not in SEMANTICS.md)
 
 # --- arguments and callers (section 3) ---
 INVALID_ARGUMENTS = "invalid arguments: {violations}"
@@ -48,6 +49,11 @@ ARGUMENTS_NOT_OBJECT = '"arguments" must be an object'
 NO_CALLER = "{tool} requires a calling agent (caller was not given)"
 # Not in SEMANTICS.md (tool filters are the descriptor's; PROTOCOL.md section 5):
 TOOL_FILTERED = 'tool "{tool}" is not available to agent "{caller}": its tool_filter excludes it'
+# A connection started with --caller acts only for that agent's tree (not in SEMANTICS.md):
+CALLER_OUTSIDE = (
+    'agent "{caller}" is not "{root}" or a live agent below it;'
+    " this connection acts only for that tree (--caller)"
+)
 
 # --- spawn (PROTOCOL.md section 4) ---
 SPAWN_OK = "started subagent {id}"
@@ -64,6 +70,31 @@ CLOSING_MESSAGE = "Its closing message:"
 NO_CLOSING_MESSAGE = "It left no closing message."
 SUMMARY_LIMIT = 120
 
+# --- quotas (SECURITY.md; not in SEMANTICS.md: subagentd's own bounds) ---
+QUOTA_TOO_LONG = (
+    "{what} is {size} bytes, over the limit of {limit} bytes; it was not accepted, make it shorter"
+)
+QUOTA_CHILDREN = (
+    'agent "{id}" already has {limit} live subagents (the limit per parent);'
+    " wait until some of them finish"
+)
+QUOTA_TREE = (
+    'the tree of agent "{root}" already has {limit} live agents (the limit per tree);'
+    " wait until some of them finish"
+)
+QUOTA_LIVE = (
+    "subagentd already runs {limit} live agents (its limit); wait until some of them finish"
+)
+QUOTA_INBOX = (
+    'agent "{id}" already has {limit} messages waiting (the limit per inbox);'
+    " wait until it has taken some"
+)
+QUOTA_REPORTS = (
+    'reports from agent "{id}" used their budget of {limit} bytes per {window} seconds;'
+    " send one self-contained report later"
+)
+QUOTA_DATABASE = "the database reached its size limit of {limit} bytes; nothing was stored"
+
 # --- report guidance for continuable children (turn/start `instructions`) ---
 REPORT_INSTRUCTIONS = (
     "You are a background subagent. The agent that started you does not see your transcript,"
@@ -72,6 +103,26 @@ REPORT_INSTRUCTIONS = (
     " finding changes what that agent should do, report it earlier as well. Reporting does not end"
     " your turn; keep working after it until the task is done."
 )
+
+
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def shown(text: str) -> str:
+    """`text` (an id or label) fit for one model-visible line: every control, format (bidi,
+    zero-width) or separator character escaped, so no value can forge lines or reorder them."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if char in _ESCAPES:
+        return _ESCAPES[char]
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def summary_of(first_block: str) -> str:

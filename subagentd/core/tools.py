@@ -8,7 +8,7 @@ from subagentd.core.engine import Engine
 from subagentd.core.listing import project, render
 from subagentd.core.registry import CONTINUABLE, LiveAgent
 from subagentd.core.settings import TOOL_NAMES
-from subagentd.errors import ToolError
+from subagentd.errors import QuotaExceededError, ToolError
 from subagentd.schema.codes import Code
 from subagentd.schema.messages import Source, TextBlock, ToolFilter
 from subagentd.schema.tools import (
@@ -28,7 +28,7 @@ def _not_delivered(code: Code, reason: str) -> ToolError:
 
 
 def draining_text(root: str) -> str:
-    return texts.DRAINING_BELOW.format(root=root) if root else texts.DRAINING_ALL
+    return texts.DRAINING_BELOW.format(root=texts.shown(root)) if root else texts.DRAINING_ALL
 
 
 def filtered_tools(tool_filter: ToolFilter | None) -> frozenset[str] | None:
@@ -49,6 +49,7 @@ class ToolRules(Engine):
         self, caller: str, activation: str | None, args: SendMessageArgs
     ) -> SendMessageResult:
         target_id = args.subagent_id
+        shown_id = texts.shown(target_id)
         live_caller = self.live_caller(caller, activation)
         target = self.registry.get(target_id)
         root = self.draining_root(self.registry.get(caller), target)
@@ -56,27 +57,22 @@ class ToolRules(Engine):
             raise _not_delivered(Code.DRAINING, draining_text(root))
         if target is not None:
             if live_caller is None:
-                raise _not_delivered(Code.UNAUTHORIZED, texts.SEND_STALE.format(id=target_id))
+                raise _not_delivered(Code.UNAUTHORIZED, texts.SEND_STALE.format(id=shown_id))
             if target.parent_id != caller:
-                raise _not_delivered(
-                    Code.UNAUTHORIZED, texts.SEND_OTHER_PARENT.format(id=target_id)
-                )
+                raise _not_delivered(Code.UNAUTHORIZED, texts.SEND_OTHER_PARENT.format(id=shown_id))
             if target.kind != CONTINUABLE:
                 raise _not_delivered(
-                    Code.NOT_RESUMABLE, texts.SEND_NOT_RESUMABLE.format(id=target_id)
+                    Code.NOT_RESUMABLE, texts.SEND_NOT_RESUMABLE.format(id=shown_id)
                 )
+            self._admit_message(args.message, target_id, target, None)
         else:
             record = self.store.get_session(target_id)
             if record is None:
-                raise _not_delivered(
-                    Code.NOT_RESUMABLE, texts.SEND_UNAVAILABLE.format(id=target_id)
-                )
+                raise _not_delivered(Code.NOT_RESUMABLE, texts.SEND_UNAVAILABLE.format(id=shown_id))
             if live_caller is None:
-                raise _not_delivered(Code.UNAUTHORIZED, texts.SEND_STALE.format(id=target_id))
+                raise _not_delivered(Code.UNAUTHORIZED, texts.SEND_STALE.format(id=shown_id))
             if record.parent_id != caller:
-                raise _not_delivered(
-                    Code.UNAUTHORIZED, texts.SEND_OTHER_PARENT.format(id=target_id)
-                )
+                raise _not_delivered(Code.UNAUTHORIZED, texts.SEND_OTHER_PARENT.format(id=shown_id))
             try:
                 if record.kind != "subagent":
                     raise DescriptorProblem("ordinary")
@@ -85,12 +81,13 @@ class ToolRules(Engine):
                     raise DescriptorProblem("one-shot")
             except DescriptorProblem:
                 raise _not_delivered(
-                    Code.NOT_RESUMABLE, texts.SEND_NOT_RESUMABLE.format(id=target_id)
+                    Code.NOT_RESUMABLE, texts.SEND_NOT_RESUMABLE.format(id=shown_id)
                 ) from None
             if self.live_elsewhere(target_id):
                 raise _not_delivered(
-                    Code.INVALID_STATE, texts.SEND_LIVE_ELSEWHERE.format(id=target_id)
+                    Code.INVALID_STATE, texts.SEND_LIVE_ELSEWHERE.format(id=shown_id)
                 )
+            self._admit_message(args.message, target_id, None, record.parent_id)
             target = self.activate(
                 target_id,
                 record.parent_id,
@@ -106,22 +103,36 @@ class ToolRules(Engine):
             Source(kind="coordinator", form="relay", sender_session_id=caller),
             target,
         )
-        return SendMessageResult(text=texts.SEND_OK.format(id=target_id), message_id=message_id)
+        return SendMessageResult(text=texts.SEND_OK.format(id=shown_id), message_id=message_id)
+
+    def _admit_message(
+        self, message: str, target_id: str, target: LiveAgent | None, resume_parent: str | None
+    ) -> None:
+        """Quotas for a send_message that passed every rule (a cold resume also activates)."""
+        try:
+            self.quotas.text("the message", message)
+            self.quotas.inbox(target_id, target)
+            if target is None:
+                self.quotas.activation(resume_parent)
+            self.quotas.database()
+        except QuotaExceededError as exc:
+            raise exc.reworded(texts.NOT_DELIVERED) from None
 
     def interrupt_agent(
         self, caller: str, activation: str | None, args: InterruptAgentArgs
     ) -> InterruptAgentResult:
         target_id = args.agent_id
+        shown_id, shown_caller = texts.shown(target_id), texts.shown(caller)
         live_caller = self.live_caller(caller, activation)
         if live_caller is None:
-            raise ToolError(Code.UNAUTHORIZED, texts.INTERRUPT_STALE.format(id=target_id))
+            raise ToolError(Code.UNAUTHORIZED, texts.INTERRUPT_STALE.format(id=shown_id))
         if target_id == caller:
-            raise ToolError(Code.UNAUTHORIZED, texts.INTERRUPT_SELF.format(caller=caller))
-        done = texts.INTERRUPT_OK.format(id=target_id)
+            raise ToolError(Code.UNAUTHORIZED, texts.INTERRUPT_SELF.format(caller=shown_caller))
+        done = texts.INTERRUPT_OK.format(id=shown_id)
         target = self.registry.get(target_id)
         if target is None or target.kind != CONTINUABLE or target.disposing:
             previous = None
-            if target is not None or self.store.get_session(target_id) is not None:
+            if self._below(caller, target_id):  # nothing is told about other trees
                 previous = self.status_of(target_id)  # another process may hold it live
             return InterruptAgentResult(text=done, accepted=True, previous_status=previous)
         if live_caller.activation_id not in target.ancestry:
@@ -129,9 +140,22 @@ class ToolRules(Engine):
                 reason = texts.INTERRUPT_SIBLING
             else:
                 reason = texts.INTERRUPT_NOT_DESCENDANT
-            raise ToolError(Code.UNAUTHORIZED, reason.format(id=target_id, caller=caller))
+            raise ToolError(Code.UNAUTHORIZED, reason.format(id=shown_id, caller=shown_caller))
         previous = self.interrupt(target, "parent", caller)
         return InterruptAgentResult(text=done, accepted=True, previous_status=previous)
+
+    def _below(self, ancestor: str, agent_id: str) -> bool:
+        """Whether the session `agent_id` exists below `ancestor` (durable parent links)."""
+        seen = {agent_id}
+        record = self.store.get_session(agent_id)
+        while record is not None and record.parent_id is not None:
+            if record.parent_id == ancestor:
+                return True
+            if record.parent_id in seen:
+                return False  # a cycle in corrupt data
+            seen.add(record.parent_id)
+            record = self.store.get_session(record.parent_id)
+        return False
 
     def list_agents(
         self, caller: str, activation: str | None, args: ListAgentsArgs
@@ -147,15 +171,24 @@ class ToolRules(Engine):
 
     def report(self, caller: str, activation: str | None, args: ReportArgs) -> ReportResult:
         child = self.live_caller(caller, activation)
+        shown_caller = texts.shown(caller)
         if child is None or child.kind != CONTINUABLE:
-            raise ToolError(Code.UNAUTHORIZED, texts.REPORT_NOT_REPORTER.format(id=caller))
+            raise ToolError(Code.UNAUTHORIZED, texts.REPORT_NOT_REPORTER.format(id=shown_caller))
         if child.disposing:
-            raise ToolError(Code.ACTIVATION_CLOSING, texts.REPORT_DISPOSING.format(id=caller))
+            raise ToolError(Code.ACTIVATION_CLOSING, texts.REPORT_DISPOSING.format(id=shown_caller))
         parent = self.registry.get(child.parent_id)
         if parent is None:
             raise ToolError(Code.PARENT_UNAVAILABLE, texts.REPORT_PARENT_NOT_LIVE)
+        try:
+            self.quotas.text("the report", args.output)
+            if self.settings.report_delivery != "quiet":
+                self.quotas.inbox(parent.agent_id, parent)
+            self.quotas.database()
+            self.quotas.report(caller, args.output)  # last: it charges the child's budget
+        except QuotaExceededError as exc:
+            raise exc.reworded(texts.REPORT_NOT_DELIVERED) from None
         blocks = [
-            TextBlock(text=texts.REPORT_HEADER.format(id=caller)),
+            TextBlock(text=texts.REPORT_HEADER.format(id=shown_caller)),
             TextBlock(text=args.output),
         ]
         source = Source(kind="subagent-report", form="relay", sender_session_id=caller)
@@ -203,4 +236,6 @@ class ToolRules(Engine):
         """A tool the caller's tool_filter removes is refused, naming it."""
         allowed = self.caller_tools(caller)
         if allowed is not None and name not in allowed:
-            raise ToolError(Code.UNAUTHORIZED, texts.TOOL_FILTERED.format(tool=name, caller=caller))
+            raise ToolError(
+                Code.UNAUTHORIZED, texts.TOOL_FILTERED.format(tool=name, caller=texts.shown(caller))
+            )

@@ -43,4 +43,5 @@ class Code(IntEnum):
     INVALID_STATE = 1010
     """The operation does not fit the agent's state (e.g. ending a turn that is not open)."""
     OVERLOADED = 1011
-    """Bounded queues are full; retry with backoff."""
+    """A bound was reached: a bounded queue, or a quota (`data.quota` names it, `data.limit` is
+    its value); retry with backoff, or with less."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from subagentd.schema.base import PageSize, Params, Seq, Wire
+import msgspec
+
+from subagentd.schema.base import AgentId, PageSize, Params, Seq, Wire
 from subagentd.schema.listing import AgentRow, Status
 from subagentd.schema.messages import Mode, Source, ToolFilter
 
@@ -16,8 +18,11 @@ class Empty(Wire, kw_only=True):
     """An empty result `{}`."""
 
 
+Caller = Annotated[str, msgspec.Meta(min_length=1)]
+
+
 class OpenParams(Params, kw_only=True):
-    agent_id: str | None = None
+    agent_id: AgentId | None = None
     label: str | None = None
     parent_id: str | None = None
 
@@ -32,12 +37,12 @@ class AgentParams(Params, kw_only=True):
 
 
 class SpawnParams(Params, kw_only=True):
-    caller: str
+    caller: Caller
     activation: str | None = None
     label: str
     prompt: str
     mode: Mode = "continuable"
-    child_id: str | None = None
+    child_id: AgentId | None = None
     agent_provider: str | None = None
     agent_model: str | None = None
     persona: str | None = None

@@ -11,6 +11,7 @@ from jsonrpcserver import Success
 from jsonrpcserver.exceptions import JsonRpcError
 
 from subagentd.errors import InvalidParamsError, SubagentdError
+from subagentd.schema.base import ID_PATTERN, ID_RULE
 from subagentd.schema.codes import Code
 
 log = logging.getLogger("subagentd")
@@ -28,8 +29,12 @@ def error_data(exc: SubagentdError, with_text: bool) -> dict[str, Any]:
     return data
 
 
+_ID_REGEX = f"`str` matching regex {ID_PATTERN!r}"
+
+
 def invalid_params(exc: msgspec.ValidationError) -> SubagentdError:
-    return InvalidParamsError(f"invalid params: {exc}")
+    detail = str(exc).replace(_ID_REGEX, f"an agent id ({ID_RULE})")  # name the rule, not a regex
+    return InvalidParamsError(f"invalid params: {detail}")
 
 
 def guard(run: Callable[[], Any], *, tool: bool = False) -> Any:

@@ -384,6 +384,16 @@ class Connection:
                 return None
             return error_reply(Code.NOT_INITIALIZED, "server not initialized", request_id)
         handler = METHODS.get(method)
+        if handler is not None and not handler.confined and self.session.default_caller is not None:
+            if not is_request:
+                return None
+            return error_reply(
+                Code.METHOD_NOT_FOUND,
+                f'method "{method}" is not served to an MCP client confined by --caller;'
+                " the host API needs a connection started without --caller",
+                request_id,
+                method,
+            )
         if handler is not None and handler.defers and len(self.pending) >= MAX_PENDING:
             return error_reply(
                 Code.OVERLOADED,

@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 import subagentd
-from subagentd.errors import InvalidParamsError, InvalidRequestError, SubagentdError
+from subagentd.core import texts
+from subagentd.errors import (
+    CallerUnauthorizedError,
+    InvalidParamsError,
+    InvalidRequestError,
+    SubagentdError,
+)
 from subagentd.schema import host as h
 from subagentd.schema import lifecycle as lc
 from subagentd.schema import tools as t
@@ -42,9 +48,11 @@ class Handler:
     writes: bool = True
     tool: bool = False  # errors carry the model-visible `text` (direct tool methods)
     defers: bool = False  # the reply waits (bounded by MAX_PENDING in the connection)
+    confined: bool = False  # also served to a confined MCP client (a connection with --caller)
 
 
 METHODS: dict[str, Handler] = {}
+HOST_CALLER = ""  # idempotency namespace of agents/followup: no agent id is empty (migration m007)
 
 
 def method(name: str, params: type[msgspec.Struct] | None, result: type | None, **flags: bool):
@@ -74,7 +82,7 @@ def capabilities(call: Call) -> dict[str, Any]:
     }
 
 
-@method("initialize", lc.InitializeParams, lc.InitializeResult, writes=False)
+@method("initialize", lc.InitializeParams, lc.InitializeResult, writes=False, confined=True)
 def initialize(call: Call, p: lc.InitializeParams) -> lc.InitializeResult:
     if call.session.initialized:
         raise InvalidRequestError("initialize was already called on this connection")
@@ -95,12 +103,12 @@ def initialize(call: Call, p: lc.InitializeParams) -> lc.InitializeResult:
     )
 
 
-@method("notifications/initialized", None, None, writes=False)
+@method("notifications/initialized", None, None, writes=False, confined=True)
 def initialized(call: Call, p: Any) -> None:
     return None
 
 
-@method("server/discover", h.Params, lc.DiscoverResult, writes=False)
+@method("server/discover", h.Params, lc.DiscoverResult, writes=False, confined=True)
 def discover(call: Call, p: h.Params) -> lc.DiscoverResult:
     return lc.DiscoverResult(
         supportedVersions=list(lc.SUPPORTED_VERSIONS),
@@ -110,7 +118,7 @@ def discover(call: Call, p: h.Params) -> lc.DiscoverResult:
     )
 
 
-@method("ping", h.Params, h.Empty, writes=False)
+@method("ping", h.Params, h.Empty, writes=False, confined=True)
 def ping(call: Call, p: h.Params) -> h.Empty:
     return h.Empty()
 
@@ -162,7 +170,7 @@ def turns_end(call: Call, p: h.TurnEndParams) -> h.Empty:
 @method("agents/followup", h.FollowupParams, h.MessageIdResult)
 def agents_followup(call: Call, p: h.FollowupParams) -> h.MessageIdResult:
     return call.service.idempotent(
-        "@host",
+        HOST_CALLER,
         p.idempotency_key,
         "agents/followup",
         [p.agent_id, p.message],
@@ -227,26 +235,37 @@ for _name, _spec in TOOLS.items():
 
 
 def _identity(call: Call, meta: dict[str, Any] | None) -> CallerIdentity:
+    """The caller: `_meta["subagentd/caller"]` (null counts as absent), else `--caller`; with
+    `--caller R` a `_meta` caller must be R or a live agent below R (PROTOCOL.md section 5)."""
     meta = meta or {}
-    caller = meta.get(CALLER_META, call.session.default_caller)
-    return msgspec.convert(
+    confined = call.session.default_caller
+    caller = meta.get(CALLER_META)
+    identity = msgspec.convert(
         {
-            "caller": caller,
+            "caller": confined if caller is None else caller,
             "activation": meta.get(ACTIVATION_META),
             "idempotency_key": meta.get(IDEMPOTENCY_META),
         },
         CallerIdentity,
     )
+    if confined is not None and identity.caller != confined:
+        if not call.service.registry.below(identity.caller, confined):
+            raise CallerUnauthorizedError(
+                texts.CALLER_OUTSIDE.format(
+                    caller=texts.shown(identity.caller or ""), root=texts.shown(confined)
+                )
+            )
+    return identity
 
 
-@method("tools/list", t.ToolsListParams, t.ToolsListResult, writes=False)
+@method("tools/list", t.ToolsListParams, t.ToolsListResult, writes=False, confined=True)
 def tools_list(call: Call, p: t.ToolsListParams) -> t.ToolsListResult:
     identity = _identity(call, p.meta)
     offered = call.service.offered_tools(identity.caller, identity.activation)
     return t.ToolsListResult(tools=tool_definitions(offered))
 
 
-@method("tools/call", t.ToolsCallParams, t.CallToolResult, writes=False)
+@method("tools/call", t.ToolsCallParams, t.CallToolResult, writes=False, confined=True)
 def tools_call(call: Call, p: t.ToolsCallParams) -> t.CallToolResult:
     spec = TOOLS.get(p.name)
     if spec is None or p.name not in call.settings.tools:  # --tools: the served set

@@ -369,15 +369,23 @@ class SqliteStore:
             seq = cursor.lastrowid or seq
         return seq
 
-    def read_events(self, session_id: str, after: int, limit: int) -> list[EventRecord]:
-        return [
-            EventRecord(seq=r[0], turn_id=r[1], type=r[2], data=r[3], at=r[4])
-            for r in self.conn.execute(
-                "SELECT seq, turn_id, type, data, at FROM events WHERE session_id = ? AND seq > ?"
-                " ORDER BY seq LIMIT ?",
-                (session_id, after, limit),
-            )
-        ]
+    def read_events(
+        self, session_id: str, after: int, limit: int, max_bytes: int
+    ) -> tuple[list[EventRecord], bool]:
+        """Up to `limit` events after `after`, stopping before their data passes `max_bytes` (the
+        first always fits); and whether a limit stopped the page (more may follow)."""
+        events: list[EventRecord] = []
+        size = 0
+        for r in self.conn.execute(
+            "SELECT seq, turn_id, type, data, at FROM events WHERE session_id = ? AND seq > ?"
+            " ORDER BY seq LIMIT ?",
+            (session_id, after, limit),
+        ):
+            size += len(r[3] or "")
+            if events and size > max_bytes:
+                return events, True
+            events.append(EventRecord(seq=r[0], turn_id=r[1], type=r[2], data=r[3], at=r[4]))
+        return events, len(events) == limit
 
     # --- leases (several processes on one database) --------------------------------------
 
@@ -450,6 +458,16 @@ class SqliteStore:
             " VALUES (?,?,?,?,?,?)",
             (caller, key, record.method, record.fingerprint, record.result, at),
         )
+
+    # --- size (--max-db-bytes) ----------------------------------------------------------
+
+    def size_bytes(self) -> int:
+        """Bytes the database holds in use (its pages but the free ones; WAL not counted)."""
+        pages, free, size = (
+            self.conn.execute(f"PRAGMA {name}").fetchone()[0]
+            for name in ("page_count", "freelist_count", "page_size")
+        )
+        return (pages - free) * size
 
 
 def _session(row: tuple) -> SessionRecord:

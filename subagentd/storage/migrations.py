@@ -112,3 +112,14 @@ def m004_listed_mode(db: Database) -> None:
         """CREATE TRIGGER sessions_update_clears_mode AFTER UPDATE OF id, label, kind ON sessions
         WHEN NEW.mode IS NOT NULL BEGIN UPDATE sessions SET mode = NULL WHERE id = NEW.id; END"""
     )
+
+
+@migrations()
+def m007_host_idempotency(db: Database) -> None:
+    """agents/followup keys move from the caller "@host" to "", so an agent named "@host" (ids can
+    no longer start with @, but older ones may) shares no idempotency namespace with the host.
+
+    A followup key is only ever written by the host, so rows of that method are the host's."""
+    db.execute(
+        "UPDATE idempotency SET caller = '' WHERE caller = '@host' AND method = 'agents/followup'"
+    )

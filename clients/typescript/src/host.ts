@@ -26,11 +26,15 @@ export interface AgentHostOptions {
   /**
    * Run one turn of `start.agent_id` on `start.messages`. `signal` aborts when subagentd sends
    * `turn/interrupt` for this turn (its reason is a `TurnInterruptedError`); the function should
-   * then return promptly. Throwing ends the turn with reason `"error"` (or `"aborted"` when the
-   * signal fired).
+   * then return promptly. Throwing ends the turn with reason `"error"` and the error's message as
+   * its output, and reports the error to `onError` (or `"aborted"`, unreported, when the signal
+   * fired).
    */
   turn: (start: TurnStart, signal: AbortSignal) => Promise<TurnOutcome | void> | TurnOutcome | void;
-  /** Called when a turn function throws, or `turns/end` fails. */
+  /**
+   * Called when a turn function throws (unless its signal fired), or `turns/end` fails. Default:
+   * `reportTurnError`, which prints the error to stderr.
+   */
   onError?: (error: unknown, start: TurnStart) => void;
   /** Called after `turns/end` was acknowledged. */
   onTurnEnd?: (start: TurnStart, ended: { reason: TurnReason; output?: string }) => void;
@@ -45,11 +49,22 @@ export interface AgentHost {
   stop(): void;
 }
 
+/** The default `onError`: print the failure, with its stack, to stderr. */
+export function reportTurnError(error: unknown, start: TurnStart): void {
+  console.error(`subagentd: turn ${start.turn_id} of agent "${start.agent_id}" failed:`, error);
+}
+
+/** The text a thrown value leaves as the turn's output. */
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message || error.name : String(error);
+}
+
 /**
  * React to `turn/start` by calling `options.turn` and then `turns/end`, and to `turn/interrupt`
  * by aborting that turn's signal (the turn is then reported with reason `"aborted"`).
  */
 export function runAgentHost(client: SubagentdClient, options: AgentHostOptions): AgentHost {
+  const onError = options.onError ?? reportTurnError;
   const controllers = new Map<string, AbortController>();
   const active = new Map<string, TurnStart>();
   let idleWaiters: Array<() => void> = [];
@@ -73,8 +88,8 @@ export function runAgentHost(client: SubagentdClient, options: AgentHostOptions)
       output = outcome?.output;
     } catch (error) {
       reason = "error";
-      output = undefined;
-      if (!controller.signal.aborted) options.onError?.(error, start);
+      output = controller.signal.aborted ? undefined : errorText(error);
+      if (!controller.signal.aborted) onError(error, start);
     }
     if (controller.signal.aborted) reason = "aborted";
     controllers.delete(start.turn_id);
@@ -84,7 +99,7 @@ export function runAgentHost(client: SubagentdClient, options: AgentHostOptions)
       await client.turns.end(ended);
       options.onTurnEnd?.(start, { reason, output });
     } catch (error) {
-      options.onError?.(error, start);
+      onError(error, start);
     } finally {
       active.delete(start.turn_id);
       maybeIdle();

@@ -8,6 +8,8 @@ export {
   DEFAULT_MCP_PROTOCOL_VERSION,
 } from "./client.js";
 export type { SubagentdClientOptions, RequestOptions, SubagentdClientEvents } from "./client.js";
-export { runAgentHost, TurnInterruptedError } from "./host.js";
+export { runAgentHost, reportTurnError, TurnInterruptedError } from "./host.js";
 export type { AgentHost, AgentHostOptions, TurnOutcome, TurnReason } from "./host.js";
+export { renderMessages, fenceToken, RENDER_GUIDE } from "./render.js";
+export type { RenderableMessage } from "./render.js";
 export * from "./types.js";

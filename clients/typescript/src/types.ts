@@ -424,7 +424,10 @@ export const ErrorCode = {
   UNKNOWN_AGENT: 1009,
   /** The operation does not fit the agent's state (e.g. ending a turn that is not open). */
   INVALID_STATE: 1010,
-  /** Bounded queues are full; retry with backoff. */
+  /**
+   * A bound was reached: a bounded queue, or a quota (`data.quota` names it, `data.limit` is
+   * its value); retry with backoff, or with less.
+   */
   OVERLOADED: 1011,
 } as const;
 export type ErrorCodeName = keyof typeof ErrorCode;

@@ -1,5 +1,6 @@
 // Shared by the tests: run the subagentd of this checkout.
 
+import { writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -38,4 +39,12 @@ export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T)
   let resolve!: (value: T) => void;
   const promise = new Promise<T>((r) => (resolve = r));
   return { promise, resolve };
+}
+
+/** A directory holding a `subagentd` executable that runs this checkout's server, for PATH. */
+export function subagentdShim(dir: string): string {
+  const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+  const script = `#!/bin/sh\nPYTHONPATH=${quote(checkoutEnv().PYTHONPATH!)} exec ${quote(PYTHON)} -m subagentd "$@"\n`;
+  writeFileSync(join(dir, "subagentd"), script, { mode: 0o755 });
+  return dir;
 }

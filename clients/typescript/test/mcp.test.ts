@@ -89,33 +89,37 @@ describe("official @modelcontextprotocol/sdk client over stdio", () => {
     assert.equal((invalid.content as Text[])[0]!.text, 'Error: invalid arguments: "agent_id" must be a string');
   });
 
-  test("_meta names another caller", async () => {
-    const result = await mcp.callTool({
+  test("a _meta caller outside the --caller tree is refused (a confined connection)", async () => {
+    const outside = (caller: string) =>
+      `Error: agent "${caller}" is not "root" or a live agent below it; this connection acts only for that tree (--caller)`;
+    const ready = await mcp.callTool({
       name: "list_agents",
       arguments: {},
       _meta: { "subagentd/caller": "c1" },
     });
-    assert.equal(result.isError, false);
-    assert.deepEqual(result.content, [{ type: "text", text: "(no subagents)" }]);
+    assert.equal(ready.isError, true); // below root, but not live
+    assert.equal((ready.content as Text[])[0]!.text, outside("c1"));
     const ghost = await mcp.callTool({
       name: "interrupt_agent",
       arguments: { agent_id: "c1" },
       _meta: { "subagentd/caller": "ghost" },
     });
     assert.equal(ghost.isError, true);
-    assert.equal((ghost.content as Text[])[0]!.text, 'Error: interrupting "c1" requires the exact live ancestor agent');
+    assert.equal((ghost.content as Text[])[0]!.text, outside("ghost"));
   });
 
-  test("send_message resumes the ready child; host methods work through request()", async () => {
+  test("send_message resumes the ready child; the host API is not served to a confined client", async () => {
     const sent = await mcp.callTool({ name: "send_message", arguments: { subagent_id: "c1", message: "more" } });
     assert.equal(sent.isError, false);
     assert.deepEqual(sent.content, [{ type: "text", text: "message queued as the next turn for subagent c1" }]);
     const messageId = (sent.structuredContent as { message_id: string }).message_id;
-    const info = await mcp.request({ method: "messages/get", params: { message_id: messageId } }, ResultSchema);
-    assert.equal(info.agent_id, "c1");
-    assert.ok(["queued", "claimed"].includes(info.state as string));
-    const agent = await mcp.request({ method: "agents/get", params: { agent_id: "c1" } }, ResultSchema);
-    assert.equal(agent.status, "running");
+    await assert.rejects(
+      mcp.request({ method: "messages/get", params: { message_id: messageId } }, ResultSchema),
+      (error: { code?: number }) => error.code === -32601,
+    );
+    const below = await mcp.callTool({ name: "list_agents", arguments: {}, _meta: { "subagentd/caller": "c1" } });
+    assert.equal(below.isError, false); // c1 is live below root now
+    assert.deepEqual(below.content, [{ type: "text", text: "(no subagents)" }]);
     const listing = await mcp.callTool({ name: "list_agents", arguments: {} });
     assert.deepEqual(listing.content, [{ type: "text", text: "c1 [running] — worker" }]);
   });

@@ -1,0 +1,3 @@
+module github.com/subagentd/subagentd/clients/go
+
+go 1.19

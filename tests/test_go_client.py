@@ -1,0 +1,63 @@
+"""The Go client's own suite (clients/go): `go vet` and `go test` against this checkout's server.
+
+CI installs Go (Debian's golang-go) in .ci/run. This test does not skip when `go` is missing: it
+fails and says what to install.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+MODULE = Path(__file__).resolve().parent.parent / "clients" / "go"
+TIMEOUT = 600
+
+
+def run_go(*args: str) -> str:
+    go = shutil.which("go")
+    assert go, "go is not on PATH; the Go client's tests need it: apt-get install golang-go"
+    server = Path(sys.executable).with_name("subagentd")
+    assert server.is_file(), f"{server} is missing: install the project (pip install -e .)"
+    # Standard library only: no module proxy, no toolchain download.
+    env = {**os.environ, "SUBAGENTD": str(server), "GOPROXY": "off", "GOTOOLCHAIN": "local"}
+    env.setdefault("GOCACHE", str(Path.home() / ".cache" / "go-build"))
+    try:
+        done = subprocess.run(
+            [go, *args],
+            cwd=MODULE,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=TIMEOUT,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        output = (exc.stdout or b"").decode(errors="replace")
+        raise AssertionError(
+            f"go {' '.join(args)} ran longer than {TIMEOUT} s:\n{output}"
+        ) from None
+    output = done.stdout.decode(errors="replace")
+    assert done.returncode == 0, f"go {' '.join(args)} failed (exit {done.returncode}):\n{output}"
+    return output
+
+
+@pytest.mark.timeout(TIMEOUT + 60)
+def test_go_client_vet_and_format():
+    run_go("vet", "./...")
+    gofmt = shutil.which("gofmt")
+    assert gofmt, "gofmt is not on PATH (it comes with golang-go)"
+    listed = subprocess.run([gofmt, "-l", "."], cwd=MODULE, capture_output=True, text=True)
+    assert listed.returncode == 0 and listed.stdout == "", f"not gofmt-formatted:\n{listed.stdout}"
+
+
+@pytest.mark.timeout(TIMEOUT + 60)
+def test_go_client_go_test():
+    output = run_go("test", "-count=1", "-v", "./...")
+    assert "--- PASS: TestScriptedTranscripts/flows.jsonl" in output, output
+    assert "--- PASS: TestRenderMatchesTheSharedFixtures" in output, output
+    assert "--- FAIL" not in output, output
+    assert output.rstrip().splitlines()[-1].startswith("ok "), output

@@ -1,0 +1,352 @@
+"""Quotas (SECURITY.md): each bound refuses with 1011 OVERLOADED naming the quota, writes nothing,
+and reads as a tool error the model can act on. Core rules on core/, the wire on a real server."""
+
+from __future__ import annotations
+
+import pytest
+
+from subagentd.core.settings import Settings
+from subagentd.errors import QuotaExceededError
+from subagentd.schema.codes import Code
+from subagentd.schema.host import OpenParams
+from tests.core_host import CoreHost
+from tests.host import RpcError
+
+
+def counts(core: CoreHost) -> tuple[int, ...]:
+    """Rows of every table a request may write: a refusal must leave them all unchanged."""
+    conn = core.store.conn
+    return tuple(
+        conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        for table in ("sessions", "descriptors", "inbox", "events", "idempotency", "leases")
+    )
+
+
+def refused(core: CoreHost, action, *args, **kwargs) -> QuotaExceededError:
+    """The refusal, checked to be a quota error that left every table as it was."""
+    before = counts(core)
+    error = core.refusal(action, *args, **kwargs)
+    assert isinstance(error, QuotaExceededError), error
+    assert error.code == Code.OVERLOADED
+    assert counts(core) == before
+    return error
+
+
+def test_defaults_are_the_documented_ones():
+    s = Settings()
+    assert (s.max_children, s.max_live_per_root, s.max_live, s.max_queued) == (
+        64,
+        256,
+        10_000,
+        1000,
+    )
+    assert (s.max_text_bytes, s.max_label_bytes) == (256 * 1024, 1024)
+    assert (s.report_budget, s.report_window, s.max_db_bytes) == (1024 * 1024, 600.0, 0)
+
+
+def test_live_children_per_parent_are_bounded_and_a_finished_child_makes_room():
+    core = CoreHost(max_children=2)
+    core.open("root")
+    core.spawn("root", "c1")
+    core.spawn("root", "c2")
+    error = refused(core, core.spawn, "root", "c3")
+    assert error.message == (
+        'agent "root" already has 2 live subagents (the limit per parent);'
+        " wait until some of them finish"
+    )
+    assert error.data == {"reason": "max-children", "quota": "max-children", "limit": 2}
+    core.end("c1")  # c1 settles: one live child left
+    core.spawn("root", "c3")
+
+
+def test_a_cold_resume_counts_as_a_new_live_child_and_is_refused_as_not_delivered():
+    core = CoreHost(max_children=1)
+    core.open("root")
+    core.spawn("root", "c1")
+    core.end("c1")  # ready
+    core.spawn("root", "c2")  # the one live child
+    error = refused(core, core.send, "root", "c1", "wake up")
+    assert error.message == (
+        'message not delivered: agent "root" already has 1 live subagents (the limit per parent);'
+        " wait until some of them finish"
+    )
+    assert core.status("c1") == "ready"
+
+
+def test_live_agents_per_tree_are_bounded_across_generations():
+    core = CoreHost(max_live_per_root=3)
+    core.open("root")
+    core.open("other")
+    core.spawn("root", "c1")
+    core.spawn("c1", "g1")  # root, c1, g1: the tree is full
+    error = refused(core, core.spawn, "c1", "g2")
+    assert error.message == (
+        'the tree of agent "root" already has 3 live agents (the limit per tree);'
+        " wait until some of them finish"
+    )
+    assert error.data == {"reason": "max-live-per-root", "quota": "max-live-per-root", "limit": 3}
+    core.spawn("other", "o1")  # another tree is not affected
+
+
+def test_live_agents_in_the_process_are_bounded_for_the_host_too():
+    core = CoreHost(max_live=2)
+    core.open("root")
+    core.spawn("root", "c1")
+    error = refused(core, core.svc.open, OpenParams(agent_id="second"))
+    assert error.message == (
+        "subagentd already runs 2 live agents (its limit); wait until some of them finish"
+    )
+    assert refused(core, core.spawn, "root", "c2").data == {
+        "reason": "max-live",
+        "quota": "max-live",
+        "limit": 2,
+    }
+
+
+def test_waiting_messages_per_inbox_are_bounded_for_send_message_followup_and_reports():
+    core = CoreHost(max_queued=2)
+    core.open("root")
+    core.spawn("root", "c1")  # running its first turn
+    core.send("root", "c1", "one")
+    core.send("root", "c1", "two")
+    error = refused(core, core.send, "root", "c1", "three")
+    assert error.message == (
+        'message not delivered: agent "c1" already has 2 messages waiting (the limit per inbox);'
+        " wait until it has taken some"
+    )
+    assert error.data == {"reason": "max-queued", "quota": "max-queued", "limit": 2}
+    assert refused(core, core.svc.followup, "c1", "from the host").data["quota"] == "max-queued"
+    core.end("c1")  # takes "one": room for one more
+    core.send("root", "c1", "three")
+    # the parent's inbox bounds reports delivered as wakeups: c1 runs "one", two are waiting
+    core.spawn("c1", "g1")
+    error = refused(core, core.report, "g1", "found it")
+    assert error.message.startswith('report not delivered: agent "c1" already has 2 messages')
+
+
+def test_settlement_notices_are_never_refused_by_the_inbox_quota():
+    core = CoreHost(max_queued=1)
+    core.open("root")
+    core.spawn("root", "c1")
+    core.spawn("root", "c2")
+    core.svc.followup("root", "busy")  # root runs it
+    core.end("c1")
+    core.end("c2")
+    assert core.svc.get("root").queued == 2  # both notices wait, past the limit of 1
+
+
+@pytest.mark.parametrize(
+    ("action", "what"),
+    [
+        (lambda core, text: core.send("root", "c1", text), "message not delivered: the message"),
+        (lambda core, text: core.svc.followup("c1", text), "the message"),
+        (lambda core, text: core.report("c1", text), "report not delivered: the report"),
+        (lambda core, text: core.spawn("root", "c2", prompt=text), "the prompt"),
+        (lambda core, text: core.svc.begin_turn("root", ["ok", text]), "a message"),
+        (lambda core, text: core.end("c1", "completed", text), "the output"),
+    ],
+)
+def test_texts_are_bounded_in_utf8_bytes(action, what):
+    core = CoreHost(max_text_bytes=100)
+    core.open("root")  # idle, no turn: turns/begin may start one
+    core.spawn("root", "c1")
+    error = refused(core, action, core, "é" * 51)  # 51 characters, 102 bytes
+    assert error.message == (
+        f"{what} is 102 bytes, over the limit of 100 bytes; it was not accepted, make it shorter"
+    )
+    assert error.data == {"reason": "max-text-bytes", "quota": "max-text-bytes", "limit": 100}
+    action(core, "é" * 50)  # exactly the limit passes
+
+
+def test_the_descriptor_is_bounded_by_one_text_plus_one_label():
+    core = CoreHost(max_text_bytes=100, max_label_bytes=10)
+    core.open("root")
+    error = refused(core, core.spawn, "root", "c1", persona="p" * 100)
+    assert error.message == (
+        "the descriptor (persona, model, tool filter, label) is 162 bytes, over the limit of 110"
+        " bytes; it was not accepted, make it shorter"
+    )
+    assert error.data == {"reason": "max-text-bytes", "quota": "max-text-bytes", "limit": 110}
+    core.spawn("root", "c1", persona="p" * 48)  # 110 bytes
+
+
+def test_labels_are_bounded_in_utf8_bytes_for_spawn_and_open():
+    core = CoreHost(max_label_bytes=8)
+    core.open("root")
+    error = refused(core, core.spawn, "root", "c1", label="x" * 9)
+    assert error.message == (
+        "the label is 9 bytes, over the limit of 8 bytes; it was not accepted, make it shorter"
+    )
+    assert error.data == {"reason": "max-label-bytes", "quota": "max-label-bytes", "limit": 8}
+    assert refused(core, core.svc.open, OpenParams(agent_id="r2", label="€€€")).data == {
+        "reason": "max-label-bytes",
+        "quota": "max-label-bytes",
+        "limit": 8,
+    }
+    core.spawn("root", "c1", label="x" * 8)
+
+
+def test_report_budget_refuses_reports_past_it_instead_of_injecting_them():
+    for delivery in ("wakeup", "quiet"):
+        core = CoreHost(report_budget=10, report_delivery=delivery)
+        core.open("root")
+        core.spawn("root", "c1")
+        core.report("c1", "12345")
+        core.report("c1", "67890")  # exactly the budget
+        core.notes.clear()
+        error = refused(core, core.report, "c1", "1")
+        assert error.message == (
+            'report not delivered: reports from agent "c1" used their budget of 10 bytes per'
+            " 600 seconds; send one self-contained report later"
+        )
+        assert error.data == {"reason": "report-budget", "quota": "report-budget", "limit": 10}
+        assert core.notes == []  # nothing injected, no turn started
+
+
+def test_report_budget_renews_with_the_next_window(monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr("subagentd.core.quotas.time.monotonic", lambda: clock[0])
+    core = CoreHost(report_budget=4, report_window=60.0)
+    core.open("root")
+    core.spawn("root", "c1")
+    core.report("c1", "abcd")
+    refused(core, core.report, "c1", "e")
+    clock[0] += 60.0
+    core.report("c1", "abcd")
+
+
+def test_database_size_bound_refuses_model_driven_writes_but_not_turn_ends():
+    core = CoreHost(max_db_bytes=1)  # any database is larger
+    core.open("root")  # the host opening a root is not bounded by it
+    error = refused(core, core.spawn, "root", "c1")
+    assert error.message == "the database reached its size limit of 1 bytes; nothing was stored"
+    assert error.data == {"reason": "max-db-bytes", "quota": "max-db-bytes", "limit": 1}
+    assert refused(core, core.svc.followup, "root", "hi").data["quota"] == "max-db-bytes"
+
+
+def test_zero_turns_a_quota_off():
+    core = CoreHost(max_children=0, max_queued=0, max_text_bytes=0)
+    core.open("root")
+    for i in range(70):
+        core.spawn("root", f"c{i}")
+    for _ in range(1001):
+        core.send("root", "c0", "more")
+    core.send("root", "c1", "x" * 300_000)
+
+
+# --- the wire --------------------------------------------------------------------------------
+
+
+def test_a_quota_refusal_is_a_tool_error_result_for_mcp_and_names_the_quota_on_the_host_api(
+    make_server,
+):
+    srv = make_server(max_queued=1)
+    host = srv.host
+    host.open("root")
+    host.spawn("root", "c1")
+    host.tool("send_message", "root", subagent_id="c1", message="one")
+    result = host.call(
+        "tools/call",
+        {
+            "name": "send_message",
+            "arguments": {"subagent_id": "c1", "message": "two"},
+            "_meta": {"subagentd/caller": "root"},
+        },
+    )
+    text = (
+        'message not delivered: agent "c1" already has 1 messages waiting (the limit per inbox);'
+        " wait until it has taken some"
+    )
+    assert result == {"content": [{"type": "text", "text": f"Error: {text}"}], "isError": True}
+    with pytest.raises(RpcError) as caught:
+        host.tool("send_message", "root", subagent_id="c1", message="two")
+    assert (caught.value.code, caught.value.message) == (Code.OVERLOADED, text)
+    assert caught.value.data == {
+        "reason": "max-queued",
+        "quota": "max-queued",
+        "limit": 1,
+        "text": f"Error: {text}",
+    }
+    with pytest.raises(RpcError) as caught:
+        host.call("agents/followup", {"agent_id": "c1", "message": "three"})
+    assert caught.value.code == Code.OVERLOADED
+    assert caught.value.data == {"reason": "max-queued", "quota": "max-queued", "limit": 1}
+    assert host.call("agents/get", {"agent_id": "c1"})["queued"] == 1
+
+
+def test_a_refused_turn_end_keeps_the_turn_open_for_a_shorter_retry(make_server):
+    srv = make_server(max_text_bytes=60)
+    host = srv.host
+    host.open("root")
+    child = host.spawn("root", "c1")
+    with pytest.raises(RpcError) as caught:
+        host.end_turn("c1", child["turn_id"], "completed", "x" * 61)
+    assert caught.value.data == {"reason": "max-text-bytes", "quota": "max-text-bytes", "limit": 60}
+    assert host.call("agents/get", {"agent_id": "c1"})["status"] == "running"
+    host.end_turn("c1", child["turn_id"], "completed", "x" * 60)
+    assert host.notification("agent/settled", agent_id="c1")["reason"] == "completed"
+
+
+# --- the serve options and their SUBAGENTD_* defaults ------------------------------------------
+
+
+def serve_args(*argv: str):
+    from subagentd.cli import build_parser
+
+    return build_parser().parse_args(["serve", *argv])
+
+
+def test_every_quota_is_a_serve_option_with_the_documented_default():
+    args = serve_args()
+    assert (args.max_children, args.max_live_per_root, args.max_live) == (64, 256, 10_000)
+    assert (args.max_queued, args.max_text_bytes, args.max_label_bytes) == (1000, 262144, 1024)
+    assert (args.report_budget, args.report_window, args.max_db_bytes) == (1048576, 600.0, 0)
+    assert args.max_depth == 8
+
+
+def test_every_serve_option_takes_its_default_from_a_subagentd_variable(monkeypatch):
+    from subagentd.cli import add_serve_options
+
+    probe = __import__("argparse").ArgumentParser()
+    add_serve_options(probe)
+    options = [
+        action.option_strings[0]
+        for action in probe._actions
+        if action.option_strings and action.option_strings[0].startswith("--")
+    ]
+    assert len(options) >= 20
+    values = {"--caller": "someone", "--log-level": "debug", "--log-format": "json"}
+    values |= {"--framing": "lsp", "--durability": "full", "--report-delivery": "quiet"}
+    values |= {"--db": "/tmp/x.db", "--max-depth": "5", "--tools": "list_agents,report"}
+    for option in options:
+        name = "SUBAGENTD_" + option[2:].upper().replace("-", "_")
+        monkeypatch.setenv(name, values.get(option, "3"))
+    args = serve_args()
+    for option in options:
+        dest = option[2:].replace("-", "_")
+        expected = values.get(option, "3")
+        assert str(getattr(args, dest)) in (expected, f"{expected}.0"), option
+    assert serve_args("--max-children", "9").max_children == 9  # the command line wins
+
+
+@pytest.mark.parametrize(
+    ("argv", "env"),
+    [
+        (("--max-depth", "65"), {}),
+        ((), {"SUBAGENTD_MAX_DEPTH": "1000"}),
+        (("--max-queued", "-1"), {}),
+        ((), {"SUBAGENTD_FRAMING": "carrier-pigeon"}),
+        ((), {"SUBAGENTD_MAX_CHILDREN": "lots"}),
+    ],
+)
+def test_out_of_range_options_and_variables_stop_start_up(monkeypatch, capsys, argv, env):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit) as stopped:
+        serve_args(*argv)
+    assert stopped.value.code == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_max_depth_is_capped_at_64():
+    assert serve_args("--max-depth", "64").max_depth == 64
