@@ -55,6 +55,19 @@ def positive_int(text: str) -> int:
     return value
 
 
+def tool_set(text: str) -> str:
+    """--tools: a comma-separated subset of the four tools, checked and put in canonical order."""
+    from subagentd.core.settings import TOOL_NAMES
+
+    names = {name.strip() for name in text.split(",") if name.strip()}
+    unknown = sorted(names.difference(TOOL_NAMES))
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown tool(s) {', '.join(unknown)}; choose from {', '.join(TOOL_NAMES)}"
+        )
+    return ",".join(name for name in TOOL_NAMES if name in names)
+
+
 def count(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -151,10 +164,19 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         " --db (default: %(default)s)",
     )
     parser.add_argument(
+        "--tools",
+        type=tool_set,
+        default=None,
+        metavar="NAMES",
+        help="the tools served to models (tools/list, tools/call), comma-separated, e.g."
+        " send_message,interrupt_agent,report to leave out list_agents (default: all four)",
+    )
+    parser.add_argument(
         "--caller",
         default=None,
         metavar="AGENT_ID",
-        help="caller of MCP tools/call requests that carry no _meta caller",
+        help="caller of MCP tools/call requests that carry no _meta caller; opened at start-up"
+        " with its input held (queued, no turn starts) for the MCP client",
     )
     quotas = parser.add_argument_group(
         "quotas", "bounds on what models can make subagentd do (SECURITY.md); 0 means no bound"
@@ -285,12 +307,15 @@ def schema() -> int:
 
 
 def open_default_caller(service, agent_id: str) -> None:
-    """`--caller` names the session MCP clients act as: make it live (creating a root if new)."""
+    """`--caller` names the session MCP clients act as: make it live (creating a root if new).
+
+    An MCP client cannot run turns, so the root's input is held: whatever is queued for it (a crash
+    notice, a report) stays queued and no turn starts unannounced (PROTOCOL.md section 5)."""
     from subagentd.errors import SubagentdError
     from subagentd.schema.host import OpenParams
 
     try:
-        service.open(OpenParams(agent_id=agent_id))
+        service.open(OpenParams(agent_id=agent_id), hold=True)
     except SubagentdError as exc:
         logging.getLogger("subagentd").warning(
             "--caller %s was not opened: %s", agent_id, exc.message
@@ -306,7 +331,7 @@ def serve(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):  # until the server's own handlers take over
         signal.signal(signum, _exit_quietly)
 
-    from subagentd.core.settings import Settings
+    from subagentd.core.settings import TOOL_NAMES, Settings
     from subagentd.server.envelope import Session
     from subagentd.server.framing import FrameReader
     from subagentd.server.prelude import Started, answer_handshake
@@ -321,6 +346,7 @@ def serve(args: argparse.Namespace) -> int:
         owner=new_owner(),
         owner_alive=owner_alive,
         lease_ttl=args.lease_ttl,
+        tools=TOOL_NAMES if args.tools is None else tuple(filter(None, args.tools.split(","))),
         max_children=args.max_children,
         max_live_per_root=args.max_live_per_root,
         max_live=args.max_live,

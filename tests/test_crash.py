@@ -508,8 +508,18 @@ def check_recovery(ledger: Ledger, epoch: Epoch, before: Snapshot, after: Snapsh
         assert len(ended) == 1, f"turn {turn_id} ended {ended} {where}"
     starts = {e["data"]["turn_id"] for e in after.events if e["type"] == "turn_start"}
     assert starts == set(ends), f"turns never ended after recovery {starts - set(ends)} {where}"
-    # Only notices were added by recovery; nothing else changed in the inboxes.
-    assert after.inbox[: len(before.inbox)] == before.inbox, f"recovery rewrote inboxes {where}"
+    # Only notices were added by recovery; nothing else changed in the inboxes, except that a
+    # crash notice is a waking input: it unparks its parent's parked messages (SEMANTICS.md 1).
+    woken = {row["session_id"] for row in after.inbox[len(before.inbox) :]}
+    unparked = [
+        {**row, "state": "queued"}
+        if row["state"] == "parked" and row["session_id"] in woken
+        else row
+        for row in before.inbox
+    ]
+    assert after.inbox[: len(before.inbox)] == unparked, f"recovery rewrote inboxes {where}"
+    for session_id in woken:
+        assert not after.sessions[session_id]["parked"], f"{session_id} still parked {where}"
     return recovered
 
 

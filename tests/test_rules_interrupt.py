@@ -80,10 +80,23 @@ def test_interrupt_leaves_descendants_running_and_target_idle(tree):
     tree.end("c1", "aborted")
     assert tree.status("g1") == "running"
     assert tree.status("c1") == "idle"  # kept live by its running child
-    tree.end("g1", "completed", "leaf done")
-    # g1's settlement notice parks in c1's inbox: c1 was interrupted and waits for its parent
-    assert tree.status("c1") == "idle"
     assert tree.take("turn/start", "c1") == []
+    tree.end("g1", "completed", "leaf done")
+    # g1's settlement notice is a waking input: it wakes the interrupted c1 (SEMANTICS.md 1, 5)
+    assert tree.texts_of_turns("c1") == [
+        [
+            "Background subagent g1 finished and will do no further work unless you send it more.",
+            "Its closing message:",
+            "leaf done",
+        ]
+    ]
+    tree.end("c1", "completed", "tree done")
+    # and the whole tree settles: the root hears about c1
+    assert tree.take("agent/settled", "c1") == [{"agent_id": "c1", "reason": "completed"}]
+    [[first, *_]] = tree.texts_of_turns("root")
+    assert first == (
+        "Background subagent c1 finished and will do no further work unless you send it more."
+    )
 
 
 def test_queued_messages_stay_parked_until_the_next_send(tree):

@@ -4,7 +4,9 @@ Hypothesis runs random programs of host actions and tool calls against `CoreHost
 Service on a SQLite file, timers fired by hand) and restarts it on the same file, while a model
 of SEMANTICS.md predicts every outcome. After every step it checks: one open turn per agent and
 turn/starts that never overlap; FIFO (each turn takes exactly the oldest waiting message, parked
-ones included); parked inboxes start nothing until a send_message or host followup; only the
+ones included); an interrupt parks only what is queued, and every waking input (send_message,
+host followup, wakeup report, settlement notice) unparks it, parked messages first; no live agent
+is left idle with a waking input in its inbox (read from SQLite); only the
 durable, live parent sends; interrupts follow the ancestry; settlement happens when, and only
 when, nothing keeps a continuable child resident, with exactly one notice into its parent's
 inbox; the inbox rows in SQLite are the ones the model expects, in order; and every status the
@@ -101,6 +103,7 @@ class Agent:
     queue: list[Any] = field(default_factory=list)  # unclaimed messages, in acceptance order
     disposing: bool = False
     last_reason: str | None = None
+    owner: str | None = None  # who keeps it resident and drains it: its parent, until adopted
 
 
 class SchedulingMachine(RuleBasedStateMachine):
@@ -147,7 +150,14 @@ class SchedulingMachine(RuleBasedStateMachine):
         return sorted(a.id for a in self.agents.values() if a.turn is not None)
 
     def live_children(self, agent_id: str) -> list[Agent]:
-        return [a for a in self.agents.values() if a.live and a.parent == agent_id]
+        """The live agents `agent_id` owns: its live children, and those it adopted."""
+        return [a for a in self.agents.values() if a.live and a.owner == agent_id]
+
+    def leave(self, agent: Agent) -> None:
+        """Not live any more; agents it still owns (below a disposed one-shot) go to its owner."""
+        agent.live = False
+        for child in self.live_children(agent.id):
+            child.owner = agent.owner
 
     def lineage(self, agent: Agent) -> list[str]:
         """The durable ancestors of an agent, nearest first."""
@@ -159,10 +169,10 @@ class SchedulingMachine(RuleBasedStateMachine):
 
     def root_of(self, agent: Agent) -> Agent:
         seen = {agent.id}
-        while agent.parent is not None and self.agents[agent.parent].live:
-            if agent.parent in seen:
+        while agent.owner is not None and self.agents[agent.owner].live:
+            if agent.owner in seen:
                 break
-            agent = self.agents[agent.parent]
+            agent = self.agents[agent.owner]
             seen.add(agent.id)
         return agent
 
@@ -177,8 +187,9 @@ class SchedulingMachine(RuleBasedStateMachine):
         while parent is not None and parent.live and parent.id not in seen:
             seen.add(parent.id)
             ancestry.add(parent.activation)
-            parent = self.agents.get(parent.parent) if parent.parent else None
+            parent = self.agents.get(parent.owner) if parent.owner else None
         agent.live, agent.activation, agent.ancestry = True, self.activations, frozenset(ancestry)
+        agent.owner = agent.parent
         agent.disposing, agent.last_reason, agent.interrupted = False, None, False
 
     def room_for(self, parent: Agent | None) -> bool:
@@ -197,6 +208,8 @@ class SchedulingMachine(RuleBasedStateMachine):
         return len(agent.queue) < QUOTAS["max_queued"]
 
     def accept(self, agent_id: str, key: Any) -> None:
+        """Every accepted message is a waking input: it unparks the inbox (SEMANTICS.md 1)."""
+        self.agents[agent_id].parked = False
         self.agents[agent_id].queue.append(key)
         self.expected_rows.append((agent_id, key))
 
@@ -246,7 +259,7 @@ class SchedulingMachine(RuleBasedStateMachine):
                 if agent.live:
                     assert agent.disposing and agent.turn is None, agent
                     assert not self.live_children(agent.id), f"{agent.id} left with live children"
-                    agent.live = False
+                    self.leave(agent)
             else:
                 raise AssertionError(f"unexpected notification {method} {params}")
 
@@ -278,13 +291,14 @@ class SchedulingMachine(RuleBasedStateMachine):
             assert not agent.queue, f"{agent.id} settled with waiting messages {agent.queue}"
             expected = agent.last_reason or "completed"
         assert reason == expected, f"{agent.id} settled with {reason!r}, expected {expected!r}"
-        agent.live = False
+        self.leave(agent)
         self.spent.pop(agent.id, None)  # the report budget goes with the activation
         if not agent.queue:
             agent.parked = False
         parent = self.agents.get(agent.parent) if agent.parent else None
         if agent.kind == "continuable" and parent is not None:
-            if not (parent.live and parent.disposing):
+            # closing and one-shot parents only record it (a one-shot never runs another turn)
+            if not (parent.live and parent.disposing) and parent.kind != "one-shot":
                 first = FIRST_LINE[agent.last_reason or "completed"].format(id=agent.id)
                 self.accept(parent.id, ("notice", agent.id, first))
 
@@ -342,6 +356,20 @@ class SchedulingMachine(RuleBasedStateMachine):
     @rule(data=st.data(), one_shot=st.integers(0, 3).map(lambda n: n == 0))
     def spawn(self, data, one_shot: bool) -> None:
         self.spawn_by(self.agents[data.draw(st.sampled_from(self.live()))], one_shot)
+
+    def live_one_shots(self) -> list[str]:
+        return sorted(a.id for a in self.agents.values() if a.live and a.kind == "one-shot")
+
+    @precondition(lambda self: self.live_one_shots())
+    @rule(data=st.data(), end_it=st.booleans())
+    def spawn_below_a_one_shot(self, data, end_it: bool) -> None:
+        """A continuable child of a one-shot outlives it: its owner adopts it (PROTOCOL.md 8)."""
+        one_shot = self.agents[data.draw(st.sampled_from(self.live_one_shots()))]
+        self.spawn_by(one_shot, False)
+        if end_it and one_shot.turn is not None:
+            params = TurnEndParams(agent_id=one_shot.id, turn_id=one_shot.turn, reason="completed")
+            self.end_model_turn(one_shot, "completed")
+            self.expect(self.step(self.core.svc.finish_turn, params), True, f"turns/end {params}")
 
     def spawn_by(self, caller: Agent, one_shot: bool) -> None:
         child_id = self.fresh("c")
@@ -404,7 +432,6 @@ class SchedulingMachine(RuleBasedStateMachine):
             assert target is not None
             if not target.live:
                 self.activate(target)
-            target.parked = False
             self.accept(target_id, text)
         outcome = self.step(self.core.send, caller_id, target_id, text, activation)
         self.expect(outcome, allowed, f"send_message {caller_id} -> {target_id} (stale={stale})")
@@ -422,6 +449,30 @@ class SchedulingMachine(RuleBasedStateMachine):
             target = self.agents[data.draw(st.sampled_from(below))]
         else:
             target = self.agents[data.draw(st.sampled_from(ids))]
+        self.interrupt_by(caller, target, stale)
+
+    def busy_children(self) -> list[str]:
+        """Live continuable agents whose live parent may interrupt them and that have something
+        pending (queued messages or live agents below): the interrupts that park, then wake."""
+        return sorted(
+            a.id
+            for a in self.agents.values()
+            if a.live
+            and a.kind == "continuable"
+            and not a.disposing
+            and a.parent is not None
+            and self.agents[a.parent].live
+            and self.agents[a.parent].activation in a.ancestry
+            and (a.queue or self.live_children(a.id))
+        )
+
+    @precondition(lambda self: self.busy_children())
+    @rule(data=st.data())
+    def interrupt_a_busy_child(self, data) -> None:
+        target = self.agents[data.draw(st.sampled_from(self.busy_children()))]
+        self.interrupt_by(self.agents[target.parent], target, stale=False)
+
+    def interrupt_by(self, caller: Agent, target: Agent, stale: bool) -> None:
         caller_ok = caller.live and not stale
         noop = not target.live or target.kind != "continuable" or target.disposing
         allowed = caller_ok and caller.id != target.id
@@ -429,7 +480,7 @@ class SchedulingMachine(RuleBasedStateMachine):
         if allowed and not noop and not effective:
             allowed = False
         if effective:
-            target.parked = True
+            target.parked = bool(target.queue)  # an interrupt parks only what is queued
             if target.turn is None:
                 target.last_reason = "aborted"
         outcome = self.step(
@@ -483,8 +534,6 @@ class SchedulingMachine(RuleBasedStateMachine):
         text = self.fresh("followup-")
         allowed = not self.draining(target) and self.inbox_has_room(target)
         if allowed:
-            if target.live:
-                target.parked = False
             self.accept(target.id, text)
         outcome = self.step(self.core.svc.followup, target.id, text)
         self.expect(outcome, allowed, f"followup {target.id}")
@@ -522,7 +571,12 @@ class SchedulingMachine(RuleBasedStateMachine):
         self.core.store.commit()
         self.core.store.conn.close()
         for agent in sorted(self.agents.values(), key=lambda a: a.id):
-            if agent.turn is not None and agent.kind == "continuable" and agent.parent:
+            if (
+                agent.turn is not None
+                and agent.kind == "continuable"
+                and agent.parent
+                and self.agents[agent.parent].kind != "one-shot"
+            ):
                 first = FIRST_LINE["error"].format(id=agent.id)
                 self.accept(agent.parent, ("notice", agent.id, first))
             agent.live, agent.turn, agent.interrupted, agent.disposing = False, None, False, False
@@ -573,6 +627,25 @@ class SchedulingMachine(RuleBasedStateMachine):
     def closing_roots_are_answered_when_they_leave(self) -> None:
         for root_id, waiting in self.close_waiters.items():
             assert waiting == 0 or self.agents[root_id].live, f"{root_id} left unanswered"
+
+    @invariant()
+    def no_live_agent_holds_waking_input_without_a_turn(self) -> None:
+        """Liveness (SEMANTICS.md section 1), read from the service itself: a live agent that is
+        not draining and has no open turn has no queued (waking) message in its SQLite inbox;
+        only messages parked by an interrupt may wait there."""
+        waiting = dict(
+            self.core.store.conn.execute(
+                "SELECT session_id, count(*) FROM inbox WHERE state = 'queued' GROUP BY session_id"
+            ).fetchall()
+        )
+        for live in self.core.svc.registry:
+            if live.turn is None and not live.disposing:
+                assert not waiting.get(live.agent_id), (
+                    f"{live.agent_id} is live and idle with {waiting[live.agent_id]} waking"
+                    " message(s) in its inbox"
+                )
+                if live.pending:
+                    assert live.parked, f"{live.agent_id} idles with unparked messages"
 
     @invariant()
     def nothing_idles_that_should_run_or_settle(self) -> None:

@@ -26,9 +26,11 @@ from hypothesis.stateful import invariant
 
 from subagentd.core.registry import LiveAgent
 from subagentd.errors import StorageBusyError, StorageFailedError
+from subagentd.schema.host import OpenParams
 from subagentd.schema.records import LiveRecord
 from subagentd.server.waiting import Deferred, Ledger, Owed, Pending
 from subagentd.storage.database import SqliteStore
+from tests.core_host import CoreHost
 from tests.host import Host, InProcessServer, ServerProcess
 from tests.test_state_machine import PROFILE, SchedulingMachine
 
@@ -321,6 +323,20 @@ class RebuildableMachine(SchedulingMachine):
     def storage_holds_everything_the_registry_knows(self) -> None:
         svc = self.core.svc
         assert live_view(list(svc.registry)) == stored_view(svc.store.live_agents(svc.owner))
+
+    @invariant()
+    def a_rebuild_of_a_committed_state_changes_nothing(self) -> None:
+        """What is not stored but derived (owner after an adoption, tool filter, held) too."""
+        svc = self.core.svc
+        svc.commit()
+
+        def full() -> list[tuple]:
+            extra = {a.agent_id: (a.owner_id, a.tools, a.held) for a in svc.registry}
+            return [(*row, extra[row[0]]) for row in live_view(list(svc.registry))]
+
+        before = full()
+        svc.rebuild()
+        assert full() == before
 
 
 TestRebuildable = RebuildableMachine.TestCase
@@ -847,3 +863,42 @@ def test_a_close_admitted_in_a_lost_group_is_answered_storage_failed_and_forgott
     assert book.pending == {} and deferred.on_done is None
     deferred.complete()
     assert book.frames == []
+
+
+def test_a_rebuild_keeps_what_is_derived_not_stored_adoption_tool_filter_and_held_root():
+    """Owner after an adoption, a child's tool_filter and the --caller root's hold are not lease
+    columns: a rebuild must derive them again, and a lost group must not keep its adoption."""
+    from subagentd.schema.messages import ToolFilter
+
+    core = CoreHost()
+    core.svc.open(OpenParams(agent_id="root"), hold=True)
+    core.spawn("root", "once", mode="one-shot")
+    core.spawn("once", "late", tool_filter=ToolFilter(allow=["report"]))
+    core.svc.commit()
+    core.end("once", "completed", "done")  # once is disposed: late is adopted by root
+    core.svc.commit()
+    svc = core.svc
+
+    def derived() -> dict[str, tuple]:
+        return {a.agent_id: (a.owner_id, a.tools, a.held) for a in svc.registry}
+
+    expected = {
+        "root": (None, None, True),
+        "late": ("root", frozenset({"report"}), False),
+    }
+    assert derived() == expected
+    svc.rebuild()  # a committed state: nothing may change
+    assert derived() == expected
+    assert svc.registry.has_live_children(svc.registry.get("root"))
+
+    # a group that adopts is lost: the one-shot is back as late's owner
+    core2 = CoreHost()
+    core2.open("root")
+    core2.spawn("root", "once", mode="one-shot")
+    core2.spawn("once", "late")
+    core2.svc.commit()
+    core2.end("once", "completed", "done")  # not committed: the group is lost
+    assert core2.svc.registry.get("late").owner_id == "root"
+    core2.svc.rebuild()
+    assert core2.svc.registry.get("once") is not None
+    assert core2.svc.registry.get("late").owner_id == "once"

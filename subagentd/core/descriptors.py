@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
-from subagentd.schema.messages import DESCRIPTOR_VERSION, Descriptor, descriptor_decoder
+from subagentd.core.settings import TOOL_NAMES
+from subagentd.schema.messages import DESCRIPTOR_VERSION, Descriptor, ToolFilter, descriptor_decoder
 
 
 class DescriptorProblem(Exception):
@@ -40,3 +41,14 @@ def parse_descriptor(body: str | bytes | None) -> Descriptor:
         return msgspec.convert(raw, Descriptor)
     except msgspec.ValidationError:
         raise DescriptorProblem("corrupt") from None
+
+
+def filtered_tools(tool_filter: ToolFilter | None) -> frozenset[str] | None:
+    """The tools a child's `tool_filter` leaves it (None: no restriction); `report` always stays,
+    since a filter must not remove the one return channel (seed 003)."""
+    if tool_filter is None or (tool_filter.allow is None and not tool_filter.deny):
+        return None
+    allowed = set(TOOL_NAMES if tool_filter.allow is None else tool_filter.allow)
+    allowed.difference_update(tool_filter.deny or ())
+    allowed.add("report")
+    return frozenset(allowed.intersection(TOOL_NAMES))

@@ -9,9 +9,9 @@ from typing import Any
 import msgspec
 
 from subagentd.core import texts
-from subagentd.core.descriptors import DescriptorProblem, parse_descriptor
+from subagentd.core.descriptors import DescriptorProblem, filtered_tools, parse_descriptor
 from subagentd.core.quotas import Quotas
-from subagentd.core.registry import CONTINUABLE, ONE_SHOT, LiveAgent, Registry, Turn
+from subagentd.core.registry import CONTINUABLE, ONE_SHOT, ORDINARY, LiveAgent, Registry, Turn
 from subagentd.core.settings import Settings, Timers
 from subagentd.core.stamps import mint, now, stamp
 from subagentd.core.store import Store
@@ -29,6 +29,7 @@ from subagentd.schema.notifications import (
     TurnInterrupt,
     TurnStart,
 )
+from subagentd.schema.records import SessionRecord
 
 _encode = msgspec.json.encode
 _blocks_decoder = msgspec.json.Decoder(list[TextBlock])
@@ -84,8 +85,13 @@ class Engine:
         turns (one lost with the group is armed again, for a full grace period).
         """
         self.store.rollback()
+        before = {agent.activation_id: agent for agent in self.registry}
+        rows = self.store.live_agents(self.owner)
+        live = {row.activation_id: row.agent_id for row in rows}
         self.registry.clear()
-        for row in self.store.live_agents(self.owner):
+        for row in rows:
+            ancestry = tuple(row.ancestry.split(" "))
+            same = before.get(row.activation_id)
             self.registry.add(
                 LiveAgent(
                     agent_id=row.agent_id,
@@ -93,7 +99,7 @@ class Engine:
                     kind=row.kind,
                     depth=row.depth,
                     activation_id=row.activation_id,
-                    ancestry=tuple(row.ancestry.split(" ")),
+                    ancestry=ancestry,
                     turn=Turn(row.open_turn_id, row.interrupted) if row.open_turn_id else None,
                     parked=row.parked,
                     pending=row.pending,
@@ -101,6 +107,12 @@ class Engine:
                     resume=row.resume,
                     last_reason=row.last_reason,
                     last_output=row.last_output,
+                    # set once at activation: the same activation had them before the lost group
+                    held=same.held if same is not None else False,
+                    tools=same.tools if same is not None else self._stored_tools(row),
+                    # its owner: the nearest ancestor live at its activation and live still (a
+                    # one-shot parent that left handed it on, registry.remove), else its parent
+                    owner_id=next((live[a] for a in ancestry[1:] if a in live), row.parent_id),
                 )
             )
         self.closing = {root: list(w) for root, w in self._closing_committed.items()}
@@ -115,6 +127,17 @@ class Engine:
             if turn_id not in self._grace:
                 self._arm_grace(agent_id, turn_id)
         self._wakeups = {k: v for k, v in self._wakeups.items() if self.registry.get(k)}
+
+    def _stored_tools(self, row) -> frozenset[str] | None:
+        """A rebuilt child's tool_filter, read from its descriptor (None: all tools)."""
+        if row.kind == ORDINARY:
+            return None
+        try:
+            return filtered_tools(
+                parse_descriptor(self.store.get_descriptor(row.agent_id)).tool_filter
+            )
+        except DescriptorProblem:
+            return None
 
     # --- lookups -------------------------------------------------------------------------
 
@@ -234,6 +257,7 @@ class Engine:
         depth: int,
         parked: bool,
         resume: bool = False,
+        tools: frozenset[str] | None = None,
     ) -> LiveAgent:
         if self.live_elsewhere(agent_id):
             raise StateInvalidError(f'agent "{agent_id}" is live in another subagentd process')
@@ -270,6 +294,8 @@ class Engine:
             resume=resume,
             last_reason=last_reason,
             last_output=last_output,
+            tools=tools,
+            owner_id=parent_id,
         )
         self.registry.add(agent)
         self.record(agent_id, None, "activated", {"activation_id": activation_id, "resume": resume})
@@ -310,16 +336,23 @@ class Engine:
         blocks: list[TextBlock],
         source: Source,
         agent: LiveAgent | None,
-        parked: bool,
+        stored_parked: bool = False,
     ) -> str:
-        """Durably queue a message as its own later turn; start it now if the agent is free."""
+        """Durably queue a waking input as its own later turn; start it now if the agent is free.
+
+        Every accepted message is a waking input (SEMANTICS.md section 1): it unparks the inbox,
+        so the parked messages run first, then this one. `stored_parked`: a non-live agent's flag."""
+        if agent is not None:
+            self.set_parked(agent, False)
+        elif stored_parked:
+            self.store.set_parked(agent_id, False)
         message_id = mint()
         self.store.insert_message(
             message_id,
             agent_id,
             _encode(blocks).decode(),
             _encode(source).decode(),
-            "parked" if parked else "queued",
+            "queued",
             now(),
         )
         if agent is not None:
@@ -336,6 +369,7 @@ class Engine:
         """Start the agent's next FIFO turn if it is free, else settle it if nothing keeps it."""
         if (
             agent.disposing
+            or agent.held
             or agent.turn is not None
             or self.registry.get(agent.agent_id) is not agent
         ):
@@ -416,7 +450,7 @@ class Engine:
             self.pump(agent)
 
     def interrupt(self, agent: LiveAgent, kind: str, by: str | None) -> str:
-        """Stop the open turn once, park the inbox, settle if nothing remains; returns prior status."""
+        """Stop the open turn once, park what is queued, settle if nothing remains; returns prior status."""
         previous = agent.status
         turn = agent.turn
         if turn is not None and not turn.interrupted:
@@ -433,7 +467,8 @@ class Engine:
             self.save_live(agent)
             self._arm_grace(agent.agent_id, turn.turn_id)
         if kind != "shutdown":
-            self.set_parked(agent, True)
+            if agent.pending:
+                self.set_parked(agent, True)
             if agent.turn is None:
                 agent.last_reason, agent.last_output = "aborted", None
                 self.store.end_turn(agent.agent_id, "aborted", None)  # the last turn counts so
@@ -471,16 +506,20 @@ class Engine:
             self.store.set_parked(agent.agent_id, False)
         self.record(agent.agent_id, None, "settled", {"reason": reason})
         self.emit("agent/settled", AgentSettled(agent_id=agent.agent_id, reason=reason))
-        parent = self.registry.get(agent.parent_id)
         if agent.kind == CONTINUABLE and agent.parent_id is not None:
             self.notify_settled(
-                agent.agent_id, agent.parent_id, parent, agent.last_reason, agent.last_output
+                agent.agent_id,
+                agent.parent_id,
+                self.registry.get(agent.parent_id),
+                agent.last_reason,
+                agent.last_output,
             )
-        if parent is not None:
-            if parent.disposing:
-                self.drain_step(parent)
+        owner = self.registry.get(agent.owner_id)  # the durable parent, or who adopted it
+        if owner is not None:
+            if owner.disposing:
+                self.drain_step(owner)
             else:
-                self.pump(parent)
+                self.pump(owner)
 
     def notify_settled(
         self,
@@ -490,7 +529,8 @@ class Engine:
         reason: str | None,
         output: str | None,
     ) -> None:
-        """The settlement notice (SEMANTICS.md section 8): a wakeup, or recorded when closing."""
+        """The settlement notice (SEMANTICS.md section 8): a waking input, or only recorded in the
+        parent's transcript when the parent is closing or is a one-shot child."""
         first = texts.SETTLED_FIRST_LINE.get(
             reason or "completed", texts.SETTLED_FIRST_LINE["error"]
         )
@@ -506,17 +546,25 @@ class Engine:
             summary=texts.summary_of(first),
             sender_session_id=child_id,
         )
-        if parent is not None and parent.disposing:
+        stored = self.store.get_session(parent_id) if parent is None else None
+        if (parent is not None and parent.disposing) or self._one_shot(parent, stored):
+            # a closing parent, or a one-shot one (it never runs another turn): recorded, not woken
             self.record(
                 parent_id, None, "notice", Message(message_id=mint(), content=blocks, source=source)
             )
             return
-        parked = parent.parked if parent is not None else self._stored_parked(parent_id)
-        self.accept(parent_id, blocks, source, parent, parked)
+        self.accept(parent_id, blocks, source, parent, bool(stored and stored.parked))
 
-    def _stored_parked(self, agent_id: str) -> bool:
-        record = self.store.get_session(agent_id)
-        return bool(record and record.parked)
+    def _one_shot(self, live: LiveAgent | None, stored: SessionRecord | None) -> bool:
+        """Whether a session is a one-shot child (live, or as stored)."""
+        if live is not None:
+            return live.kind == ONE_SHOT
+        if stored is None or stored.kind != "subagent":
+            return False
+        try:
+            return parse_descriptor(self.store.get_descriptor(stored.id)).mode == ONE_SHOT
+        except DescriptorProblem:
+            return False
 
     # --- closing and shutdown ------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from subagentd.core.identifiers import check_new_id
 from subagentd.core.listing import project
 from subagentd.core.registry import KIND_OF_MODE, ORDINARY
 from subagentd.core.stamps import mint, now
-from subagentd.core.tools import draining_text
+from subagentd.core.tools import draining_text, filtered_tools
 from subagentd.errors import (
     ActivationClosingError,
     AdmissionDrainingError,
@@ -51,7 +51,9 @@ MAX_PAGE_BYTES = 1024 * 1024  # transcript/read: event data per page (one event 
 class HostApi(Engine):
     """Methods only the host may call; they bypass lineage rules but keep every state rule."""
 
-    def open(self, params: OpenParams) -> OpenResult:
+    def open(self, params: OpenParams, hold: bool = False) -> OpenResult:
+        """Make an ordinary session live; `hold` (the --caller root) keeps its input queued for the
+        MCP client instead of starting turns that no host was told about (PROTOCOL.md section 5)."""
         agent_id = mint() if params.agent_id is None else params.agent_id
         if self.registry.get(agent_id) is not None:
             raise StateInvalidError(f'agent "{agent_id}" is already live')
@@ -81,6 +83,7 @@ class HostApi(Engine):
         else:
             self.quotas.activation(record.parent_id)
         agent = self.activate(record.id, record.parent_id, ORDINARY, record.depth, record.parked)
+        agent.held = hold
         self.pump(agent)
         return OpenResult(agent_id=agent_id, activation_id=agent.activation_id)
 
@@ -172,13 +175,13 @@ class HostApi(Engine):
             KIND_OF_MODE[params.mode],
             depth,
             False,
+            tools=filtered_tools(params.tool_filter),
         )
         message_id = self.accept(
             child_id,
             [TextBlock(text=params.prompt)],
             Source(kind="coordinator", form="spawn", sender_session_id=caller.agent_id),
             child,
-            parked=False,
         )
         return SpawnResult(
             child_id=child_id,
@@ -229,18 +232,17 @@ class HostApi(Engine):
         root = self.draining_root(agent)
         if root is not None:
             raise AdmissionDrainingError(draining_text(root))
-        if agent is not None:
-            self.set_parked(agent, False)
-            parked = False
-        elif self.live_elsewhere(agent_id):
+        if agent is None and self.live_elsewhere(agent_id):
             raise StateInvalidError(f'agent "{agent_id}" is live in another subagentd process')
-        else:
-            parked = record.parked
         self.quotas.text("the message", message)
         self.quotas.inbox(agent_id, agent)
         self.quotas.database()
         message_id = self.accept(
-            agent_id, [TextBlock(text=message)], Source(kind="user", form="followup"), agent, parked
+            agent_id,
+            [TextBlock(text=message)],
+            Source(kind="user", form="followup"),
+            agent,
+            record.parked,
         )
         return MessageIdResult(message_id=message_id)
 

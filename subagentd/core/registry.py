@@ -34,6 +34,9 @@ class LiveAgent:
     resume: bool = False  # the next turn/start carries the descriptor (cold resume)
     last_reason: str | None = None
     last_output: str | None = None
+    held: bool = False  # the --caller root: its input waits for the client, no turn starts
+    tools: frozenset[str] | None = None  # its descriptor's tool_filter applied (None: all tools)
+    owner_id: str | None = None  # who keeps it resident and drains it: its parent, until adopted
 
     @property
     def status(self) -> str:
@@ -41,7 +44,11 @@ class LiveAgent:
 
 
 class Registry:
-    """Live agents by id, with the live-children index that keeps parents resident."""
+    """Live agents by id, with the live-children index that keeps parents resident.
+
+    Ownership follows the durable tree: when an agent leaves while agents below it are still live
+    (a one-shot child is disposed after its turn), its nearest owner adopts them, so they keep
+    that owner resident, are drained with its root, and stay reachable through its ancestry."""
 
     def __init__(self) -> None:
         self._agents: dict[str, LiveAgent] = {}
@@ -69,28 +76,37 @@ class Registry:
         return len(self._children.get(agent.agent_id, ()))
 
     def live_ancestry(self, activation_id: str, parent_id: str | None) -> tuple[str, ...]:
-        """Own activation plus every live ancestor's, walking parent_id until one is not live."""
+        """Own activation plus every live ancestor's, walking owners until one is not live."""
         ids = [activation_id]
         seen = set()
         parent = self._agents.get(parent_id) if parent_id else None
         while parent is not None and parent.agent_id not in seen:
             seen.add(parent.agent_id)
             ids.append(parent.activation_id)
-            parent = self._agents.get(parent.parent_id) if parent.parent_id else None
+            parent = self._agents.get(parent.owner_id) if parent.owner_id else None
         return tuple(ids)
 
     def add(self, agent: LiveAgent) -> None:
         self._agents[agent.agent_id] = agent
-        if agent.parent_id is not None:
-            self._children.setdefault(agent.parent_id, set()).add(agent.agent_id)
+        if agent.owner_id is not None:
+            self._children.setdefault(agent.owner_id, set()).add(agent.agent_id)
 
     def remove(self, agent: LiveAgent) -> None:
         self._agents.pop(agent.agent_id, None)
-        siblings = self._children.get(agent.parent_id) if agent.parent_id else None
+        owner_id = agent.owner_id
+        siblings = self._children.get(owner_id) if owner_id else None
         if siblings is not None:
             siblings.discard(agent.agent_id)
             if not siblings:
-                del self._children[agent.parent_id]
+                del self._children[owner_id]
+        orphans = self._children.pop(agent.agent_id, None) if owner_id is not None else None
+        if orphans:  # adopted by the nearest owner (see the class doc)
+            adopted = self._children.setdefault(owner_id, set())
+            for child_id in orphans:
+                child = self._agents.get(child_id)
+                if child is not None:
+                    child.owner_id = owner_id
+                    adopted.add(child_id)
 
     def subtree(self, agent: LiveAgent) -> list[LiveAgent]:
         """Live agents below `agent` (through live children), deepest first."""
@@ -108,20 +124,20 @@ class Registry:
         return list(reversed(order))
 
     def below(self, agent_id: str | None, ancestor_id: str) -> bool:
-        """Whether `agent_id` is live and `ancestor_id` is above it through live parents."""
+        """Whether `agent_id` is live and `ancestor_id` is above it through live owners."""
         agent = self._agents.get(agent_id) if agent_id is not None else None
         seen = set()
-        while agent is not None and agent.parent_id is not None and agent.agent_id not in seen:
-            if agent.parent_id == ancestor_id:
+        while agent is not None and agent.owner_id is not None and agent.agent_id not in seen:
+            if agent.owner_id == ancestor_id:
                 return True
             seen.add(agent.agent_id)
-            agent = self._agents.get(agent.parent_id)
+            agent = self._agents.get(agent.owner_id)
         return False
 
     def root_of(self, agent: LiveAgent) -> LiveAgent:
-        """The topmost live agent above `agent` (itself when its parent is not live)."""
+        """The topmost live agent above `agent` through owners (itself when its owner is not live)."""
         seen = {agent.agent_id}
-        while agent.parent_id and agent.parent_id in self._agents and agent.parent_id not in seen:
-            agent = self._agents[agent.parent_id]
+        while agent.owner_id and agent.owner_id in self._agents and agent.owner_id not in seen:
+            agent = self._agents[agent.owner_id]
             seen.add(agent.agent_id)
         return agent

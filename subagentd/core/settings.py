@@ -15,6 +15,9 @@ class Timers(Protocol):
         ...
 
 
+TOOL_NAMES = ("send_message", "interrupt_agent", "list_agents", "report")  # the four, in order
+
+
 @dataclass(slots=True)
 class Settings:
     report_delivery: str = "wakeup"  # "wakeup" | "quiet"
@@ -28,6 +31,7 @@ class Settings:
     owner: str = ""  # this process's lease owner id ("" mints one)
     lease_ttl: float = 15.0  # seconds a lease outlives its last heartbeat
     owner_alive: Callable[[str], bool] = lambda owner: True  # is that owner's process still there?
+    tools: tuple[str, ...] = TOOL_NAMES  # the served set (--tools)
     # Quotas (SECURITY.md gives each default and why); 0 means no bound.
     max_children: int = 64  # live children per parent
     max_live_per_root: int = 256  # live agents in one tree (below its topmost live agent)

@@ -47,6 +47,8 @@ MUST_BE_STRING = '"{name}" must be a string'
 MUST_BE_ONE_OF = '"{name}" must be one of {choices}'
 ARGUMENTS_NOT_OBJECT = '"arguments" must be an object'
 NO_CALLER = "{tool} requires a calling agent (caller was not given)"
+# Not in SEMANTICS.md (tool filters are the descriptor's; PROTOCOL.md section 5):
+TOOL_FILTERED = 'tool "{tool}" is not available to agent "{caller}": its tool_filter excludes it'
 # A connection started with --caller acts only for that agent's tree (not in SEMANTICS.md):
 CALLER_OUTSIDE = (
     'agent "{caller}" is not "{root}" or a live agent below it;'

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from subagentd.core import texts
-from subagentd.core.descriptors import DescriptorProblem, parse_descriptor
+from subagentd.core.descriptors import DescriptorProblem, filtered_tools, parse_descriptor
 from subagentd.core.engine import Engine
 from subagentd.core.listing import project, render
 from subagentd.core.registry import CONTINUABLE, LiveAgent
@@ -83,14 +83,13 @@ class ToolRules(Engine):
                 record.depth,
                 record.parked,
                 resume=True,
+                tools=filtered_tools(descriptor.tool_filter),
             )
-        self.set_parked(target, False)
         message_id = self.accept(
             target_id,
             [TextBlock(text=args.message)],
             Source(kind="coordinator", form="relay", sender_session_id=caller),
             target,
-            parked=False,
         )
         return SendMessageResult(text=texts.SEND_OK.format(id=shown_id), message_id=message_id)
 
@@ -184,7 +183,7 @@ class ToolRules(Engine):
         if self.settings.report_delivery == "quiet" or not self.wakeup_allowed(child):
             message_id = self.inject(parent, blocks, source)
         else:
-            message_id = self.accept(parent.agent_id, blocks, source, parent, parent.parked)
+            message_id = self.accept(parent.agent_id, blocks, source, parent)
         turn_id = child.turn.turn_id if child.turn else None
         self.record(caller, turn_id, "report", {"message_id": message_id, "output": args.output})
         return ReportResult(
@@ -195,3 +194,36 @@ class ToolRules(Engine):
         """Whether `report` is offered to this caller (a live continuable child)."""
         agent: LiveAgent | None = self.live_caller(caller, activation) if caller else None
         return agent is not None and agent.kind == CONTINUABLE and not agent.disposing
+
+    def offered_tools(self, caller: str | None, activation: str | None) -> tuple[str, ...]:
+        """The tools `tools/list` shows this caller: the served set (--tools), less what its
+        descriptor's tool_filter removes; `report` only for a live continuable child."""
+        allowed = self.caller_tools(caller) if caller else None
+        return tuple(
+            name
+            for name in self.settings.tools
+            if (name in allowed if allowed is not None else True)
+            and (name != "report" or self.can_report(caller, activation))
+        )
+
+    def caller_tools(self, caller: str) -> frozenset[str] | None:
+        """The tools the caller's tool_filter leaves it (None: all): kept on its live activation,
+        else read from its descriptor (a caller that is not live, e.g. a stale one)."""
+        agent = self.registry.get(caller)
+        if agent is not None:
+            return agent.tools
+        record = self.store.get_session(caller)
+        if record is None or record.kind != "subagent":
+            return None
+        try:
+            return filtered_tools(parse_descriptor(self.store.get_descriptor(caller)).tool_filter)
+        except DescriptorProblem:
+            return None
+
+    def check_tool_allowed(self, caller: str, name: str) -> None:
+        """A tool the caller's tool_filter removes is refused, naming it."""
+        allowed = self.caller_tools(caller)
+        if allowed is not None and name not in allowed:
+            raise ToolError(
+                Code.UNAUTHORIZED, texts.TOOL_FILTERED.format(tool=name, caller=texts.shown(caller))
+            )

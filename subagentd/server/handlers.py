@@ -263,14 +263,14 @@ def _identity(call: Call, meta: dict[str, Any] | None) -> CallerIdentity:
 @method("tools/list", t.ToolsListParams, t.ToolsListResult, writes=False, confined=True)
 def tools_list(call: Call, p: t.ToolsListParams) -> t.ToolsListResult:
     identity = _identity(call, p.meta)
-    include_report = call.service.can_report(identity.caller, identity.activation)
-    return t.ToolsListResult(tools=tool_definitions(include_report))
+    offered = call.service.offered_tools(identity.caller, identity.activation)
+    return t.ToolsListResult(tools=tool_definitions(offered))
 
 
 @method("tools/call", t.ToolsCallParams, t.CallToolResult, writes=False, confined=True)
 def tools_call(call: Call, p: t.ToolsCallParams) -> t.CallToolResult:
     spec = TOOLS.get(p.name)
-    if spec is None:
+    if spec is None or p.name not in call.settings.tools:  # --tools: the served set
         raise InvalidParamsError(f"Unknown tool: {p.name}")
     arguments = {} if p.arguments is None else p.arguments
     try:

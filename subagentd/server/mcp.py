@@ -66,10 +66,11 @@ TOOLS: dict[str, ToolSpec] = {
             "Stop the current turn of a live continuable subagent below you (your child or a deeper"
             " descendant). It returns as soon as the stop is requested; the target may run briefly"
             " before it stops. Only that turn stops: messages already queued for the target are"
-            " held until your next `send_message` to it, and agents it started keep running. If the"
-            " target has nothing left to do it finishes and you get a notice. Interrupting an agent"
-            " that is not running, not live or unknown is a harmless no-op. You cannot interrupt"
-            " yourself, a sibling, or agents that are not below you.",
+            " held until it is next woken (your next `send_message` to it, or a report or"
+            " settlement notice from one of its own children), and agents it started keep running."
+            " If the target has nothing left to do it finishes and you get a notice. Interrupting"
+            " an agent that is not running, not live or unknown is a harmless no-op. You cannot"
+            " interrupt yourself, a sibling, or agents that are not below you.",
             Service.interrupt_agent,
         ),
         ToolSpec(
@@ -120,7 +121,8 @@ def _object_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
 
 
 @cache
-def tool_definitions(include_report: bool) -> list[t.Tool]:
+def tool_definitions(names: tuple[str, ...]) -> list[t.Tool]:
+    """The `Tool`s of these names, in TOOLS order (one list per distinct set offered)."""
     return [
         t.Tool(
             name=spec.name,
@@ -129,7 +131,7 @@ def tool_definitions(include_report: bool) -> list[t.Tool]:
             outputSchema=_object_schema(spec.output),
         )
         for spec in TOOLS.values()
-        if include_report or spec.name != "report"
+        if spec.name in names
     ]
 
 
@@ -151,6 +153,7 @@ def run_tool(
     if not identity.caller:
         raise CallerUnauthorizedError(texts.NO_CALLER.format(tool=spec.name))
     caller, activation = identity.caller, identity.activation
+    service.check_tool_allowed(caller, spec.name)
     if spec.idempotent:
         return service.idempotent(
             caller,
