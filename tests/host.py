@@ -255,6 +255,7 @@ class InProcessServer:
         store: Any = None,
         max_depth: int = 8,
         max_frame_bytes: int = 16 * 1024 * 1024,
+        prepare: Any = None,  # a function of the Service, run in the start-up transaction
         **settings: Any,  # any other core Settings field (e.g. quotas)
     ) -> None:
         import anyio
@@ -281,6 +282,8 @@ class InProcessServer:
                 from subagentd.cli import open_default_caller
 
                 open_default_caller(self.service, caller)
+            if prepare is not None:  # state made before serving (never from the test's thread)
+                prepare(self.service)
         self.service.commit()
         self.connection = Connection(
             self.service,

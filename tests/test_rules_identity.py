@@ -247,22 +247,19 @@ def test_a_null_meta_caller_without_a_default_is_a_missing_caller(host):
     )
 
 
-def prepare_two_trees(srv) -> None:
-    """rootA (another tree) and root (the --caller) with c1 and g1 below it."""
-    svc = srv.service
+def two_trees(svc) -> None:
+    """rootA (another tree) and root (the --caller) with c1 and g1 below it; made in the server's
+    start-up transaction (InProcessServer's `prepare`), never from the test's thread."""
     from subagentd.schema.host import OpenParams, SpawnParams
 
-    with svc.transaction():
-        svc.open(OpenParams(agent_id="rootA"))
-        svc.spawn(SpawnParams(caller="rootA", child_id="a1", label="secret", prompt="p"))
-        svc.spawn(SpawnParams(caller="root", child_id="c1", label="mine", prompt="p"))
-        svc.spawn(SpawnParams(caller="c1", child_id="g1", label="deep", prompt="p"))
-    svc.commit()
+    svc.open(OpenParams(agent_id="rootA"))
+    svc.spawn(SpawnParams(caller="rootA", child_id="a1", label="secret", prompt="p"))
+    svc.spawn(SpawnParams(caller="root", child_id="c1", label="mine", prompt="p"))
+    svc.spawn(SpawnParams(caller="c1", child_id="g1", label="deep", prompt="p"))
 
 
 def test_a_confined_connection_acts_only_for_its_caller_and_live_agents_below_it(make_server):
-    srv = make_server(caller="root")
-    prepare_two_trees(srv)
+    srv = make_server(caller="root", prepare=two_trees)
     host = srv.host
     mine = call_tool(host, "list_agents", {}, {"subagentd/caller": "g1"})
     assert mine["isError"] is False
@@ -300,8 +297,7 @@ def test_a_confined_connection_acts_only_for_its_caller_and_live_agents_below_it
     ],
 )
 def test_a_confined_connection_serves_no_host_api(make_server, method, params):
-    srv = make_server(caller="root")
-    prepare_two_trees(srv)
+    srv = make_server(caller="root", prepare=two_trees)
     error = rpc_error(srv.host, method, params)
     assert error.code == Code.METHOD_NOT_FOUND
     assert error.message == (

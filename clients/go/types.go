@@ -24,6 +24,8 @@ const (
 	CodeUnknownAgent               = 1009
 	CodeInvalidState               = 1010
 	CodeOverloaded                 = 1011
+	CodeStorageFailed              = 1012
+	CodeLeaseLost                  = 1014
 )
 
 // How a turn ended (turns/end reason).
