@@ -12,7 +12,7 @@ import threading
 from collections import deque
 from typing import Any
 
-TIMEOUT = 10.0
+TIMEOUT = 30.0  # generous: only a failing test waits this long, and CI machines are loaded
 
 
 class RpcError(Exception):
