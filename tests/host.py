@@ -134,6 +134,12 @@ class Host:
         self.notifications.clear()
         return notes
 
+    def barrier(self) -> None:
+        """A ping, read up to its reply: the server answers frames in order, so every reply and
+        notification it wrote for what was sent before is read by then (deferred replies that
+        are still waiting, e.g. agents/close, are not). Synchronizes without sleeping."""
+        self.response(self.start("ping"))
+
     def settle_quietly(self, timeout: float = 0.3) -> None:
         """Read whatever arrives within `timeout` (to assert that nothing more was sent)."""
         try:

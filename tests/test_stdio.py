@@ -467,7 +467,7 @@ def test_pending_close_is_answered_before_exit(spawn_process, how):
     host.open("r")
     host.spawn("r", "c")
     close_id = host.start("agents/close", {"agent_id": "r"})
-    host.settle_quietly(0.2)
+    host.barrier()
     assert close_id not in host.responses
     if how == "eof":
         proc.close_stdin()
