@@ -153,6 +153,38 @@ def test_a_failing_read_becomes_unavailable_and_is_retried_next_call():
     assert core.list("r").text == "flaky [ready] — flaky\nfine [ready] — fine"
 
 
+def test_when_the_joined_read_fails_descriptors_are_read_in_batches_not_one_by_one():
+    core = CoreHost()
+    with core.store.atomic():
+        for i in range(1000):  # more than one batch of 900
+            insert_session(
+                core, f"s{i:04d}", "r", f"2026-01-01T00:00:{i % 60:02d}Z", body=good(f"l{i}")
+            )
+    core.store.commit()
+    store = core.store
+    real_tree, real_many = store.tree, store.get_descriptors
+    batches: list[int] = []
+
+    def tree(root, descendants, with_descriptors=False):
+        if with_descriptors:
+            raise OSError("disk I/O error")
+        return real_tree(root, descendants, with_descriptors)
+
+    def many(ids):
+        batches.append(len(ids))
+        return real_many(ids)
+
+    def one(session_id):
+        raise AssertionError(f"{session_id} read alone although its batch could be read")
+
+    store.tree, store.get_descriptors, store.get_descriptor = tree, many, one
+    result = core.list("r")
+    assert sorted(batches) == [100, 900]
+    assert len(result.agents) == 1000
+    assert {a.label for a in result.agents} == {f"l{i}" for i in range(1000)}
+    assert {type(a).__name__ for a in result.agents} == {"ChildRow"}  # no diagnostics
+
+
 def test_cycles_in_corrupt_data_never_loop_and_never_list_the_root():
     core = CoreHost()
     insert_session(core, "a", "r", "2026-01-01T00:00:01Z", body=good("A"))
