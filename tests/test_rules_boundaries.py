@@ -212,3 +212,98 @@ def test_without_a_rate_every_report_wakes(clock):
     core = rated_tree(0)
     for i in range(5):
         assert woke(core, f"r{i}") is True
+
+
+# --- more edges the first mutation run found (docs/mutation.md) ------------------------------
+
+
+def test_a_ready_child_below_a_closing_root_is_not_resumed(tree):
+    tree.end("c2")  # ready
+    tree.svc.close_root("root", lambda: None)  # root stays while c1 and g1 drain
+    tree.notes.clear()
+    error = tree.refusal(tree.send, "root", "c2")  # the target is not live: the caller's root
+    assert (error.code, error.message) == (
+        Code.DRAINING,
+        'message not delivered: continuable subagents below parent "root" are draining;'
+        " the operation was not admitted",
+    )
+    assert tree.take("turn/start") == [] and tree.status("c2") == "ready"
+
+
+def test_only_the_first_turn_after_a_cold_resume_carries_the_descriptor(tree):
+    tree.end("c2")
+    tree.send("root", "c2", "wake")
+    tree.send("root", "c2", "and more")
+    [first] = tree.take("turn/start", "c2")
+    assert first["resume"] == {"version": 1, "mode": "continuable", "label": "task"}
+    tree.end("c2")
+    [second] = tree.take("turn/start", "c2")
+    assert "resume" not in second  # the agent was rebuilt once; it is live now
+
+
+def test_a_spawned_childs_whole_descriptor_comes_back_on_its_cold_resume():
+    core = CoreHost()
+    core.open("root")
+    core.spawn(
+        "root",
+        "c1",
+        label="worker",
+        agent_provider="p",
+        agent_model="m",
+        persona="terse",
+        tool_filter={"allow": ["read"], "deny": ["write"]},
+    )
+    core.end("c1")
+    core.notes.clear()
+    core.send("root", "c1", "wake")
+    [start] = core.take("turn/start", "c1")
+    assert start["resume"] == {
+        "version": 1,
+        "mode": "continuable",
+        "label": "worker",
+        "agent_provider": "p",
+        "agent_model": "m",
+        "persona": "terse",
+        "tool_filter": {"allow": ["read"], "deny": ["write"]},
+    }
+    [descriptor] = [
+        e for e in core.svc.read_transcript("c1", None, None).events if e.type == "descriptor"
+    ]
+    assert descriptor.data == start["resume"]
+
+
+def test_report_is_not_offered_to_a_stale_activation(tree):
+    current = tree.svc.registry.get("g1").activation_id
+    assert tree.svc.can_report("g1", current)
+    assert not tree.svc.can_report("g1", "an-old-activation")
+    assert not tree.svc.can_report(None, None)
+
+
+def test_a_report_is_recorded_in_the_turn_it_was_made_in(tree):
+    turn = tree.turn("g1")
+    result = tree.report("g1", "found it")
+    [event] = [e for e in tree.svc.read_transcript("g1", None, None).events if e.type == "report"]
+    assert (event.turn_id, event.data) == (
+        turn,
+        {"message_id": result.message_id, "output": "found it"},
+    )
+
+
+def test_turns_are_recorded_with_their_messages_and_ends():
+    core = CoreHost()
+    core.open("root")
+    spawned = core.spawn("root", "c1")
+    turn = core.turn("c1")
+    core.end("c1", "completed", "the answer")
+    events = [
+        (e.type, e.turn_id, e.data) for e in core.svc.read_transcript("c1", None, None).events
+    ]
+    [message] = [e for e in events if e[0] == "message"]
+    assert message[1] == turn and message[2]["message_id"] == spawned.message_id
+    assert ("turn_start", turn, {"turn_id": turn, "message_ids": [spawned.message_id]}) in events
+    assert (
+        "turn_end",
+        turn,
+        {"turn_id": turn, "reason": "completed", "output": "the answer"},
+    ) in events
+    assert events[-1] == ("settled", None, {"reason": "completed"})
