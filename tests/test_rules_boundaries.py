@@ -307,3 +307,74 @@ def test_turns_are_recorded_with_their_messages_and_ends():
         {"turn_id": turn, "reason": "completed", "output": "the answer"},
     ) in events
     assert events[-1] == ("settled", None, {"reason": "completed"})
+
+
+def test_spawn_refusals_name_the_problem_exactly(tree):
+    cases = [
+        (
+            {"caller": "root", "child_id": "x", "activation": "an-old-activation"},
+            Code.UNAUTHORIZED,
+            'spawning requires the exact live caller; agent "root" is not live'
+            " or its activation is not current",
+        ),
+        (
+            {"caller": "nobody", "child_id": "x"},
+            Code.UNKNOWN_AGENT,
+            'agent "nobody" does not exist',
+        ),
+        (
+            {"caller": "root", "child_id": "c1"},
+            Code.DUPLICATE_CHILD,
+            'an agent with id "c1" already exists',
+        ),
+    ]
+    for params, code, text in cases:
+        error = tree.refusal(tree.spawn, **params)
+        assert (error.code, error.message) == (code, text)
+    deep = CoreHost(max_depth=1)
+    deep.open("root")
+    deep.spawn("root", "d1")
+    error = deep.refusal(deep.spawn, "d1", "d2")
+    assert (error.code, error.message) == (
+        Code.DEPTH_EXCEEDED,
+        "spawning below depth 1 exceeds the maximum depth 1",
+    )
+    tree.svc.close_root("root", lambda: None)
+    error = tree.refusal(tree.spawn, "root", "x")
+    assert (error.code, error.message) == (
+        Code.DRAINING,
+        'continuable subagents below parent "root" are draining; the operation was not admitted',
+    )
+    assert tree.store.get_session("x") is None
+
+
+def test_a_cold_resumed_child_keeps_its_parent_and_depth(tree):
+    tree.end("c2")  # settles; root runs the notice turn
+    tree.end("root")
+    tree.notes.clear()
+    tree.send("root", "c2", "wake")
+    tree.spawn("c2", "g2")  # depth from the stored record
+    assert tree.svc.get("g2").depth == 2
+    tree.end("g2")
+    tree.end("c2")  # its turn; then the notice turn from g2
+    tree.end("c2")  # and it settles: its parent is told again
+    assert tree.texts_of_turns("root") == [
+        [
+            "Background subagent c2 finished and will do no further work unless you send it more.",
+            "It left no closing message.",
+        ]
+    ]
+
+
+def test_refusals_of_a_ready_target_carry_their_codes(tree):
+    tree.end("c2")
+    stale = tree.refusal(tree.send, "root", "c2", activation="an-old-activation")
+    assert (stale.code, stale.message) == (
+        Code.UNAUTHORIZED,
+        'message not delivered: subagent "c2" delivery requires the exact live parent agent',
+    )
+    other = tree.refusal(tree.send, "stranger", "c2")
+    assert (other.code, other.message) == (
+        Code.UNAUTHORIZED,
+        'message not delivered: subagent "c2" belongs to another parent session',
+    )
