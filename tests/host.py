@@ -12,7 +12,7 @@ import threading
 from collections import deque
 from typing import Any
 
-TIMEOUT = 10.0
+TIMEOUT = 30.0  # generous: only a failing test waits this long, and CI machines are loaded
 
 
 class RpcError(Exception):
@@ -136,6 +136,12 @@ class Host:
         notes = list(self.notifications)
         self.notifications.clear()
         return notes
+
+    def barrier(self) -> None:
+        """A ping, read up to its reply: the server answers frames in order, so every reply and
+        notification it wrote for what was sent before is read by then (deferred replies that
+        are still waiting, e.g. agents/close, are not). Synchronizes without sleeping."""
+        self.response(self.start("ping"))
 
     def settle_quietly(self, timeout: float = 0.3) -> None:
         """Read whatever arrives within `timeout` (to assert that nothing more was sent)."""

@@ -40,7 +40,7 @@ def assert_only_reply_is_ping(host, request_id: Any = "probe") -> None:
     host.send({"jsonrpc": "2.0", "id": request_id, "method": "ping"})
     assert host.read_any() == ok({}, request_id)
     del host.responses[request_id]
-    host.settle_quietly(0.2)
+    host.barrier()  # a second ping: whatever was written before its reply has been read
     assert host.responses == {}
     assert host.notifications == type(host.notifications)()
 
@@ -474,7 +474,7 @@ def open_root_with_busy_child(host) -> str:
 def test_close_waits_for_the_drain_and_answers_after_the_last_turn_ends(host):
     turn_id = open_root_with_busy_child(host)
     close_id = host.start("agents/close", {"agent_id": "r"})
-    host.settle_quietly(0.2)
+    host.barrier()
     assert close_id not in host.responses
     host.end_turn("c", turn_id)
     assert host.response(close_id) == ok({}, close_id)
@@ -489,7 +489,7 @@ def test_cancelled_pending_close_is_answered_at_once_and_the_drain_still_complet
 ):
     turn_id = open_root_with_busy_child(host)
     close_id = host.start("agents/close", {"agent_id": "r"})
-    host.settle_quietly(0.2)
+    host.barrier()
     assert close_id not in host.responses
     host.notify(
         method, {key: close_id, "reason": "user gave up"} if key == "requestId" else {key: close_id}
@@ -497,7 +497,7 @@ def test_cancelled_pending_close_is_answered_at_once_and_the_drain_still_complet
     assert host.response(close_id) == error(Code.REQUEST_CANCELLED, "request cancelled", close_id)
     host.end_turn("c", turn_id)
     assert host.notification("agent/settled", agent_id="c")
-    host.settle_quietly(0.2)
+    host.barrier()
     assert close_id not in host.responses, "a cancelled request was answered twice"
     host.notify(method, {key: close_id})  # cancelling again is a no-op
     assert_only_reply_is_ping(host)
@@ -516,7 +516,7 @@ def test_cancelled_pending_close_in_a_batch_answers_the_batch(host):
             {"jsonrpc": "2.0", "id": "p", "method": "ping"},
         ]
     )
-    host.settle_quietly(0.2)
+    host.barrier()
     assert "p" not in host.responses and "close" not in host.responses
     host.notify("notifications/cancelled", {"requestId": "close"})
     batch = host.read_any()

@@ -32,7 +32,8 @@ ROUNDS = int(os.environ.get("SUBAGENTD_CRASH_ROUNDS", "30"))
 BUDGET = float(os.environ.get("SUBAGENTD_CRASH_SECONDS", "60"))
 SEED = int(os.environ.get("SUBAGENTD_CRASH_SEED", str(random.SystemRandom().randrange(2**32))))
 MAX_IN_FLIGHT = 48  # unanswered requests before the host waits for replies
-WAIT = 10.0  # every single wait for a frame is bounded by this
+MIN_ROUNDS = min(ROUNDS, 5)  # run even when a loaded machine makes them slower than the budget
+WAIT = 30.0  # every single wait for a frame is bounded by this (generous: CI machines are loaded)
 REASONS = ["completed", "completed", "completed", "aborted", "max-tokens", "refusal", "error"]
 INBOX_METHODS = {"agents/spawn", "send_message", "agents/followup", "report"}
 
@@ -626,7 +627,7 @@ def start(db: str) -> ServerProcess:
     return proc
 
 
-@pytest.mark.timeout(max(120, int(BUDGET) * 3))
+@pytest.mark.timeout(max(300, int(BUDGET) * 5))
 def test_acknowledged_work_survives_kill_nine_under_pipelined_load(tmp_path, record_property):
     rng = random.Random(SEED)
     db = str(tmp_path / "crash.db")
@@ -636,7 +637,7 @@ def test_acknowledged_work_survives_kill_nine_under_pipelined_load(tmp_path, rec
     epoch = Epoch(0, proc, ledger, rng)
     try:
         for number in range(ROUNDS):
-            if number and time.monotonic() - started > BUDGET:
+            if number >= MIN_ROUNDS and time.monotonic() - started > BUDGET:
                 break
             epoch.load(f"root{number}", kill_after=rng.uniform(0.05, 0.45))
             epoch.proc.stop()
@@ -658,5 +659,5 @@ def test_acknowledged_work_survives_kill_nine_under_pipelined_load(tmp_path, rec
     for key, value in summary.items():
         record_property(key, value)
     print(f"\ncrash harness: {json.dumps(summary)}")
-    assert ledger.stats["rounds"] >= min(ROUNDS, 5), f"too few rounds in the budget: {summary}"
+    assert ledger.stats["rounds"] >= MIN_ROUNDS, summary
     assert ledger.stats["acknowledged_messages_checked"] > 0, summary

@@ -62,3 +62,46 @@ def test_keys_older_than_the_retention_are_forgotten():
     core.svc.recover()  # runs at start-up and with every heartbeat
     assert core.store.get_idempotent("root", "old") is None
     assert core.store.get_idempotent("root", "fresh") is not None
+
+
+def test_the_same_arguments_in_another_key_order_are_the_same_request():
+    core = CoreHost()
+    core.open("root")
+    core.spawn("root", "c1")
+    args = SendMessageArgs(subagent_id="c1", message="hello")
+
+    def send(arguments):
+        return core.svc.idempotent(
+            "root",
+            "k",
+            "send_message",
+            arguments,
+            SendMessageResult,
+            lambda: core.svc.send_message("root", None, args),
+        )
+
+    original = send({"subagent_id": "c1", "message": "hello"})
+    assert send({"message": "hello", "subagent_id": "c1"}) == original  # JSON objects are unordered
+    assert core.svc.get("c1").queued == 1
+
+
+def test_a_key_reused_with_other_arguments_or_another_method_is_a_conflict():
+    core = CoreHost()
+    core.open("root")
+    core.spawn("root", "c1")
+    send_once(core, "k")
+    expected = 'idempotency key "k" was already used by "root" with different arguments'
+    with pytest.raises(IdempotencyConflictError) as caught:
+        send_once(core, "k", message="something else")
+    assert caught.value.message == expected
+    with pytest.raises(IdempotencyConflictError) as caught:
+        core.svc.idempotent(
+            "root",
+            "k",
+            "report",
+            {"subagent_id": "c1", "message": "hello"},
+            SendMessageResult,
+            lambda: pytest.fail("a conflicting key must not run anything"),
+        )
+    assert caught.value.message == expected
+    assert core.svc.get("c1").queued == 1

@@ -12,8 +12,6 @@ import threading
 import time
 from typing import Any
 
-import pytest
-
 from subagentd.schema.codes import Code
 from subagentd.server import connection
 from tests.host import InProcessServer, rss_kib
@@ -98,22 +96,19 @@ def test_a_host_that_never_reads_stdout_pauses_the_server_with_bounded_memory_an
         writer = threading.Thread(target=write_all, daemon=True)
         writer.start()
 
-        # The writer must block: the server stops reading once its outbox is full.
+        # The writer must block: the server stops reading once its outbox is full. A pause is
+        # two seconds without a written chunk after the server took some (the writer still alive,
+        # most of the input left); on a loaded machine it may come late: the bound is a deadline.
         peak = baseline
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + 60
+        while not progress["chunks"] or time.monotonic() - progress["at"] <= 2.0:
             peak = max(peak, rss_kib(proc.pid))
-            if writer.is_alive() and time.monotonic() - progress["at"] > 1.0:
-                break
             assert writer.is_alive(), "the server read every request although nobody read a reply"
+            assert time.monotonic() < deadline, "the writer never stalled"
             time.sleep(0.05)
-        else:
-            pytest.fail("the writer never stalled")
         stalled_at = progress["chunks"]
-        for _ in range(10):  # stays paused, and its memory stays flat, while nobody reads
-            peak = max(peak, rss_kib(proc.pid))
-            time.sleep(0.05)
-        assert progress["chunks"] == stalled_at
+        peak = max(peak, rss_kib(proc.pid))
+        assert writer.is_alive()
         assert stalled_at < len(chunks)
         assert proc.poll() is None
         assert peak < 150 * 1024, f"RSS {peak} KiB while the host did not read (was {baseline})"
@@ -126,12 +121,12 @@ def test_a_host_that_never_reads_stdout_pauses_the_server_with_bounded_memory_an
                 assert reply["result"]["label"] == label
             else:
                 assert reply["result"]["serverInfo"]["name"] == "subagentd"
-        writer.join(10)
+        writer.join(30)
         assert not writer.is_alive() and progress["error"] is None
         os.write(stdin, _request("last", "ping", {}))
         assert replies.next() == {"jsonrpc": "2.0", "result": {}, "id": "last"}
         proc.stdin.close()
-        assert proc.wait(timeout=10) == 0
+        assert proc.wait(timeout=30) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -206,7 +201,8 @@ def test_deferred_replies_past_the_bound_are_refused_with_overloaded_and_change_
         closes = b"".join(_request(f"close-{r}", "agents/close", {"agent_id": r}) for r in roots)
         host.send_bytes(closes)
         refused_ids = {f"close-{r}" for r in roots[MAX_PENDING:]}
-        _read_until(host, lambda: refused_ids <= set(host.responses), timeout=5)
+        _read_until(host, lambda: refused_ids <= set(host.responses), timeout=60)
+        host.barrier()  # anything else answered for the closes would have been read by now
         answered = dict(host.responses)
         assert set(answered) == refused_ids  # the admitted closes are still waiting for drains
         for request_id in refused_ids:
@@ -230,7 +226,7 @@ def test_deferred_replies_past_the_bound_are_refused_with_overloaded_and_change_
                 )
             )
         admitted = {f"close-{r}" for r in roots[:MAX_PENDING]}
-        _read_until(host, lambda: admitted <= set(host.responses), timeout=30)
+        _read_until(host, lambda: admitted <= set(host.responses), timeout=60)
         for request_id in admitted:
             assert host.responses[request_id]["result"] == {}
     finally:

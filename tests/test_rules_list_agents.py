@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from subagentd.schema.records import SessionRecord
 from tests.core_host import CoreHost
 
 
@@ -152,6 +153,38 @@ def test_a_failing_read_becomes_unavailable_and_is_retried_next_call():
     assert core.list("r").text == "flaky [ready] — flaky\nfine [ready] — fine"
 
 
+def test_when_the_joined_read_fails_descriptors_are_read_in_batches_not_one_by_one():
+    core = CoreHost()
+    with core.store.atomic():
+        for i in range(1000):  # more than one batch of 900
+            insert_session(
+                core, f"s{i:04d}", "r", f"2026-01-01T00:00:{i % 60:02d}Z", body=good(f"l{i}")
+            )
+    core.store.commit()
+    store = core.store
+    real_tree, real_many = store.tree, store.get_descriptors
+    batches: list[int] = []
+
+    def tree(root, descendants, with_descriptors=False):
+        if with_descriptors:
+            raise OSError("disk I/O error")
+        return real_tree(root, descendants, with_descriptors)
+
+    def many(ids):
+        batches.append(len(ids))
+        return real_many(ids)
+
+    def one(session_id):
+        raise AssertionError(f"{session_id} read alone although its batch could be read")
+
+    store.tree, store.get_descriptors, store.get_descriptor = tree, many, one
+    result = core.list("r")
+    assert sorted(batches) == [100, 900]
+    assert len(result.agents) == 1000
+    assert {a.label for a in result.agents} == {f"l{i}" for i in range(1000)}
+    assert {type(a).__name__ for a in result.agents} == {"ChildRow"}  # no diagnostics
+
+
 def test_cycles_in_corrupt_data_never_loop_and_never_list_the_root():
     core = CoreHost()
     insert_session(core, "a", "r", "2026-01-01T00:00:01Z", body=good("A"))
@@ -175,30 +208,99 @@ def test_status_comes_from_the_registry():
     ]
 
 
-def test_listing_thousands_of_sessions_uses_the_index():
-    core = CoreHost()
+def plans_of_the_listing(core: CoreHost, scope: str) -> tuple[list, dict[str, list[str]]]:
+    """List once, tracing the SQL the store runs; the query plan of each statement it ran."""
+    ran: list[str] = []
+    core.store.conn.set_trace_callback(ran.append)  # the statements with their bound values
+    try:
+        result = core.list("r", scope)
+    finally:
+        core.store.conn.set_trace_callback(None)
+    plans = {
+        sql: [row[-1] for row in core.store.conn.execute("EXPLAIN QUERY PLAN " + sql)]
+        for sql in ran
+        if sql.lstrip().upper().startswith("SELECT")
+    }
+    assert plans, "the listing ran no query"
+    return result.agents, plans
+
+
+def assert_only_indexed_reads(plans: dict[str, list[str]]) -> None:
+    """No full scan of sessions or descriptors, no sort: the listing's cost follows the tree
+    below the root, not the whole table (the leases table holds only live agents)."""
+    for sql, plan in plans.items():
+        for step in plan:
+            assert "TEMP B-TREE" not in step, f"sorts instead of using an index: {sql}\n{plan}"
+            if step.startswith("SCAN") and "leases" not in step:
+                assert "USING INDEX" in step or "USING COVERING INDEX" in step, (
+                    f"full scan: {sql}\n{plan}"
+                )
+
+
+def uses(plans: dict[str, list[str]], index: str) -> bool:
+    return any(index in step for plan in plans.values() for step in plan)
+
+
+def thousands_of_sessions(core: CoreHost, *, with_paths: bool) -> list[str]:
+    """5000 subagents below r (100 children, each with 49 of its own); their walk order."""
     rows = [
         (
             f"s{i:05d}",
             "r" if i < 100 else f"s{i % 100:05d}",
-            "subagent",
-            "x",
             f"2026-01-01T00:00:{i % 60:02d}Z",
-            1,
         )
         for i in range(5000)
     ]
-    core.store.conn.executemany(
-        "INSERT INTO sessions (id, parent_id, kind, label, created_at, depth) VALUES (?,?,?,?,?,?)",
-        rows,
-    )
-    core.store.conn.executemany(
-        "INSERT INTO descriptors (session_id, body) VALUES (?, ?)",
-        [(r[0], good("x")) for r in rows],
-    )
-    result = core.list("r", "descendants")
-    assert len(result.agents) == 5000
-    plan = core.store.conn.execute(
-        "EXPLAIN QUERY PLAN SELECT id FROM sessions WHERE parent_id = 'r' ORDER BY created_at, id"
-    ).fetchall()
-    assert any("sessions_by_parent" in row[-1] for row in plan)
+    store = core.store
+    with store.atomic():
+        for session_id, parent_id, created_at in rows:
+            if with_paths:  # as spawn writes them: path and recorded mode
+                store.insert_session(
+                    SessionRecord(
+                        id=session_id,
+                        parent_id=parent_id,
+                        kind="subagent",
+                        label="x",
+                        created_at=created_at,
+                        depth=1 if parent_id == "r" else 2,
+                    ),
+                    good("x"),
+                    mode="continuable",
+                )
+            else:  # as an older subagentd wrote them: no path, no mode
+                store.conn.execute(
+                    "INSERT INTO sessions (id, parent_id, kind, label, created_at, depth)"
+                    " VALUES (?, ?, 'subagent', 'x', ?, 1)",
+                    (session_id, parent_id, created_at),
+                )
+                store.conn.execute(
+                    "INSERT INTO descriptors (session_id, body) VALUES (?, ?)",
+                    (session_id, good("x")),
+                )
+    store.commit()
+    children: dict[str, list[tuple[str, str]]] = {}
+    for session_id, parent_id, created_at in rows:
+        children.setdefault(parent_id, []).append((created_at, session_id))
+    order: list[str] = []
+    for _, child in sorted(children["r"]):
+        order.append(child)
+        order.extend(grandchild for _, grandchild in sorted(children.get(child, [])))
+    return order
+
+
+@pytest.mark.parametrize("with_paths", [True, False], ids=["range-scan", "level-walk"])
+def test_listing_thousands_of_sessions_uses_the_index(with_paths):
+    core = CoreHost()
+    core.open("r")
+    order = thousands_of_sessions(core, with_paths=with_paths)
+
+    agents, plans = plans_of_the_listing(core, "descendants")
+    assert [a.id for a in agents] == order
+    assert_only_indexed_reads(plans)
+    # one range scan of the path index, or (rows without paths) the level walk by parent
+    assert uses(plans, "sessions_by_path" if with_paths else "sessions_by_parent")
+
+    agents, plans = plans_of_the_listing(core, "children")
+    assert [a.id for a in agents] == [a for a in order if a < "s00100"]
+    assert_only_indexed_reads(plans)
+    assert uses(plans, "sessions_by_parent")

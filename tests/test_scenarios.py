@@ -103,8 +103,23 @@ def test_tools_call_arguments_must_be_an_object(host):
 
 
 def test_tools_call_unknown_tool_is_invalid_params(host):
-    error = rpc_error(host, "tools/call", {"name": "rm_rf", "arguments": {}})
-    assert error.code == Code.INVALID_PARAMS
+    host.open("r")
+    error = rpc_error(
+        host, "tools/call", {"name": "rm_rf", "arguments": {}, "_meta": {"subagentd/caller": "r"}}
+    )
+    assert (error.code, error.message, error.data) == (
+        Code.INVALID_PARAMS,
+        "Unknown tool: rm_rf",
+        {"reason": "INVALID_PARAMS"},
+    )
+    # the connection keeps working, and a known tool with the same caller still runs
+    listed = host.call(
+        "tools/call", {"name": "list_agents", "arguments": {}, "_meta": {"subagentd/caller": "r"}}
+    )
+    assert (listed["isError"], listed["content"]) == (
+        False,
+        [{"type": "text", "text": "(no subagents)"}],
+    )
 
 
 def test_tools_call_without_any_caller_is_an_error_result(host):
@@ -218,14 +233,30 @@ def test_transcript_append_and_read_with_paging(host):
         )["seq"]
         for i in range(5)
     ]
-    assert seqs == sorted(seqs)
-    page = host.call("transcript/read", {"agent_id": "root", "limit": 3})
-    assistant = [e for e in page["events"] if e["type"] == "assistant"]
-    rest = host.call("transcript/read", {"agent_id": "root", "after": page["next"]})
-    assert "next" not in rest
-    every = [e["data"]["n"] for e in page["events"] + rest["events"] if e["type"] == "assistant"]
-    assert every == [0, 1, 2, 3, 4]
-    assert assistant
+    assert seqs == sorted(set(seqs))  # one new seq per append, ascending
+    whole = host.call("transcript/read", {"agent_id": "root"})
+    assert "next" not in whole  # not a full page
+    assert [e["data"]["n"] for e in whole["events"] if e["type"] == "assistant"] == [0, 1, 2, 3, 4]
+    assert [e["seq"] for e in whole["events"] if e["type"] == "assistant"] == seqs
+    # page through two events at a time: every event exactly once, in order, nothing skipped
+    paged, after, pages = [], None, 0
+    while True:
+        params = {"agent_id": "root", "limit": 2}
+        if after is not None:
+            params["after"] = after
+        page = host.call("transcript/read", params)
+        pages += 1
+        assert all(e["seq"] > (after or 0) for e in page["events"])
+        paged += page["events"]
+        if "next" not in page:
+            assert len(page["events"]) < 2  # only a full page carries `next`
+            break
+        assert len(page["events"]) == 2
+        assert page["next"] == page["events"][-1]["seq"]  # `next` is the page's last seq
+        after = page["next"]
+    assert paged == whole["events"]
+    assert len({e["seq"] for e in paged}) == len(paged)  # no duplicates across pages
+    assert pages == len(whole["events"]) // 2 + 1  # the page after the last full one may be empty
 
 
 def test_agents_list_paginates_and_includes_one_shot_children(host):
@@ -365,3 +396,19 @@ def test_report_rate_turns_extra_wakeups_into_quiet_deliveries(make_server):
     second = host.call("report", {"caller": "g1", "output": "two"})
     inject = host.notification("agent/inject", agent_id="c1")
     assert inject["messages"][0]["message_id"] == second["message_id"]
+
+
+def test_no_op_interrupts_report_ready_or_nothing_over_the_wire(host):
+    host.open("root")
+    child = host.spawn("root", "c1")
+    host.end_turn("c1", child["turn_id"])  # c1 settles: ready
+    host.notification("agent/settled", agent_id="c1")
+    ready = host.call("interrupt_agent", {"caller": "root", "agent_id": "c1"})
+    assert ready == {
+        "text": "interrupt requested for agent c1",
+        "accepted": True,
+        "previous_status": "ready",
+    }
+    unknown = host.call("interrupt_agent", {"caller": "root", "agent_id": "nobody"})
+    assert unknown == {"text": "interrupt requested for agent nobody", "accepted": True}
+    assert host.call("agents/get", {"agent_id": "c1"})["status"] == "ready"  # not resumed

@@ -54,7 +54,7 @@ PROFILE = (
         suppress_health_check=list(HealthCheck),
     )
 )
-pytestmark = pytest.mark.timeout(3600 if LONG else 120)
+pytestmark = pytest.mark.timeout(3600 if LONG else 600)
 
 REASONS = ["completed", "aborted", "max-tokens", "refusal", "error"]
 FIRST_LINE = {

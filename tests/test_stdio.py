@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
 import subprocess
@@ -12,7 +13,7 @@ import pytest
 
 import subagentd
 from subagentd.schema.codes import Code
-from tests.host import RpcError
+from tests.host import TIMEOUT, RpcError
 
 PYTHON = sys.executable
 INIT = {"protocolVersion": "2025-06-18", "clientInfo": {"name": "stdio-test", "version": "0"}}
@@ -49,7 +50,9 @@ def parse_lsp_stream(data: bytes) -> list:
     return frames
 
 
-def run_with_stdin(data: bytes, *args: str, timeout: float = 10.0) -> subprocess.CompletedProcess:
+def run_with_stdin(
+    data: bytes, *args: str, timeout: float = TIMEOUT
+) -> subprocess.CompletedProcess:
     return subprocess.run(
         [PYTHON, "-m", "subagentd", *args],
         input=data,
@@ -167,7 +170,7 @@ def test_lsp_frames_written_byte_by_byte_are_answered():
         data = lsp_frame(request(1, "ping")) + lsp_frame(request(2, "ping"))
         for i in range(len(data)):
             proc.stdin.write(data[i : i + 1])
-        stdout, _ = proc.communicate(timeout=10)
+        stdout, _ = proc.communicate(timeout=TIMEOUT)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -225,18 +228,47 @@ def test_eof_on_stdin_exits_zero_promptly(spawn_process):
     proc = spawn_process()
     proc.host.initialize()
     proc.close_stdin()
-    assert proc.wait(timeout=5) == 0
+    assert proc.wait(timeout=TIMEOUT) == 0
     assert "end of input" in proc.stderr_text()
 
 
-def test_eof_with_a_turn_still_open_exits_zero_within_the_grace(spawn_process):
-    proc = spawn_process("--shutdown-grace", "2")
+def test_eof_with_a_turn_still_open_stops_it_records_it_and_exits_zero(spawn_process, tmp_path):
+    db = str(tmp_path / "eof.db")
+    proc = spawn_process("--shutdown-grace", "2", db=db)
     host = proc.host
     host.initialize()
     host.open("r")
-    host.spawn("r", "c")
+    turn_id = host.spawn("r", "c")["turn_id"]
     proc.close_stdin()
-    assert proc.wait(timeout=8) == 0
+    assert proc.wait(timeout=TIMEOUT) == 0
+    host.close()
+    # what was owed was written before the exit: the stop request, then the disposal
+    frames = [json.loads(line) for line in host.raw]
+    notes = [(f["method"], f["params"]) for f in frames if "method" in f]
+    assert notes[-2:] == [
+        ("turn/interrupt", {"agent_id": "c", "turn_id": turn_id, "cause": {"kind": "shutdown"}}),
+        ("agent/settled", {"agent_id": "c", "reason": "closed"}),
+    ]
+    assert "end of input" in proc.stderr_text()
+
+    # and durably: the turn ended (aborted, cause shutdown); the notice to the closing root was
+    # recorded in its transcript, not queued as a turn
+    after = spawn_process(db=db).host
+    after.initialize()
+    events = after.call("transcript/read", {"agent_id": "c"})["events"]
+    assert [e["type"] for e in events][-4:] == ["turn_start", "interrupt", "turn_end", "settled"]
+    assert events[-2]["data"] == {"turn_id": turn_id, "reason": "aborted", "cause": "shutdown"}
+    assert events[-1]["data"] == {"reason": "closed"}
+    root_events = after.call("transcript/read", {"agent_id": "r"})["events"]
+    [notice] = [e for e in root_events if e["type"] == "notice"]
+    assert [b["text"] for b in notice["data"]["content"]] == [
+        "Background subagent c was stopped before it finished.",
+        "It left no closing message.",
+    ]
+    assert root_events[-1]["type"] == "closed"
+    for agent_id in ("r", "c"):
+        info = after.call("agents/get", {"agent_id": agent_id})
+        assert (info["status"], info["queued"], info["parked"]) == ("ready", 0, 0)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
@@ -246,7 +278,7 @@ def test_termination_signal_exits_zero(spawn_process, signum):
     host.initialize()
     host.open("r")
     proc.proc.send_signal(signum)
-    assert proc.wait(timeout=5) == 0
+    assert proc.wait(timeout=TIMEOUT) == 0
     assert f"received {signum.name}" in proc.stderr_text()
 
 
@@ -262,7 +294,7 @@ def test_host_closing_our_stdout_does_not_crash_the_server():
         for i in range(20):
             proc.stdin.write(json.dumps(request(i, "ping")).encode() + b"\n")
         proc.stdin.close()
-        assert proc.wait(timeout=5) == 0
+        assert proc.wait(timeout=TIMEOUT) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -280,13 +312,43 @@ def test_restart_with_the_same_database_sees_the_same_sessions(spawn_process, tm
     first.host.open("r", label="the root")
     child = first.host.spawn("r", "c", label="kid")
     first.host.end_turn("c", child["turn_id"], output="done")
+    first.host.notification("agent/settled", agent_id="c")
+    before = {a: first.host.call("agents/get", {"agent_id": a}) for a in ("r", "c")}
+    child_events = first.host.call("transcript/read", {"agent_id": "c"})["events"]
+    spawned = first.host.call("messages/get", {"message_id": child["message_id"]})
     first.close_stdin()
     assert first.wait() == 0
 
     second = spawn_process(db=db)
     second.host.initialize()
-    assert second.host.call("agents/get", {"agent_id": "r"})["agent_id"] == "r"
-    assert second.host.call("agents/get", {"agent_id": "c"})["agent_id"] == "c"
+    after = {a: second.host.call("agents/get", {"agent_id": a}) for a in ("r", "c")}
+    assert after["c"] == before["c"]  # a settled child reads the same in every process
+    assert after["c"] == {
+        "agent_id": "c",
+        "parent_id": "r",
+        "kind": "continuable",
+        "mode": "continuable",
+        "label": "kid",
+        "status": "ready",
+        "depth": 1,
+        "created_at": before["c"]["created_at"],
+        "queued": 0,
+        "parked": 0,
+    }
+    # the root was live (running the notice turn) in the first process; after a restart: ready
+    assert before["r"]["status"] == "running"
+    assert after["r"] == {**before["r"], "status": "ready"}
+    assert (after["r"]["label"], after["r"]["kind"]) == ("the root", "ordinary")
+    # the child's transcript and its spawn message are the same, the closing output included
+    assert second.host.call("transcript/read", {"agent_id": "c"})["events"] == child_events
+    assert child_events[-2]["data"] == {
+        "turn_id": child["turn_id"],
+        "reason": "completed",
+        "output": "done",
+    }
+    assert second.host.call("messages/get", {"message_id": child["message_id"]}) == spawned
+    assert spawned["state"] == "claimed" and spawned["turn_id"] == child["turn_id"]
+    assert second.host.call("list_agents", {"caller": "r"})["text"] == "c [ready] — kid"
     with pytest.raises(RpcError) as excinfo:
         second.host.call("agents/get", {"agent_id": "never"})
     assert excinfo.value.code == Code.UNKNOWN_AGENT
@@ -333,7 +395,7 @@ def test_stdin_as_a_regular_file_answers_everything_and_exits_zero(tmp_path):
             [PYTHON, "-m", "subagentd", "--db", ":memory:"],
             stdin=stdin,
             capture_output=True,
-            timeout=10,
+            timeout=TIMEOUT,
         )
     assert done.returncode == 0, done.stderr.decode()
     replies = [json.loads(line) for line in done.stdout.splitlines()]
@@ -354,7 +416,7 @@ def test_empty_stdin_exits_zero_with_no_output():
 
 def test_help_describes_the_server():
     done = subprocess.run(
-        [PYTHON, "-m", "subagentd", "--help"], capture_output=True, timeout=10, text=True
+        [PYTHON, "-m", "subagentd", "--help"], capture_output=True, timeout=TIMEOUT, text=True
     )
     assert done.returncode == 0
     assert done.stdout.startswith("usage: subagentd")
@@ -364,7 +426,10 @@ def test_help_describes_the_server():
 
 def test_serve_help_lists_the_transport_options():
     done = subprocess.run(
-        [PYTHON, "-m", "subagentd", "serve", "--help"], capture_output=True, timeout=10, text=True
+        [PYTHON, "-m", "subagentd", "serve", "--help"],
+        capture_output=True,
+        timeout=TIMEOUT,
+        text=True,
     )
     assert done.returncode == 0
     for option in ("--db", "--framing", "--max-frame-bytes", "--log-level", "--log-format"):
@@ -373,7 +438,7 @@ def test_serve_help_lists_the_transport_options():
 
 def test_version_prints_version_and_protocol():
     done = subprocess.run(
-        [PYTHON, "-m", "subagentd", "--version"], capture_output=True, timeout=10, text=True
+        [PYTHON, "-m", "subagentd", "--version"], capture_output=True, timeout=TIMEOUT, text=True
     )
     assert done.returncode == 0
     assert (
@@ -385,7 +450,7 @@ def test_bad_option_exits_with_usage_error_on_stderr():
     done = subprocess.run(
         [PYTHON, "-m", "subagentd", "--max-frame-bytes", "0"],
         capture_output=True,
-        timeout=10,
+        timeout=TIMEOUT,
         text=True,
         stdin=subprocess.DEVNULL,
     )
@@ -402,13 +467,13 @@ def test_pending_close_is_answered_before_exit(spawn_process, how):
     host.open("r")
     host.spawn("r", "c")
     close_id = host.start("agents/close", {"agent_id": "r"})
-    host.settle_quietly(0.2)
+    host.barrier()
     assert close_id not in host.responses
     if how == "eof":
         proc.close_stdin()
     else:
         proc.proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=8) == 0
+    assert proc.wait(timeout=TIMEOUT) == 0
     host.close()
     replies = [json.loads(line) for line in host.raw]
     assert {"jsonrpc": "2.0", "result": {}, "id": close_id} in replies
@@ -426,15 +491,21 @@ def test_replies_flow_and_sigterm_is_handled_while_input_never_runs_dry():
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )
-    payload = b"".join(json.dumps(request(i, "ping")).encode() + b"\n" for i in range(50_000))
     done_writing = threading.Event()
     lines: queue.Queue[bytes] = queue.Queue()
 
     def write() -> None:
+        """An endless stream of pings: the input never runs dry, whatever the machine's load."""
         try:
-            proc.stdin.write(payload)
-            proc.stdin.flush()
-        except OSError:
+            for start in itertools.count(0, 1000):
+                proc.stdin.write(
+                    b"".join(
+                        json.dumps(request(i, "ping")).encode() + b"\n"
+                        for i in range(start, start + 1000)
+                    )
+                )
+                proc.stdin.flush()
+        except (OSError, ValueError):  # the server exited (broken pipe), or we closed stdin
             pass
         finally:
             done_writing.set()
@@ -447,12 +518,11 @@ def test_replies_flow_and_sigterm_is_handled_while_input_never_runs_dry():
     threading.Thread(target=write, daemon=True).start()
     threading.Thread(target=read, daemon=True).start()
     try:
-        first = lines.get(timeout=20)
+        first = lines.get(timeout=TIMEOUT)  # a server waiting for the input to end never replies
         assert json.loads(first)["id"] == 0
-        assert not done_writing.is_set(), "no reply was written until the input ran dry"
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=10) == 0
-        assert done_writing.wait(10)
+        assert proc.wait(timeout=TIMEOUT) == 0
+        assert done_writing.wait(TIMEOUT)
     finally:
         if proc.poll() is None:
             proc.kill()

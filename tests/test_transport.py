@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import threading
 import time
 
 import anyio
@@ -39,18 +38,15 @@ def test_trimmer_trims_only_when_quiet_after_enough_output():
 def test_stdin_stays_registered_between_round_trips_and_is_released_at_end_of_input():
     r, w = os.pipe()
 
-    def later(data: bytes) -> None:
-        threading.Thread(target=lambda: (time.sleep(0.05), os.write(w, data))).start()
-
     async def main() -> list[bytes]:
         loop = asyncio.get_running_loop()
         reader = FdReader(r)
-        got = []
-        later(b"one")
-        got.append(await reader.read())  # waited: registers the fd with the loop
+        # the writes run on the loop, so only once the read has found nothing and waits on it
+        loop.call_soon(os.write, w, b"one")
+        got = [await reader.read()]  # waited: registers the fd with the loop
         assert loop.remove_reader(r) is True  # still registered after the round trip ...
         loop.add_reader(r, reader._on_readable)  # (put back as it was)
-        later(b"two")
+        loop.call_soon(os.write, w, b"two")
         got.append(await reader.read())  # ... so the next wait needs no new registration
         os.write(w, b"three")
         got.append(await reader.read())  # data was there: read at once
@@ -77,7 +73,7 @@ def test_the_server_trims_after_a_burst_once_its_output_is_written():
         host.send_bytes(b"".join(json.dumps(f).encode() + b"\n" for f in frames))
         for frame in frames:
             host.response(frame["id"])
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30  # polls a condition; IDLE_SECONDS is the real wait
         while not calls and time.monotonic() < deadline:
             time.sleep(0.01)
         assert calls == [0]  # once it has been quiet for IDLE_SECONDS
