@@ -10,6 +10,7 @@ import pytest
 
 from subagentd.core import engine, texts
 from subagentd.schema.codes import Code
+from subagentd.schema.messages import ToolFilter
 from tests.core_host import CoreHost
 
 
@@ -251,7 +252,7 @@ def test_a_spawned_childs_whole_descriptor_comes_back_on_its_cold_resume():
         agent_provider="p",
         agent_model="m",
         persona="terse",
-        tool_filter={"allow": ["read"], "deny": ["write"]},
+        tool_filter=ToolFilter(allow=["read"], deny=["write"]),
     )
     core.end("c1")
     core.notes.clear()

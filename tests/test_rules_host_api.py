@@ -103,15 +103,19 @@ def test_a_followup_unparks_a_live_agent_and_runs_after_the_parked_messages():
     assert message["source"] == {"kind": "user", "form": "followup"}
 
 
-def test_a_followup_to_a_ready_agent_waits_for_its_next_activation_parked_if_it_was():
+def test_a_followup_to_a_ready_agent_waits_for_its_next_activation_and_unparks_its_inbox():
     core = parked_child()
     core.svc.close_root("root", lambda: None)  # c1 leaves with its parked message
     assert core.status("c1") == "ready"
+    assert core.svc.get("c1").parked == 1
     message_id = core.svc.followup("c1", "later").message_id
-    assert core.svc.get_message(message_id).state == "parked"
+    # a follow-up is a waking input (SEMANTICS.md section 1): the parked message is queued
+    # again, ahead of it, and neither starts a turn while c1 is not live
+    assert core.svc.get_message(message_id).state == "queued"
     assert core.take("turn/start") == []  # a ready agent is not resumed
     info = core.svc.get("c1")
-    assert (info.status, info.queued, info.parked) == ("ready", 0, 2)
+    assert (info.status, info.queued, info.parked) == ("ready", 2, 0)
+    assert core.store.next_queued("c1").message_id != message_id
 
     fresh = CoreHost.with_tree()
     fresh.end("c2")  # settles, not parked
