@@ -80,6 +80,10 @@ class ServerOverloadedError(SubagentdError):
     code = Code.OVERLOADED
 
 
+class DatabaseLostError(SubagentdError):
+    code = Code.DATABASE_LOST
+
+
 class ToolError(SubagentdError):
     """A model-visible tool failure: `message` is the reason text SEMANTICS.md fixes."""
 

@@ -128,6 +128,8 @@ class Engine:
 
     def heartbeat(self) -> None:
         """Renew this process's leases, and reap turns left open by processes that died."""
+        if not self.store.check_file():  # deleted or replaced: every write is refused now
+            return
         if len(self.registry):
             self.store.renew_leases(self.owner, time.time() + self.settings.lease_ttl)
         self.recover()

@@ -44,3 +44,5 @@ class Code(IntEnum):
     """The operation does not fit the agent's state (e.g. ending a turn that is not open)."""
     OVERLOADED = 1011
     """Bounded queues are full; retry with backoff."""
+    DATABASE_LOST = 1012
+    """The database file was deleted or replaced while subagentd ran; writes are refused."""

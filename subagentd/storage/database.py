@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import sqlite3
-import time
+import logging
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import get_args
@@ -11,6 +11,7 @@ from typing import get_args
 import msgspec
 from sqlite_utils import Database
 
+from subagentd.errors import DatabaseLostError
 from subagentd.schema.messages import Mode
 from subagentd.schema.records import (
     EventRecord,
@@ -20,7 +21,17 @@ from subagentd.schema.records import (
     TreeRecord,
 )
 from subagentd.storage.migrations import migrations
+from subagentd.storage.opening import (
+    OpenedDatabase,
+    applied_migrations,
+    open_database,
+    refuse_unknown,
+)
 from subagentd.storage.paths import END, child_path, segment
+
+log = logging.getLogger("subagentd")
+
+MIGRATION_WAIT_MS = 60_000  # how long start-up waits for another process's migrations
 
 _SESSION_COLUMNS = (
     "id, parent_id, kind, label, created_at, depth, parked, open_turn_id, last_reason, last_output"
@@ -64,32 +75,72 @@ _WITHOUT_BODY = {"mode": _WITH_BODY["mode"], "body": "NULL"}
 class SqliteStore:
     """Everything subagentd keeps durably; knows nothing about JSON-RPC or the agent rules."""
 
-    def __init__(self, path: str, *, durability: str = "normal", busy_timeout_ms: int = 5000):
-        self.path = path
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self.conn = conn
-        self.db = Database(conn, execute_plugins=False)
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        if path != ":memory:":
-            conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute(f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}")
-        conn.execute("PRAGMA foreign_keys = OFF")
-        self._migrate(busy_timeout_ms / 1000)
+    def __init__(
+        self,
+        source: str | OpenedDatabase,
+        *,
+        durability: str = "normal",
+        busy_timeout_ms: int = 5000,
+    ):
+        """`source` is a path (opened and checked here) or a database start-up already opened."""
+        opened = (
+            source
+            if isinstance(source, OpenedDatabase)
+            else open_database(source, durability=durability, busy_timeout_ms=busy_timeout_ms)
+        )
+        self.path = opened.path
+        self.conn = opened.conn
+        self.db = Database(opened.conn, execute_plugins=False)
+        self._identity = opened.identity
+        self.lost: str | None = None  # why writes are refused, once the file is gone
+        if set(migrations.names) - opened.applied:
+            self._migrate()
         self._savepoints = 0
 
-    def _migrate(self, patience: float) -> None:
-        """Apply pending migrations; another process creating the same new file may hold the lock
-        (a deferred transaction that must upgrade its lock fails at once instead of waiting)."""
-        deadline = time.monotonic() + patience
-        while True:
+    def _migrate(self) -> None:
+        """Apply pending migrations under one write lock, as one transaction: processes starting
+        together on a new file take turns, and the later ones find nothing left to do."""
+        conn = self.conn
+        (patience,) = conn.execute("PRAGMA busy_timeout").fetchone()
+        conn.execute(f"PRAGMA busy_timeout = {MIGRATION_WAIT_MS}")  # another's run may be long
+        try:
+            conn.execute("BEGIN IMMEDIATE")
             try:
+                refuse_unknown(self.path, applied_migrations(conn))  # a newer one came first
                 migrations.apply(self.db)
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                self.db.rollback()
-                time.sleep(0.05)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(patience)}")
+
+    def check_file(self) -> bool:
+        """Whether the file at our path is still the one we opened (called with the heartbeat).
+
+        Once it was deleted or replaced, every write is refused (DatabaseLostError): acknowledged
+        writes must not vanish with an unlinked file.
+        """
+        if self._identity is None or self.lost is not None:
+            return self.lost is None
+        try:
+            st = os.stat(self.path)
+            if (st.st_dev, st.st_ino) == self._identity:
+                return True
+            what = "replaced by another file"
+        except OSError:
+            what = "deleted"
+        self.lost = (
+            f"database {self.path} was {what} while subagentd was running;"
+            " writes are refused until subagentd is restarted"
+        )
+        log.error("%s", self.lost)
+        self._begin = self._refuse_write  # every write starts with _begin: no cost until now
+        return False
+
+    def _refuse_write(self) -> None:
+        raise DatabaseLostError(self.lost or "database lost")
 
     # --- transactions -------------------------------------------------------------------
 
