@@ -18,7 +18,7 @@ from oslash.either import Left
 
 from subagentd.core.service import Service
 from subagentd.core.settings import Settings
-from subagentd.errors import InvalidParamsError
+from subagentd.errors import DatabaseLostError, InvalidParamsError
 from subagentd.schema.codes import Code
 from subagentd.schema.lifecycle import SUPPORTED_VERSIONS, VERSION_META_KEY
 from subagentd.server.boundary import INTERNAL_MESSAGE, guard
@@ -226,6 +226,9 @@ class Connection:
         try:
             with self.service.transaction():
                 callback()
+        except DatabaseLostError as exc:  # expected once the file is gone: one line, no traceback
+            del self.notes[mark:]
+            log.warning("a scheduled task was not done: %s", exc.message)
         except Exception:
             del self.notes[mark:]
             log.exception("unexpected failure in a scheduled task")
