@@ -426,6 +426,8 @@ export const ErrorCode = {
   INVALID_STATE: 1010,
   /** Bounded queues are full; retry with backoff. */
   OVERLOADED: 1011,
+  /** The database file was deleted or replaced while subagentd ran; writes are refused. */
+  DATABASE_LOST: 1012,
 } as const;
 export type ErrorCodeName = keyof typeof ErrorCode;
 
