@@ -17,6 +17,7 @@ import pytest
 from subagentd.schema.codes import Code
 from subagentd.storage.database import SqliteStore
 from subagentd.storage.migrations import migrations
+from subagentd.storage.opening import DatabaseRefusedError
 from tests.host import TIMEOUT, RpcError
 
 PYTHON = sys.executable
@@ -96,8 +97,6 @@ def test_a_newer_migration_is_refused_by_the_store_too(tmp_path):
             (migrations.name, "m998_later", "2030-01-01"),
         )
     conn.close()
-    from subagentd.storage.opening import DatabaseRefusedError
-
     with pytest.raises(DatabaseRefusedError, match="unknown migration m998_later$"):
         SqliteStore(str(db))
 
