@@ -11,10 +11,13 @@ COPY subagentd/ subagentd/
 RUN pip install --no-cache-dir . \
     && rm -rf /src
 
-# A non-root user owns /data, so a fresh named volume mounted there is writable by it.
+# A non-root user owns /data, so a fresh named volume mounted there is writable by it; mode 0700
+# (a new named volume copies the directory's owner and mode) keeps the sessions private, and
+# subagentd creates the database itself 0600 (its -wal and -shm files follow).
 RUN useradd --create-home --uid 10001 --user-group subagentd \
     && mkdir -p /data \
-    && chown subagentd:subagentd /data
+    && chown subagentd:subagentd /data \
+    && chmod 0700 /data
 USER subagentd
 WORKDIR /data
 VOLUME /data

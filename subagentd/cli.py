@@ -323,13 +323,21 @@ def open_default_caller(service, agent_id: str) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
-    """Answer the handshake at once while the dispatcher and the database load (see prelude)."""
-    from subagentd.server.transport import divert_stdout
+    """Open the database, then answer the handshake while the dispatcher loads (see prelude)."""
+    for signum in (signal.SIGTERM, signal.SIGINT):  # until the server's own handlers take over
+        signal.signal(signum, _exit_at_once)
+    from subagentd.server.prelude import divert_stdout  # not transport: that imports anyio
 
     out_fd = divert_stdout()
     configure_logging(args.log_level, args.log_format)
-    for signum in (signal.SIGTERM, signal.SIGINT):  # until the server's own handlers take over
-        signal.signal(signum, _exit_quietly)
+
+    from subagentd.storage.opening import DatabaseRefusedError, open_database
+
+    try:
+        opened = open_database(args.db, durability=args.durability)
+    except DatabaseRefusedError as exc:
+        logging.getLogger("subagentd").error("cannot start: %s", exc)
+        return 1
 
     from subagentd.core.settings import TOOL_NAMES, Settings
     from subagentd.server.envelope import Session
@@ -358,13 +366,16 @@ def serve(args: argparse.Namespace) -> int:
         max_db_bytes=args.max_db_bytes,
     )
     loaded: dict[str, object] = {}
-    loader = threading.Thread(target=_load, args=(args, settings, loaded), daemon=True)
+    loader = threading.Thread(target=_load, args=(opened, args, settings, loaded), daemon=True)
     loader.start()
     started = Started(FrameReader(args.framing, args.max_frame_bytes), Session())
     answer_handshake(0, out_fd, started, settings)
     loader.join()
-    if "error" in loaded:
-        error = loaded["error"]
+    error = loaded.get("error")
+    if isinstance(error, DatabaseRefusedError):  # e.g. a newer subagentd migrated it meanwhile
+        logging.getLogger("subagentd").error("cannot start: %s", error)
+        return 1
+    if error is not None:
         logging.getLogger("subagentd").error(
             "cannot start: %s (database %s)",
             error,
@@ -410,14 +421,14 @@ def serve(args: argparse.Namespace) -> int:
 LOCK_WAIT_MS = 50  # once serving, the longest wait for another process's write lock
 
 
-def _load(args: argparse.Namespace, settings, loaded: dict[str, object]) -> None:
-    """The slow part of start-up: storage, migrations, crash recovery, the dispatcher's imports."""
+def _load(opened, args: argparse.Namespace, settings, loaded: dict[str, object]) -> None:
+    """The slow part of start-up: migrations, crash recovery, the dispatcher's imports."""
     try:
         from subagentd.core.service import Service
         from subagentd.server import connection  # noqa: F401  (imports jsonrpcserver, anyio)
         from subagentd.storage.database import SqliteStore
 
-        store = SqliteStore(args.db, durability=args.durability)
+        store = SqliteStore(opened)
         service = Service(store, emit=lambda method, params: None, timers=None, settings=settings)  # type: ignore[arg-type]
         with service.transaction():
             recovered = service.recover()
@@ -434,5 +445,11 @@ def _load(args: argparse.Namespace, settings, loaded: dict[str, object]) -> None
         loaded["error"] = exc
 
 
-def _exit_quietly(signum: int, frame: object) -> None:
-    raise SystemExit(0)
+def _exit_at_once(signum: int, frame: object) -> None:
+    """SIGTERM/SIGINT before the server is up: nothing was acknowledged that is not committed,
+    so exit 0 now. Not SystemExit: finalizing the interpreter while the loader thread is still
+    importing can crash it (a segfault, seen in 5 of 150 runs)."""
+    logging.getLogger("subagentd").info(
+        "received %s during start-up: exiting", signal.Signals(signum).name
+    )
+    os._exit(0)

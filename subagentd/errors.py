@@ -121,6 +121,12 @@ class LeaseLostError(SubagentdError):
     code = Code.LEASE_LOST
 
 
+class DatabaseLostError(SubagentdError):
+    """The database file was deleted or replaced while subagentd ran; writes are refused."""
+
+    code = Code.DATABASE_LOST
+
+
 class ToolError(SubagentdError):
     """A model-visible tool failure: `message` is the reason text SEMANTICS.md fixes."""
 

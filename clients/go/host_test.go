@@ -428,7 +428,8 @@ func TestErrorCodesMatchTheOpenRPCDocument(t *testing.T) {
 		"DUPLICATE_CHILD": CodeDuplicateChild, "DEPTH_EXCEEDED": CodeDepthExceeded,
 		"IDEMPOTENCY_CONFLICT": CodeIdempotencyConflict, "UNKNOWN_AGENT": CodeUnknownAgent,
 		"INVALID_STATE": CodeInvalidState, "OVERLOADED": CodeOverloaded,
-		"STORAGE_FAILED": CodeStorageFailed, "LEASE_LOST": CodeLeaseLost,
+		"STORAGE_FAILED": CodeStorageFailed, "DATABASE_LOST": CodeDatabaseLost,
+		"LEASE_LOST": CodeLeaseLost,
 	}
 	if len(doc.Components.Errors) != len(ours) {
 		t.Fatalf("the document has %d codes, the client %d", len(doc.Components.Errors), len(ours))

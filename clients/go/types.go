@@ -25,6 +25,7 @@ const (
 	CodeInvalidState               = 1010
 	CodeOverloaded                 = 1011
 	CodeStorageFailed              = 1012
+	CodeDatabaseLost               = 1013
 	CodeLeaseLost                  = 1014
 )
 

@@ -215,6 +215,8 @@ class Engine:
     def heartbeat(self) -> None:
         """Reap what processes that died or stalled past the TTL left (leases are renewed by
         the store: at commit time and by its renewal thread)."""
+        if not self.store.check_file():  # deleted or replaced: every write is refused now
+            return
         self.recover()
 
     def lease_lost(self) -> None:

@@ -49,6 +49,8 @@ class Code(IntEnum):
     STORAGE_FAILED = 1012
     """The database failed a write or a commit (disk full, I/O error); nothing of the request
     was kept and it may be retried (`data.reason`: `full`, `io` or `error`)."""
+    DATABASE_LOST = 1013
+    """The database file was deleted or replaced while subagentd ran; writes are refused."""
     LEASE_LOST = 1014
     """Another process sharing the database took over this one's sessions (it was stalled past
     `--lease-ttl`); its live agents were let go and the request was not applied."""

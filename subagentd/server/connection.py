@@ -19,6 +19,7 @@ from oslash.either import Left
 from subagentd.core.service import Service
 from subagentd.core.settings import Settings
 from subagentd.errors import (
+    DatabaseLostError,
     InvalidParamsError,
     LeaseLostError,
     StorageBusyError,
@@ -265,6 +266,9 @@ class Connection:
             self._lose(exc)
         except LeaseLostError:  # its notices (agent/settled, lease-lost) are sent
             log.warning("another process took over this one's sessions: its agents were let go")
+        except DatabaseLostError as exc:  # expected once the file is gone: one line, no traceback
+            del self.notes[mark:]
+            log.warning("a scheduled task was not done: %s", exc.message)
         except Exception:
             del self.notes[mark:]
             log.exception("unexpected failure in a scheduled task")

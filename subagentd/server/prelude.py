@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import select
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,15 @@ class HandshakeCall:
     session: Session
     settings: Settings
     stateless: bool = False
+
+
+def divert_stdout() -> int:
+    """Keep a private duplicate of fd 1 for protocol frames and point fd 1 (and print) at stderr."""
+    sys.stdout.flush()
+    out_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return out_fd
 
 
 def answer_handshake(in_fd: int, out_fd: int, started: Started, settings: Settings) -> None:

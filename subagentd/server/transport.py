@@ -1,24 +1,14 @@
-"""File descriptors: stdout diverted at start-up, stdin read without a thread hop per line."""
+"""File descriptors: stdin read without a thread hop per line, frames written to stdout."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-import sys
 
 import anyio
 import anyio.lowlevel
 
 CHUNK = 256 * 1024
-
-
-def divert_stdout() -> int:
-    """Keep a private duplicate of fd 1 for protocol frames and point fd 1 (and print) at stderr."""
-    sys.stdout.flush()
-    out_fd = os.dup(1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return out_fd
 
 
 class FdReader:

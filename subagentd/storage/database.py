@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import time
 import weakref
@@ -13,7 +14,7 @@ from typing import get_args
 import msgspec
 from sqlite_utils import Database
 
-from subagentd.errors import LeaseLostError, StorageBusyError, StorageFailedError
+from subagentd.errors import DatabaseLostError, LeaseLostError, StorageBusyError, StorageFailedError
 from subagentd.schema.messages import Mode
 from subagentd.schema.records import (
     EventRecord,
@@ -25,9 +26,17 @@ from subagentd.schema.records import (
 )
 from subagentd.storage.leases import RENEW_EVERY, RENEW_SQL, Holding, Renewer
 from subagentd.storage.migrations import migrations
+from subagentd.storage.opening import (
+    OpenedDatabase,
+    applied_migrations,
+    open_database,
+    refuse_unknown,
+)
 from subagentd.storage.paths import END, child_path, segment
 
 log = logging.getLogger("subagentd")
+
+MIGRATION_WAIT_MS = 60_000  # how long start-up waits for another process's migrations
 
 _SESSION_COLUMNS = (
     "id, parent_id, kind, label, created_at, depth, parked, open_turn_id, last_reason, last_output"
@@ -91,22 +100,25 @@ class SqliteStore:
 
     def __init__(
         self,
-        path: str,
+        source: str | OpenedDatabase,
         *,
         durability: str = "normal",
         busy_timeout_ms: int = 5000,
         clock: Callable[[], float] = time.time,
     ):
-        self.path = path
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self.conn = conn
-        self.db = Database(conn, execute_plugins=False)
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        if path != ":memory:":
-            conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute(f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}")
-        conn.execute("PRAGMA foreign_keys = OFF")
-        self._migrate(busy_timeout_ms / 1000)
+        """`source` is a path (opened and checked here) or a database start-up already opened."""
+        opened = (
+            source
+            if isinstance(source, OpenedDatabase)
+            else open_database(source, durability=durability, busy_timeout_ms=busy_timeout_ms)
+        )
+        self.path = opened.path
+        self.conn = opened.conn
+        self.db = Database(opened.conn, execute_plugins=False)
+        self._identity = opened.identity
+        self.lost: str | None = None  # why writes are refused, once the file is gone
+        if set(migrations.names) - opened.applied:
+            self._migrate()
         self._savepoints = 0
         self._open = False  # a group transaction was begun and not yet committed or rolled back
         self._cause = "error"  # why a group SQLite rolled back by itself was lost
@@ -119,19 +131,51 @@ class SqliteStore:
         self._began = 0.0  # when the open write transaction took the lock
         self._now = clock  # wall-clock seconds, shared by every process on this database
 
-    def _migrate(self, patience: float) -> None:
-        """Apply pending migrations; another process creating the same new file may hold the lock
-        (a deferred transaction that must upgrade its lock fails at once instead of waiting)."""
-        deadline = time.monotonic() + patience
-        while True:
+    def _migrate(self) -> None:
+        """Apply pending migrations under one write lock, as one transaction: processes starting
+        together on a new file take turns, and the later ones find nothing left to do."""
+        conn = self.conn
+        (patience,) = conn.execute("PRAGMA busy_timeout").fetchone()
+        conn.execute(f"PRAGMA busy_timeout = {MIGRATION_WAIT_MS}")  # another's run may be long
+        try:
+            conn.execute("BEGIN IMMEDIATE")
             try:
+                refuse_unknown(self.path, applied_migrations(conn))  # a newer one came first
                 migrations.apply(self.db)
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                self.db.rollback()
-                time.sleep(0.05)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(patience)}")
+
+    def check_file(self) -> bool:
+        """Whether the file at our path is still the one we opened (called with the heartbeat).
+
+        Once it was deleted or replaced, every write is refused (DatabaseLostError): acknowledged
+        writes must not vanish with an unlinked file.
+        """
+        if self._identity is None or self.lost is not None:
+            return self.lost is None
+        try:
+            st = os.stat(self.path)
+            if (st.st_dev, st.st_ino) == self._identity:
+                return True
+            what = "replaced by another file"
+        except OSError:
+            what = "deleted"
+        self.lost = (
+            f"database {self.path} was {what} while subagentd was running;"
+            " writes are refused until subagentd is restarted"
+        )
+        log.error("%s", self.lost)
+        # every write transaction starts in _open_group: this costs nothing until now
+        self._open_group = self._refuse_write
+        return False
+
+    def _refuse_write(self) -> None:
+        raise DatabaseLostError(self.lost or "database lost")
 
     # --- transactions -------------------------------------------------------------------
 

@@ -2,12 +2,52 @@
 
 from __future__ import annotations
 
-from sqlite_utils import Database
-from sqlite_utils.migrations import Migrations
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from subagentd.storage.paths import backfill
 
-migrations = Migrations("subagentd")
+if TYPE_CHECKING:
+    from sqlite_utils import Database
+
+Step = Callable[["Database"], None]
+
+
+class MigrationSet:
+    """The migrations in order, registered like sqlite-utils `Migrations` and applied through one;
+    their names are known without importing sqlite-utils (start-up checks them before the
+    handshake is answered, and sqlite-utils takes ~150 ms to import)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._steps: list[tuple[str, Step]] = []
+
+    def __call__(self, *, name: str | None = None) -> Callable[[Step], Step]:
+        def register(step: Step) -> Step:
+            self._steps.append((name or step.__name__, step))
+            return step
+
+        return register
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _ in self._steps]
+
+    def apply(self, db: Database, *, stop_before: str | None = None) -> None:
+        """Apply the pending ones, each recorded in `_sqlite_migrations` as sqlite-utils does.
+
+        The caller holds the write lock (storage/database.py), so every step runs inside that one
+        transaction: a step that cannot (VACUUM) does not belong here.
+        """
+        from sqlite_utils.migrations import Migrations
+
+        applier = Migrations(self.name)
+        for name, step in self._steps:
+            applier(name=name)(step)
+        applier.apply(db, stop_before=stop_before)
+
+
+migrations = MigrationSet("subagentd")
 
 
 @migrations()

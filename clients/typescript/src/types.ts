@@ -435,6 +435,8 @@ export const ErrorCode = {
    * was kept and it may be retried (`data.reason`: `full`, `io` or `error`).
    */
   STORAGE_FAILED: 1012,
+  /** The database file was deleted or replaced while subagentd ran; writes are refused. */
+  DATABASE_LOST: 1013,
   /**
    * Another process sharing the database took over this one's sessions (it was stalled past
    * `--lease-ttl`); its live agents were let go and the request was not applied.
