@@ -355,15 +355,8 @@ def serve(args: argparse.Namespace) -> int:
         owner_alive=owner_alive,
         lease_ttl=args.lease_ttl,
         tools=TOOL_NAMES if args.tools is None else tuple(filter(None, args.tools.split(","))),
-        max_children=args.max_children,
-        max_live_per_root=args.max_live_per_root,
-        max_live=args.max_live,
-        max_queued=args.max_queued,
-        max_text_bytes=args.max_text_bytes,
-        max_label_bytes=args.max_label_bytes,
-        report_budget=args.report_budget,
         report_window=args.report_window,
-        max_db_bytes=args.max_db_bytes,
+        **{name: getattr(args, name) for name in (o[2:].replace("-", "_") for o, _, _ in QUOTAS)},
     )
     loaded: dict[str, object] = {}
     loader = threading.Thread(target=_load, args=(opened, args, settings, loaded), daemon=True)
