@@ -41,6 +41,18 @@ def refused(host, method, params):
     return caught.value
 
 
+def refused_unless_busy(host, method, params, patience=30.0):
+    """The refusal, once the other process's write lock lets this one decide: a write that meets
+    the lock is answered 1011 busy (PROTOCOL.md section 1) and retried, as a client should."""
+    deadline = time.monotonic() + patience
+    while True:
+        error = refused(host, method, params)
+        busy = error.code == Code.OVERLOADED and (error.data or {}).get("reason") == "busy"
+        if not busy or time.monotonic() > deadline:
+            return error
+        time.sleep(0.05)
+
+
 def query(db, sql, *params):
     """Rows of the shared database, read from the test's own connection."""
     conn = sqlite3.connect(db, timeout=PATIENCE)
@@ -266,7 +278,9 @@ def test_a_process_busy_for_several_ttls_keeps_its_leases_and_reaps_nobody(
 
     def both_still_hold_their_sessions():
         for host, agent_id in ((b.host, "c0"), (b.host, f"k{spawned - 1}"), (a.host, "bchild")):
-            error = refused(host, "agents/followup", {"agent_id": agent_id, "message": "x"})
+            error = refused_unless_busy(
+                host, "agents/followup", {"agent_id": agent_id, "message": "x"}
+            )
             assert (error.code, error.message) == (
                 Code.INVALID_STATE,
                 f'agent "{agent_id}" is live in another subagentd process',
