@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 from collections import deque
+from pathlib import Path
 from typing import Any
 
 TIMEOUT = 30.0  # generous: only a failing test waits this long, and CI machines are loaded
@@ -338,3 +339,26 @@ def rss_kib(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     raise AssertionError("no VmRSS")
+
+
+def run_client_suite(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> str:
+    """Run another language's test command (npm test, go test) to the end; its output, or an
+    AssertionError carrying the output's tail when it fails or runs too long."""
+    what = " ".join([Path(argv[0]).name, *argv[1:]])
+    try:
+        done = subprocess.run(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        output = (exc.stdout or b"").decode(errors="replace")
+        raise AssertionError(f"{what} ran longer than {timeout} s:\n{output[-20000:]}") from None
+    output = done.stdout.decode(errors="replace")
+    assert done.returncode == 0, f"{what} failed (exit {done.returncode}):\n{output[-20000:]}"
+    return output

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.host import run_client_suite
+
 MODULE = Path(__file__).resolve().parent.parent / "clients" / "go"
 TIMEOUT = 600
 
@@ -24,25 +26,7 @@ def run_go(*args: str) -> str:
     # Standard library only: no module proxy, no toolchain download.
     env = {**os.environ, "SUBAGENTD": str(server), "GOPROXY": "off", "GOTOOLCHAIN": "local"}
     env.setdefault("GOCACHE", str(Path.home() / ".cache" / "go-build"))
-    try:
-        done = subprocess.run(
-            [go, *args],
-            cwd=MODULE,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            timeout=TIMEOUT,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        output = (exc.stdout or b"").decode(errors="replace")
-        raise AssertionError(
-            f"go {' '.join(args)} ran longer than {TIMEOUT} s:\n{output}"
-        ) from None
-    output = done.stdout.decode(errors="replace")
-    assert done.returncode == 0, f"go {' '.join(args)} failed (exit {done.returncode}):\n{output}"
-    return output
+    return run_client_suite([go, *args], MODULE, env, TIMEOUT)
 
 
 @pytest.mark.timeout(TIMEOUT + 60)

@@ -71,16 +71,21 @@ def wait_for(condition, what: str, timeout: float = TIMEOUT) -> None:
 # --- refused at start, in one line, before any reply -------------------------------------------
 
 
-def test_a_database_written_by_a_newer_subagentd_is_refused_before_any_reply(tmp_path):
-    db = tmp_path / "newer.db"
-    make_database(db)
+def record_newer_migration(db, name: str) -> None:
+    """Mark `db` as written by a newer subagentd: a migration this build does not know."""
     conn = sqlite3.connect(db)
     with conn:
         conn.execute(
             "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) VALUES (?, ?, ?)",
-            (migrations.name, "m999_from_the_future", "2030-01-01"),
+            (migrations.name, name, "2030-01-01"),
         )
     conn.close()
+
+
+def test_a_database_written_by_a_newer_subagentd_is_refused_before_any_reply(tmp_path):
+    db = tmp_path / "newer.db"
+    make_database(db)
+    record_newer_migration(db, "m999_from_the_future")
     line = refusal(run(db))
     assert line.endswith(
         f"ERROR subagentd: cannot start: database {db} was written by a newer subagentd:"
@@ -91,13 +96,7 @@ def test_a_database_written_by_a_newer_subagentd_is_refused_before_any_reply(tmp
 def test_a_newer_migration_is_refused_by_the_store_too(tmp_path):
     db = tmp_path / "newer.db"
     make_database(db)
-    conn = sqlite3.connect(db)
-    with conn:
-        conn.execute(
-            "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) VALUES (?, ?, ?)",
-            (migrations.name, "m998_later", "2030-01-01"),
-        )
-    conn.close()
+    record_newer_migration(db, "m998_later")
     with pytest.raises(DatabaseRefusedError, match="unknown migration m998_later$"):
         SqliteStore(str(db))
 

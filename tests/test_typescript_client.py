@@ -6,11 +6,12 @@ This test does not skip when node_modules is missing: it fails and says what to 
 
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.host import run_client_suite
 
 PACKAGE = Path(__file__).resolve().parent.parent / "clients" / "typescript"
 TIMEOUT = 600
@@ -24,20 +25,5 @@ def test_typescript_client_npm_test():
         f"{PACKAGE}/node_modules is missing: run `npm ci` in clients/typescript"
     )
     env = {**os.environ, "SUBAGENTD_PYTHON": sys.executable}
-    try:
-        run = subprocess.run(
-            [npm, "test"],
-            cwd=PACKAGE,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            timeout=TIMEOUT,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        output = (exc.stdout or b"").decode(errors="replace")
-        raise AssertionError(f"npm test ran longer than {TIMEOUT} s:\n{output[-20000:]}") from None
-    output = run.stdout.decode(errors="replace")
-    assert run.returncode == 0, f"npm test failed (exit {run.returncode}):\n{output[-20000:]}"
+    output = run_client_suite([npm, "test"], PACKAGE, env, TIMEOUT)
     assert "\nℹ fail 0" in output, output[-20000:]
