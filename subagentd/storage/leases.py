@@ -237,7 +237,9 @@ class Leases:
     def drop_lease(self, session_id: str, owner: str) -> None:
         db = self._db
         db.begin()
-        db.conn.execute("DELETE FROM leases WHERE session_id = ? AND owner = ?", (session_id, owner))
+        db.conn.execute(
+            "DELETE FROM leases WHERE session_id = ? AND owner = ?", (session_id, owner)
+        )
 
     def foreign_leases(self, owner: str, now: float) -> list[tuple[str, str, str]]:
         """(session_id, owner, status) of leases held by other owners, unfenced and unexpired."""

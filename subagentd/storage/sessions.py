@@ -13,7 +13,9 @@ _SESSION_COLUMNS = (
 )
 _SESSIONS_SQL = f"SELECT {_SESSION_COLUMNS} FROM sessions"
 _SESSION_SQL = _SESSIONS_SQL + " WHERE id = ?"
-_INSERT_SQL = f"INSERT INTO sessions ({_SESSION_COLUMNS}, path, mode) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+_INSERT_SQL = (
+    f"INSERT INTO sessions ({_SESSION_COLUMNS}, path, mode) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+)
 
 
 class Sessions:

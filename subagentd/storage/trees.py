@@ -73,6 +73,15 @@ class Trees:
         ranged = self.subtree(root_id, parts)
         return ranged if ranged is not None else self.walk(root_id, parts)
 
+    def children(self, parent_id: str) -> list[str]:
+        """The ids of a session's children in sibling order (first-migration columns only)."""
+        return [
+            row[0]
+            for row in self._db.conn.execute(
+                "SELECT id FROM sessions WHERE parent_id = ? ORDER BY created_at, id", (parent_id,)
+            )
+        ]
+
     def walk(self, root_id: str, parts: dict[str, str]) -> list[TreeRecord]:
         """The subtree by following parent links level by level (cycle-safe, no paths needed)."""
         conn = self._db.conn
