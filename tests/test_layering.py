@@ -84,6 +84,11 @@ def render_may_import(name: str) -> bool:
     return top(name) in STDLIB
 
 
+def terminal_may_import(name: str) -> bool:
+    """Escaping for any command that prints model-written text: the standard library only."""
+    return top(name) in STDLIB
+
+
 def inspect_may_import(name: str) -> bool:
     """`subagentd inspect` reads through storage's queries (storage/reader.py) and classifies
     descriptors as core does; it runs no rule and speaks no JSON-RPC."""
@@ -91,6 +96,7 @@ def inspect_may_import(name: str) -> bool:
         top(name) in STDLIB
         or within(name, "subagentd.storage.reader")
         or within(name, "subagentd.core.descriptors")
+        or within(name, "subagentd.terminal")
     )
 
 
@@ -102,6 +108,7 @@ RULES = {
     "core": (None, ("subagentd.server", "jsonrpcserver", "sqlite_utils", "anyio")),
     "server": (None, ("subagentd.storage", "sqlite_utils")),
     "inspect.py": (inspect_may_import, ()),
+    "terminal.py": (terminal_may_import, ()),
 }
 
 
