@@ -299,3 +299,19 @@ def test_inspect_judges_a_descriptor_as_the_server_does(tmp_path, body, reason):
     done = inspect("--db", path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[2].startswith(f'└─ c1 "x" {reason} descriptor, ')
+
+
+def test_the_reader_cannot_write(hostile_db):
+    """storage/reader.py: the connection is opened read-only and its tables refuse to begin."""
+    from subagentd.storage.reader import ReadOnly, StoreReader
+    from subagentd.storage.sessions import Sessions
+
+    reader = StoreReader(hostile_db)
+    try:
+        assert [s.id for s in sorted(reader.all_sessions(), key=lambda s: s.id)] == ["c1", "root"]
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            reader.conn.execute("UPDATE sessions SET label = 'x'")
+        with pytest.raises(sqlite3.OperationalError, match="read-only"):
+            Sessions(ReadOnly(reader.conn)).set_open_turn("c1", "t")
+    finally:
+        reader.close()
