@@ -1,8 +1,8 @@
 """`subagentd inspect`: a read-only look into a database, for humans (or JSON for scripts).
 
-It reads the SQLite file directly and never writes: one query per table, the tree is built in
-Python, and corrupt rows (bad descriptors, parent cycles, unreadable event data) are shown as
-such instead of stopping the listing.
+It reads through storage's own queries over a read-only connection (storage/reader.py) and never
+writes: one query per table, the tree is built in Python, and corrupt rows (bad descriptors, parent
+cycles, unreadable event data) are shown as such instead of stopping the listing.
 """
 
 from __future__ import annotations
@@ -13,13 +13,12 @@ import sqlite3
 import sys
 from dataclasses import dataclass, fields
 from typing import Any
-from urllib.parse import quote
+
+from subagentd.core.descriptors import DescriptorProblem, parse_descriptor
+from subagentd.storage.reader import StoreReader, UnreadableDatabaseError
+from subagentd.terminal import json_text, printable
 
 DRAWN_LEVELS = 40  # deeper prefixes are cut to their last levels, so corrupt chains stay cheap
-
-
-class InspectError(Exception):
-    """The database cannot be read as a subagentd database."""
 
 
 @dataclass(slots=True)
@@ -44,83 +43,41 @@ FIELDS = tuple(f.name for f in fields(Session))
 HEADER_FIELDS = tuple(name for name in FIELDS if name not in ("depth", "cycle"))
 
 
-def connect(path: str) -> sqlite3.Connection:
-    if not os.path.isfile(path):
-        raise InspectError(f"no database file at {path}")
-    uri = f"file:{quote(os.path.abspath(path))}?mode=ro"
-    try:
-        return _probe(sqlite3.connect(uri, uri=True))
-    except sqlite3.OperationalError:
-        # a WAL database in a directory we cannot write (no -shm can be made): read it as a file
-        pass
-    except sqlite3.DatabaseError as exc:
-        raise InspectError(f"{path} is not a subagentd database ({exc})") from None
-    try:
-        return _probe(sqlite3.connect(uri + "&immutable=1", uri=True))
-    except sqlite3.DatabaseError as exc:
-        raise InspectError(f"{path} is not a subagentd database ({exc})") from None
-
-
-def _probe(conn: sqlite3.Connection) -> sqlite3.Connection:
-    try:
-        conn.execute("SELECT 1 FROM sessions LIMIT 1").fetchall()
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
 def kind_of(session_kind: str, body: str | bytes | None) -> str:
-    """ordinary / continuable / one-shot, or what is wrong with a subagent's descriptor."""
+    """ordinary / continuable / one-shot, or what is wrong with a subagent's descriptor (as the
+    server finds it: core/descriptors.py)."""
     if session_kind != "subagent":
         return session_kind
     try:
-        descriptor = json.loads(body) if body is not None else None
-    except (ValueError, TypeError):
-        return "corrupt descriptor"
-    if not isinstance(descriptor, dict):
-        return "corrupt descriptor"
-    if descriptor.get("version") != 1:
-        return "unsupported descriptor"
-    mode = descriptor.get("mode")
-    return mode if mode in ("continuable", "one-shot") else "corrupt descriptor"
+        return parse_descriptor(body).mode
+    except DescriptorProblem as problem:
+        return f"{problem.reason} descriptor"
 
 
-def load(conn: sqlite3.Connection, only: str | None = None) -> dict[str, Session]:
+def load(reader: StoreReader, only: str | None = None) -> dict[str, Session]:
     """Every session (or only one) with its kind, status and inbox counts: one query per table."""
-    where, args = ("", ()) if only is None else (" AND {} = ?", (only,))
-    bodies = dict(
-        conn.execute(
-            "SELECT session_id, body FROM descriptors WHERE 1" + where.format("session_id"), args
-        )
-    )
-    counts = {
-        row[0]: (int(row[1]), int(row[2]))
-        for row in conn.execute(
-            "SELECT session_id, sum(state = 'queued'), sum(state = 'parked') FROM inbox"
-            " WHERE state IN ('queued', 'parked')"
-            + where.format("session_id")
-            + " GROUP BY session_id",
-            args,
-        )
-    }
+    if only is None:
+        records = reader.all_sessions()
+        bodies = reader.all_descriptors()
+        counts = reader.all_inbox_counts()
+    else:
+        record = reader.get_session(only)
+        records = [record] if record is not None else []
+        bodies = {only: reader.get_descriptor(only)}
+        counts = {only: reader.inbox_counts(only)}
     sessions: dict[str, Session] = {}
-    for sid, parent, kind, label, created, open_turn, last in conn.execute(
-        "SELECT id, parent_id, kind, label, created_at, open_turn_id, last_reason FROM sessions"
-        " WHERE 1" + where.format("id"),
-        args,
-    ):
-        queued, parked = counts.get(sid, (0, 0))
-        sessions[sid] = Session(
-            id=sid,
-            parent_id=parent,
-            label=label,
-            kind=kind_of(kind, bodies.get(sid)),
-            status="open turn" if open_turn else "ready",
+    for r in records:
+        queued, parked = counts.get(r.id, (0, 0))
+        sessions[r.id] = Session(
+            id=r.id,
+            parent_id=r.parent_id,
+            label=r.label,
+            kind=kind_of(r.kind, bodies.get(r.id)),
+            status="open turn" if r.open_turn_id else "ready",
             queued=queued,
             parked=parked,
-            last_reason=last,
-            created_at=created or "",
+            last_reason=r.last_reason,
+            created_at=r.created_at or "",
         )
     return sessions
 
@@ -169,7 +126,7 @@ def forest(sessions: dict[str, Session]) -> list[tuple[Session, tuple[Any, ...] 
 def prefix(chain: tuple[Any, ...] | None, last: bool, depth: int) -> str:
     if depth == 0:
         return ""
-    parts = []
+    parts: list[str] = []
     while chain is not None and len(parts) < DRAWN_LEVELS:
         parts.append(chain[0])
         chain = chain[1]
@@ -239,60 +196,27 @@ def summarize(event_type: str, data: Any) -> str:
     return short(json.dumps(data, ensure_ascii=False))
 
 
-def transcript(conn: sqlite3.Connection, agent_id: str) -> list[dict[str, Any]]:
+def transcript(reader: StoreReader, agent_id: str) -> list[dict[str, Any]]:
     events = []
-    for seq, turn_id, event_type, raw, at in conn.execute(
-        "SELECT seq, turn_id, type, data, at FROM events WHERE session_id = ? ORDER BY seq",
-        (agent_id,),
-    ):
+    for event in reader.transcript(agent_id):
+        raw = event.data
         try:
             data, summary = json.loads(raw) if raw is not None else None, None
         except (ValueError, TypeError):
             data, summary = raw, "(unreadable data)"
         if summary is None:
-            summary = summarize(event_type, data)
+            summary = summarize(event.type, data)
         events.append(
             {
-                "seq": seq,
-                "at": at,
-                "type": event_type,
-                "turn_id": turn_id,
+                "seq": event.seq,
+                "at": event.at,
+                "type": event.type,
+                "turn_id": event.turn_id,
                 "data": data,
                 "summary": summary,
             }
         )
     return events
-
-
-def printable(line: str) -> str:
-    """One output line with every control, format (bidi, zero-width) or separator character
-    escaped: ids, labels and transcripts are written by models, and a terminal obeys escape
-    sequences (window title, clipboard, clear screen); a pipe often ends in one too."""
-    if line.isprintable():
-        return line
-    return "".join(c if c.isprintable() else _escape(c) for c in line)
-
-
-def _escape(char: str) -> str:
-    code = ord(char)
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-
-
-def json_text(value: Any) -> str:
-    """JSON with every non-printable character as a \\u escape (same data, safe to display)."""
-    text = json.dumps(value, ensure_ascii=False)
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else _json_escape(ord(c)) for c in text)
-
-
-def _json_escape(code: int) -> str:
-    if code < 0x10000:
-        return f"\\u{code:04x}"
-    code -= 0x10000
-    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def write_lines(lines: list[str]) -> None:
@@ -312,22 +236,20 @@ def show_forest(path: str, sessions: dict[str, Session], as_json: bool) -> None:
     write_lines(lines)
 
 
-def show_agent(conn: sqlite3.Connection, session: Session, as_json: bool) -> None:
-    events = transcript(conn, session.id)
+def show_agent(reader: StoreReader, session: Session, as_json: bool) -> None:
+    events = transcript(reader, session.id)
     if as_json:
         header = session.as_dict(*HEADER_FIELDS)
         sys.stdout.write(json_text({"agent": header, "events": events}) + "\n")
         return
     parent = session.parent_id or "—"
-    kids = conn.execute(
-        "SELECT id FROM sessions WHERE parent_id = ? ORDER BY created_at, id", (session.id,)
-    ).fetchall()
+    kids = reader.children(session.id)
     lines = [
         describe(session),
         f"parent {parent}, created {session.created_at}, {len(events)} event(s)",
     ]
     if kids:
-        lines.append("children " + ", ".join(k[0] for k in kids))
+        lines.append("children " + ", ".join(kids))
     for e in events:
         at = str(e["at"]).replace("T", " ")[:23]
         lines.append(f"{e['seq']:>6}  {at}  {e['type']:<11} {e['summary']}")
@@ -338,12 +260,12 @@ def run(path: str, agent_id: str | None, as_json: bool = False) -> int:
     if hasattr(sys.stdout, "reconfigure"):  # labels and tree lines on a non-UTF-8 terminal
         sys.stdout.reconfigure(errors="replace")
     try:
-        conn = connect(path)
-    except InspectError as exc:
+        reader = StoreReader(path)
+    except UnreadableDatabaseError as exc:
         print(f"subagentd inspect: {exc}", file=sys.stderr)
         return 2
     try:
-        sessions = load(conn, agent_id)
+        sessions = load(reader, agent_id)
         if agent_id is None:
             show_forest(path, sessions, as_json)
             return 0
@@ -351,7 +273,7 @@ def run(path: str, agent_id: str | None, as_json: bool = False) -> int:
         if session is None:
             print(f"subagentd inspect: no agent {agent_id!r} in {path}", file=sys.stderr)
             return 1
-        show_agent(conn, session, as_json)
+        show_agent(reader, session, as_json)
         return 0
     except sqlite3.DatabaseError as exc:
         print(f"subagentd inspect: cannot read {path}: {exc}", file=sys.stderr)
@@ -360,4 +282,4 @@ def run(path: str, agent_id: str | None, as_json: bool = False) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     finally:
-        conn.close()
+        reader.close()

@@ -222,3 +222,96 @@ def test_inspect_json_escapes_are_lossless(hostile_db):
     agent = json.loads(done.stdout)
     report = next(e for e in agent["events"] if e["type"] == "report")
     assert report["data"]["output"] == HOSTILE
+
+
+def test_inspect_reads_a_database_an_older_subagentd_left_unmigrated(tmp_path):
+    """Only the first migration's tables and columns are read: nothing is migrated, nothing written."""
+    from sqlite_utils import Database
+
+    from subagentd.storage.migrations import migrations
+
+    path = str(tmp_path / "old.db")
+    conn = sqlite3.connect(path, isolation_level=None)
+    migrations.apply(Database(conn), stop_before="m002_leases")
+    conn.executemany(
+        "INSERT INTO sessions (id, parent_id, kind, label, created_at, depth, open_turn_id)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [
+            ("root", None, "ordinary", None, "2026-01-01T00:00:00.000Z", 0, None),
+            ("c1", "root", "subagent", "old", "2026-01-01T00:00:01.000Z", 1, "t1"),
+        ],
+    )
+    conn.execute(
+        "INSERT INTO descriptors (session_id, body) VALUES"
+        ' (\'c1\', \'{"version": 1, "mode": "one-shot", "label": "old"}\')'
+    )
+    conn.execute(
+        "INSERT INTO inbox (message_id, session_id, content, source, state, created_at)"
+        " VALUES ('m1', 'c1', '[]', '{}', 'queued', '2026-01-01T00:00:02.000Z')"
+    )
+    conn.execute(
+        "INSERT INTO events (session_id, turn_id, type, data, at) VALUES"
+        " ('c1', 't1', 'turn_start', '{\"turn_id\": \"t1\", \"message_ids\": [\"m1\"]}',"
+        " '2026-01-01T00:00:03.000Z')"
+    )
+    conn.close()
+    before = (tmp_path / "old.db").read_bytes()
+
+    done = inspect("--db", path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1:] == [
+        "root ordinary, ready, queued 0, parked 0, last —",
+        '└─ c1 "old" one-shot, open turn, queued 1, parked 0, last —',
+    ]
+    agent = inspect("--db", path, "root").stdout.splitlines()
+    assert agent[2] == "children c1"
+    leaf = inspect("--db", path, "c1").stdout.splitlines()
+    assert leaf[-1].split()[3:] == ["turn_start", "turn", "t1", "with", "1", "message(s)"]
+    assert (tmp_path / "old.db").read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ('{"version": 1, "mode": "continuable"}', "corrupt"),  # no label
+        ('{"version": true, "mode": "continuable", "label": "x"}', "corrupt"),
+        ('{"version": 2, "mode": "continuable", "label": "x"}', "unsupported"),
+        ("[1]", "corrupt"),
+        (None, "corrupt"),
+    ],
+)
+def test_inspect_judges_a_descriptor_as_the_server_does(tmp_path, body, reason):
+    """One reading of descriptors (core/descriptors.py): what the server lists as a diagnostic,
+    inspect shows with the same reason."""
+    from subagentd.storage.database import SqliteStore
+    from tests.core_host import CoreHost
+
+    path = str(tmp_path / "d.db")
+    core = CoreHost(SqliteStore(path))
+    core.open("root")
+    core.spawn("root", "c1", label="x")
+    if body is None:
+        core.store.conn.execute("DELETE FROM descriptors WHERE session_id = 'c1'")
+    else:
+        core.store.conn.execute("UPDATE descriptors SET body = ? WHERE session_id = 'c1'", (body,))
+    assert core.list("root").text == f"c1 [diagnostic: {reason}]"
+    core.store.close()
+    done = inspect("--db", path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[2].startswith(f'└─ c1 "x" {reason} descriptor, ')
+
+
+def test_the_reader_cannot_write(hostile_db):
+    """storage/reader.py: the connection is opened read-only and its tables refuse to begin."""
+    from subagentd.storage.reader import ReadOnly, StoreReader
+    from subagentd.storage.sessions import Sessions
+
+    reader = StoreReader(hostile_db)
+    try:
+        assert [s.id for s in sorted(reader.all_sessions(), key=lambda s: s.id)] == ["c1", "root"]
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            reader.conn.execute("UPDATE sessions SET label = 'x'")
+        with pytest.raises(sqlite3.OperationalError, match="read-only"):
+            Sessions(ReadOnly(reader.conn)).set_open_turn("c1", "t")
+    finally:
+        reader.close()

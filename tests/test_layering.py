@@ -84,6 +84,22 @@ def render_may_import(name: str) -> bool:
     return top(name) in STDLIB
 
 
+def terminal_may_import(name: str) -> bool:
+    """Escaping for any command that prints model-written text: the standard library only."""
+    return top(name) in STDLIB
+
+
+def inspect_may_import(name: str) -> bool:
+    """`subagentd inspect` reads through storage's queries (storage/reader.py) and classifies
+    descriptors as core does; it runs no rule and speaks no JSON-RPC."""
+    return (
+        top(name) in STDLIB
+        or within(name, "subagentd.storage.reader")
+        or within(name, "subagentd.core.descriptors")
+        or within(name, "subagentd.terminal")
+    )
+
+
 RULES = {
     "schema": (schema_may_import, ()),
     "errors.py": (errors_may_import, ()),
@@ -91,6 +107,8 @@ RULES = {
     "storage": (None, ("subagentd.core", "subagentd.server", "jsonrpcserver")),
     "core": (None, ("subagentd.server", "jsonrpcserver", "sqlite_utils", "anyio")),
     "server": (None, ("subagentd.storage", "sqlite_utils")),
+    "inspect.py": (inspect_may_import, ()),
+    "terminal.py": (terminal_may_import, ()),
 }
 
 
@@ -122,3 +140,17 @@ def test_the_checker_sees_a_forbidden_import(tmp_path, monkeypatch):
         "subagentd.core.bad imports subagentd.server",
         "subagentd.core.bad imports subagentd.server.connection",
     ]
+
+
+def test_inspect_holds_no_sql():
+    """inspect reads through storage's queries (storage/reader.py): no statement of its own."""
+    tree = ast.parse((PACKAGE / "inspect.py").read_text())
+    verbs = ("SELECT", "INSERT", "UPDATE", "DELETE", "PRAGMA", "WITH")
+    statements = [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value.lstrip().startswith(tuple(verb + " " for verb in verbs))
+    ]
+    assert statements == []

@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 from sqlite_utils import Database
 
 from subagentd.schema.records import SessionRecord
-from subagentd.storage.database import _WITH_BODY, SqliteStore
+from subagentd.storage.database import SqliteStore
 from subagentd.storage.migrations import migrations
 from subagentd.storage.paths import backfill, child_path, segment
+from subagentd.storage.trees import WITH_BODY, Trees
 from tests.core_host import CoreHost
 
 
@@ -82,9 +83,10 @@ def test_the_range_scan_the_level_walk_and_the_rule_agree(rows, pick):
     store = SqliteStore(":memory:")
     insert(store, rows)
     root = rows[pick % len(rows)][0]
-    ranged = store._subtree(root, _WITH_BODY)
+    trees = Trees(store.group)
+    ranged = trees.subtree(root, WITH_BODY)
     assert ranged is not None  # every session written by this version has a path
-    walked = store._walk(root, _WITH_BODY)
+    walked = trees.walk(root, WITH_BODY)
     assert ranged == walked
     assert [(r.id, r.depth) for r in ranged] == expected_walk(rows, root)
     assert all(r.descriptor is not None for r in ranged)
@@ -99,7 +101,7 @@ def test_a_session_written_without_a_path_sends_listings_back_to_the_walk():
         " VALUES ('c0', 'root', 'subagent', 'c0', ?, 1)",
         (STAMPS[0],),
     )
-    assert store._subtree("root", _WITH_BODY) is None
+    assert Trees(store.group).subtree("root", WITH_BODY) is None
     assert [r.id for r in store.tree("root", True)] == ["c0", "c1"]
     store.close()
 

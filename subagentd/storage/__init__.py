@@ -1,1 +1,1 @@
-"""SQLite persistence through sqlite-utils: migrations, sessions, descriptors, events, inboxes, keys."""
+"""SQLite persistence: one connection with group commit, an object per table, sqlite-utils migrations."""

@@ -1,4 +1,5 @@
-"""Lease owners: one id and one `owners` row per process, kept renewed by a thread of its own."""
+"""Leases: one owner id and `owners` row per process, kept renewed by a thread of its own, and
+the `leases` rows saying which owner holds each live session."""
 
 from __future__ import annotations
 
@@ -10,6 +11,14 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from subagentd.schema.records import LiveRecord
+
+if TYPE_CHECKING:
+    from subagentd.storage.transactions import Connected
 
 log = logging.getLogger("subagentd")
 
@@ -97,3 +106,147 @@ class Renewer(threading.Thread):
             return
         if holding.owner == owner:
             holding.expires = expires if held else 0.0
+
+
+# Open turns of sessions no valid owner holds: no lease, or one whose owner is fenced, gone or
+# expired by the transaction's clock (this process's own leases always count as held).
+_ORPHANED_SQL = """
+SELECT s.id, s.open_turn_id FROM sessions s
+WHERE s.open_turn_id IS NOT NULL AND NOT EXISTS (
+    SELECT 1 FROM leases l JOIN owners o ON o.owner = l.owner
+    WHERE l.session_id = s.id AND o.fenced = 0 AND (o.owner = :me OR o.expires_at > :clock)
+)
+"""
+
+
+class Leases:
+    """The `owners` and `leases` tables (this process's own row is kept by GroupCommit.hold)."""
+
+    def __init__(self, db: Connected) -> None:
+        self._db = db
+
+    def owners(self) -> list[tuple[str, float, int]]:
+        """(owner, expires_at, fenced) of every process registered on this database."""
+        return self._db.conn.execute("SELECT owner, expires_at, fenced FROM owners").fetchall()
+
+    def owner_state(self, owner: str) -> tuple[float, int] | None:
+        """(expires_at, fenced) of one owner, None when it has no row (gone, or older)."""
+        row: tuple[float, int] | None = self._db.conn.execute(
+            "SELECT expires_at, fenced FROM owners WHERE owner = ?", (owner,)
+        ).fetchone()
+        return row
+
+    def fence(self, owner: str, expired_by: float | None) -> bool:
+        """Take an owner's leases away: its row is marked fenced and its leases deleted, in the
+        caller's write transaction. With `expired_by`, only if its row (re-read here, under the
+        lock) expired by then; returns whether the owner is fenced now."""
+        db = self._db
+        db.begin()
+        db.conn.execute(
+            "UPDATE owners SET fenced = 1 WHERE owner = ? AND fenced = 0"
+            " AND (? IS NULL OR expires_at <= ?)",
+            (owner, expired_by, expired_by),
+        )
+        state = self.owner_state(owner)
+        if state is not None and not state[1]:
+            return False
+        db.conn.execute("DELETE FROM leases WHERE owner = ?", (owner,))
+        return True
+
+    def prune_owners(self, before: float) -> None:
+        """Forget fenced owners whose rows expired before `before`."""
+        db = self._db
+        if db.conn.execute(
+            "SELECT 1 FROM owners WHERE fenced = 1 AND expires_at < ? LIMIT 1", (before,)
+        ).fetchone():
+            db.begin()
+            db.conn.execute("DELETE FROM owners WHERE fenced = 1 AND expires_at < ?", (before,))
+
+    def orphaned_turns(self, owner: str, clock: float) -> list[tuple[str, str]]:
+        """(session_id, turn_id) of open turns that no valid owner holds (crash recovery)."""
+        return self._db.conn.execute(_ORPHANED_SQL, {"me": owner, "clock": clock}).fetchall()
+
+    def get_lease(self, session_id: str) -> tuple[str, str, float] | None:
+        """(owner, status, expires_at) of the session's lease row, if any (its owner's row
+        says whether it is valid)."""
+        row: tuple[str, str, float] | None = self._db.conn.execute(
+            "SELECT owner, status, expires_at FROM leases WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        return row
+
+    def put_lease(
+        self,
+        session_id: str,
+        owner: str,
+        status: str,
+        expires_at: float,
+        *,
+        activation_id: str | None = None,
+        ancestry: str | None = None,
+        kind: str | None = None,
+        resume: bool = False,
+    ) -> None:
+        """Take the session's lease, with what its new activation is (see live_agents)."""
+        db = self._db
+        db.begin()
+        db.conn.execute(
+            "INSERT INTO leases (session_id, owner, status, expires_at, activation_id, ancestry,"
+            " kind, interrupted, disposing, resume) VALUES (?,?,?,?,?,?,?,0,0,?)"
+            " ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner,"
+            " status = excluded.status, expires_at = excluded.expires_at,"
+            " activation_id = excluded.activation_id, ancestry = excluded.ancestry,"
+            " kind = excluded.kind, interrupted = 0, disposing = 0, resume = excluded.resume",
+            (session_id, owner, status, expires_at, activation_id, ancestry, kind, int(resume)),
+        )
+
+    def set_lease_status(
+        self,
+        session_id: str,
+        owner: str,
+        status: str,
+        *,
+        interrupted: bool = False,
+        disposing: bool = False,
+        resume: bool = False,
+    ) -> None:
+        """The live agent's status and flags (its open turn interrupted, disposing, resume)."""
+        db = self._db
+        db.begin()
+        db.conn.execute(
+            "UPDATE leases SET status = ?, interrupted = ?, disposing = ?, resume = ?"
+            " WHERE session_id = ? AND owner = ?",
+            (status, int(interrupted), int(disposing), int(resume), session_id, owner),
+        )
+
+    def live_agents(self, owner: str) -> list[LiveRecord]:
+        """Every agent `owner` holds live, as storage has it (registry rebuild)."""
+        return msgspec.convert(
+            self._db.conn.execute(
+                "SELECT l.session_id, s.parent_id, l.kind, s.depth, l.activation_id, l.ancestry,"
+                " s.open_turn_id, l.interrupted, s.parked, l.disposing, l.resume, s.last_reason,"
+                " s.last_output, (SELECT count(*) FROM inbox i WHERE i.session_id = l.session_id"
+                " AND i.state IN ('queued', 'parked'))"
+                " FROM leases l JOIN sessions s ON s.id = l.session_id"
+                " WHERE l.owner = ? AND l.activation_id IS NOT NULL",
+                (owner,),
+            ).fetchall(),
+            list[LiveRecord],
+            strict=False,
+        )
+
+    def drop_lease(self, session_id: str, owner: str) -> None:
+        db = self._db
+        db.begin()
+        db.conn.execute(
+            "DELETE FROM leases WHERE session_id = ? AND owner = ?", (session_id, owner)
+        )
+
+    def foreign_leases(self, owner: str, now: float) -> list[tuple[str, str, str]]:
+        """(session_id, owner, status) of leases held by other owners, unfenced and unexpired."""
+        return self._db.conn.execute(
+            # from the few owner rows to their leases (leases_by_owner): this process's own
+            # leases, usually nearly all of them, are never read
+            "SELECT l.session_id, l.owner, l.status FROM owners o CROSS JOIN leases l"
+            " ON l.owner = o.owner WHERE o.owner != ? AND o.fenced = 0 AND o.expires_at > ?",
+            (owner, now),
+        ).fetchall()

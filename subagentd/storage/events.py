@@ -1,0 +1,60 @@
+"""Each session's transcript: events appended in `seq` order, read back a page at a time."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from subagentd.schema.records import EventRecord
+from subagentd.storage.transactions import Connected
+
+_EVENTS_SQL = (
+    "SELECT seq, turn_id, type, data, at FROM events WHERE session_id = ? AND seq > ?"
+    " ORDER BY seq LIMIT ?"
+)
+
+
+class Events:
+    """The `events` table."""
+
+    def __init__(self, db: Connected) -> None:
+        self._db = db
+
+    def append_events(
+        self,
+        session_id: str,
+        turn_id: str | None,
+        events: Sequence[tuple[str, str | None]],
+        at: str,
+    ) -> int:
+        db = self._db
+        db.begin()
+        cursor = db.conn.cursor()
+        seq = 0
+        for event_type, data in events:
+            cursor.execute(
+                "INSERT INTO events (session_id, turn_id, type, data, at) VALUES (?,?,?,?,?)",
+                (session_id, turn_id, event_type, data, at),
+            )
+            seq = cursor.lastrowid or seq
+        return seq
+
+    def read_events(
+        self, session_id: str, after: int, limit: int, max_bytes: int
+    ) -> tuple[list[EventRecord], bool]:
+        """Up to `limit` events after `after`, stopping before their data passes `max_bytes` (the
+        first always fits); and whether a limit stopped the page (more may follow)."""
+        events: list[EventRecord] = []
+        size = 0
+        for r in self._db.conn.execute(_EVENTS_SQL, (session_id, after, limit)):
+            size += len(r[3] or "")
+            if events and size > max_bytes:
+                return events, True
+            events.append(EventRecord(seq=r[0], turn_id=r[1], type=r[2], data=r[3], at=r[4]))
+        return events, len(events) == limit
+
+    def transcript(self, session_id: str) -> list[EventRecord]:
+        """Every event of a session in order (`subagentd inspect`)."""
+        return [
+            EventRecord(seq=r[0], turn_id=r[1], type=r[2], data=r[3], at=r[4])
+            for r in self._db.conn.execute(_EVENTS_SQL, (session_id, 0, -1))
+        ]

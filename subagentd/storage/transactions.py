@@ -1,0 +1,292 @@
+"""The one connection's write transactions: group commit, request savepoints, lock waits, fencing.
+
+Every table (storage/sessions.py, inbox.py, events.py, leases.py, idempotency.py) writes through
+`begin()` and reads `conn` here at each call, so a test may swap the connection for a faulty one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Protocol
+
+from subagentd.errors import DatabaseLostError, LeaseLostError, StorageBusyError, StorageFailedError
+from subagentd.storage.leases import RENEW_EVERY, RENEW_SQL, Holding, Renewer
+from subagentd.storage.opening import OpenedDatabase
+
+log = logging.getLogger("subagentd")
+
+# A group that held the write lock this long gives the other owners' leases that time back:
+# they could not renew while it held the lock (storage/leases.py).
+LONG_HOLD = 0.01
+_LOST = (
+    "this subagentd process lost its leases to another process sharing the database (it was"
+    " stalled longer than --lease-ttl); its live agents were let go and the request was not applied"
+)
+
+
+class Connected(Protocol):
+    """What a table needs of the database: the connection, and a write transaction on demand."""
+
+    conn: sqlite3.Connection
+
+    def begin(self) -> None: ...
+
+
+class GroupCommit:
+    """One connection whose writes gather into one transaction until `commit` (group commit)."""
+
+    def __init__(
+        self, opened: OpenedDatabase, busy_timeout_ms: int, clock: Callable[[], float]
+    ) -> None:
+        self.path = opened.path
+        self.conn = opened.conn
+        self._identity = opened.identity
+        self.lost: str | None = None  # why writes are refused, once the file is gone
+        self._savepoints = 0
+        self._open = False  # a group transaction was begun and not yet committed or rolled back
+        self._cause = "error"  # why a group SQLite rolled back by itself was lost
+        self._busy = False  # the last BEGIN was refused because another process held the lock
+        self._lock_wait_ms = int(busy_timeout_ms)
+        self._busy_timeout_ms = int(busy_timeout_ms)  # the renewal thread's wait
+        self._holding: Holding | None = None  # this process's owner row (hold)
+        self._on_lost: Callable[[], None] = lambda: None
+        self._renewer: Renewer | None = None
+        self._began = 0.0  # when the open write transaction took the lock
+        self._now = clock  # wall-clock seconds, shared by every process on this database
+
+    def check_file(self) -> bool:
+        """Whether the file at our path is still the one we opened (called with the heartbeat).
+
+        Once it was deleted or replaced, every write is refused (DatabaseLostError): acknowledged
+        writes must not vanish with an unlinked file.
+        """
+        if self._identity is None or self.lost is not None:
+            return self.lost is None
+        try:
+            st = os.stat(self.path)
+            if (st.st_dev, st.st_ino) == self._identity:
+                return True
+            what = "replaced by another file"
+        except OSError:
+            what = "deleted"
+        self.lost = (
+            f"database {self.path} was {what} while subagentd was running;"
+            " writes are refused until subagentd is restarted"
+        )
+        log.error("%s", self.lost)
+        # every write transaction starts in _open_group: this costs nothing until now
+        self._open_group = self._refuse_write  # type: ignore[method-assign]
+        return False
+
+    def _refuse_write(self) -> None:
+        raise DatabaseLostError(self.lost or "database lost")
+
+    @property
+    def dirty(self) -> bool:
+        """True while writes are waiting for the next commit."""
+        return self.conn.in_transaction
+
+    def limit_lock_wait(self, milliseconds: int) -> None:
+        """From now on wait at most this long for another process's write lock (the event loop
+        must not stall); start-up keeps the constructor's longer `busy_timeout_ms`."""
+        self._lock_wait_ms = int(milliseconds)
+        self.conn.execute(f"PRAGMA busy_timeout = {self._lock_wait_ms}")
+
+    def begin(self) -> None:
+        """Join the open group transaction, or open one for the first writer since the commit."""
+        if not self.conn.in_transaction:
+            self._open_group()
+
+    def _open_group(self) -> None:
+        """BEGIN IMMEDIATE for the first writer since the last commit.
+
+        Refused with StorageFailedError when the previous group was rolled back behind our back
+        (a failed statement) and nobody has taken notice yet; with StorageBusyError when another
+        process holds the write lock past the wait: after such a refusal the next attempts do not
+        wait at all until one succeeds, so a burst of writes stalls the loop at most once.
+        """
+        if self._open:
+            raise StorageFailedError(self._cause)
+        try:
+            if self._busy:
+                self.conn.execute("PRAGMA busy_timeout = 0")
+                try:
+                    self.conn.execute("BEGIN IMMEDIATE")
+                finally:
+                    self.conn.execute(f"PRAGMA busy_timeout = {self._lock_wait_ms}")
+            else:
+                self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            if _code(exc) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                self._busy = True
+                raise StorageBusyError() from None
+            raise StorageFailedError(_cause(exc)) from exc
+        self._busy = False
+        self._open = True
+        self._cause = "error"
+        # fencing: unless this process's lease is known to be valid still, its owner row is read
+        # under the lock; fenced or gone, nothing more is written
+        self._began = began = self._now()
+        holding = self._holding
+        if holding is not None and holding.expires <= began:
+            row = self.conn.execute(
+                "SELECT fenced FROM owners WHERE owner = ?", (holding.owner,)
+            ).fetchone()
+            if row is None or row[0]:
+                self.rollback()
+                self._on_lost()
+                raise LeaseLostError(_LOST)
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """One request's writes: all or nothing, inside the shared group-commit transaction.
+
+        A storage error (any sqlite3.Error) inside abandons the whole group, not only this
+        request: SQLite may already have rolled all of it back (SQLITE_FULL, SQLITE_IOERR), and
+        the caller rebuilds its memory from what is committed. It surfaces as StorageFailedError.
+        """
+        if not self.conn.in_transaction:  # first writer since the last commit: no savepoint needed
+            self._open_group()
+            try:
+                yield
+            except sqlite3.Error as exc:
+                raise self._abandon(exc) from exc
+            except BaseException:
+                self.rollback()
+                raise
+            return
+        self._savepoints += 1
+        name = f"r{self._savepoints}"
+        try:
+            self.conn.execute(f"SAVEPOINT {name}")
+            try:
+                yield
+            except sqlite3.Error:
+                raise
+            except BaseException:
+                if self.conn.in_transaction:
+                    self.conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
+                    self.conn.execute(f"RELEASE SAVEPOINT {name}")
+                raise
+            else:
+                self.conn.execute(f"RELEASE SAVEPOINT {name}")
+        except sqlite3.Error as exc:
+            raise self._abandon(exc) from exc
+        finally:
+            self._savepoints -= 1
+
+    def _abandon(self, exc: sqlite3.Error) -> StorageFailedError:
+        """Roll the whole group back after a storage error; the error to raise instead."""
+        self.rollback()
+        return StorageFailedError(_cause(exc))
+
+    def commit(self) -> None:
+        """Make every write so far durable (one group commit), renewing this process's lease
+        first when a third of it is spent or the group held the lock long (see _renew);
+        StorageFailedError when that fails or the group was already rolled back by a failed
+        statement (then nothing of it was kept)."""
+        if self.conn.in_transaction:
+            holding = self._holding
+            renew = False
+            try:
+                if holding is not None:
+                    now = self._now()
+                    held = now - self._began
+                    renew = (
+                        holding.expires - now < holding.ttl * (1 - RENEW_EVERY) or held >= LONG_HOLD
+                    )
+                    if renew:
+                        self._renew(holding, now, held)
+                self.conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise self._abandon(exc) from exc
+            if renew and holding is not None:
+                holding.expires = now + holding.ttl
+        elif self._open:
+            cause, self._open = self._cause, False
+            raise StorageFailedError(cause)
+        self._open = False
+
+    def _renew(self, holding: Holding, now: float, held: float) -> None:
+        """Expiry counted from commit time; every other unfenced owner gets the time this group
+        held the lock back (it could not renew meanwhile: lock time never counts against it)."""
+        self.conn.execute(RENEW_SQL, (now + holding.ttl, holding.owner))
+        if held >= LONG_HOLD:
+            self.conn.execute(
+                "UPDATE owners SET expires_at = expires_at + ? WHERE owner != ? AND fenced = 0",
+                (held, holding.owner),
+            )
+
+    def rollback(self) -> None:
+        """Drop every write since the last commit (the group was lost)."""
+        self._open = False
+        if self.conn.in_transaction:
+            try:
+                self.conn.execute("ROLLBACK")
+            except sqlite3.Error:  # SQLite may have rolled back already; nothing is left of it
+                pass
+
+    def close(self) -> None:
+        """Commit, and release this process's owner row (and any lease still under it)."""
+        try:
+            self.commit()
+        finally:
+            holding = self._holding
+            if self._renewer is not None:
+                self._renewer.stopped.set()
+            if holding is not None:
+                try:
+                    self.conn.execute("BEGIN IMMEDIATE")
+                    self.conn.execute("DELETE FROM leases WHERE owner = ?", (holding.owner,))
+                    self.conn.execute("DELETE FROM owners WHERE owner = ?", (holding.owner,))
+                    self.conn.execute("COMMIT")
+                except sqlite3.Error as exc:  # e.g. another process holds the lock past the wait
+                    log.warning("could not release the lease owner row at close: %s", exc)
+            self.conn.close()
+
+    def hold(self, owner: str, ttl: float, on_lost: Callable[[], None]) -> None:
+        """Register `owner` as this process's lease owner (a new row, valid for `ttl` seconds),
+        renewed from now on at commit time and by a renewal thread (storage/leases.py).
+        `on_lost` runs when a write transaction finds the row fenced, before LeaseLostError."""
+        self._on_lost = on_lost
+        now = self._now()
+        self.conn.execute(
+            "INSERT INTO owners (owner, expires_at, fenced) VALUES (?, ?, 0)", (owner, now + ttl)
+        )
+        if self.path == ":memory:":  # one connection, one process: nobody else can fence it
+            return
+        if self._holding is None:
+            self._holding = Holding(owner, ttl, now + ttl)
+            self._renewer = Renewer(self.path, self._holding, self._busy_timeout_ms, self._now)
+            weakref.finalize(self, self._renewer.stopped.set)
+            self._renewer.start()
+        else:  # the same thread renews the new owner from now on
+            self._holding.owner, self._holding.ttl = owner, ttl
+            self._holding.expires = now + ttl
+
+    def clock(self) -> float:
+        """The time leases are judged by: when the open write transaction took the lock (other
+        owners could not renew after that), else now."""
+        return self._began if self.conn.in_transaction else self._now()
+
+
+def _code(exc: sqlite3.Error) -> int:
+    """The primary SQLite result code of an error (extended codes folded), or -1."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else -1
+
+
+def _cause(exc: sqlite3.Error) -> str:
+    """`data.reason` of STORAGE_FAILED: full (disk or database full), io (an I/O error, e.g. a
+    file-size limit: EFBIG), or error (anything else)."""
+    code = _code(exc)
+    if code == sqlite3.SQLITE_FULL:
+        return "full"
+    if code == sqlite3.SQLITE_IOERR:
+        return "io"
+    return "error"
