@@ -10,6 +10,7 @@ from subagentd.schema.base import Wire
 
 SourceKind = Literal["user", "coordinator", "subagent-report", "subagent-settled"]
 Mode = Literal["continuable", "one-shot"]
+MessageState = Literal["queued", "parked", "claimed", "cancelled"]  # an inbox message's state
 
 
 class TextBlock(Wire, tag_field="type", tag="text", kw_only=True):
