@@ -39,8 +39,8 @@ if TYPE_CHECKING:
     from subagentd.schema.records import LiveRecord
 
 _encode = msgspec.json.encode
-_blocks_decoder = msgspec.json.Decoder(list[TextBlock])
-_source_decoder = msgspec.json.Decoder(Source)
+_blocks_decoder: msgspec.json.Decoder[list[TextBlock]] = msgspec.json.Decoder(list[TextBlock])
+_source_decoder: msgspec.json.Decoder[Source] = msgspec.json.Decoder(Source)
 _OWNERS_KEPT = 86400.0  # seconds a fenced owner row is kept (a process stopped longer finds none)
 
 

@@ -54,4 +54,4 @@ class Descriptor(Wire, forbid_unknown_fields=True, kw_only=True):
 DESCRIPTOR_VERSION = 1
 
 descriptor_encoder = msgspec.json.Encoder()
-descriptor_decoder = msgspec.json.Decoder(Descriptor)
+descriptor_decoder: msgspec.json.Decoder[Descriptor] = msgspec.json.Decoder(Descriptor)
