@@ -16,7 +16,7 @@ from subagentd.errors import InvalidParamsError
 @cache
 def _rules(struct: type[msgspec.Struct]) -> list[tuple[str, bool, tuple[str, ...] | None]]:
     """(name, required, allowed values or None for "any string") per field, in schema order."""
-    info = msgspec.inspect.type_info(struct)
+    info: msgspec.inspect.StructType = msgspec.inspect.type_info(struct)  # type: ignore[assignment]  # a Struct type's info is a StructType
     rules = []
     for field in info.fields:
         hint = typing.get_type_hints(struct)[field.name]

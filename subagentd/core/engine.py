@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -31,9 +31,16 @@ from subagentd.schema.notifications import (
 )
 from subagentd.schema.records import SessionRecord
 
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from subagentd.schema.listing import Status
+    from subagentd.schema.notifications import InterruptKind
+    from subagentd.schema.records import LiveRecord
+
 _encode = msgspec.json.encode
-_blocks_decoder = msgspec.json.Decoder(list[TextBlock])
-_source_decoder = msgspec.json.Decoder(Source)
+_blocks_decoder: msgspec.json.Decoder[list[TextBlock]] = msgspec.json.Decoder(list[TextBlock])
+_source_decoder: msgspec.json.Decoder[Source] = msgspec.json.Decoder(Source)
 _OWNERS_KEPT = 86400.0  # seconds a fenced owner row is kept (a process stopped longer finds none)
 
 
@@ -65,7 +72,7 @@ class Engine:
 
     # --- transactions (the server brackets each request; writes share one group commit) ---
 
-    def transaction(self):
+    def transaction(self) -> AbstractContextManager[None]:
         """One request's writes, all or nothing. A process that another one fenced finds out as
         its next write transaction begins: the store calls lease_lost, then raises LeaseLostError
         before anything of the request ran."""
@@ -128,7 +135,7 @@ class Engine:
                 self._arm_grace(agent_id, turn_id)
         self._wakeups = {k: v for k, v in self._wakeups.items() if self.registry.get(k)}
 
-    def _stored_tools(self, row) -> frozenset[str] | None:
+    def _stored_tools(self, row: LiveRecord) -> frozenset[str] | None:
         """A rebuilt child's tool_filter, read from its descriptor (None: all tools)."""
         if row.kind == ORDINARY:
             return None
@@ -160,7 +167,7 @@ class Engine:
                         return root.agent_id
         return None
 
-    def require_session(self, agent_id: str):
+    def require_session(self, agent_id: str) -> SessionRecord:
         record = self.store.get_session(agent_id)
         if record is None:
             raise AgentUnknownError(f'agent "{agent_id}" does not exist')
@@ -173,21 +180,21 @@ class Engine:
             raise StateInvalidError(f'agent "{agent_id}" is not live')
         return agent
 
-    def status_of(self, agent_id: str) -> str:
+    def status_of(self, agent_id: str) -> Status:
         return self.status_lookup()(agent_id)
 
-    def status_lookup(self) -> Callable[[str], str]:
+    def status_lookup(self) -> Callable[[str], Status]:
         """Status by id: this process's registry, else another live process's lease, else ready."""
         alive: dict[str, bool] = {}
         elsewhere = {}
-        for session_id, owner, status in self.store.foreign_leases(self.owner, self.store.clock()):
+        for session_id, owner, leased in self.store.foreign_leases(self.owner, self.store.clock()):
             if owner not in alive:
                 alive[owner] = self.settings.owner_alive(owner)
             if alive[owner]:
-                elsewhere[session_id] = status
+                elsewhere[session_id] = leased
         live = self.registry.lookup
 
-        def status(agent_id: str) -> str:
+        def status(agent_id: str) -> Status:
             agent = live(agent_id)
             return agent.status if agent is not None else elsewhere.get(agent_id, "ready")
 
@@ -451,7 +458,7 @@ class Engine:
         else:
             self.pump(agent)
 
-    def interrupt(self, agent: LiveAgent, kind: str, by: str | None) -> str:
+    def interrupt(self, agent: LiveAgent, kind: InterruptKind, by: str | None) -> Status:
         """Stop the open turn once, park what is queued, settle if nothing remains; returns prior status."""
         previous = agent.status
         turn = agent.turn

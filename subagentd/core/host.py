@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from subagentd.core import texts
-from subagentd.core.descriptors import DescriptorProblem, parse_descriptor
+from subagentd.core.descriptors import DescriptorProblem, filtered_tools, parse_descriptor
 from subagentd.core.engine import Engine
 from subagentd.core.identifiers import check_new_id
 from subagentd.core.listing import project
 from subagentd.core.registry import KIND_OF_MODE, ORDINARY
 from subagentd.core.stamps import mint, now
-from subagentd.core.tools import draining_text, filtered_tools
+from subagentd.core.tools import draining_text
 from subagentd.errors import (
     ActivationClosingError,
     AdmissionDrainingError,
@@ -42,6 +43,10 @@ from subagentd.schema.host import (
 )
 from subagentd.schema.messages import DESCRIPTOR_VERSION, Descriptor, Message, Source, TextBlock
 from subagentd.schema.records import SessionRecord
+
+if TYPE_CHECKING:
+    from subagentd.schema.host import AgentKind
+    from subagentd.schema.messages import Mode
 
 _encode = msgspec.json.encode
 MAX_PAGE = 1000
@@ -112,7 +117,7 @@ class HostApi(Engine):
             parked=parked,
         )
 
-    def _kind(self, record: SessionRecord) -> tuple[str, str | None, str | None]:
+    def _kind(self, record: SessionRecord) -> tuple[AgentKind, Mode | None, str | None]:
         if record.kind != "subagent":
             return "ordinary", None, record.label
         try:

@@ -9,7 +9,7 @@ import msgspec
 from subagentd.core import texts
 from subagentd.core.descriptors import DescriptorProblem, parse_descriptor
 from subagentd.core.store import Store
-from subagentd.schema.listing import AgentRow, ChildRow, DiagnosticRow
+from subagentd.schema.listing import AgentRow, ChildRow, DiagnosticRow, Status
 
 _BATCH = 900  # ids per IN (...) query, under SQLite's default variable limit
 
@@ -34,7 +34,7 @@ def project(
     store: Store,
     root_id: str,
     descendants: bool,
-    status_of: Callable[[str], str],
+    status_of: Callable[[str], Status],
     *,
     include_one_shot: bool,
 ) -> list[AgentRow]:
@@ -62,7 +62,7 @@ def project(
             try:
                 descriptor = parse_descriptor(body)
             except DescriptorProblem as problem:
-                append(DiagnosticRow(id=row.id, reason=problem.reason, parent=parent, depth=depth))
+                append(DiagnosticRow(id=row.id, reason=problem.reason, parent=parent, depth=depth))  # type: ignore[arg-type]  # parse_descriptor raises only "corrupt" or "unsupported"
                 continue
             mode, label = descriptor.mode, descriptor.label
         if mode == "one-shot" and not include_one_shot:
@@ -70,7 +70,7 @@ def project(
         append(
             ChildRow(
                 id=row.id,
-                label=label,
+                label=label,  # type: ignore[arg-type]  # a recorded mode comes with its label (storage _RECORDED); a descriptor's label is required
                 status=status_of(row.id),
                 mode=mode if include_one_shot else None,
                 parent=parent,
@@ -94,7 +94,7 @@ def render(rows: list[AgentRow]) -> str:
 
 
 def _lines(rows: list[AgentRow]) -> list[str]:
-    lines = []
+    lines: list[str] = []
     append = lines.append
     for row in rows:  # runs once per listed agent: one format per line
         if row.depth is None:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from subagentd.schema.listing import Status
 
 ORDINARY = "ordinary"
 CONTINUABLE = "continuable"
@@ -39,7 +44,7 @@ class LiveAgent:
     owner_id: str | None = None  # who keeps it resident and drains it: its parent, until adopted
 
     @property
-    def status(self) -> str:
+    def status(self) -> Status:
         return "running" if self.turn is not None else "idle"
 
 
@@ -58,7 +63,7 @@ class Registry:
     def __len__(self) -> int:
         return len(self._agents)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[LiveAgent]:
         return iter(list(self._agents.values()))
 
     def clear(self) -> None:
@@ -98,10 +103,10 @@ class Registry:
         if siblings is not None:
             siblings.discard(agent.agent_id)
             if not siblings:
-                del self._children[owner_id]
+                del self._children[owner_id]  # type: ignore[arg-type]  # siblings found: owner_id is set
         orphans = self._children.pop(agent.agent_id, None) if owner_id is not None else None
         if orphans:  # adopted by the nearest owner (see the class doc)
-            adopted = self._children.setdefault(owner_id, set())
+            adopted = self._children.setdefault(owner_id, set())  # type: ignore[arg-type]  # orphans popped only when owner_id is set
             for child_id in orphans:
                 child = self._agents.get(child_id)
                 if child is not None:

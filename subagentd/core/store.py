@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from subagentd.schema.records import (
     EventRecord,
@@ -14,6 +14,10 @@ from subagentd.schema.records import (
     SessionRecord,
     TreeRecord,
 )
+
+if TYPE_CHECKING:
+    from subagentd.schema.listing import Status
+    from subagentd.schema.messages import MessageState
 
 
 class Store(Protocol):
@@ -38,7 +42,13 @@ class Store(Protocol):
         self, root_id: str, descendants: bool, with_descriptors: bool = False
     ) -> list[TreeRecord]: ...
     def insert_message(
-        self, message_id: str, session_id: str, content: str, source: str, state: str, at: str
+        self,
+        message_id: str,
+        session_id: str,
+        content: str,
+        source: str,
+        state: MessageState,
+        at: str,
     ) -> int: ...
     def next_queued(self, session_id: str) -> InboxRecord | None: ...
     def claim_message(self, message_id: str, turn_id: str | None) -> None: ...
@@ -79,7 +89,7 @@ class Store(Protocol):
     ) -> None: ...
     def live_agents(self, owner: str) -> list[LiveRecord]: ...
     def drop_lease(self, session_id: str, owner: str) -> None: ...
-    def foreign_leases(self, owner: str, now: float) -> list[tuple[str, str, str]]: ...
+    def foreign_leases(self, owner: str, now: float) -> list[tuple[str, str, Status]]: ...
     def hold(self, owner: str, ttl: float, on_lost: Callable[[], None]) -> None: ...
     def clock(self) -> float: ...
     def owners(self) -> list[tuple[str, float, int]]: ...

@@ -8,10 +8,11 @@ import msgspec
 
 from subagentd.schema.base import AgentId, PageSize, Params, Seq, Wire
 from subagentd.schema.listing import AgentRow, Status
-from subagentd.schema.messages import Mode, Source, ToolFilter
+from subagentd.schema.messages import MessageState, Mode, Source, ToolFilter
 
 TurnReason = Literal["completed", "aborted", "max-tokens", "refusal", "error"]
 Scope = Literal["children", "descendants"]
+AgentKind = Literal["ordinary", "continuable", "one-shot", "unknown"]
 
 
 class Empty(Wire, kw_only=True):
@@ -125,7 +126,7 @@ class TranscriptReadResult(Wire, kw_only=True):
 class AgentInfo(Wire, kw_only=True):
     agent_id: str
     parent_id: str | None = None
-    kind: Literal["ordinary", "continuable", "one-shot", "unknown"]
+    kind: AgentKind
     mode: Mode | None = None
     label: str | None = None
     status: Status
@@ -155,6 +156,6 @@ class MessageGetParams(Params, kw_only=True):
 class MessageInfo(Wire, kw_only=True):
     message_id: str
     agent_id: str
-    state: Literal["queued", "parked", "claimed", "cancelled"]
+    state: MessageState
     turn_id: str | None = None
     source: Source

@@ -10,6 +10,7 @@ from subagentd.schema.base import Wire
 
 SourceKind = Literal["user", "coordinator", "subagent-report", "subagent-settled"]
 Mode = Literal["continuable", "one-shot"]
+MessageState = Literal["queued", "parked", "claimed", "cancelled"]  # an inbox message's state
 
 
 class TextBlock(Wire, tag_field="type", tag="text", kw_only=True):
@@ -53,4 +54,4 @@ class Descriptor(Wire, forbid_unknown_fields=True, kw_only=True):
 DESCRIPTOR_VERSION = 1
 
 descriptor_encoder = msgspec.json.Encoder()
-descriptor_decoder = msgspec.json.Decoder(Descriptor)
+descriptor_decoder: msgspec.json.Decoder[Descriptor] = msgspec.json.Decoder(Descriptor)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from subagentd.schema.base import Wire
-from subagentd.schema.host import Status
+from subagentd.schema.listing import Status
 from subagentd.schema.messages import Descriptor, Message
 
 
@@ -18,8 +18,11 @@ class TurnStart(Wire, kw_only=True):
     instructions: str | None = None
 
 
+InterruptKind = Literal["parent", "user", "shutdown"]
+
+
 class InterruptCause(Wire, kw_only=True):
-    kind: Literal["parent", "user", "shutdown"]
+    kind: InterruptKind
     by: str | None = None
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 
-from subagentd.schema.messages import Mode
+from subagentd.schema.messages import MessageState, Mode
 
 
 class SessionRecord(msgspec.Struct, kw_only=True):
@@ -28,7 +28,7 @@ class InboxRecord(msgspec.Struct, kw_only=True):
     session_id: str
     content: str  # JSON text of the content blocks
     source: str  # JSON text of the source
-    state: str
+    state: MessageState  # built from rows, never decoded: storage writes only these states
     turn_id: str | None = None
 
 

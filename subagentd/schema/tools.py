@@ -7,8 +7,8 @@ from typing import Any, Literal
 import msgspec
 
 from subagentd.schema.base import Params, Wire
-from subagentd.schema.host import Scope, Status
-from subagentd.schema.listing import AgentRow
+from subagentd.schema.host import Scope
+from subagentd.schema.listing import AgentRow, Status
 
 # --- tool arguments (validated with the exact texts of SEMANTICS.md section 3) ---
 
