@@ -20,6 +20,7 @@ from subagentd.schema.records import IdempotencyRecord
 from subagentd.schema.tools import SendMessageArgs
 from subagentd.storage.database import SqliteStore
 from tests.core_host import CoreHost
+from tests.test_rules_engine_rebuild import view
 
 TTL = 600.0
 DAY = 86400.0  # a fenced owner's row is kept this long (core/engine.py _OWNERS_KEPT)
@@ -321,3 +322,79 @@ def test_recovery_forgets_idempotency_keys_exactly_past_the_retention(tmp_path):
     core.svc.recover()
     assert core.store.get_idempotent("root", "past") is None
     assert core.store.get_idempotent("root", "within") is not None
+
+
+FAILED = ["Background subagent {id} failed before it finished.", "It left no closing message."]
+
+
+def test_a_turn_left_open_by_a_dead_process_ends_as_a_crash_when_its_session_is_activated_here(
+    tmp_path,
+):
+    path, clock = str(tmp_path / "shared.db"), FakeClock()
+    first = process(path, clock, "p1")
+    second = process(path, clock, "p2")
+    step(first, first.open, "root")
+    step(first, first.svc.begin_turn, "root", ["hi"])
+    step(first, first.spawn, "root", "c1")
+    root_turn, c1_turn = first.turn("root"), first.turn("c1")
+    second.svc.settings.owner_alive = lambda owner: owner != "p1"  # p1 died
+    step(second, second.open, "root")  # fences p1; root's open turn ends as a crash
+    assert crash_ends(second, "root") == [
+        {"turn_id": root_turn, "reason": "error", "cause": "crash"}
+    ]
+    agent = second.svc.registry.get("root")
+    assert (agent.last_reason, agent.last_output, agent.status) == ("error", None, "idle")
+    before = view(second)
+    second.svc.rebuild()  # memory agrees with storage
+    assert view(second) == before
+    assert second.store.get_session("c1").open_turn_id == c1_turn  # not reaped yet
+    second.notes.clear()
+    step(
+        second,
+        second.svc.send_message,
+        "root",
+        None,
+        SendMessageArgs(subagent_id="c1", message="again"),
+    )
+    # c1's activation ended its open turn first: its live parent was told, and woken
+    assert crash_ends(second, "c1") == [{"turn_id": c1_turn, "reason": "error", "cause": "crash"}]
+    assert second.texts_of_turns("root") == [[line.format(id="c1") for line in FAILED]]
+    assert second.texts_of_turns("c1") == [["again"]]
+
+
+def test_crash_notices_to_parents_that_are_not_live_are_queued_or_only_recorded(tmp_path):
+    path, clock = str(tmp_path / "shared.db"), FakeClock()
+    first = process(path, clock, "p1")
+    step(first, first.open, "root")
+    step(first, first.svc.begin_turn, "root", ["hi"])
+    step(first, first.svc.followup, "root", "f1")
+    step(first, first.svc.host_interrupt, "root")
+    step(first, first.end, "root", "aborted")  # root idle, f1 parked
+    step(first, first.spawn, "root", "c1")
+    step(first, first.spawn, "root", "quick", mode="one-shot")  # a one-shot: no notice
+    step(first, first.spawn, "root", "once", mode="one-shot")
+    step(first, first.spawn, "once", "oc")
+    step(first, first.end, "once", "completed")  # oc is adopted by root
+    step(first, first.spawn, "root", "m")
+    step(first, first.spawn, "m", "mc")
+    assert first.store.get_session("root").parked is True
+    # p1 dies; p2's start-up recovery fences it and ends every open turn as a crash
+    second = process(path, clock, "p2", owner_alive=lambda owner: owner != "p1")
+    for agent_id in ("c1", "quick", "oc", "m", "mc"):
+        stored = second.store.get_session(agent_id)
+        assert (stored.open_turn_id, stored.last_reason) == (None, "error"), agent_id
+        assert len(crash_ends(second, agent_id)) == 1
+    # an ordinary parent: the notices are queued, and they unpark its inbox (waking inputs)
+    info = second.svc.get("root")
+    assert (info.queued, info.parked, second.store.get_session("root").parked) == (3, 0, False)
+    # a continuable parent: queued for its next activation
+    assert (second.svc.get("m").queued, second.svc.get("m").parked) == (1, 0)
+    # a one-shot parent never runs again: only recorded in its transcript
+    assert second.svc.get("once").queued == 0
+    last = second.svc.read_transcript("once", None, None).events[-1]
+    assert last.type == "notice"
+    assert [b["text"] for b in last.data["content"]] == [line.format(id="oc") for line in FAILED]
+    second.notes.clear()
+    step(second, second.open, "root")  # the parked message first, then the notices in order
+    texts = second.texts_of_turns("root")
+    assert texts == [["f1"]]
