@@ -183,6 +183,9 @@ def test_a_drain_records_interrupts_notices_settlements_and_the_roots_closed_eve
         "Background subagent c1 finished and will do no further work unless you send it more."
     )
     assert without_id(root[1][2]) == notice("c1", finished, "bye")
+    assert (
+        len(root[1][2]["message_id"]) == 36 and root[1][2]["message_id"] != c1[-3][2]["message_id"]
+    )
     assert root[2][2] == {}
 
 

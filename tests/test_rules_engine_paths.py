@@ -4,6 +4,9 @@ one-shot's settlement reason; fast and in-process."""
 
 from __future__ import annotations
 
+import msgspec
+
+from subagentd.core import texts
 from subagentd.schema.codes import Code
 from subagentd.schema.host import OpenParams, TurnEndParams
 from tests.core_host import CoreHost
@@ -176,3 +179,105 @@ def test_reopening_a_root_reads_its_last_turn_as_stored():
     before = view(core)
     core.svc.rebuild()
     assert view(core) == before
+
+
+def test_turn_start_names_the_activation_and_turn_and_carries_instructions_and_resume_as_due():
+    core = CoreHost()
+    root = core.open("root")
+    core.svc.begin_turn("root", ["hi"])
+    child = core.spawn("root", "c1", label="worker")
+    once = core.spawn("root", "once", mode="one-shot")
+    starts = {n["agent_id"]: n for n in core.take("turn/start")}
+    assert starts["root"] == {
+        "agent_id": "root",
+        "activation_id": root,
+        "turn_id": core.turn("root"),
+        "messages": starts["root"]["messages"],
+    }  # an ordinary agent: no instructions, no resume
+    assert starts["c1"]["activation_id"] == child.activation_id
+    assert starts["c1"]["turn_id"] == core.turn("c1")
+    assert (
+        starts["c1"]["instructions"] == texts.REPORT_INSTRUCTIONS and "resume" not in starts["c1"]
+    )
+    assert starts["once"]["activation_id"] == once.activation_id
+    assert "instructions" not in starts["once"] and "resume" not in starts["once"]
+    core.end("c1", "completed", "done")  # settles
+    core.send("root", "c1", "again")  # a cold resume: the descriptor comes with the first turn
+    resumed = core.take("turn/start", "c1")
+    assert resumed[0]["resume"] == {"version": 1, "mode": "continuable", "label": "worker"}
+    assert resumed[0]["instructions"] == texts.REPORT_INSTRUCTIONS
+    core.send("root", "c1", "more")
+    core.end("c1", "completed")
+    later = core.take("turn/start", "c1")
+    assert len(later) == 1 and "resume" not in later[0]
+
+
+def test_a_turn_whose_message_count_drifted_from_storage_is_recounted_before_settling():
+    core = CoreHost()
+    core.open("root")
+    core.spawn("root", "c1")
+    queued = core.send("root", "c1", "next").message_id
+    core.store.cancel_message(queued)  # behind the engine's back: its count says 1 waiting
+    assert core.svc.registry.get("c1").pending == 1
+    core.end("c1", "completed", "done")
+    assert core.take("agent/settled") == [{"agent_id": "c1", "reason": "completed"}]
+    assert core.svc.registry.get("c1") is None
+
+
+def test_the_grace_period_is_the_configured_one():
+    core = CoreHost(interrupt_grace=2.5)
+    core.open("root")
+    core.spawn("root", "c1")
+    core.interrupt("root", "c1")
+    assert [entry[0] for entry in core.timers.scheduled] == [2.5]
+
+
+def test_the_report_rate_window_is_sliding_over_sixty_seconds(monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr("subagentd.core.engine.time.monotonic", lambda: clock[0])
+    core = CoreHost(report_rate=1)
+    core.open("root")
+    core.spawn("root", "c1")
+    core.report("c1", "one")  # a wakeup
+    clock[0] += 59.999
+    core.report("c1", "two")  # within the minute: quiet
+    assert [n["agent_id"] for n in core.take("agent/inject")] == ["root"]
+    clock[0] += 0.001  # exactly 60 s after the wakeup: it no longer counts
+    core.report("c1", "three")
+    assert core.take("agent/inject") == []
+
+
+def test_a_quiet_report_is_stored_claimed_and_recorded_with_its_source():
+    core = CoreHost(report_delivery="quiet")
+    core.open("root")
+    core.spawn("root", "c1")
+    result = core.report("c1", "half done")
+    expected = {
+        "message_id": result.message_id,
+        "content": [
+            {"type": "text", "text": "Background subagent c1 reported:"},
+            {"type": "text", "text": "half done"},
+        ],
+        "source": {"kind": "subagent-report", "form": "relay", "sender_session_id": "c1"},
+    }
+    assert core.take("agent/inject") == [{"agent_id": "root", "messages": [expected]}]
+    last = core.svc.read_transcript("root", None, None).events[-1]
+    assert (last.type, last.turn_id, last.data) == ("message", None, expected)
+    info = core.svc.get_message(result.message_id)
+    assert (info.state, info.turn_id, info.source.kind) == ("claimed", None, "subagent-report")
+    stored = core.store.get_message(result.message_id)
+    assert msgspec.json.decode(stored.content) == expected["content"]
+
+
+def test_a_child_that_left_and_is_resumed_starts_with_a_fresh_report_window_and_budget():
+    """Windows go with the activation (quotas.forget, engine.leave): memory stays bounded by live
+    agents."""
+    core = CoreHost(report_rate=1, report_budget=10)
+    core.open("root")
+    core.spawn("root", "c1")
+    core.report("c1", "0123456789")  # the one wakeup and the whole budget
+    core.end("c1", "completed")  # c1 settles and leaves
+    core.send("root", "c1", "again")
+    core.report("c1", "0123456789")  # accepted, and a wakeup again
+    assert core.take("agent/inject") == []
+    assert core.svc.get("root").queued == 2  # c1's notice and its second report
