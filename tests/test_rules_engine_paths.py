@@ -281,3 +281,46 @@ def test_a_child_that_left_and_is_resumed_starts_with_a_fresh_report_window_and_
     core.report("c1", "0123456789")  # accepted, and a wakeup again
     assert core.take("agent/inject") == []
     assert core.svc.get("root").queued == 2  # c1's notice and its second report
+
+
+def test_settling_clears_the_parked_flag_and_a_drain_leaves_parked_messages_parked():
+    core = CoreHost()
+    core.open("root")
+    core.spawn("root", "c1")
+    waiting = core.send("root", "c1", "m1").message_id
+    core.interrupt("root", "c1")
+    core.end("c1", "aborted")  # idle, m1 parked: it stays live
+    assert core.store.get_session("c1").parked is True
+    core.svc.cancel_message(waiting)  # nothing waits any more: c1 settles
+    assert core.take("agent/settled") == [{"agent_id": "c1", "reason": "aborted"}]
+    assert core.store.get_session("c1").parked is False
+    # a drain disposes c2 with one parked message: the message and the flag stay parked
+    core.spawn("root", "c2")
+    kept = core.send("root", "c2", "m2").message_id
+    core.interrupt("root", "c2")
+    core.end("c2", "aborted")
+    core.svc.close_root("root", lambda: None)
+    assert core.take("agent/settled") == [{"agent_id": "c2", "reason": "closed"}]
+    assert core.store.get_session("c2").parked is True
+    assert core.svc.get_message(kept).state == "parked"
+    assert (core.svc.get("c2").queued, core.svc.get("c2").parked) == (0, 1)
+
+
+def test_a_continuable_child_settles_with_its_last_turns_reason():
+    core = CoreHost()
+    core.open("root")
+    core.spawn("root", "c1")
+    core.end("c1", "error")
+    assert core.take("agent/settled") == [{"agent_id": "c1", "reason": "error"}]
+
+
+def test_a_notice_to_a_one_shot_parent_still_running_is_only_recorded():
+    core = CoreHost()
+    core.open("root")
+    core.spawn("root", "once", mode="one-shot")
+    core.spawn("once", "oc")
+    core.end("oc", "completed", "found it")
+    assert core.svc.get("once").queued == 0 and core.status("once") == "running"
+    last = core.svc.read_transcript("once", None, None).events[-1]
+    assert last.type == "notice"
+    assert [b["text"] for b in last.data["content"]][-1] == "found it"

@@ -398,3 +398,17 @@ def test_crash_notices_to_parents_that_are_not_live_are_queued_or_only_recorded(
     step(second, second.open, "root")  # the parked message first, then the notices in order
     texts = second.texts_of_turns("root")
     assert texts == [["f1"]]
+
+
+def test_a_crash_notice_to_a_parent_whose_descriptor_cannot_be_read_is_queued(tmp_path):
+    path, clock = str(tmp_path / "shared.db"), FakeClock()
+    first = process(path, clock, "p1")
+    step(first, first.open, "root")
+    step(first, first.spawn, "root", "m")
+    step(first, first.spawn, "m", "mc")
+    with first.svc.transaction():  # written by a newer subagentd, say
+        first.store.conn.execute("UPDATE descriptors SET body = '{}' WHERE session_id = 'm'")
+    first.svc.commit()
+    second = process(path, clock, "p2", owner_alive=lambda owner: owner != "p1")
+    assert second.svc.get("m").queued == 1  # mc's notice: m is not known to be a one-shot
+    assert second.svc.get("root").queued == 0  # m's own crash: its kind unknown, no notice
