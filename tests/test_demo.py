@@ -93,16 +93,16 @@ def test_demo_refuses_a_database_that_already_has_data(tmp_path):
     assert db.read_bytes() == b"not empty"
 
 
-def test_demo_and_inspect_import_only_the_standard_library():
-    """The demo is a host over the wire and inspect reads SQLite itself: neither reaches into
-    core, storage or server."""
+def test_inspect_imports_only_the_standard_library():
+    """inspect reads SQLite itself: it does not reach into core, storage or server. (The demo is
+    a host over subagentd.client: tests/test_layering.py holds its rule.)"""
     import ast
     from pathlib import Path
 
     import subagentd
 
     package = Path(subagentd.__file__).parent
-    for module in ("demo.py", "inspect.py"):
+    for module in ("inspect.py",):
         tree = ast.parse((package / module).read_text())
         names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         names |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
