@@ -31,7 +31,7 @@ TIMEOUT = 30.0
 """Seconds any single wait lasts unless told otherwise: only a failure waits this long."""
 KEEP_NOTIFICATIONS = 100_000
 """Notifications nobody took are kept up to this many (the oldest are dropped after)."""
-CHUNK = 1 << 20
+CHUNK = 1 << 16  # a pipe holds 64 KiB; a larger read only allocates (and frees) more
 
 Handler = Callable[[dict[str, Any]], None]
 
@@ -62,6 +62,10 @@ class Pipes:
         """Write bytes verbatim (a frame, part of one, or garbage: tests' escape hatch)."""
         view = memoryview(data)
         with self._io:
+            try:  # the common case: the pipe has room, one write and done
+                view = view[os.write(self.write_fd, view[:CHUNK]) :]
+            except BlockingIOError:
+                pass
             while view:
                 reading = self.reading.is_set() and not self._eof
                 readable, writable, _ = select.select(
@@ -103,8 +107,8 @@ class Pipes:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise RequestTimeout(f"no frame from subagentd within {timeout:g} s")
-                self.reading.wait(left)
                 if not self.reading.is_set():
+                    self.reading.wait(left)
                     continue
                 if select.select([self.read_fd], [], [], left)[0]:
                     self._read_chunk()
@@ -176,12 +180,24 @@ class Pipes:
         return frames.outcome(self.response(request_id), method, result)
 
     @overload
-    def call(self, method: str, params: Any = None, *, result: type[T]) -> T: ...
+    def call(
+        self, method: str, params: Any = None, *, result: type[T], timeout: float = ...
+    ) -> T: ...
     @overload
-    def call(self, method: str, params: Any = None, *, result: None = None) -> Any: ...
-    def call(self, method: str, params: Any = None, *, result: type[T] | None = None) -> Any:
+    def call(
+        self, method: str, params: Any = None, *, result: None = None, timeout: float = ...
+    ) -> Any: ...
+    def call(
+        self,
+        method: str,
+        params: Any = None,
+        *,
+        result: type[T] | None = None,
+        timeout: float = TIMEOUT,
+    ) -> Any:
         """Request and wait: the result (plain JSON, or `result`'s type), or `RpcError`."""
-        return frames.outcome(self.response(self.start(method, params)), method, result)
+        response = self.response(self.start(method, params), timeout)
+        return frames.outcome(response, method, result)
 
     # --- notifications --------------------------------------------------------------------
 
