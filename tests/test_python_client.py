@@ -3,6 +3,7 @@ errors, notifications, concurrent requests, both turn loops, and the example hos
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from subagentd.client import (
     RpcError,
     TurnControl,
     TurnOutcome,
+    frames,
     server_command,
 )
 from subagentd.schema import host as h
@@ -364,3 +366,21 @@ def test_the_example_host_runs_end_to_end(mode):
         "root: Background subagent researcher finished and will do no further work unless you"
         " send it more. / Its closing message: / Oldest open bug: #12 (2019).",
     ]
+
+
+def test_the_blocking_and_async_clients_offer_the_same_typed_methods():
+    import inspect
+
+    def api(cls: type) -> dict[str, inspect.Signature]:
+        own = [n for n in vars(cls) if not n.startswith("_") and inspect.isfunction(vars(cls)[n])]
+        return {name: inspect.signature(getattr(cls, name)) for name in own}
+
+    blocking = {n: s for n, s in api(Client).items() if n not in ("spawn", "close", "stderr_text")}
+    asynchronous = api(AsyncClient)
+    assert blocking == asynchronous
+    assert all(inspect.iscoroutinefunction(getattr(AsyncClient, n)) for n in asynchronous)
+    # one method per request method of the exported schema (notifications are not requests)
+    schema = json.loads((ROOT / "clients" / "openrpc.json").read_text())
+    requests = {m["name"] for m in schema["methods"] if not m["name"].startswith(("$/", "notif"))}
+    requests -= set(frames.METHOD_OF.values())  # what subagentd sends, not what it serves
+    assert set(asynchronous) == {name.replace("/", "_") for name in requests}
