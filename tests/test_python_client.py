@@ -384,3 +384,18 @@ def test_the_blocking_and_async_clients_offer_the_same_typed_methods():
     requests = {m["name"] for m in schema["methods"] if not m["name"].startswith(("$/", "notif"))}
     requests -= set(frames.METHOD_OF.values())  # what subagentd sends, not what it serves
     assert set(asynchronous) == {name.replace("/", "_") for name in requests}
+
+
+def test_an_error_in_the_async_body_propagates_as_it_is_and_subagentd_still_exits():
+    async def main() -> AsyncClient:
+        client = AsyncClient.spawn(db=":memory:")
+        with pytest.raises(RpcError) as caught:  # not an exception group
+            async with client:
+                await client.initialize()
+                async with AsyncAgentHost(client, lambda start, control: anyio.sleep(0)):
+                    await client.agents_get("nope")
+        assert caught.value.code == Code.UNKNOWN_AGENT
+        return client
+
+    client = anyio.run(main)
+    assert client.process is not None and client.process.returncode == 0

@@ -82,10 +82,12 @@ class AsyncAgentHost:
         kind: type[BaseException] | None,
         error: BaseException | None,
         trace: TracebackType | None,
-    ) -> bool | None:
+    ) -> None:
+        """Stop, and wait for the cancelled turns to be reported; what the body raised
+        propagates as it is, not wrapped in an exception group."""
         self.stop()
         assert self._tasks is not None
-        return await self._tasks.__aexit__(kind, error, trace)
+        await self._tasks.__aexit__(None, None, None)
 
     def stop(self) -> None:
         """Stop listening; running turns are cancelled (and still reported, `aborted`)."""

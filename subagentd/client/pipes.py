@@ -229,12 +229,12 @@ class Pipes:
         return frames.typed(kind, self.notification(frames.METHOD_OF[kind], timeout, **match))
 
     def poll(self) -> None:
-        """Read every frame already waiting, without blocking."""
+        """Read every frame already waiting, without blocking (nothing once subagentd closed)."""
         with self._io:
             while True:
                 try:
                     self.next_frame(0)
-                except RequestTimeout:
+                except (RequestTimeout, ConnectionClosed):
                     return
 
     def drain_notifications(self) -> list[dict[str, Any]]:

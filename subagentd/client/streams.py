@@ -101,10 +101,16 @@ class Streams:
         kind: type[BaseException] | None,
         error: BaseException | None,
         trace: TracebackType | None,
-    ) -> bool | None:
-        await self.aclose()
+    ) -> None:
+        """Close (shielded: also when the body was cancelled), then stop the reader; what the
+        body raised propagates as it is, not wrapped in an exception group."""
         assert self._tasks is not None
-        return await self._tasks.__aexit__(kind, error, trace)
+        try:
+            with anyio.CancelScope(shield=True):
+                await self.aclose()
+        finally:
+            self._tasks.cancel_scope.cancel()
+            await self._tasks.__aexit__(None, None, None)
 
     async def aclose(self, timeout: float = TIMEOUT) -> int | None:
         """EOF on subagentd's stdin (it commits and exits); waits for its exit code if spawned."""
