@@ -399,3 +399,10 @@ def test_an_error_in_the_async_body_propagates_as_it_is_and_subagentd_still_exit
 
     client = anyio.run(main)
     assert client.process is not None and client.process.returncode == 0
+
+
+def test_agent_host_run_stops_when_told_or_when_no_turn_starts_within_its_timeout(client):
+    host = AgentHost(client, lambda start, control: None)
+    host.run(until=lambda: True)  # checked before waiting: returns at once
+    with pytest.raises(RequestTimeout):
+        host.run(timeout=0.3)  # nothing was spawned: no turn/start comes

@@ -4,6 +4,7 @@ client's runAgentHost), and what both turn loops share: the outcome type and err
 from __future__ import annotations
 
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from subagentd.client.frames import typed
 from subagentd.client.pipes import TIMEOUT
 from subagentd.schema.host import TurnReason
 from subagentd.schema.notifications import TurnInterrupt, TurnStart
+
+POLL = 1.0  # seconds: how often `AgentHost.run` checks `until` while no turn starts
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,12 +125,18 @@ class AgentHost:
                 self.on_turn_end(start, outcome)
         return start
 
-    def run(self, until: Callable[[], bool] | None = None, timeout: float = TIMEOUT) -> None:
-        """Run turns until `until()` is true (checked before each) or subagentd exits; raises
-        `RequestTimeout` when no turn starts within `timeout`."""
+    def run(self, until: Callable[[], bool] | None = None, timeout: float | None = None) -> None:
+        """Run turns until `until()` is true (checked after each turn, and every second while
+        none starts) or subagentd exits; with `timeout`, `RequestTimeout` is raised when no turn
+        starts for that long."""
+        idle_since = time.monotonic()
         while until is None or not until():
             try:
-                if self.run_turn(timeout) is None:
-                    raise RequestTimeout(f"no turn/start within {timeout:g} s")
+                ran = self.run_turn(POLL if timeout is None else min(POLL, timeout))
             except ConnectionClosed:
                 return
+            now = time.monotonic()
+            if ran is not None:
+                idle_since = now
+            elif timeout is not None and now - idle_since >= timeout:
+                raise RequestTimeout(f"no turn/start within {timeout:g} s")
