@@ -43,14 +43,18 @@ class Client(Pipes):
     ) -> Client:
         """Start `python -m subagentd serve --db DB ARGS` (or `command`) and connect to it."""
         logs = Stderr(stderr)
-        proc = subprocess.Popen(
-            server_command(args, db=db, caller=caller, command=command),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=logs.target,
-            env=env,
-            cwd=cwd,
-        )
+        try:
+            proc = subprocess.Popen(
+                server_command(args, db=db, caller=caller, command=command),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=logs.target,
+                env=env,
+                cwd=cwd,
+            )
+        except BaseException:
+            logs.close()
+            raise
         assert proc.stdin is not None and proc.stdout is not None
         client = cls(proc.stdin.fileno(), proc.stdout.fileno(), keep_raw=keep_raw)
         client.process, client.stderr = proc, logs

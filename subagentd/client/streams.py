@@ -111,6 +111,8 @@ class Streams:
         finally:
             self._tasks.cancel_scope.cancel()
             await self._tasks.__aexit__(None, None, None)
+            if self._receive is not None:
+                await self._receive.aclose()
 
     async def aclose(self, timeout: float = TIMEOUT) -> int | None:
         """EOF on subagentd's stdin (it commits and exits); waits for its exit code if spawned."""
@@ -137,7 +139,12 @@ class Streams:
         try:
             while True:
                 self._route(frames.decode(await lines.receive_until(b"\n", MAX_LINE)))
-        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.ClosedResourceError):
+        except (
+            anyio.EndOfStream,
+            anyio.IncompleteRead,
+            anyio.ClosedResourceError,
+            anyio.BrokenResourceError,
+        ):
             self._closed = "subagentd closed its stdout"
         except (msgspec.DecodeError, anyio.DelimiterNotFound) as exc:
             self._closed = f"subagentd wrote a frame that is not JSON-RPC: {exc}"
