@@ -1,27 +1,25 @@
 """Process plumbing for the benchmarks: spawn a stdio server, write and read NDJSON frames.
 
-Every read is bounded by a deadline. Pipelined runs write from a thread while the calling thread
-reads, so neither side can fill a pipe and deadlock.
+The pipes are subagentd.client's blocking ones (the same client for subagentd and its peers):
+every read is bounded by a deadline, and a write reads what the server wrote whenever the pipe
+is full, so a pipelined run cannot deadlock and needs no thread.
 """
 
 from __future__ import annotations
 
 import os
-import select
-import subprocess
 import sys
-import tempfile
-import threading
 import time
-from collections import deque
 from typing import Any
 
 import msgspec
 
+from subagentd.client import Client, ConnectionClosed, RequestTimeout
+from subagentd.client import frames as wire
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEERS = os.path.join(ROOT, "benchmarks", "peers")
 PYTHON = sys.executable
-_encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
 
 INIT_PARAMS = {
@@ -62,7 +60,7 @@ def server_command(kind: str, db: str | None = None, durability: str = "normal")
 
 
 class Server:
-    """One server child process over pipes."""
+    """One server child process, driven through subagentd.client's blocking pipes."""
 
     def __init__(
         self,
@@ -73,59 +71,34 @@ class Server:
     ) -> None:
         # interpreter options or a profiler module go right after the interpreter
         self.command = [command[0], *(prefix or []), *command[1:]]
-        self.stderr = tempfile.TemporaryFile()
         self.t_spawn = time.perf_counter()
-        self.proc = subprocess.Popen(
-            self.command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.stderr,
+        self.client = Client.spawn(
+            command=self.command,
             cwd="/",  # never the repo: `python -m` would import ./subagentd ahead of PYTHONPATH
-            bufsize=0,
             env={**os.environ, **(env or {})},
         )
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.wfd = self.proc.stdin.fileno()
-        self.rfd = self.proc.stdout.fileno()
-        self.parts: list[bytes] = []  # a partial line, in pieces (joined once, not per chunk)
-        self.lines: deque[bytes] = deque()
-        self.next_id = 1
-        self.notifications: list[Any] = []
+        assert self.client.process is not None
+        self.proc = self.client.process
 
     # --- raw I/O --------------------------------------------------------------------------
 
     def write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.wfd, view) :]
-
-    def _fill(self, deadline: float) -> None:
-        remaining = deadline - time.perf_counter()
-        if remaining <= 0:
-            raise self.failure("timed out waiting for output")
-        ready, _, _ = select.select([self.rfd], [], [], remaining)
-        if not ready:
-            raise self.failure("timed out waiting for output")
-        chunk = os.read(self.rfd, 1 << 20)
-        if not chunk:
-            raise self.failure("server closed stdout")
-        if b"\n" not in chunk:
-            self.parts.append(chunk)
-            return
-        self.parts.append(chunk)
-        *lines, tail = b"".join(self.parts).split(b"\n")
-        self.lines.extend(lines)
-        self.parts = [tail] if tail else []
+        """Write bytes; while the pipe is full, what the server wrote meanwhile is read."""
+        try:
+            self.client.send_bytes(data)
+        except OSError as exc:
+            raise self.failure(f"writing failed: {exc!r}") from None
 
     def read_line(self, deadline: float) -> bytes:
-        while not self.lines:
-            self._fill(deadline)
-        return self.lines.popleft()
+        try:
+            return self.client.next_line(max(0.0, deadline - time.perf_counter()))
+        except RequestTimeout:
+            raise self.failure("timed out waiting for output") from None
+        except ConnectionClosed:
+            raise self.failure("server closed stdout") from None
 
     def stderr_tail(self, limit: int = 4000) -> str:
-        self.stderr.seek(0)
-        text = self.stderr.read().decode(errors="replace")
-        return text[-limit:]
+        return self.client.stderr_text()[-limit:]
 
     def failure(self, what: str) -> ServerFailure:
         rc = self.proc.poll()
@@ -137,51 +110,33 @@ class Server:
     # --- JSON-RPC -------------------------------------------------------------------------
 
     def frame(self, method: str, params: Any = None, request_id: Any = None) -> bytes:
-        msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-        if request_id is not None:
-            msg["id"] = request_id
-        if params is not None:
-            msg["params"] = params
-        return _encode(msg) + b"\n"
+        if request_id is None:
+            return wire.notification(method, params)
+        return wire.request(request_id, method, params)
 
     def take_id(self) -> int:
-        i = self.next_id
-        self.next_id += 1
-        return i
+        return next(self.client.ids)
 
     def notify(self, method: str, params: Any = None) -> None:
         self.write(self.frame(method, params))
 
     def response(self, request_id: Any, timeout: float = 30.0) -> dict[str, Any]:
-        deadline = time.perf_counter() + timeout
-        while True:
-            msg = _decode(self.read_line(deadline))
-            if isinstance(msg, dict) and "id" not in msg and "method" in msg:
-                self.notifications.append(msg)
-                continue
-            if isinstance(msg, dict) and msg.get("id") == request_id:
-                return msg
+        try:
+            return self.client.response(request_id, timeout)
+        except (RequestTimeout, ConnectionClosed) as exc:
+            raise self.failure(f"no response to {request_id}: {exc}") from None
 
     def call(self, method: str, params: Any = None, timeout: float = 30.0) -> Any:
-        request_id = self.take_id()
-        self.write(self.frame(method, params, request_id))
-        reply = self.response(request_id, timeout)
+        reply = self.response(self.client.start(method, params), timeout)
         if "error" in reply:
             raise self.failure(f"{method} failed: {reply['error']}")
         return reply["result"]
 
     def notification(self, method: str, timeout: float = 30.0, **match: Any) -> dict[str, Any]:
-        deadline = time.perf_counter() + timeout
-        while True:
-            for note in self.notifications:
-                if note["method"] == method and all(
-                    note["params"].get(k) == v for k, v in match.items()
-                ):
-                    self.notifications.remove(note)
-                    return note["params"]
-            msg = _decode(self.read_line(deadline))
-            if isinstance(msg, dict) and "id" not in msg and "method" in msg:
-                self.notifications.append(msg)
+        try:
+            return self.client.notification(method, timeout, **match)
+        except (RequestTimeout, ConnectionClosed) as exc:
+            raise self.failure(f"no {method} {match}: {exc}") from None
 
     def initialize(self) -> dict[str, Any]:
         result = self.call("initialize", INIT_PARAMS)
@@ -193,7 +148,7 @@ class Server:
     def pipelined(
         self, frames: list[bytes], timeout: float = 120.0
     ) -> tuple[float, int, list[bytes]]:
-        """Write all frames from a thread while reading every response here.
+        """Write all frames (reading responses whenever the pipe is full) and read every response.
 
         Returns (seconds from first byte written to last response read, error count, the first
         few error lines). Notifications that arrive meanwhile are counted out, not answered.
@@ -201,32 +156,20 @@ class Server:
         blob = b"".join(frames)
         expected = len(frames)
         errors: list[bytes] = []
-        write_error: list[BaseException] = []
-
-        def writer() -> None:
-            try:
-                self.write(blob)
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                write_error.append(exc)
-
         deadline = time.perf_counter() + timeout
-        thread = threading.Thread(target=writer, daemon=True)
         t0 = time.perf_counter()
-        thread.start()
+        self.write(blob)
         got = 0
         while got < expected:
             line = self.read_line(deadline)
             head = line[:48]
             if b'"method"' in head and b'"id"' not in head:
-                self.notifications.append(_decode(line))
+                self.client.notifications.append(_decode(line))
                 continue
             got += 1
             if b'"error":' in line or b'"isError":true' in line:
                 errors.append(line[:400] if len(errors) < 5 else b"")
         elapsed = time.perf_counter() - t0
-        thread.join(timeout)
-        if write_error:
-            raise self.failure(f"writing failed: {write_error[0]!r}")
         real_errors = [e for e in errors if e]
         return elapsed, len(errors), real_errors
 
@@ -241,7 +184,7 @@ class Server:
                 line = self.read_line(deadline)
                 head = line[:48]
                 if b'"method"' in head and b'"id"' not in head:
-                    self.notifications.append(_decode(line))
+                    self.client.notifications.append(_decode(line))
                     continue
                 break
             samples.append(time.perf_counter() - t0)
@@ -256,20 +199,9 @@ class Server:
 
     def close(self, timeout: float = 15.0) -> int:
         """EOF on stdin, then wait for exit (killed after the timeout)."""
-        try:
-            self.proc.stdin.close()  # type: ignore[union-attr]
-        except OSError:
-            pass
-        try:
-            rc = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-            raise self.failure(f"did not exit within {timeout}s of EOF") from None
-        try:
-            self.proc.stdout.close()  # type: ignore[union-attr]
-        except OSError:
-            pass
+        rc = self.client.close(timeout)
+        if rc is None or rc < 0:
+            raise self.failure(f"did not exit within {timeout}s of EOF")
         return rc
 
     def kill(self) -> None:

@@ -1,160 +1,40 @@
-"""A scripted host for tests: talks to a real subagentd over real pipes, every wait bounded."""
+"""The tests' host: the public client (`subagentd.client`) over a real subagentd's pipes, every
+wait bounded; the server as a child process or in-process on a thread."""
 
 from __future__ import annotations
 
-import itertools
-import json
 import os
-import queue
 import subprocess
 import sys
 import threading
-from collections import deque
 from pathlib import Path
 from typing import Any
 
-TIMEOUT = 30.0  # generous: only a failing test waits this long, and CI machines are loaded
+from subagentd.client import Client, RpcError
+from subagentd.client.pipes import TIMEOUT
+
+__all__ = ["TIMEOUT", "Host", "InProcessServer", "RpcError", "ServerProcess"]
 
 
-class RpcError(Exception):
-    def __init__(self, error: dict[str, Any]) -> None:
-        super().__init__(error.get("message"))
-        self.error = error
-        self.code = error["code"]
-        self.message = error["message"]
-        self.data = error.get("data")
-
-
-class Host:
-    """Send frames, read frames; responses are matched by id, notifications are queued in order."""
+class Host(Client):
+    """The public client over a server's pipes, keeping every line read (tests check the bytes),
+    plus shorthands that play a real host with plain dicts."""
 
     def __init__(self, write_fd: int, read_fd: int) -> None:
-        self._write_fd = write_fd
-        self._read = os.fdopen(read_fd, "rb", buffering=0)
-        self._frames: queue.Queue[Any] = queue.Queue()
-        self._ids = itertools.count(1)
-        self.responses: dict[Any, dict[str, Any]] = {}
-        self.notifications: deque[dict[str, Any]] = deque()
-        self.raw: list[bytes] = []
-        self.reading = threading.Event()  # clear it to stop reading stdout (a slow host)
-        self.reading.set()
-        self._reader = threading.Thread(target=self._pump, daemon=True)
-        self._reader.start()
+        super().__init__(write_fd, read_fd, keep_raw=True)
 
-    def _pump(self) -> None:
-        buf = b""
-        while True:
-            self.reading.wait()
-            try:
-                chunk = self._read.read(65536)
-            except (OSError, ValueError):
-                chunk = b""
-            if not chunk:
-                self._frames.put(None)
-                return
-            buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                self.raw.append(line)
-                self._frames.put(line)
-
-    def close(self) -> None:
-        """After the server closed its end: stop the reader thread and close our fd."""
-        self._reader.join(TIMEOUT)
-        self._read.close()
-
-    # --- sending -------------------------------------------------------------------------
-
-    def send_bytes(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self._write_fd, view) :]
-
-    def send(self, message: Any) -> None:
-        self.send_bytes(json.dumps(message).encode() + b"\n")
-
-    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
-        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            message["params"] = params
-        self.send(message)
-
-    def start(self, method: str, params: dict[str, Any] | None = None) -> int:
-        """Send a request without waiting; returns its id."""
-        request_id = next(self._ids)
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        self.send(message)
-        return request_id
-
-    def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
-        """Request and wait: the result, or RpcError."""
-        response = self.response(self.start(method, params))
-        if "error" in response:
-            raise RpcError(response["error"])
-        return response["result"]
-
-    # --- receiving -----------------------------------------------------------------------
-
-    def _next_frame(self, timeout: float) -> Any:
-        try:
-            line = self._frames.get(timeout=timeout)
-        except queue.Empty:
-            raise TimeoutError("no frame from subagentd within the timeout") from None
-        if line is None:
-            raise EOFError("subagentd closed its stdout")
-        message = json.loads(line)
-        if isinstance(message, dict) and "method" in message and "id" not in message:
-            self.notifications.append(message)
-        elif isinstance(message, dict):
-            self.responses[message.get("id")] = message
-        return message
+    def close(self, timeout: float = TIMEOUT) -> None:  # type: ignore[override]
+        """After the server closed its end: read to its EOF and close our read fd."""
+        if self.read_fd >= 0:
+            self.read_to_eof(timeout)
+            os.close(self.read_fd)
+            self.read_fd = -1
 
     def read_any(self, timeout: float = TIMEOUT) -> Any:
         """The next frame whatever it is (batches come back as lists)."""
-        return self._next_frame(timeout)
+        return self.next_frame(timeout)
 
-    def response(self, request_id: Any, timeout: float = TIMEOUT) -> dict[str, Any]:
-        while request_id not in self.responses:
-            self._next_frame(timeout)
-        return self.responses.pop(request_id)
-
-    def notification(
-        self, method: str | None = None, timeout: float = TIMEOUT, **match: Any
-    ) -> dict[str, Any]:
-        """The first queued notification with this method (and matching params); waits for one."""
-        while True:
-            for note in list(self.notifications):
-                if (method is None or note["method"] == method) and all(
-                    note["params"].get(k) == v for k, v in match.items()
-                ):
-                    self.notifications.remove(note)
-                    return note["params"]
-            self._next_frame(timeout)
-
-    def drain_notifications(self) -> list[dict[str, Any]]:
-        notes = list(self.notifications)
-        self.notifications.clear()
-        return notes
-
-    def barrier(self) -> None:
-        """A ping, read up to its reply: the server answers frames in order, so every reply and
-        notification it wrote for what was sent before is read by then (deferred replies that
-        are still waiting, e.g. agents/close, are not). Synchronizes without sleeping."""
-        self.response(self.start("ping"))
-
-    def settle_quietly(self, timeout: float = 0.3) -> None:
-        """Read whatever arrives within `timeout` (to assert that nothing more was sent)."""
-        try:
-            while True:
-                self._next_frame(timeout)
-        except TimeoutError:
-            return
-
-    # --- helpers playing a real host -----------------------------------------------------
-
-    def initialize(self, **capabilities: Any) -> dict[str, Any]:
+    def initialize(self, **capabilities: Any) -> dict[str, Any]:  # type: ignore[override]
         params: dict[str, Any] = {
             "protocolVersion": "2025-06-18",
             "clientInfo": {"name": "test", "version": "0"},
@@ -168,7 +48,7 @@ class Host:
     def open(self, agent_id: str, **params: Any) -> dict[str, Any]:
         return self.call("agents/open", {"agent_id": agent_id, **params})
 
-    def spawn(
+    def spawn(  # type: ignore[override]
         self, caller: str, child_id: str, label: str = "task", prompt: str = "go", **params: Any
     ) -> dict[str, Any]:
         """Spawn and consume the child's first turn/start; returns the spawn result plus turn_id."""

@@ -132,7 +132,7 @@ class Epoch:
         must_succeed: bool = False,
     ) -> Request | None:
         """Write one request; it counts as sent even when the write fails (the kill raced it)."""
-        rpc_id = next(self.host._ids)
+        rpc_id = next(self.host.ids)
         request = Request(self.number, rpc_id, method, params, token, target, must_succeed)
         self.ledger.requests.append(request)
         self.ledger.stats["requests_sent"] += 1

@@ -91,22 +91,3 @@ def test_demo_refuses_a_database_that_already_has_data(tmp_path):
     assert done.returncode == 2
     assert "already exists" in done.stderr or "exists" in done.stderr
     assert db.read_bytes() == b"not empty"
-
-
-def test_demo_imports_only_the_standard_library():
-    """The demo is a host over the wire: it does not reach into core, storage or server (inspect
-    reads through storage: tests/test_layering.py)."""
-    import ast
-    from pathlib import Path
-
-    import subagentd
-
-    package = Path(subagentd.__file__).parent
-    for module in ("demo.py",):
-        tree = ast.parse((package / module).read_text())
-        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-        names |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-        assert {n.split(".")[0] for n in names} <= set(sys.stdlib_module_names) | {"__future__"}, (
-            module,
-            names,
-        )

@@ -100,6 +100,27 @@ def inspect_may_import(name: str) -> bool:
     )
 
 
+def client_may_import(name: str) -> bool:
+    """The public Python client speaks the wire: its types (schema), never the server's insides."""
+    return (
+        top(name) in STDLIB
+        or top(name) in ("msgspec", "anyio")
+        or name == "subagentd"  # its __version__
+        or within(name, "subagentd.schema")
+        or within(name, "subagentd.client")
+    )
+
+
+def demo_may_import(name: str) -> bool:
+    """The demo is a host like any other: the client and the wire types, nothing inside."""
+    return (
+        top(name) in STDLIB
+        or top(name) == "msgspec"
+        or within(name, "subagentd.client")
+        or within(name, "subagentd.schema")
+    )
+
+
 RULES = {
     "schema": (schema_may_import, ()),
     "errors.py": (errors_may_import, ()),
@@ -109,6 +130,8 @@ RULES = {
     "server": (None, ("subagentd.storage", "sqlite_utils")),
     "inspect.py": (inspect_may_import, ()),
     "terminal.py": (terminal_may_import, ()),
+    "client": (client_may_import, ()),
+    "demo.py": (demo_may_import, ()),
 }
 
 
@@ -120,7 +143,7 @@ def test_layer_imports_only_what_architecture_allows(layer):
 
 
 def test_every_subpackage_is_covered_by_a_rule():
-    covered = {"schema", "storage", "core", "server"}
+    covered = {"schema", "storage", "core", "server", "client"}
     subpackages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and not p.name.startswith("__")}
     assert subpackages <= covered, f"layers without a rule: {subpackages - covered}"
 

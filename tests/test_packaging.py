@@ -45,6 +45,7 @@ def metadata(wheel: zipfile.ZipFile) -> email.message.Message:
 def test_wheel_is_typed_and_carries_the_license(wheel):
     names = wheel.namelist()
     assert "subagentd/py.typed" in names
+    assert "subagentd/client/__init__.py" in names  # the public Python client ships typed
     (license_name,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
     text = wheel.read(license_name).decode()
     assert text == (ROOT / "LICENSE").read_text()

@@ -508,7 +508,7 @@ STEPS = 60 * ROUNDS
 
 def unpack_batches(host: Host) -> None:
     """Batch answers are filed by id like single ones."""
-    read = host._next_frame
+    read = host.next_frame
 
     def next_frame(timeout: float) -> Any:
         message = read(timeout)
@@ -516,7 +516,7 @@ def unpack_batches(host: Host) -> None:
             host.responses.update((r.get("id"), r) for r in message)
         return message
 
-    host._next_frame = next_frame  # type: ignore[method-assign]
+    host.next_frame = next_frame  # type: ignore[method-assign]
 
 
 @pytest.mark.timeout(120 + 20 * ROUNDS)

@@ -10,6 +10,13 @@ from subagentd.schema.base import Params, Wire
 from subagentd.schema.host import Scope
 from subagentd.schema.listing import AgentRow, Status
 
+CALLER_META = "subagentd/caller"
+"""`_meta` key naming the calling agent of `tools/list` and `tools/call`."""
+ACTIVATION_META = "subagentd/activation"
+"""`_meta` key naming the caller's activation (optional: a stale one is refused)."""
+IDEMPOTENCY_META = "subagentd/idempotency_key"
+"""`_meta` key of a `tools/call` idempotency key."""
+
 # --- tool arguments (validated with the exact texts of SEMANTICS.md section 3) ---
 
 

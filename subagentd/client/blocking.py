@@ -1,0 +1,312 @@
+"""The blocking client: spawn subagentd (or attach to its pipes) and call it with typed methods.
+
+Every host-API method and tool is a method named after its wire name (`agents/spawn` is
+`agents_spawn`), taking the fields of its schema Struct as arguments and returning the result
+Struct; `call` sends anything else. The transport is `Pipes` (see there why it is blocking).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+from subagentd import __version__
+from subagentd.client.frames import DEFAULT_PROTOCOL_VERSION, tool_meta
+from subagentd.client.pipes import TIMEOUT, Pipes
+from subagentd.client.process import Stderr, StderrMode, server_command
+from subagentd.schema import host as h
+from subagentd.schema import lifecycle as lc
+from subagentd.schema import tools as t
+from subagentd.schema.messages import Mode, ToolFilter
+
+
+class Client(Pipes):
+    """A connection to one subagentd; `Client.spawn(...)` starts one and owns it."""
+
+    process: subprocess.Popen[bytes] | None = None
+    stderr: Stderr | None = None
+
+    @classmethod
+    def spawn(
+        cls,
+        *args: str,
+        db: str | None = None,
+        caller: str | None = None,
+        command: Sequence[str] | None = None,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        stderr: StderrMode = "capture",
+        keep_raw: bool = False,
+    ) -> Client:
+        """Start `python -m subagentd serve --db DB ARGS` (or `command`) and connect to it."""
+        logs = Stderr(stderr)
+        try:
+            proc = subprocess.Popen(
+                server_command(args, db=db, caller=caller, command=command),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=logs.target,
+                env=env,
+                cwd=cwd,
+            )
+        except BaseException:
+            logs.close()
+            raise
+        assert proc.stdin is not None and proc.stdout is not None
+        client = cls(proc.stdin.fileno(), proc.stdout.fileno(), keep_raw=keep_raw)
+        client.process, client.stderr = proc, logs
+        return client
+
+    def stderr_text(self) -> str:
+        """What the spawned subagentd logged so far (its stderr, when captured)."""
+        return self.stderr.text() if self.stderr is not None else ""
+
+    def close(self, timeout: float = TIMEOUT) -> int | None:
+        """Close subagentd's stdin (EOF: it commits and exits) and wait for it; its exit code
+        (killed after `timeout`). Without a spawned process, only our ends are closed."""
+        proc = self.process
+        if proc is None:
+            for fd in (self.write_fd, self.read_fd):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            return None
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()
+        except OSError:
+            pass  # it exited already (killed, signalled)
+        self.read_to_eof(timeout)  # a subagentd blocked writing to us could not exit
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+        if self.stderr is not None:
+            self.stderr.close()
+        return proc.returncode
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def initialize(
+        self,
+        *,
+        client_name: str = "subagentd-python",
+        client_version: str = __version__,
+        protocol_version: str = DEFAULT_PROTOCOL_VERSION,
+        capabilities: dict[str, Any] | None = None,
+    ) -> lc.InitializeResult:
+        """The MCP handshake: `initialize`, then the `notifications/initialized` notification."""
+        params = lc.InitializeParams(
+            protocolVersion=protocol_version,
+            clientInfo={"name": client_name, "version": client_version},
+            capabilities=capabilities,
+        )
+        result = self.call("initialize", params, result=lc.InitializeResult)
+        self.notify("notifications/initialized")
+        return result
+
+    def server_discover(self) -> lc.DiscoverResult:
+        return self.call("server/discover", {}, result=lc.DiscoverResult)
+
+    def ping(self) -> h.Empty:
+        return self.call("ping", None, result=h.Empty)
+
+    # --- host API -------------------------------------------------------------------------
+
+    def agents_open(
+        self, agent_id: str | None = None, *, label: str | None = None, parent_id: str | None = None
+    ) -> h.OpenResult:
+        params = h.OpenParams(agent_id=agent_id, label=label, parent_id=parent_id)
+        return self.call("agents/open", params, result=h.OpenResult)
+
+    def agents_close(self, agent_id: str) -> h.Empty:
+        """Close a root; answered once its subtree has drained."""
+        return self.call("agents/close", h.AgentParams(agent_id=agent_id), result=h.Empty)
+
+    def agents_get(self, agent_id: str) -> h.AgentInfo:
+        return self.call("agents/get", h.AgentParams(agent_id=agent_id), result=h.AgentInfo)
+
+    def agents_spawn(
+        self,
+        caller: str,
+        label: str,
+        prompt: str,
+        *,
+        child_id: str | None = None,
+        mode: Mode = "continuable",
+        activation: str | None = None,
+        agent_provider: str | None = None,
+        agent_model: str | None = None,
+        persona: str | None = None,
+        tool_filter: ToolFilter | None = None,
+        idempotency_key: str | None = None,
+    ) -> h.SpawnResult:
+        """Spawn a child of `caller`; its first `turn/start` follows."""
+        params = h.SpawnParams(
+            caller=caller,
+            label=label,
+            prompt=prompt,
+            child_id=child_id,
+            mode=mode,
+            activation=activation,
+            agent_provider=agent_provider,
+            agent_model=agent_model,
+            persona=persona,
+            tool_filter=tool_filter,
+            idempotency_key=idempotency_key,
+        )
+        return self.call("agents/spawn", params, result=h.SpawnResult)
+
+    def agents_followup(
+        self, agent_id: str, message: str, *, idempotency_key: str | None = None
+    ) -> h.MessageIdResult:
+        params = h.FollowupParams(
+            agent_id=agent_id, message=message, idempotency_key=idempotency_key
+        )
+        return self.call("agents/followup", params, result=h.MessageIdResult)
+
+    def agents_interrupt(self, agent_id: str) -> h.InterruptResult:
+        params = h.AgentParams(agent_id=agent_id)
+        return self.call("agents/interrupt", params, result=h.InterruptResult)
+
+    def agents_list(
+        self,
+        root_id: str,
+        *,
+        scope: h.Scope = "children",
+        include_one_shot: bool = True,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> h.ListResult:
+        params = h.ListParams(
+            root_id=root_id,
+            scope=scope,
+            include_one_shot=include_one_shot,
+            cursor=cursor,
+            limit=limit,
+        )
+        return self.call("agents/list", params, result=h.ListResult)
+
+    def turns_begin(self, agent_id: str, messages: list[str] | None = None) -> h.TurnBeginResult:
+        params = h.TurnBeginParams(agent_id=agent_id, messages=messages)
+        return self.call("turns/begin", params, result=h.TurnBeginResult)
+
+    def turns_end(
+        self,
+        agent_id: str,
+        turn_id: str,
+        reason: h.TurnReason = "completed",
+        output: str | None = None,
+    ) -> h.Empty:
+        params = h.TurnEndParams(agent_id=agent_id, turn_id=turn_id, reason=reason, output=output)
+        return self.call("turns/end", params, result=h.Empty)
+
+    def transcript_append(
+        self, agent_id: str, events: list[h.Event], *, turn_id: str | None = None
+    ) -> h.SeqResult:
+        params = h.TranscriptAppendParams(agent_id=agent_id, turn_id=turn_id, events=events)
+        return self.call("transcript/append", params, result=h.SeqResult)
+
+    def transcript_read(
+        self, agent_id: str, *, after: int | None = None, limit: int | None = None
+    ) -> h.TranscriptReadResult:
+        params = h.TranscriptReadParams(agent_id=agent_id, after=after, limit=limit)
+        return self.call("transcript/read", params, result=h.TranscriptReadResult)
+
+    def messages_get(self, message_id: str) -> h.MessageInfo:
+        params = h.MessageGetParams(message_id=message_id)
+        return self.call("messages/get", params, result=h.MessageInfo)
+
+    def messages_cancel(self, message_id: str) -> h.MessageInfo:
+        params = h.MessageGetParams(message_id=message_id)
+        return self.call("messages/cancel", params, result=h.MessageInfo)
+
+    # --- the four tools, as direct methods (caller: default the server's --caller) ----------
+
+    def send_message(
+        self,
+        subagent_id: str,
+        message: str,
+        *,
+        caller: str | None = None,
+        activation: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> t.SendMessageResult:
+        params = t.SendMessageParams(
+            subagent_id=subagent_id,
+            message=message,
+            caller=caller,
+            activation=activation,
+            idempotency_key=idempotency_key,
+        )
+        return self.call("send_message", params, result=t.SendMessageResult)
+
+    def interrupt_agent(
+        self, agent_id: str, *, caller: str | None = None, activation: str | None = None
+    ) -> t.InterruptAgentResult:
+        params = t.InterruptAgentParams(agent_id=agent_id, caller=caller, activation=activation)
+        return self.call("interrupt_agent", params, result=t.InterruptAgentResult)
+
+    def list_agents(
+        self,
+        scope: h.Scope = "children",
+        *,
+        caller: str | None = None,
+        activation: str | None = None,
+    ) -> t.ListAgentsResult:
+        params = t.ListAgentsParams(scope=scope, caller=caller, activation=activation)
+        return self.call("list_agents", params, result=t.ListAgentsResult)
+
+    def report(
+        self,
+        output: str,
+        *,
+        caller: str | None = None,
+        activation: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> t.ReportResult:
+        params = t.ReportParams(
+            output=output, caller=caller, activation=activation, idempotency_key=idempotency_key
+        )
+        return self.call("report", params, result=t.ReportResult)
+
+    # --- the same tools through the MCP bridge --------------------------------------------
+
+    def tools_list(
+        self, *, caller: str | None = None, activation: str | None = None
+    ) -> t.ToolsListResult:
+        params = t.ToolsListParams(meta=tool_meta(caller, activation, None))
+        return self.call("tools/list", params, result=t.ToolsListResult)
+
+    def tools_call(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        caller: str | None = None,
+        activation: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> t.CallToolResult:
+        """A tool as a model calls it: a refusal is a result with `isError`, not an exception."""
+        params = t.ToolsCallParams(
+            name=name, arguments=arguments, meta=tool_meta(caller, activation, idempotency_key)
+        )
+        return self.call("tools/call", params, result=t.CallToolResult)
