@@ -145,8 +145,5 @@ def error_for(code: Code, message: str) -> SubagentdError:
     return _BY_CODE[code](message)
 
 
-_BY_CODE: dict[Code, type[SubagentdError]] = {
-    cls.code: cls
-    for cls in (SubagentdError, *SubagentdError.__subclasses__())
-    if "code" in cls.__dict__
-}
+_CLASSES: list[type[SubagentdError]] = [SubagentdError, *SubagentdError.__subclasses__()]
+_BY_CODE = {cls.code: cls for cls in _CLASSES if "code" in cls.__dict__}

@@ -76,6 +76,9 @@ class Connection:
             ledger=self.ledger,
         )
         self.notes = self.dispatcher.notes  # notifications of the work done since the last flush
+        self._wake: anyio.Event  # set when there is output to commit and write (made in serve)
+        self._drained: anyio.Event  # set after each write
+        self._read_scope: anyio.CancelScope
         self._writing = False
         self._reading = False  # handling a chunk of input (its flush follows inline)
         self.trimmer = Trimmer()

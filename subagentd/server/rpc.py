@@ -41,9 +41,10 @@ class JsonRpc:
     def __call__(
         self, call: Call, handler: Handler | None, message: dict[str, Any]
     ) -> dict[str, Any] | None:
-        reply: dict[str, Any] | None = dispatch_to_serializable(
+        reply = dispatch_to_serializable(
             message, self.entries, context=call, deserializer=_as_is, validator=_as_is
         )
+        assert not isinstance(reply, list)  # one message in, one reply (or None) out
         return reply
 
 

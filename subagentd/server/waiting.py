@@ -11,7 +11,7 @@ from subagentd.server.boundary import refusal
 from subagentd.server.envelope import success_reply
 
 
-class Kept(dict):
+class Kept(dict[str, Any]):
     """A reply that depends on no stored state (lifecycle, refusals before dispatch): it stands
     even when its commit group is lost."""
 
