@@ -150,3 +150,18 @@ def test_the_server_trims_after_a_burst_once_its_output_is_written():
         assert host.call("ping", {}) == {}  # and the connection keeps working
     finally:
         server.stop()
+
+
+def test_an_event_loop_whose_package_is_missing_is_refused_naming_the_extra(monkeypatch):
+    from subagentd.server import loops
+
+    assert loops.event_loop("asyncio") == ("asyncio", {})
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        loops.importlib.util, "find_spec", lambda name: None if name == "uvloop" else real(name)
+    )
+    with pytest.raises(ValueError) as refused:
+        loops.event_loop("uvloop")
+    assert str(refused.value) == (
+        "--event-loop uvloop needs the uvloop package (pip install 'subagentd[fast]')"
+    )
