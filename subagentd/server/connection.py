@@ -20,7 +20,7 @@ from subagentd.errors import (
 )
 from subagentd.schema.codes import Code
 from subagentd.server.boundary import INTERNAL_MESSAGE, refusal
-from subagentd.server.dispatcher import MAX_PENDING, Dispatcher
+from subagentd.server.dispatcher import Dispatcher
 from subagentd.server.envelope import Session
 from subagentd.server.framing import Frame, FrameReader, encode_frame
 from subagentd.server.handlers import METHODS
@@ -35,7 +35,6 @@ log = logging.getLogger("subagentd")
 
 _encode = msgspec.json.Encoder().encode
 OUTBOX_LIMIT = 8 * 1024 * 1024  # bytes of unwritten frames before reading pauses
-__all__ = ["MAX_PENDING", "Connection"]
 
 
 class Connection:
@@ -124,11 +123,6 @@ class Connection:
             self.outbox += frames
             self.outbox_bytes += size
 
-    def _lose(self, exc: StorageFailedError) -> None:
-        """The current group is lost; the rest of the frame being handled is refused."""
-        if self.ledger.lost is None:
-            self.ledger.lost = exc
-
     def _fail_group(self) -> None:
         """A lost group: storage is rolled back and memory rebuilt from it, then the group's
         requests are answered STORAGE_FAILED (Ledger.answer_lost); notifications are dropped."""
@@ -213,7 +207,8 @@ class Connection:
         except StorageBusyError:
             ran = False
         except StorageFailedError as exc:
-            self._lose(exc)
+            if self.ledger.lost is None:  # the group is lost: the rest of the frame is refused
+                self.ledger.lost = exc
         except LeaseLostError:  # its notices (agent/settled, lease-lost) are sent
             log.warning("another process took over this one's sessions: its agents were let go")
         except DatabaseLostError as exc:  # expected once the file is gone: one line, no traceback

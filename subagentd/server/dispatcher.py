@@ -204,7 +204,7 @@ class Dispatcher:
             self.ledger.cancel(request_id)
 
 
-def invoke_directly(call: Call, handler: Handler | None, message: dict[str, Any]) -> Any:
+def invoke_directly(call: Call, handler: Handler | None, message: dict[str, Any]) -> dict[str, Any]:
     """Run a method without jsonrpcserver (start-up, before it is imported): the same reply."""
     if "id" not in message:
         raise ValueError("invoke_directly answers requests only")
