@@ -2,6 +2,11 @@
 
     python benchmarks/run.py            # full run, a few minutes on 2 cores
     python benchmarks/run.py --quick    # smaller sizes, under a minute
+    python benchmarks/run.py --baseline-src ../old-checkout --uvloop   # extra subagentd columns
+
+Extra columns run the same scenarios right after the working tree's, scenario by scenario:
+`baseline` is another checkout of subagentd (its own PYTHONPATH), `uvloop` the working tree
+with --event-loop uvloop (the `fast` extra). Targets are judged on the working tree only.
 
 Writes benchmarks/results/latest.md and latest.json (or --out DIR). Generated databases live in
 a temporary directory that is removed afterwards.
@@ -10,6 +15,7 @@ a temporary directory that is removed afterwards.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -120,9 +126,13 @@ class Bench:
         tmp: str,
         prefix: list[str] | None = None,
         source: str | None = None,
+        args: list[str] | None = None,
+        label: str = "",
     ) -> None:
         self.sizes = sizes
         self.env = {"PYTHONPATH": source} if source else None
+        self.args = args or []  # extra subagentd options (e.g. --event-loop uvloop)
+        self.label = label  # prefixes its database files (several Benches share one temp dir)
         self.tmp = tmp
         self.prefix = prefix  # e.g. a profiler wrapped around subagentd
         self.raw: dict[str, Any] = {}
@@ -131,12 +141,13 @@ class Bench:
 
     def db_path(self, tag: str) -> str:
         self._n += 1
-        return os.path.join(self.tmp, f"{tag}-{self._n}.db")
+        return os.path.join(self.tmp, f"{self.label}{tag}-{self._n}.db")
 
     def start(self, kind: str, db: str | None = None, durability: str = "normal") -> Server:
         if kind != "subagentd":
             return Server(server_command(kind, db, durability))
-        return Server(server_command(kind, db, durability), prefix=self.prefix, env=self.env)
+        command = server_command(kind, db, durability) + self.args
+        return Server(command, prefix=self.prefix, env=self.env)
 
     # --- setup helpers -------------------------------------------------------------------
 
@@ -555,20 +566,30 @@ def fmt(v: float | None) -> str:
     return f"{v:.2f}"
 
 
-def render_table(metrics: list[Metric]) -> str:
+def render_table(metrics: list[Metric], variants: tuple[str, ...] = ()) -> str:
+    extra = "".join(f" {v} |" for v in variants)
     lines = [
-        "| metric | subagentd | echo floor | MCP SDK | ratio | target | met? |",
-        "|---|---:|---:|---:|---|---|---|",
+        f"| metric | subagentd |{extra} echo floor | MCP SDK | ratio | target | met? |",
+        "|---|---:|" + "---:|" * len(variants) + "---:|---:|---|---|---|",
     ]
     for m in metrics:
         met = {True: "yes", False: "**no**", None: ""}[m.met]
         name = f"{m.name} ({m.unit})"
         ratio = m.ratio + (f"; {m.note}" if m.note else "") if m.ratio else m.note
+        cells = "".join(f" {fmt(m.values.get(v))} |" for v in variants)
         lines.append(
-            f"| {name} | {fmt(m.values.get('subagentd'))} | {fmt(m.values.get('echo'))} |"
+            f"| {name} | {fmt(m.values.get('subagentd'))} |{cells} {fmt(m.values.get('echo'))} |"
             f" {fmt(m.values.get('mcp'))} | {ratio} | {m.target} | {met} |"
         )
     return "\n".join(lines)
+
+
+def merge_variants(metrics: list[Metric], raws: dict[str, dict[str, Any]]) -> None:
+    """Each variant's subagentd figure, as one more value of the working tree's metrics."""
+    for name, raw in raws.items():
+        theirs = {m.key: m.values.get("subagentd") for m in evaluate(raw)}
+        for m in metrics:
+            m.values[name] = theirs.get(m.key)
 
 
 def cpu_pressure() -> float | None:
@@ -645,6 +666,18 @@ def main(argv: list[str] | None = None) -> int:
         help="benchmark the subagentd of this git revision (exported to the temp dir) instead"
         " of the working tree",
     )
+    parser.add_argument(
+        "--baseline-src",
+        metavar="DIR",
+        default=None,
+        help="also measure the subagentd of this checkout (DIR/subagentd, put first on PYTHONPATH)"
+        " in a `baseline` column, scenario by scenario with the working tree",
+    )
+    parser.add_argument(
+        "--uvloop",
+        action="store_true",
+        help="also measure the working tree with --event-loop uvloop (needs the `fast` extra)",
+    )
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else FULL
     only = set(filter(None, args.only.split(",")))
@@ -652,6 +685,27 @@ def main(argv: list[str] | None = None) -> int:
     tmp = tempfile.mkdtemp(prefix="subagentd-bench-")
     source = export_revision(args.at, tmp) if args.at else None
     bench = Bench(sizes, tmp, source=source)
+    variants: dict[str, Bench] = {}
+    if args.baseline_src:
+        baseline = os.path.abspath(args.baseline_src)
+        if not os.path.isdir(os.path.join(baseline, "subagentd")):
+            parser.error(f"--baseline-src {baseline}: no subagentd package there")
+        variants["baseline"] = Bench(sizes, tmp, source=baseline, label="baseline-")
+    if args.uvloop:
+        uvloop = ["--event-loop", "uvloop"]
+        variants["uvloop"] = Bench(sizes, tmp, source=source, args=uvloop, label="uvloop-")
+    raws: dict[str, dict[str, Any]] = {name: {} for name in variants}
+
+    def each_variant(key: str, label: str, run: Any, *more: Any, peer: bool = False) -> None:
+        for name, other in variants.items():
+            result = other.guarded(f"{label} [{name}]", functools.partial(run, other), *more)
+            if peer:
+                raws[name].setdefault(key, {})
+                if result is not None:
+                    raws[name][key]["subagentd"] = result
+            else:
+                raws[name][key] = result
+
     t0 = time.perf_counter()
     load_before = os.getloadavg()
     psi_before = cpu_pressure()
@@ -663,36 +717,52 @@ def main(argv: list[str] | None = None) -> int:
                 for k in PEERS
                 if (r := bench.guarded(f"cold start {k}", bench.cold_start, k)) is not None
             }
+            each_variant("cold_start", "cold start", Bench.cold_start, "subagentd", peer=True)
         if want("tools"):
             raw["tool_calls"] = {
                 k: r
                 for k in PEERS
                 if (r := bench.guarded(f"tools/call {k}", bench.tool_calls, k)) is not None
             }
+            each_variant("tool_calls", "tools/call", Bench.tool_calls, "subagentd", peer=True)
         if want("send"):
             for durability in ("normal", "full"):
                 raw[f"send_{durability}"] = bench.guarded(
                     f"send_message {durability}", bench.send_messages, durability
                 )
+                each_variant(
+                    f"send_{durability}",
+                    f"send_message {durability}",
+                    Bench.send_messages,
+                    durability,
+                )
         if want("live"):
             raw["live_agents"] = bench.guarded("live agents RSS", bench.live_agents)
+            each_variant("live_agents", "live agents RSS", Bench.live_agents)
         if want("list"):
             raw["list_scaling"] = bench.guarded("list_agents scaling", bench.list_scaling)
+            each_variant("list_scaling", "list_agents scaling", Bench.list_scaling)
         if want("restart"):
             raw["restart"] = bench.guarded("restart", bench.restart)
+            each_variant("restart", "restart", Bench.restart)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     total = time.perf_counter() - t0
     metrics = evaluate(raw)
+    merge_variants(metrics, raws)
     env = {
         **environment(args.at),
+        "variants": {
+            name: (args.baseline_src if name == "baseline" else "--event-loop uvloop")
+            for name in variants
+        },
         "mode": "quick" if args.quick else "full",
         "seconds": total,
         "loadavg_1m_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
         "cpu_pressure_some_avg60_before_after": [psi_before, cpu_pressure()],
     }
     os.makedirs(args.out, exist_ok=True)
-    table = render_table(metrics)
+    table = render_table(metrics, tuple(variants))
     with open(os.path.join(args.out, "latest.json"), "w") as fh:
         json.dump(
             {
@@ -700,7 +770,8 @@ def main(argv: list[str] | None = None) -> int:
                 "sizes": asdict(sizes),
                 "metrics": [asdict(m) for m in metrics],
                 "raw": raw,
-                "failures": bench.failures,
+                "raw_variants": raws,
+                "failures": bench.failures + [f for v in variants.values() for f in v.failures],
             },
             fh,
             indent=2,
@@ -713,19 +784,20 @@ def main(argv: list[str] | None = None) -> int:
         f"{env['loadavg_1m_before_after']} · CPU pressure (PSI some avg60, %) before/after "
         f"{env['cpu_pressure_some_avg60_before_after']}\n\n"
         "ratio: subagentd ÷ peer (for throughput higher is better, for time and memory lower).\n\n"
+        + "".join(f"column `{name}`: {desc}\n" for name, desc in env["variants"].items())
+        + ("\n" if variants else "")
     )
+    failed = bench.failures + [f for v in variants.values() for f in v.failures]
     failures = ""
-    if bench.failures:
-        failures = "\n\n## Failures\n\n" + "\n".join(
-            f"```\n{f.strip()}\n```" for f in bench.failures
-        )
+    if failed:
+        failures = "\n\n## Failures\n\n" + "\n".join(f"```\n{f.strip()}\n```" for f in failed)
     with open(os.path.join(args.out, "latest.md"), "w") as fh:
         fh.write(header + table + failures + "\n")
     print(table)
-    if bench.failures:
-        print(f"\n{len(bench.failures)} scenario(s) failed; see latest.md", file=sys.stderr)
+    if failed:
+        print(f"\n{len(failed)} scenario(s) failed; see latest.md", file=sys.stderr)
     log(f"total {total:.1f}s")
-    return 1 if bench.failures else 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -111,6 +111,12 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         help="largest accepted frame; longer ones are answered -32600 (default: %(default)s)",
     )
     parser.add_argument(
+        "--event-loop",
+        choices=["asyncio", "uvloop", "trio"],  # server/loops.py
+        default="asyncio",
+        help="anyio backend the server runs on; uvloop needs the `fast` extra (default: %(default)s)",
+    )
+    parser.add_argument(
         "--durability",
         choices=["normal", "full"],
         default="normal",
@@ -330,6 +336,13 @@ def serve(args: argparse.Namespace) -> int:
 
     out_fd = divert_stdout()
     configure_logging(args.log_level, args.log_format)
+    from subagentd.server.loops import event_loop
+
+    try:
+        backend, options = event_loop(args.event_loop)
+    except ValueError as exc:
+        logging.getLogger("subagentd").error("cannot start: %s", exc)
+        return 1
 
     from subagentd.storage.opening import DatabaseRefusedError, open_database
 
@@ -396,7 +409,7 @@ def serve(args: argparse.Namespace) -> int:
     # it again (full collections then scan only what requests allocate).
     gc.freeze()
     try:
-        anyio.run(connection.serve)
+        anyio.run(connection.serve, backend=backend, backend_options=options)
     finally:
         try:
             service.store.close()  # type: ignore[attr-defined]

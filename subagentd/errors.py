@@ -1,4 +1,7 @@
-"""Domain exceptions; each binds one code from schema/codes.py. Only server/ turns them into wire errors."""
+"""Domain exceptions: one class per code of schema/codes.py. Only server/boundary.py puts them on the wire.
+
+A refinement of a code (a quota, a busy database) subclasses that code's class.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,9 @@ from subagentd.schema.codes import Code
 
 
 class SubagentdError(Exception):
-    """A refusal the client should see: a code, a message, and optional structured data."""
+    """A refusal the client should see: a code, a message, and optional structured data.
+
+    Raised bare it is an internal error (-32603), whose message never reaches the wire."""
 
     code: Code = Code.INTERNAL_ERROR
 
@@ -16,8 +21,18 @@ class SubagentdError(Exception):
         self.data = data
 
 
+class FrameUnparsableError(SubagentdError):
+    """A frame that is not JSON, or whose LSP header block cannot be read."""
+
+    code = Code.PARSE_ERROR
+
+
 class InvalidRequestError(SubagentdError):
     code = Code.INVALID_REQUEST
+
+
+class MethodUnknownError(SubagentdError):
+    code = Code.METHOD_NOT_FOUND
 
 
 class InvalidParamsError(SubagentdError):
@@ -80,10 +95,8 @@ class ServerOverloadedError(SubagentdError):
     code = Code.OVERLOADED
 
 
-class QuotaExceededError(SubagentdError):
+class QuotaExceededError(ServerOverloadedError):
     """A quota (SECURITY.md) refused the request before anything was written."""
-
-    code = Code.OVERLOADED
 
     def __init__(self, message: str, quota: str, limit: int | float) -> None:
         super().__init__(message, {"reason": quota, "quota": quota, "limit": limit})
@@ -127,9 +140,10 @@ class DatabaseLostError(SubagentdError):
     code = Code.DATABASE_LOST
 
 
-class ToolError(SubagentdError):
-    """A model-visible tool failure: `message` is the reason text SEMANTICS.md fixes."""
+def error_for(code: Code, message: str) -> SubagentdError:
+    """The exception of `code` (a tool rule's refusal: `message` is the text SEMANTICS.md fixes)."""
+    return _BY_CODE[code](message)
 
-    def __init__(self, code: Code, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+
+_CLASSES: list[type[SubagentdError]] = [SubagentdError, *SubagentdError.__subclasses__()]
+_BY_CODE = {cls.code: cls for cls in _CLASSES if "code" in cls.__dict__}

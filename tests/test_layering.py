@@ -177,3 +177,52 @@ def test_inspect_holds_no_sql():
         and node.value.lstrip().startswith(tuple(verb + " " for verb in verbs))
     ]
     assert statements == []
+
+
+def import_cycles(layer: str) -> list[list[str]]:
+    """Cycles among the modules of one layer (every import counts, inside functions and
+    TYPE_CHECKING blocks too; `from pkg import mod` counts as importing mod), each listed from
+    its smallest module name."""
+    names = {module_name(p): p for p in modules(layer)}
+    graph: dict[str, set[str]] = {}
+    for name, path in names.items():
+        found = imports_of(path)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found |= {f"{node.module}.{alias.name}" for alias in node.names}
+        graph[name] = {m for m in found if m in names and m != name}
+    cycles: set[tuple[str, ...]] = set()
+
+    def walk(node: str, path: list[str]) -> None:
+        for nxt in sorted(graph[node]):
+            if nxt in path:
+                cycle = path[path.index(nxt) :]
+                start = cycle.index(min(cycle))
+                cycles.add(tuple(cycle[start:] + cycle[:start]))
+            else:
+                walk(nxt, [*path, nxt])
+
+    for name in sorted(graph):
+        walk(name, [name])
+    return sorted(list(c) for c in cycles)
+
+
+@pytest.mark.parametrize("layer", ["server", "core", "storage", "schema"])
+def test_no_import_cycle_within_a_layer(layer):
+    assert import_cycles(layer) == []
+
+
+def test_the_cycle_checker_sees_a_cycle(tmp_path, monkeypatch):
+    fake = tmp_path / "subagentd"
+    (fake / "server").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "server" / "__init__.py").write_text("")
+    (fake / "server" / "a.py").write_text("from subagentd.server import b\n")
+    (fake / "server" / "b.py").write_text("def f():\n    from subagentd.server.c import x\n")
+    (fake / "server" / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import y\n"
+    )
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    assert import_cycles("server") == [
+        ["subagentd.server.a", "subagentd.server.b", "subagentd.server.c"]
+    ]

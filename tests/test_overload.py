@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from subagentd.schema.codes import Code
-from subagentd.server import connection
+from subagentd.server.dispatcher import MAX_PENDING
 from tests.host import InProcessServer, rss_kib
 
 MIB = 1024 * 1024
@@ -137,7 +137,6 @@ def test_a_host_that_never_reads_stdout_pauses_the_server_with_bounded_memory_an
 
 # --- a bound on deferred replies ------------------------------------------------------------------
 
-MAX_PENDING = getattr(connection, "MAX_PENDING", 1024)
 OVER = 16
 
 

@@ -1,14 +1,17 @@
-"""The transport's own habits: stdin stays registered while reads keep coming, and memory freed
+"""The transport's own habits: input is awaited through anyio on any backend, and memory freed
 after a burst is handed back once the connection has been quiet for a while."""
 
 from __future__ import annotations
 
-import asyncio
+import importlib.util
 import json
 import os
 import time
+from typing import Any
 
 import anyio
+import anyio.lowlevel
+import pytest
 
 from subagentd.server.memory import IDLE_SECONDS, TRIM_AFTER_BYTES, Trimmer
 from subagentd.server.transport import FdReader
@@ -35,30 +38,97 @@ def test_trimmer_trims_only_when_quiet_after_enough_output():
     assert calls == [0]  # nothing new since
 
 
-def test_stdin_stays_registered_between_round_trips_and_is_released_at_end_of_input():
+def _backends() -> list[Any]:
+    """Every anyio backend this machine can run: asyncio, uvloop (the `fast` extra), trio."""
+    found: list[Any] = ["asyncio"]
+    for module, backend in (("uvloop", ("asyncio", {"use_uvloop": True})), ("trio", "trio")):
+        if importlib.util.find_spec(module) is not None:
+            found.append(pytest.param(backend, id=module))
+    return found
+
+
+def _run(backend: Any, main: Any) -> Any:
+    name, options = backend if isinstance(backend, tuple) else (backend, {})
+    return anyio.run(main, backend=name, backend_options=options)
+
+
+@pytest.mark.parametrize("backend", _backends())
+def test_the_reader_waits_for_input_on_every_anyio_backend(backend):
     r, w = os.pipe()
 
     async def main() -> list[bytes]:
-        loop = asyncio.get_running_loop()
         reader = FdReader(r)
-        # the writes run on the loop, so only once the read has found nothing and waits on it
-        loop.call_soon(os.write, w, b"one")
-        got = [await reader.read()]  # waited: registers the fd with the loop
-        assert loop.remove_reader(r) is True  # still registered after the round trip ...
-        loop.add_reader(r, reader._on_readable)  # (put back as it was)
-        loop.call_soon(os.write, w, b"two")
-        got.append(await reader.read())  # ... so the next wait needs no new registration
-        os.write(w, b"three")
-        got.append(await reader.read())  # data was there: read at once
-        os.close(w)
-        got.append(await reader.read())
-        assert loop.remove_reader(r) is False  # released at end of input
+        got = []
+        async with anyio.create_task_group() as tg:
+
+            async def write_later(data: bytes | None) -> None:
+                await anyio.lowlevel.checkpoint()  # once the read below found nothing and waits
+                if data is None:
+                    os.close(w)
+                else:
+                    os.write(w, data)
+
+            tg.start_soon(write_later, b"one")
+            got.append(await reader.read())  # waited for readiness
+            os.write(w, b"two")
+            got.append(await reader.read())  # data was there: read at once
+            tg.start_soon(write_later, None)
+            got.append(await reader.read())  # end of input
         return got
 
     try:
-        assert anyio.run(main) == [b"one", b"two", b"three", b""]
+        assert _run(backend, main) == [b"one", b"two", b""]
     finally:
         os.close(r)
+
+
+@pytest.mark.parametrize("backend", _backends())
+def test_the_whole_server_serves_a_host_on_every_anyio_backend(backend):
+    """initialize, a spawn (a write, committed before its reply), a ping; EOF shuts it down."""
+    from subagentd.core.service import Service
+    from subagentd.core.settings import Settings
+    from subagentd.server.connection import Connection
+    from subagentd.server.transport import FdWriter
+    from subagentd.storage.database import SqliteStore
+
+    to_server_r, to_server_w = os.pipe()
+    from_server_r, from_server_w = os.pipe()
+    service = Service(SqliteStore(":memory:"), emit=None, timers=None, settings=Settings())  # type: ignore[arg-type]
+    service.recover()
+    service.commit()
+    connection = Connection(
+        service, FdReader(to_server_r), FdWriter(from_server_w), handle_signals=False, grace=1.0
+    )
+    frames = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "agents/open", "params": {"agent_id": "root"}},
+        {"jsonrpc": "2.0", "id": 3, "method": "ping"},
+    ]
+    os.write(to_server_w, b"".join(json.dumps(f).encode() + b"\n" for f in frames))
+    os.close(to_server_w)
+    try:
+        _run(backend, connection.serve)  # returns at end of input, once everything is written
+        os.close(from_server_w)
+        with os.fdopen(from_server_r, "rb") as out:
+            replies = [json.loads(line) for line in out.read().splitlines()]
+    finally:
+        os.close(to_server_r)
+    by_id = {r["id"]: r for r in replies if "id" in r}
+    assert by_id[1]["result"]["serverInfo"]["name"] == "subagentd"
+    assert set(by_id[2]["result"]) >= {"activation_id"}
+    assert by_id[3] == {"jsonrpc": "2.0", "result": {}, "id": 3}
+    assert service.registry.get("root") is None  # stopped by the shutdown ...
+    assert service.store.get_session("root") is not None  # ... and stored, committed
 
 
 def test_the_server_trims_after_a_burst_once_its_output_is_written():
@@ -80,3 +150,18 @@ def test_the_server_trims_after_a_burst_once_its_output_is_written():
         assert host.call("ping", {}) == {}  # and the connection keeps working
     finally:
         server.stop()
+
+
+def test_an_event_loop_whose_package_is_missing_is_refused_naming_the_extra(monkeypatch):
+    from subagentd.server import loops
+
+    assert loops.event_loop("asyncio") == ("asyncio", {})
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        loops.importlib.util, "find_spec", lambda name: None if name == "uvloop" else real(name)
+    )
+    with pytest.raises(ValueError) as refused:
+        loops.event_loop("uvloop")
+    assert str(refused.value) == (
+        "--event-loop uvloop needs the uvloop package (pip install 'subagentd[fast]')"
+    )

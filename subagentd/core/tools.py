@@ -7,7 +7,7 @@ from subagentd.core.descriptors import DescriptorProblem, filtered_tools, parse_
 from subagentd.core.engine import Engine
 from subagentd.core.listing import project, render
 from subagentd.core.registry import CONTINUABLE, LiveAgent
-from subagentd.errors import QuotaExceededError, ToolError
+from subagentd.errors import QuotaExceededError, SubagentdError, error_for
 from subagentd.schema.codes import Code
 from subagentd.schema.messages import Source, TextBlock
 from subagentd.schema.tools import (
@@ -22,8 +22,8 @@ from subagentd.schema.tools import (
 )
 
 
-def _not_delivered(code: Code, reason: str) -> ToolError:
-    return ToolError(code, texts.NOT_DELIVERED.format(reason=reason))
+def _not_delivered(code: Code, reason: str) -> SubagentdError:
+    return error_for(code, texts.NOT_DELIVERED.format(reason=reason))
 
 
 def draining_text(root: str) -> str:
@@ -113,9 +113,9 @@ class ToolRules(Engine):
         shown_id, shown_caller = texts.shown(target_id), texts.shown(caller)
         live_caller = self.live_caller(caller, activation)
         if live_caller is None:
-            raise ToolError(Code.UNAUTHORIZED, texts.INTERRUPT_STALE.format(id=shown_id))
+            raise error_for(Code.UNAUTHORIZED, texts.INTERRUPT_STALE.format(id=shown_id))
         if target_id == caller:
-            raise ToolError(Code.UNAUTHORIZED, texts.INTERRUPT_SELF.format(caller=shown_caller))
+            raise error_for(Code.UNAUTHORIZED, texts.INTERRUPT_SELF.format(caller=shown_caller))
         done = texts.INTERRUPT_OK.format(id=shown_id)
         target = self.registry.get(target_id)
         if target is None or target.kind != CONTINUABLE or target.disposing:
@@ -128,7 +128,7 @@ class ToolRules(Engine):
                 reason = texts.INTERRUPT_SIBLING
             else:
                 reason = texts.INTERRUPT_NOT_DESCENDANT
-            raise ToolError(Code.UNAUTHORIZED, reason.format(id=shown_id, caller=shown_caller))
+            raise error_for(Code.UNAUTHORIZED, reason.format(id=shown_id, caller=shown_caller))
         previous = self.interrupt(target, "parent", caller)
         return InterruptAgentResult(text=done, accepted=True, previous_status=previous)
 
@@ -161,12 +161,12 @@ class ToolRules(Engine):
         child = self.live_caller(caller, activation)
         shown_caller = texts.shown(caller)
         if child is None or child.kind != CONTINUABLE:
-            raise ToolError(Code.UNAUTHORIZED, texts.REPORT_NOT_REPORTER.format(id=shown_caller))
+            raise error_for(Code.UNAUTHORIZED, texts.REPORT_NOT_REPORTER.format(id=shown_caller))
         if child.disposing:
-            raise ToolError(Code.ACTIVATION_CLOSING, texts.REPORT_DISPOSING.format(id=shown_caller))
+            raise error_for(Code.ACTIVATION_CLOSING, texts.REPORT_DISPOSING.format(id=shown_caller))
         parent = self.registry.get(child.parent_id)
         if parent is None:
-            raise ToolError(Code.PARENT_UNAVAILABLE, texts.REPORT_PARENT_NOT_LIVE)
+            raise error_for(Code.PARENT_UNAVAILABLE, texts.REPORT_PARENT_NOT_LIVE)
         try:
             self.quotas.text("the report", args.output)
             if self.settings.report_delivery != "quiet":
@@ -224,6 +224,6 @@ class ToolRules(Engine):
         """A tool the caller's tool_filter removes is refused, naming it."""
         allowed = self.caller_tools(caller)
         if allowed is not None and name not in allowed:
-            raise ToolError(
+            raise error_for(
                 Code.UNAUTHORIZED, texts.TOOL_FILTERED.format(tool=name, caller=texts.shown(caller))
             )

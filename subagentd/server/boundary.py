@@ -1,14 +1,17 @@
-"""The one exception-to-wire boundary: domain errors keep their code, anything else becomes -32603."""
+"""The one exception-to-wire boundary: domain errors keep their code, anything else becomes -32603.
+
+Two shapes, as PROTOCOL.md section 8 shows them: a refusal before a method runs (a bad envelope,
+a lifecycle rule, a bound) carries its exception's `data` as it is; a failure of a method carries
+`data.reason` (the code's name) and, for the direct tool methods, the model-visible `text`.
+Light to import (the start-up fast path uses it): msgspec and subagentd's own types only.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 import msgspec
-from jsonrpcserver import Success
-from jsonrpcserver.exceptions import JsonRpcError
 
 from subagentd.errors import InvalidParamsError, SubagentdError
 from subagentd.schema.base import ID_PATTERN, ID_RULE
@@ -17,35 +20,43 @@ from subagentd.schema.codes import Code
 log = logging.getLogger("subagentd")
 
 INTERNAL_MESSAGE = "Internal error"
-
-
-def error_data(exc: SubagentdError, with_text: bool) -> dict[str, Any]:
-    """`data` of a domain error: its code's name, and for tool calls the model-visible text."""
-    data: dict[str, Any] = {"reason": Code(exc.code).name}
-    if isinstance(exc.data, dict):
-        data.update(exc.data)
-    if with_text:
-        data["text"] = f"Error: {exc.message}"
-    return data
-
-
 _ID_REGEX = f"`str` matching regex {ID_PATTERN!r}"
 
 
-def invalid_params(exc: msgspec.ValidationError) -> SubagentdError:
-    detail = str(exc).replace(_ID_REGEX, f"an agent id ({ID_RULE})")  # name the rule, not a regex
-    return InvalidParamsError(f"invalid params: {detail}")
+def error_text(exc: SubagentdError) -> str:
+    """The text a model sees for a refused tool call (SEMANTICS.md: `Error: <reason>`)."""
+    return f"Error: {exc.message}"
 
 
-def guard(run: Callable[[], Any], *, tool: bool = False) -> Any:
-    """Run one handler; translate every failure into a JSON-RPC error (never exception text)."""
-    try:
-        return Success(run())
-    except SubagentdError as exc:
-        raise JsonRpcError(exc.code, exc.message, error_data(exc, tool)) from None
-    except msgspec.ValidationError as exc:
-        err = invalid_params(exc)
-        raise JsonRpcError(err.code, err.message, error_data(err, False)) from None
-    except Exception:
-        log.exception("unexpected failure while handling a request")
-        raise JsonRpcError(Code.INTERNAL_ERROR, INTERNAL_MESSAGE) from None
+def domain_error(exc: BaseException) -> SubagentdError:
+    """Any failure as the domain error the wire shows: params that do not validate are -32602,
+    and anything unexpected is logged with its traceback and becomes a bare -32603."""
+    if isinstance(exc, SubagentdError):
+        return exc
+    if isinstance(exc, msgspec.ValidationError):
+        detail = str(exc).replace(_ID_REGEX, f"an agent id ({ID_RULE})")  # the rule, not a regex
+        return InvalidParamsError(f"invalid params: {detail}")
+    log.error("unexpected failure while handling a request", exc_info=exc)
+    return SubagentdError(INTERNAL_MESSAGE)
+
+
+def refusal(exc: SubagentdError, request_id: Any = None) -> dict[str, Any]:
+    """The reply to a request refused before its method ran: code, message and data as raised."""
+    error: dict[str, Any] = {"code": int(exc.code), "message": exc.message}
+    if exc.data is not None:
+        error["data"] = exc.data
+    return {"jsonrpc": "2.0", "error": error, "id": request_id}
+
+
+def failure(exc: BaseException, tool: bool) -> dict[str, Any]:
+    """The error object of a method that failed (for its JSON-RPC reply): no exception text
+    ever reaches the wire except a domain error's own message."""
+    err = domain_error(exc)
+    if type(err) is SubagentdError:
+        return {"code": int(err.code), "message": INTERNAL_MESSAGE}
+    data: dict[str, Any] = {"reason": Code(err.code).name}
+    if isinstance(err.data, dict):
+        data.update(err.data)
+    if tool:
+        data["text"] = error_text(err)
+    return {"code": int(err.code), "message": err.message, "data": data}

@@ -1,4 +1,4 @@
-"""JSON-RPC envelopes and per-connection lifecycle state; light to import (used at start-up)."""
+"""JSON-RPC success envelopes and per-connection lifecycle state; light to import (used at start-up)."""
 
 from __future__ import annotations
 
@@ -16,24 +16,22 @@ class Session:
     default_caller: str | None = None
 
 
-def error_reply(
-    code: int, message: str, request_id: Any = None, data: Any = None
-) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": int(code), "message": message}
-    if data is not None:
-        error["data"] = data
-    return {"jsonrpc": "2.0", "error": error, "id": request_id}
-
-
-def success_reply(result: Any, request_id: Any, stateless: bool) -> dict[str, Any]:
+def result_value(result: Any, stateless: bool) -> Any:
+    """A method's result as the wire carries it: `{}` for none; stateless-era requests get
+    `resultType: "complete"` in an object result."""
     if stateless:
         result = msgspec.to_builtins(result) if result is not None else {}
         if isinstance(result, dict):
             result = {**result, "resultType": "complete"}
-    return {"jsonrpc": "2.0", "result": {} if result is None else result, "id": request_id}
+    return {} if result is None else result
+
+
+def success_reply(result: Any, request_id: Any, stateless: bool) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "result": result_value(result, stateless), "id": request_id}
 
 
 def valid_id(value: Any) -> bool:
+    """JSON-RPC ids are strings, integers or null (never booleans)."""
     return (
         value is None
         or isinstance(value, str)

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
@@ -21,6 +20,7 @@ from subagentd.errors import (
 from subagentd.schema import host as h
 from subagentd.schema import lifecycle as lc
 from subagentd.schema import tools as t
+from subagentd.server.call import Call, Handler
 from subagentd.server.mcp import (
     ACTIVATION_META,
     CALLER_META,
@@ -32,25 +32,11 @@ from subagentd.server.mcp import (
     tool_definitions,
 )
 
-if TYPE_CHECKING:
-    from subagentd.server.connection import Call
-
 INSTRUCTIONS = (
     "subagentd keeps a tree of agents: spawn children, queue their next turns with send_message,"
     " stop a descendant's turn with interrupt_agent, see the tree with list_agents; a continuable"
     " child reports to its parent with report."
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Handler:
-    run: Callable[[Call, Any], Any]
-    params: type[msgspec.Struct] | None  # None: the handler validates the raw dict itself
-    result: type | None  # for the schema export
-    writes: bool = True
-    tool: bool = False  # errors carry the model-visible `text` (direct tool methods)
-    defers: bool = False  # the reply waits (bounded by MAX_PENDING in the connection)
-    confined: bool = False  # also served to a confined MCP client (a connection with --caller)
 
 
 METHODS: dict[str, Handler] = {}

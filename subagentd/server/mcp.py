@@ -14,6 +14,7 @@ from subagentd.core.arguments import check_arguments
 from subagentd.core.service import Service
 from subagentd.errors import CallerUnauthorizedError, SubagentdError
 from subagentd.schema import tools as t
+from subagentd.server.boundary import error_text
 
 CALLER_META = "subagentd/caller"
 ACTIVATION_META = "subagentd/activation"
@@ -171,7 +172,7 @@ def call_tool_result(
 ) -> t.CallToolResult:
     """An MCP CallToolResult: the text the model sees, and the structured fields."""
     if error is not None:
-        return t.CallToolResult(content=[_text(f"Error: {error.message}")], isError=True)
+        return t.CallToolResult(content=[_text(error_text(error))], isError=True)
     assert result is not None
     text: str = result.text  # type: ignore[attr-defined]
     return t.CallToolResult(

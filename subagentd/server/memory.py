@@ -14,6 +14,8 @@ import ctypes.util
 import time
 from collections.abc import Callable
 
+import anyio
+
 TRIM_AFTER_BYTES = 256 * 1024
 IDLE_SECONDS = 0.5
 
@@ -52,3 +54,10 @@ class Trimmer:
         ):
             self._trim(0)
             self.pending = 0
+
+    async def run(self, quiet: Callable[[], bool]) -> None:
+        """Tick every IDLE_SECONDS while `quiet()` (nothing waiting to be written)."""
+        while True:
+            await anyio.sleep(IDLE_SECONDS)
+            if quiet():
+                self.tick()

@@ -1,9 +1,10 @@
 """Start-up fast path: the host's handshake is answered while the rest of subagentd loads.
 
 The first response a host waits for (`initialize`, or `server/discover` / `ping`) needs no state,
-so it is answered from here — which imports only msgspec and the lifecycle handlers — while
-another thread imports the dispatcher and the storage layer and opens the database. Any other
-frame, and anything unusual about a handshake frame, is left to the full server unchanged.
+so it is answered from here — by the server's own Dispatcher, serving only those three methods and
+running them directly — while another thread imports jsonrpcserver and the storage layer and opens
+the database. Any other frame, a batch, a notification and any refusal are left to the full
+server unchanged (it answers them the usual way).
 """
 
 from __future__ import annotations
@@ -13,19 +14,19 @@ import os
 import select
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from subagentd.core.settings import Settings
-from subagentd.schema.lifecycle import SUPPORTED_VERSIONS, VERSION_META_KEY
-from subagentd.server.envelope import Session, success_reply, valid_id
+from subagentd.server.envelope import Session
 from subagentd.server.framing import Frame, FrameReader, encode_frame
 
+if TYPE_CHECKING:
+    from subagentd.core.settings import Settings
+    from subagentd.server.dispatcher import Dispatcher
+
 log = logging.getLogger("subagentd")
-_decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
-_HANDSHAKE = frozenset({"initialize", "ping", "server/discover"})
 CHUNK = 256 * 1024
 
 
@@ -37,15 +38,6 @@ class Started:
     session: Session
     frames: list[Frame] = field(default_factory=list)  # read but not answered yet
     input_ended: bool = False
-
-
-@dataclass
-class HandshakeCall:
-    """The part of a handler's call context the lifecycle handlers use."""
-
-    session: Session
-    settings: Settings
-    stateless: bool = False
 
 
 def divert_stdout() -> int:
@@ -70,8 +62,18 @@ def answer_handshake(in_fd: int, out_fd: int, started: Started, settings: Settin
             started.frames = started.framer.finish()
         else:
             started.frames = started.framer.feed(data)
+    # imported while the loader thread imports jsonrpcserver and storage: no handler needs them
+    from subagentd.server.dispatcher import LIFECYCLE, Dispatcher, invoke_directly
+    from subagentd.server.handlers import METHODS
+
+    dispatcher = Dispatcher(
+        started.session,
+        settings,
+        invoke_directly,
+        methods={name: METHODS[name] for name in LIFECYCLE},
+    )
     while started.frames:
-        reply = _answer(started.frames[0], started.session, settings)
+        reply = _answer(dispatcher, started.frames[0])
         if reply is None:
             return
         started.frames.pop(0)
@@ -82,39 +84,19 @@ def answer_handshake(in_fd: int, out_fd: int, started: Started, settings: Settin
             return
 
 
-def _answer(frame: Frame, session: Session, settings: Settings) -> dict[str, Any] | None:
-    """The reply to a plain handshake request, or None to leave the frame to the full server."""
-    from subagentd.server.handlers import METHODS  # no dispatcher, no storage behind it
+def _answer(dispatcher: Dispatcher, frame: Frame) -> Any:
+    """The reply to a handshake request, or None to leave the frame to the full server."""
+    from subagentd.errors import SubagentdError
+    from subagentd.server.dispatcher import LIFECYCLE, decode
 
-    if not isinstance(frame, bytes):
-        return None
     try:
-        message = _decode(frame)
-    except (msgspec.DecodeError, RecursionError):
+        message = decode(frame)
+    except SubagentdError:
         return None
-    if not (
-        isinstance(message, dict)
-        and message.get("jsonrpc") == "2.0"
-        and message.get("method") in _HANDSHAKE
-        and "id" in message
-        and valid_id(message["id"])
-        and isinstance(message.get("params", {}), dict)
-    ):
-        return None
-    params = message.get("params", {})
-    meta = params.get("_meta")
-    version = meta.get(VERSION_META_KEY) if isinstance(meta, dict) else None
-    if version is not None and version not in SUPPORTED_VERSIONS:
-        return None
-    handler = METHODS[message["method"]]
-    try:
-        result = handler.run(
-            HandshakeCall(session, settings, version is not None),
-            msgspec.convert(params, handler.params),
-        )
-    except Exception:  # refusals and bad params: the full server answers them the usual way
-        return None
-    return success_reply(result, message["id"], version is not None)
+    if not (isinstance(message, dict) and "id" in message and message.get("method") in LIFECYCLE):
+        return None  # only a request may be run here: the full server would run it again
+    reply = dispatcher.dispatch_one(message)
+    return reply if isinstance(reply, dict) and "result" in reply else None
 
 
 def _write(fd: int, data: bytes) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 
 import anyio
@@ -12,17 +11,13 @@ CHUNK = 256 * 1024
 
 
 class FdReader:
-    """Reads a pipe, socket or regular file; waits on the event loop when the fd can poll.
-
-    The fd stays registered with the loop while reads keep coming (no epoll add/remove per round
-    trip); it is unregistered when it becomes readable with nobody waiting (reading paused).
-    """
+    """Reads a pipe, socket or regular file; waits for input through anyio's `wait_readable`, so
+    it runs on any anyio backend (asyncio, uvloop, trio). A regular file, which cannot be polled,
+    is read with plain reads."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self._pollable = True
-        self._registered = False
-        self._waiter: asyncio.Future[None] | None = None
         try:
             os.set_blocking(fd, False)
         except OSError:
@@ -31,12 +26,6 @@ class FdReader:
     async def read(self) -> bytes:
         """The next chunk; b"" at end of input. Yields to the loop once per call, so input that
         never runs dry cannot starve the other tasks."""
-        data = await self._next()
-        if not data:
-            self.close()
-        return data
-
-    async def _next(self) -> bytes:
         if self._pollable:
             try:
                 data = os.read(self.fd, CHUNK)
@@ -46,44 +35,17 @@ class FdReader:
                 await anyio.lowlevel.checkpoint()
                 return data
             while self._pollable:
-                await self._readable()
+                try:
+                    await anyio.wait_readable(self.fd)
+                except PermissionError:  # a regular file cannot be polled: plain reads
+                    self._pollable = False
+                    break
                 try:
                     return os.read(self.fd, CHUNK)
                 except BlockingIOError:
                     continue
         await anyio.lowlevel.checkpoint()
         return os.read(self.fd, CHUNK)
-
-    async def _readable(self) -> None:
-        loop = asyncio.get_running_loop()
-        if not self._registered:
-            try:
-                loop.add_reader(self.fd, self._on_readable)
-            except PermissionError:
-                self._pollable = False  # a regular file cannot be polled: plain reads
-                return
-            self._registered = True
-        self._waiter = loop.create_future()
-        try:
-            await self._waiter
-        finally:
-            self._waiter = None
-
-    def _on_readable(self) -> None:
-        if self._waiter is None:
-            asyncio.get_running_loop().remove_reader(self.fd)
-            self._registered = False
-        elif not self._waiter.done():
-            self._waiter.set_result(None)
-
-    def close(self) -> None:
-        """Stop polling the fd (the loop may already be gone)."""
-        if self._registered:
-            self._registered = False
-            try:
-                asyncio.get_running_loop().remove_reader(self.fd)
-            except RuntimeError:
-                pass
 
 
 class FdWriter:

@@ -6,11 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from subagentd.schema.codes import Code
-from subagentd.server.envelope import error_reply, success_reply
+from subagentd.errors import RequestCancelledError
+from subagentd.server.boundary import refusal
+from subagentd.server.envelope import success_reply
 
 
-class Kept(dict):
+class Kept(dict[str, Any]):
     """A reply that depends on no stored state (lifecycle, refusals before dispatch): it stands
     even when its commit group is lost."""
 
@@ -42,7 +43,7 @@ class Pending:
 
     def reply(self) -> dict[str, Any]:
         if self.cancelled:
-            return error_reply(Code.REQUEST_CANCELLED, "request cancelled", self.request_id)
+            return refusal(RequestCancelledError("request cancelled"), self.request_id)
         return success_reply(self.deferred.result, self.request_id, self.stateless)
 
 
@@ -93,6 +94,19 @@ class Ledger:
         """A reply (or batch of replies), held with its group until the group commits."""
         self.hold(self._frame(message))
         self.entries.append(message if entry is None else entry)
+
+    def answer(self, reply: Any) -> None:
+        """The dispatcher's reply to one frame: held now, or owed while a member waits."""
+        if isinstance(reply, list):
+            waiting = [r for r in reply if isinstance(r, Pending)]
+            if waiting:
+                self.wait(Owed(waiting, reply))
+            else:
+                self.reply(reply)
+        elif isinstance(reply, Pending):
+            self.wait(Owed([reply]))
+        elif reply is not None:
+            self.reply(reply)
 
     def committed(self) -> tuple[list[bytes], int]:
         """The group committed: its frames (and their size) may be written now."""

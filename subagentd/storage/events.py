@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from subagentd.schema.records import EventRecord
-from subagentd.storage.transactions import Connected
+from subagentd.storage.connected import Connected
 
 _EVENTS_SQL = (
     "SELECT seq, turn_id, type, data, at FROM events WHERE session_id = ? AND seq > ?"

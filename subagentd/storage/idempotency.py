@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from subagentd.schema.records import IdempotencyRecord
-from subagentd.storage.transactions import Connected
+from subagentd.storage.connected import Connected
 
 
 class IdempotencyKeys:

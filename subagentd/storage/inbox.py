@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from subagentd.schema.records import InboxRecord
-from subagentd.storage.transactions import Connected
+from subagentd.storage.connected import Connected
 
 _MESSAGE = "SELECT position, message_id, session_id, content, source, state, turn_id FROM inbox"
 _NEXT_QUEUED_SQL = _MESSAGE + " WHERE session_id = ? AND state = 'queued' ORDER BY position LIMIT 1"

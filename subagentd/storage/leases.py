@@ -18,7 +18,7 @@ import msgspec
 from subagentd.schema.records import LiveRecord
 
 if TYPE_CHECKING:
-    from subagentd.storage.transactions import Connected
+    from subagentd.storage.connected import Connected
 
 log = logging.getLogger("subagentd")
 

@@ -12,7 +12,6 @@ import sqlite3
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Protocol
 
 from subagentd.errors import DatabaseLostError, LeaseLostError, StorageBusyError, StorageFailedError
 from subagentd.storage.leases import RENEW_EVERY, RENEW_SQL, Holding, Renewer
@@ -27,14 +26,6 @@ _LOST = (
     "this subagentd process lost its leases to another process sharing the database (it was"
     " stalled longer than --lease-ttl); its live agents were let go and the request was not applied"
 )
-
-
-class Connected(Protocol):
-    """What a table needs of the database: the connection, and a write transaction on demand."""
-
-    conn: sqlite3.Connection
-
-    def begin(self) -> None: ...
 
 
 class GroupCommit:

@@ -1,0 +1,77 @@
+"""What a method is made of: its table entry (Handler) and what it sees of its request (Call)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from subagentd.core.service import Service
+from subagentd.core.settings import Settings
+from subagentd.errors import InvalidParamsError, LeaseLostError, StorageFailedError
+from subagentd.server.envelope import Session
+from subagentd.server.waiting import Deferred, Ledger
+
+
+@dataclass(frozen=True, slots=True)
+class Handler:
+    """One method: typed params -> service -> result, and how the dispatcher treats it."""
+
+    run: Callable[[Call, Any], Any]
+    params: type[msgspec.Struct] | None  # None: the handler validates the raw dict itself
+    result: type | None  # for the schema export
+    writes: bool = True
+    tool: bool = False  # errors carry the model-visible `text` (direct tool methods)
+    defers: bool = False  # the reply waits (bounded by MAX_PENDING in the dispatcher)
+    confined: bool = False  # also served to a confined MCP client (a connection with --caller)
+
+
+@dataclass(slots=True)
+class Call:
+    """What a handler sees of its request and of the connection it came on."""
+
+    service_or_none: Service | None  # None only at start-up (prelude: the handshake methods)
+    session: Session
+    settings: Settings
+    stateless: bool
+    ledger: Ledger
+    notes: list[bytes]  # the connection's notifications not yet held for the host
+    notes_mark: int = 0
+    deferred: Deferred | None = None
+
+    @property
+    def service(self) -> Service:
+        assert self.service_or_none is not None, "the service is not loaded yet"
+        return self.service_or_none
+
+    def defer(self, result: Any) -> Callable[[], None]:
+        self.deferred = Deferred(result)
+        return self.deferred.complete
+
+    def drop_notifications(self, error: BaseException) -> None:
+        """A failed request's notifications are not sent; but when its transaction found this
+        process fenced, they are the host's news of the agents it let go (Engine.lease_lost)."""
+        if not isinstance(error, LeaseLostError):
+            del self.notes[self.notes_mark :]
+
+    def run(self, handler: Handler, args: Any, params: dict[str, Any]) -> Any:
+        """The handler on validated params, in a write transaction if it writes. A storage
+        failure loses the commit group: the rest of the frame is refused (Ledger.lost)."""
+        if args:
+            raise InvalidParamsError("params must be an object, not an array")
+        value = params if handler.params is None else msgspec.convert(params, handler.params)
+        try:
+            if handler.writes:
+                with self.service.transaction():
+                    return handler.run(self, value)
+            return handler.run(self, value)
+        except StorageFailedError as exc:
+            if self.ledger.lost is None:
+                self.ledger.lost = exc
+            self.drop_notifications(exc)
+            raise
+        except BaseException as error:
+            self.drop_notifications(error)
+            raise

@@ -1,0 +1,222 @@
+"""The transport-free dispatcher: a frame, or a decoded message or batch, in; its reply value out.
+
+It owns the JSON-RPC envelope rules (PROTOCOL.md sections 1, 2 and 8): the checks before a method
+runs, batches, notifications, cancellation, the lifecycle and the bounds; every refusal is a
+raised SubagentdError that server/boundary.py puts on the wire. The method itself runs through an
+`Invoke`: jsonrpcserver's dispatch in the server (server/rpc.py), a direct call at start-up
+(`invoke_directly`: the prelude answers the handshake before jsonrpcserver is even imported).
+The connection is only the I/O loop around it. Light to import: no jsonrpcserver, no anyio.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import msgspec
+
+from subagentd.core.service import Service
+from subagentd.core.settings import Settings
+from subagentd.errors import (
+    FrameUnparsableError,
+    InvalidRequestError,
+    MethodUnknownError,
+    NotInitializedError,
+    ServerOverloadedError,
+    SubagentdError,
+    UnsupportedProtocolVersionError,
+)
+from subagentd.schema.codes import Code
+from subagentd.schema.lifecycle import SUPPORTED_VERSIONS, VERSION_META_KEY
+from subagentd.server.boundary import failure, refusal
+from subagentd.server.call import Call, Handler
+from subagentd.server.envelope import Session, success_reply, valid_id
+from subagentd.server.framing import BadHeader, Frame, Oversize
+from subagentd.server.handlers import METHODS
+from subagentd.server.waiting import Kept, Ledger, Pending
+
+One = dict[str, Any] | Pending  # the reply to one request: a reply object, or one still owed
+Reply = One | list[One]
+Invoke = Callable[[Call, Handler | None, dict[str, Any]], dict[str, Any] | None]
+
+_decode = msgspec.json.Decoder().decode
+_encode = msgspec.json.Encoder().encode
+CANCEL = {"notifications/cancelled": "requestId", "$/cancelRequest": "id"}
+LIFECYCLE = frozenset({"initialize", "ping", "server/discover"})  # served before initialize
+MAX_PENDING = 1024  # replies that may wait at once (agents/close drains); beyond: 1011 OVERLOADED
+
+
+def decode(frame: Frame) -> Any:
+    """The JSON value of a frame; FrameUnparsableError (or InvalidRequestError for an oversized
+    frame) when there is none."""
+    if isinstance(frame, Oversize):
+        raise InvalidRequestError(
+            f"frame exceeds the limit of {frame.limit} bytes (--max-frame-bytes); it was discarded"
+        )
+    if isinstance(frame, BadHeader):
+        raise FrameUnparsableError(f"Parse error: {frame.detail}")
+    try:
+        return _decode(frame)
+    except msgspec.DecodeError as exc:
+        raise FrameUnparsableError("Parse error", str(exc)) from None
+    except RecursionError:
+        raise FrameUnparsableError("Parse error", "JSON is nested too deeply") from None
+
+
+class Dispatcher:
+    """Answers JSON-RPC messages in arrival order for one connection (its session and ledger)."""
+
+    def __init__(
+        self,
+        session: Session,
+        settings: Settings,
+        invoke: Invoke,
+        *,
+        service: Service | None = None,
+        methods: Mapping[str, Handler] = METHODS,
+        frame: Callable[[Any], bytes] = _encode,
+        ledger: Ledger | None = None,
+        max_pending: int = MAX_PENDING,
+    ) -> None:
+        self.session = session
+        self.settings = settings
+        self.service = service
+        self.methods = methods
+        self.invoke = invoke
+        self.frame = frame  # a message as the bytes written to the host
+        self.ledger = ledger or Ledger(frame, lambda size: None)
+        self.max_pending = max_pending
+        self.notes: list[bytes] = []  # notifications not yet held for the host
+
+    def emit(self, method: str, params: msgspec.Struct) -> None:
+        """A notification to the host; written after the current request's reply and commit."""
+        self.notes.append(self.frame({"jsonrpc": "2.0", "method": method, "params": params}))
+
+    def handle_frame(self, frame: Frame) -> Reply | None:
+        try:
+            message = decode(frame)
+        except SubagentdError as exc:
+            return refusal(exc)
+        return self.dispatch(message)
+
+    def dispatch(self, message: Any) -> Reply | None:
+        """The reply to a decoded message or batch; None when nothing is answered."""
+        if not isinstance(message, list):
+            return self.dispatch_one(message)
+        if not message:
+            return refusal(InvalidRequestError("Invalid Request: empty batch"))
+        replies = [r for r in map(self.dispatch_one, message) if r is not None]
+        return replies or None
+
+    def dispatch_one(self, message: Any) -> One | None:
+        """One request or notification. Refusals before the method runs are Kept: they stand
+        even if the commit group is lost. Once it is lost, the rest is refused without running."""
+        if not isinstance(message, dict):
+            return refusal(InvalidRequestError("Invalid Request: not an object"))
+        request_id = message.get("id")
+        if not valid_id(request_id):
+            return refusal(
+                InvalidRequestError("Invalid Request: id must be a string, a number or null")
+            )
+        is_request = "id" in message
+        try:
+            return self._run(message, request_id, is_request)
+        except SubagentdError as exc:  # refused before the method ran
+            if is_request or isinstance(exc, InvalidRequestError):  # a broken envelope is told
+                return Kept(refusal(exc, request_id))
+            return None
+
+    def _run(self, message: dict[str, Any], request_id: Any, is_request: bool) -> One | None:
+        method = message.get("method")
+        if message.get("jsonrpc") != "2.0":
+            raise InvalidRequestError('Invalid Request: "jsonrpc" must be "2.0"')
+        if not isinstance(method, str):
+            raise InvalidRequestError('Invalid Request: "method" must be a string')
+        params = message.get("params")
+        if "params" in message and not isinstance(params, dict | list):
+            raise InvalidRequestError('Invalid Request: "params" must be an object or an array')
+        if method in CANCEL:
+            if isinstance(params, dict):
+                self.cancel(params.get(CANCEL[method]))
+            return Kept(success_reply({}, request_id, False)) if is_request else None
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        version = meta.get(VERSION_META_KEY) if isinstance(meta, dict) else None
+        stateless = version is not None
+        if stateless and version not in SUPPORTED_VERSIONS:
+            raise UnsupportedProtocolVersionError(
+                f"unsupported protocol version {version!r}",
+                {"supported": list(SUPPORTED_VERSIONS), "requested": version},
+            )
+        lifecycle = method in LIFECYCLE
+        if not (stateless or self.session.initialized or lifecycle):
+            raise NotInitializedError("server not initialized")
+        if self.ledger.lost is not None and not lifecycle:
+            raise self.ledger.lost
+        handler = self.methods.get(method)
+        if handler is not None:
+            self._admit(method, handler, request_id, is_request)
+        call = Call(
+            self.service,
+            self.session,
+            self.settings,
+            stateless,
+            self.ledger,
+            self.notes,
+            len(self.notes),
+        )
+        reply = self.invoke(call, handler, message)
+        if reply is None:  # a notification
+            return None
+        if "error" in reply:
+            return Kept(reply) if lifecycle or handler is None else reply
+        deferred = call.deferred
+        if deferred is not None:
+            if not deferred.done:
+                pending = Pending(request_id, deferred, stateless, self.ledger.generation)
+                self.ledger.pending[request_id] = pending
+                return pending
+            return success_reply(deferred.result, request_id, stateless)
+        return Kept(reply) if lifecycle else reply
+
+    def _admit(self, method: str, handler: Handler, request_id: Any, is_request: bool) -> None:
+        """Refusals of a known method before it runs: confinement, and the bound on waiting."""
+        if not handler.confined and self.session.default_caller is not None:
+            raise MethodUnknownError(
+                f'method "{method}" is not served to an MCP client confined by --caller;'
+                " the host API needs a connection started without --caller",
+                method,
+            )
+        if handler.defers and is_request:
+            if len(self.ledger.pending) >= self.max_pending:
+                raise ServerOverloadedError(
+                    f"too many requests waiting ({self.max_pending}); retry with backoff",
+                    {"reason": Code.OVERLOADED.name},
+                )
+            if request_id in self.ledger.pending:
+                raise InvalidRequestError(
+                    f"Invalid Request: id {_encode(request_id).decode()} is already used by"
+                    " a request that is still waiting"
+                )
+
+    def cancel(self, request_id: Any) -> None:
+        """Answer a request that has not completed with -32800; accepted effects stay accepted."""
+        if valid_id(request_id):
+            self.ledger.cancel(request_id)
+
+
+def invoke_directly(call: Call, handler: Handler | None, message: dict[str, Any]) -> dict[str, Any]:
+    """Run a method without jsonrpcserver (start-up, before it is imported): the same reply."""
+    if "id" not in message:
+        raise ValueError("invoke_directly answers requests only")
+    request_id = message["id"]
+    if handler is None:
+        return refusal(MethodUnknownError("Method not found", message["method"]), request_id)
+    params = message.get("params", {})
+    try:
+        if isinstance(params, list):
+            value = call.run(handler, params, {})
+        else:
+            value = call.run(handler, (), params)
+    except Exception as exc:
+        return {"jsonrpc": "2.0", "error": failure(exc, handler.tool), "id": request_id}
+    return success_reply(value, request_id, call.stateless)

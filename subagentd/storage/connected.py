@@ -1,0 +1,14 @@
+"""What every table object needs of the database (GroupCommit provides it; tables never import it)."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Protocol
+
+
+class Connected(Protocol):
+    """What a table needs of the database: the connection, and a write transaction on demand."""
+
+    conn: sqlite3.Connection
+
+    def begin(self) -> None: ...
