@@ -6,6 +6,7 @@ import logging
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Any
 
 import anyio
@@ -33,6 +34,7 @@ from subagentd.server.framing import BadHeader, FrameReader, Oversize, encode_fr
 from subagentd.server.handlers import METHODS, Handler
 from subagentd.server.memory import IDLE_SECONDS, Trimmer
 from subagentd.server.prelude import Started
+from subagentd.server.requestlog import log_request
 from subagentd.server.transport import FdReader, FdWriter
 from subagentd.server.waiting import Deferred, Kept, Ledger, Owed, Pending
 
@@ -472,11 +474,14 @@ class Connection:
         # jsonrpcserver runs the method and shapes its Result; its per-request signature check
         # (inspect.signature, ~30% of a request in profiles) is skipped: entries take anything.
         entry = self._methods.get(method)
+        started = perf_counter()
         result = (
             rpc_call(Request(method, params if params is not None else {}, request_id), call, entry)
             if entry is not None
             else Left(MethodNotFoundResult(method))
         )
+        if log.isEnabledFor(logging.DEBUG):
+            log_request(method, request_id, is_request, started)
         if not is_request:
             return None
         if isinstance(result, Left):

@@ -33,6 +33,7 @@ from subagentd.storage.opening import (
     refuse_unknown,
 )
 from subagentd.storage.paths import END, child_path, segment
+from subagentd.storage.stats import stats_of
 
 log = logging.getLogger("subagentd")
 
@@ -776,6 +777,8 @@ class SqliteStore:
             for name in ("page_count", "freelist_count", "page_size")
         )
         return (pages - free) * size
+
+    stats = stats_of  # server/stats: the figures read from this connection (storage/stats.py)
 
 
 def _session(row: tuple) -> SessionRecord:
