@@ -36,6 +36,7 @@ def _logging(ctx: click.Context) -> tuple[str, str]:
 
 
 @cli.command(context_settings=CONTEXT)
+@click.version_option(message=VERSION)
 @serve_options
 @click.pass_context
 def serve(ctx: click.Context, **options: Any) -> None:

@@ -13,6 +13,7 @@ import os
 import select
 import sys
 from dataclasses import dataclass, field
+from time import perf_counter
 from typing import Any
 
 import msgspec
@@ -21,6 +22,7 @@ from subagentd.core.settings import Settings
 from subagentd.schema.lifecycle import SUPPORTED_VERSIONS, VERSION_META_KEY
 from subagentd.server.envelope import Session, success_reply, valid_id
 from subagentd.server.framing import Frame, FrameReader, encode_frame
+from subagentd.server.requestlog import log_request
 
 log = logging.getLogger("subagentd")
 _decode = msgspec.json.Decoder().decode
@@ -86,6 +88,7 @@ def _answer(frame: Frame, session: Session, settings: Settings) -> dict[str, Any
     """The reply to a plain handshake request, or None to leave the frame to the full server."""
     from subagentd.server.handlers import METHODS  # no dispatcher, no storage behind it
 
+    started = perf_counter()
     if not isinstance(frame, bytes):
         return None
     try:
@@ -114,6 +117,8 @@ def _answer(frame: Frame, session: Session, settings: Settings) -> dict[str, Any
         )
     except Exception:  # refusals and bad params: the full server answers them the usual way
         return None
+    if log.isEnabledFor(logging.DEBUG):
+        log_request(message["method"], message["id"], True, started)
     return success_reply(result, message["id"], version is not None)
 
 

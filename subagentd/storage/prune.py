@@ -21,7 +21,8 @@ WITH RECURSIVE tree(id, root) AS (
 )
 SELECT id, root FROM tree
 """
-# Roots of trees with nothing live, running or waiting, and no activity since the cutoff.
+# Roots of trees with nothing live, running or waiting, no activity since the cutoff, and
+# something left to delete.
 _SETTLED_SQL = """
 SELECT m.root FROM prune_members m JOIN sessions s ON s.id = m.id
 GROUP BY m.root
@@ -32,7 +33,10 @@ HAVING max(
     OR EXISTS (SELECT 1 FROM inbox i WHERE i.session_id = m.id
                AND (i.state IN ('queued', 'parked') OR i.created_at >= :cutoff))
     OR EXISTS (SELECT 1 FROM events e WHERE e.session_id = m.id AND e.at >= :cutoff)
-) = 0
+) = 0 AND max(
+    EXISTS (SELECT 1 FROM events e WHERE e.session_id = m.id)
+    OR EXISTS (SELECT 1 FROM inbox i WHERE i.session_id = m.id)
+) = 1
 """
 _DELETE_SQL = (
     "DELETE FROM {table} WHERE session_id IN"
