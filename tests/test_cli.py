@@ -136,7 +136,7 @@ def test_a_bare_run_serves_the_state_directory_database_and_names_it(state_home,
 def test_without_xdg_state_home_the_database_goes_under_home_local_state(tmp_path, monkeypatch):
     monkeypatch.delenv("XDG_STATE_HOME", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
-    from subagentd.cli.options import default_database
+    from subagentd.cli.table import default_database
 
     assert default_database() == str(tmp_path / ".local/state/subagentd/subagentd.db")
     monkeypatch.setenv("XDG_STATE_HOME", "relative/dir")  # not absolute: ignored, as the spec says
@@ -232,3 +232,76 @@ def test_debug_logging_shows_one_line_per_request_with_method_id_and_duration():
 def test_module_layout_keeps_the_cli_modules_short():
     for path in (Path(subagentd.__file__).parent / "cli").glob("*.py"):
         assert len(path.read_text().splitlines()) <= 300, path
+
+
+AGREEING = [
+    ([], {}),
+    (["serve"], {}),
+    (["--db", "a.db", "--caller", "root"], {}),
+    (["serve", "--db=a.db", "--max-depth", "64", "--lease-ttl", "0.5"], {}),
+    (["--log-level", "debug", "--framing", "lsp"], {"SUBAGENTD_MAX_QUEUED": "0"}),
+    ([], {"SUBAGENTD_DB": "b.db", "SUBAGENTD_INTERRUPT_GRACE": "0", "SUBAGENTD_REPORT_RATE": "5"}),
+    (["--db", "c.db"], {"SUBAGENTD_DB": "b.db", "SUBAGENTD_DURABILITY": "full"}),
+    ([], {"SUBAGENTD_DB": ""}),  # an empty variable counts as unset, as click has it
+]
+LEFT_TO_CLICK = [
+    (["--max-depth", "65"], {}),
+    (["--lease-ttl", "0"], {}),
+    (["--interrupt-grace", "-1"], {}),
+    ([], {"SUBAGENTD_REPORT_RATE": "-1"}),
+    ([], {"SUBAGENTD_FRAMING": "carrier-pigeon"}),
+    (["--tools", "report"], {}),
+    (["--retention", "30d"], {}),
+    (["--max-depth"], {}),
+    (["inspect"], {}),
+    (["--help"], {}),
+    (["--max-depth", "nan"], {}),
+    (["--db", "x", "--frobnicate"], {}),
+]
+
+
+@pytest.mark.parametrize(("argv", "env"), AGREEING)
+def test_the_fast_path_reads_a_plain_serve_line_exactly_as_click_does(argv, env, monkeypatch):
+    from subagentd.cli.commands import cli
+    from subagentd.cli.fastpath import read_serve
+
+    for name in [n for n in os.environ if n.startswith("SUBAGENTD_")]:
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    fast = read_serve(argv, os.environ)
+    assert fast is not None and fast.pop("version") is False
+    seen = {}
+
+    def record(options):
+        seen.update(options)
+        return 0
+
+    monkeypatch.setattr("subagentd.cli.serving.serve", record)
+    monkeypatch.setenv("XDG_STATE_HOME", "/nowhere")
+    assert cli.main(args=argv, prog_name="subagentd", standalone_mode=False) == 0
+    fast["db"] = fast["db"] or "/nowhere/subagentd/subagentd.db"
+    assert fast == seen
+
+
+@pytest.mark.parametrize(("argv", "env"), LEFT_TO_CLICK)
+def test_the_fast_path_leaves_anything_unusual_to_click(argv, env):
+    from subagentd.cli.fastpath import read_serve
+
+    assert read_serve(argv, env) is None
+
+
+def test_a_plain_serve_reaches_serve_without_importing_click():
+    code = (
+        "import sys, runpy; sys.argv = ['subagentd', '--db', ':memory:'];"
+        "import subagentd.cli.serving as s; serve = s.serve;"
+        "s.serve = lambda o: (sys.stderr.write("
+        "'CLICK LOADED\\n' if 'click' in sys.modules else 'NO CLICK\\n'), serve(o))[1];"
+        "runpy.run_module('subagentd', run_name='__main__')"
+    )
+    done = subprocess.run(
+        [PYTHON, "-c", code], input=INITIALIZE, capture_output=True, timeout=TIMEOUT
+    )
+    assert done.returncode == 0, done.stderr
+    assert "NO CLICK" in done.stderr.decode()
+    assert json.loads(done.stdout)["result"]["serverInfo"]["name"] == "subagentd"

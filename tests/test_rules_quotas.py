@@ -294,7 +294,7 @@ def serve_args(*argv: str):
     """The serve options as `subagentd serve ARGV` parses them (environment included)."""
     from types import SimpleNamespace
 
-    from subagentd.cli import serve
+    from subagentd.cli.commands import serve
 
     return SimpleNamespace(**serve.make_context("serve", list(argv)).params)
 
@@ -308,7 +308,7 @@ def test_every_quota_is_a_serve_option_with_the_documented_default():
 
 
 def test_every_serve_option_takes_its_default_from_a_subagentd_variable(monkeypatch):
-    from subagentd.cli import serve
+    from subagentd.cli.commands import serve
 
     options = [p.opts[0] for p in serve.params if p.expose_value and p.opts[0].startswith("--")]
     assert len(options) >= 20

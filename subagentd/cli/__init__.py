@@ -1,126 +1,35 @@
-"""Command line: `subagentd [serve]`, `demo`, `inspect`, `schema`, `stats`, `prune` (on click)."""
+"""Command line: `subagentd [serve]`, `demo`, `inspect`, `schema`, `stats`, `prune`.
+
+A plain serve invocation starts without importing click (fastpath.py); everything else goes
+through the click commands (commands.py)."""
 
 from __future__ import annotations
 
+import os
 import sys
-from typing import Any
 
-import click
-
-from subagentd.cli.group import DESCRIPTION, VERSION, DefaultGroup, effective
-from subagentd.cli.options import (
-    SERVE_DB_HELP,
-    Duration,
-    database_option,
-    default_database,
-    logging_options,
-    serve_options,
-)
 from subagentd.cli.serving import open_default_caller
 
-__all__ = ["main", "cli", "open_default_caller"]
-
-CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-
-@click.group(cls=DefaultGroup, context_settings=CONTEXT, help=DESCRIPTION)
-@click.version_option(message=VERSION)
-@database_option(SERVE_DB_HELP + "; also accepted after the command")
-@logging_options
-def cli(db: str | None, log_level: str | None, log_format: str | None) -> None:
-    pass
-
-
-def _logging(ctx: click.Context) -> tuple[str, str]:
-    return effective(ctx, "log_level", "info"), effective(ctx, "log_format", "text")
-
-
-@cli.command(context_settings=CONTEXT)
-@click.version_option(message=VERSION)
-@serve_options
-@click.pass_context
-def serve(ctx: click.Context, **options: Any) -> None:
-    """Serve JSON-RPC on stdin/stdout (the default command)."""
-    from subagentd.cli import serving
-
-    options["db"] = effective(ctx, "db") or default_database()
-    options["log_level"], options["log_format"] = _logging(ctx)
-    ctx.exit(serving.serve(options))
-
-
-@cli.command(context_settings=CONTEXT)
-@database_option(
-    "new database file to keep for `subagentd inspect`  [default: a temporary one, removed]"
-)
-@logging_options
-@click.pass_context
-def demo(ctx: click.Context, db: str | None, **_: Any) -> None:
-    """Watch a scripted host drive a real subagentd (no model, no network)."""
-    from subagentd import demo as demo_module
-
-    ctx.exit(demo_module.run(effective(ctx, "db")))
-
-
-@cli.command(context_settings=CONTEXT)
-@click.argument("agent_id", required=False, metavar="[AGENT_ID]")
-@database_option("SQLite database path (opened read-only)  [default: the state directory's]")
-@click.option("--json", "as_json", is_flag=True, help="print machine-readable JSON")
-@logging_options
-@click.pass_context
-def inspect(ctx: click.Context, agent_id: str | None, as_json: bool, **_: Any) -> None:
-    """Show the sessions of a database as a tree, or one agent's transcript."""
-    from subagentd import inspect as inspecting
-
-    path = effective(ctx, "db") or default_database()
-    ctx.exit(inspecting.run(path, agent_id, as_json=as_json))
-
-
-@cli.command(context_settings=CONTEXT)
-@click.pass_context
-def schema(ctx: click.Context) -> None:
-    """Print the OpenRPC document of the wire protocol (JSON) to stdout."""
-    from subagentd.server.openrpc import render
-
-    sys.stdout.buffer.write(render())
-    sys.stdout.flush()
-
-
-@cli.command(context_settings=CONTEXT)
-@database_option("SQLite database path (opened read-only)  [default: the state directory's]")
-@logging_options
-@click.pass_context
-def stats(ctx: click.Context, **_: Any) -> None:
-    """Print a database's figures as JSON: sessions by status, queues, size (see server/stats)."""
-    from subagentd.cli.operator import print_stats
-
-    ctx.exit(print_stats(effective(ctx, "db") or default_database()))
-
-
-@cli.command(context_settings=CONTEXT)
-@click.option(
-    "--older-than",
-    type=Duration(),
-    required=True,
-    help="prune trees settled and untouched this long, e.g. 30d, 12h, 90m",
-)
-@database_option("SQLite database path  [default: the state directory's]")
-@logging_options
-@click.pass_context
-def prune(ctx: click.Context, older_than: float, **_: Any) -> None:
-    """Delete the events and messages of trees settled and untouched for --older-than."""
-    from subagentd.cli.operator import run_prune
-
-    ctx.exit(run_prune(effective(ctx, "db") or default_database(), older_than))
+__all__ = ["main", "open_default_caller"]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; the exit status (click's usage errors are 2)."""
-    try:
-        status = cli.main(args=argv, prog_name="subagentd", standalone_mode=False)
-    except click.ClickException as exc:
-        exc.show()
-        return exc.exit_code
-    except click.Abort:
-        click.echo("Aborted!", err=True)
-        return 1
-    return status if isinstance(status, int) else 0
+    """Run the command line; the exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    from subagentd.cli.fastpath import read_serve
+
+    options = read_serve(args, os.environ)
+    if options is not None and options.pop("version"):
+        from subagentd.cli.table import VERSION
+
+        print(VERSION)
+        return 0
+    if options is not None:
+        from subagentd.cli.serving import serve
+        from subagentd.cli.table import default_database
+
+        options["db"] = options["db"] or default_database()
+        return serve(options)
+    from subagentd.cli.commands import run
+
+    return run(args)

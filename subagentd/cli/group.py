@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 import click
 from click.core import ParameterSource
-
-import subagentd
 
 DEFAULT_COMMAND = "serve"
 GLOBAL_WITH_VALUE = ("--db", "--log-level", "--log-format")  # the group's own options
@@ -27,8 +24,6 @@ before or after the command; every option can also be set with SUBAGENTD_<OPTION
 SUBAGENTD_DB, SUBAGENTD_MAX_DEPTH=4); the command line wins.
 """
 
-VERSION = f"subagentd {subagentd.__version__} (protocol {subagentd.PROTOCOL})"
-
 
 class DefaultGroup(click.Group):
     """A click Group that runs `serve` when no command is named, and suggests close commands."""
@@ -44,6 +39,8 @@ class DefaultGroup(click.Group):
     ) -> tuple[str | None, click.Command | None, list[str]]:
         name = args[0] if args else ""
         if name and self.get_command(ctx, name) is None and not name.startswith("-"):
+            import difflib
+
             close = difflib.get_close_matches(name, self.list_commands(ctx), n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
             ctx.fail(f"No such command {name!r}.{hint}")

@@ -138,7 +138,7 @@ def serve(options: dict[str, Any]) -> int:
 
 def _make_state_directory(path: str) -> None:
     """The default database's directory (the user's state directory) is created, private."""
-    from subagentd.cli.options import default_database
+    from subagentd.cli.table import default_database
 
     if path == default_database():
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
