@@ -36,7 +36,7 @@ def _logging(ctx: click.Context) -> tuple[str, str]:
 @click.version_option(subagentd.__version__, message=VERSION)
 @serve_options
 @click.pass_context
-def serve(ctx: click.Context, **options: Any) -> None:
+def serve(ctx: click.Context, /, **options: Any) -> None:
     """Serve JSON-RPC on stdin/stdout (the default command)."""
     from subagentd.cli import serving
 
@@ -51,7 +51,7 @@ def serve(ctx: click.Context, **options: Any) -> None:
 )
 @logging_options
 @click.pass_context
-def demo(ctx: click.Context, db: str | None, **_: Any) -> None:
+def demo(ctx: click.Context, /, db: str | None, **_: Any) -> None:
     """Watch a scripted host drive a real subagentd (no model, no network)."""
     from subagentd import demo as demo_module
 
@@ -64,7 +64,7 @@ def demo(ctx: click.Context, db: str | None, **_: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="print machine-readable JSON")
 @logging_options
 @click.pass_context
-def inspect(ctx: click.Context, agent_id: str | None, as_json: bool, **_: Any) -> None:
+def inspect(ctx: click.Context, /, agent_id: str | None, as_json: bool, **_: Any) -> None:
     """Show the sessions of a database as a tree, or one agent's transcript."""
     from subagentd import inspect as inspecting
 
@@ -74,7 +74,7 @@ def inspect(ctx: click.Context, agent_id: str | None, as_json: bool, **_: Any) -
 
 @cli.command(context_settings=CONTEXT)
 @click.pass_context
-def schema(ctx: click.Context) -> None:
+def schema(ctx: click.Context, /) -> None:
     """Print the OpenRPC document of the wire protocol (JSON) to stdout."""
     from subagentd.server.openrpc import render
 
@@ -86,7 +86,7 @@ def schema(ctx: click.Context) -> None:
 @database_option("SQLite database path (opened read-only)  [default: the state directory's]")
 @logging_options
 @click.pass_context
-def stats(ctx: click.Context, **_: Any) -> None:
+def stats(ctx: click.Context, /, **_: Any) -> None:
     """Print a database's figures as JSON: sessions by status, queues, size (see server/stats)."""
     from subagentd.cli.operator import print_stats
 
@@ -103,7 +103,7 @@ def stats(ctx: click.Context, **_: Any) -> None:
 @database_option("SQLite database path  [default: the state directory's]")
 @logging_options
 @click.pass_context
-def prune(ctx: click.Context, older_than: float, **_: Any) -> None:
+def prune(ctx: click.Context, /, older_than: float, **_: Any) -> None:
     """Delete the events and messages of trees settled and untouched for --older-than."""
     from subagentd.cli.operator import run_prune
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -12,13 +12,18 @@ from subagentd.cli.table import GLOBAL, SERVE, TOOL_NAMES, Spec, env_name
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+if TYPE_CHECKING:  # generic in click's newest stubs, not subscriptable at run time in 8.3
+    ParamType = click.ParamType[Any]
+else:
+    ParamType = click.ParamType
+
 
 def option(name: str, **kwargs: Any) -> Callable[[F], F]:
     """A click option that also reads its SUBAGENTD_* variable (the command line wins)."""
     return click.option(name, envvar=env_name(name), show_envvar=True, **kwargs)
 
 
-class ToolSet(click.ParamType):
+class ToolSet(ParamType):
     """--tools: a comma-separated subset of the four tools, checked, in canonical order."""
 
     name = "NAMES"
@@ -41,7 +46,7 @@ class ToolSet(click.ParamType):
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
-class Duration(click.ParamType):
+class Duration(ParamType):
     """A length of time such as 30d, 12h, 90m or 45s (a bare number is seconds)."""
 
     name = "DURATION"

@@ -152,7 +152,10 @@ def _load(opened: Any, options: dict[str, Any], settings: Any, loaded: dict[str,
         from subagentd.storage.database import SqliteStore
 
         store = SqliteStore(opened)
-        service = Service(store, emit=lambda method, params: None, timers=None, settings=settings)  # type: ignore[arg-type]
+        no_timers: Any = None  # the Connection sets them before anything is timed
+        service: Any = Service(
+            store, emit=lambda method, params: None, timers=no_timers, settings=settings
+        )
         with service.transaction():
             recovered = service.recover()
             if options["caller"]:
