@@ -305,3 +305,15 @@ def test_a_plain_serve_reaches_serve_without_importing_click():
     assert done.returncode == 0, done.stderr
     assert "NO CLICK" in done.stderr.decode()
     assert json.loads(done.stdout)["result"]["serverInfo"]["name"] == "subagentd"
+
+
+def test_command_options_have_variables_too(demo_db, tmp_path):
+    env = {"SUBAGENTD_DB": str(demo_db), "SUBAGENTD_JSON": "1"}
+    inspected = run("inspect", env=env)
+    assert inspected.returncode == 0, inspected.stderr
+    assert len(json.loads(inspected.stdout)["sessions"]) == 4
+    copy = tmp_path / "copy.db"
+    copy.write_bytes(demo_db.read_bytes())
+    pruned = run("prune", env={"SUBAGENTD_DB": str(copy), "SUBAGENTD_OLDER_THAN": "30d"})
+    assert pruned.returncode == 0, pruned.stderr
+    assert pruned.stdout.decode().startswith("pruned 0 settled tree(s)")

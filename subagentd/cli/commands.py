@@ -14,6 +14,7 @@ from subagentd.cli.options import (
     database_option,
     global_options,
     logging_options,
+    option,
     serve_options,
 )
 from subagentd.cli.table import VERSION, default_database
@@ -61,7 +62,7 @@ def demo(ctx: click.Context, /, db: str | None, **_: Any) -> None:
 @cli.command(context_settings=CONTEXT)
 @click.argument("agent_id", required=False, metavar="[AGENT_ID]")
 @database_option("SQLite database path (opened read-only)  [default: the state directory's]")
-@click.option("--json", "as_json", is_flag=True, help="print machine-readable JSON")
+@option("--json", "as_json", is_flag=True, help="print machine-readable JSON")
 @logging_options
 @click.pass_context
 def inspect(ctx: click.Context, /, agent_id: str | None, as_json: bool, **_: Any) -> None:
@@ -94,7 +95,7 @@ def stats(ctx: click.Context, /, **_: Any) -> None:
 
 
 @cli.command(context_settings=CONTEXT)
-@click.option(
+@option(
     "--older-than",
     type=Duration(),
     required=True,

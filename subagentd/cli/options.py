@@ -18,9 +18,9 @@ else:
     ParamType = click.ParamType
 
 
-def option(name: str, **kwargs: Any) -> Callable[[F], F]:
+def option(name: str, *more: str, **kwargs: Any) -> Callable[[F], F]:
     """A click option that also reads its SUBAGENTD_* variable (the command line wins)."""
-    return click.option(name, envvar=env_name(name), show_envvar=True, **kwargs)
+    return click.option(name, *more, envvar=env_name(name), show_envvar=True, **kwargs)
 
 
 class ToolSet(ParamType):
