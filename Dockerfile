@@ -1,12 +1,13 @@
 # subagentd as a container: JSON-RPC on stdin/stdout (run with -i), the database on a volume.
 #   docker build -t subagentd . && docker run -i --rm -v subagentd-data:/data subagentd
+#   docker run --rm -v subagentd-data:/data subagentd inspect     (also: stats, schema, --version)
 FROM python:3.11-slim
 
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY subagentd/ subagentd/
 RUN pip install --no-cache-dir . \
     && rm -rf /src
@@ -22,5 +23,9 @@ USER subagentd
 WORKDIR /data
 VOLUME /data
 
-# `serve` is the default command; arguments given to `docker run` are appended as serve options.
-ENTRYPOINT ["subagentd", "--db", "/data/subagentd.db"]
+# The database every command uses unless given --db (SUBAGENTD_DB is the --db option's variable).
+ENV SUBAGENTD_DB=/data/subagentd.db
+
+# `docker run -i IMAGE` serves (serve is the default command); `docker run IMAGE inspect`,
+# `... stats`, `... schema`, `... --version` run those commands; serve options may follow.
+ENTRYPOINT ["subagentd"]

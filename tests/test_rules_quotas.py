@@ -291,9 +291,12 @@ def test_a_refused_turn_end_keeps_the_turn_open_for_a_shorter_retry(make_server)
 
 
 def serve_args(*argv: str):
-    from subagentd.cli import build_parser
+    """The serve options as `subagentd serve ARGV` parses them (environment included)."""
+    from types import SimpleNamespace
 
-    return build_parser().parse_args(["serve", *argv])
+    from subagentd.cli.commands import serve
+
+    return SimpleNamespace(**serve.make_context("serve", list(argv)).params)
 
 
 def test_every_quota_is_a_serve_option_with_the_documented_default():
@@ -305,20 +308,14 @@ def test_every_quota_is_a_serve_option_with_the_documented_default():
 
 
 def test_every_serve_option_takes_its_default_from_a_subagentd_variable(monkeypatch):
-    from subagentd.cli import add_serve_options
+    from subagentd.cli.commands import serve
 
-    probe = __import__("argparse").ArgumentParser()
-    add_serve_options(probe)
-    options = [
-        action.option_strings[0]
-        for action in probe._actions
-        if action.option_strings and action.option_strings[0].startswith("--")
-    ]
+    options = [p.opts[0] for p in serve.params if p.expose_value and p.opts[0].startswith("--")]
     assert len(options) >= 20
     values = {"--caller": "someone", "--log-level": "debug", "--log-format": "json"}
     values |= {"--framing": "lsp", "--durability": "full", "--report-delivery": "quiet"}
     values |= {"--db": "/tmp/x.db", "--max-depth": "5", "--tools": "list_agents,report"}
-    values |= {"--event-loop": "trio"}
+    values |= {"--event-loop": "trio", "--retention": "30"}
     for option in options:
         name = "SUBAGENTD_" + option[2:].upper().replace("-", "_")
         monkeypatch.setenv(name, values.get(option, "3"))
@@ -326,27 +323,44 @@ def test_every_serve_option_takes_its_default_from_a_subagentd_variable(monkeypa
     for option in options:
         dest = option[2:].replace("-", "_")
         expected = values.get(option, "3")
-        assert str(getattr(args, dest)) in (expected, f"{expected}.0"), option
+        got = getattr(args, dest)
+        if option == "--tools":
+            assert got == ("list_agents", "report")
+        else:
+            assert str(got) in (expected, f"{expected}.0"), option
     assert serve_args("--max-children", "9").max_children == 9  # the command line wins
 
 
 @pytest.mark.parametrize(
-    ("argv", "env"),
+    ("argv", "env", "option", "says"),
     [
-        (("--max-depth", "65"), {}),
-        ((), {"SUBAGENTD_MAX_DEPTH": "1000"}),
-        (("--max-queued", "-1"), {}),
-        ((), {"SUBAGENTD_FRAMING": "carrier-pigeon"}),
-        ((), {"SUBAGENTD_MAX_CHILDREN": "lots"}),
+        (("--max-depth", "65"), {}, "--max-depth", "65 is not in the range 1<=x<=64"),
+        ((), {"SUBAGENTD_MAX_DEPTH": "1000"}, "--max-depth", "1000 is not in the range"),
+        (("--max-queued", "-1"), {}, "--max-queued", "-1 is not in the range x>=0"),
+        (
+            (),
+            {"SUBAGENTD_FRAMING": "carrier-pigeon"},
+            "--framing",
+            "'carrier-pigeon' is not one of",
+        ),
+        ((), {"SUBAGENTD_MAX_CHILDREN": "lots"}, "--max-children", "'lots' is not a valid integer"),
+        (("--interrupt-grace", "-1"), {}, "--interrupt-grace", "-1.0 is not in the range x>=0"),
+        (("--report-rate", "-2"), {}, "--report-rate", "-2 is not in the range x>=0"),
+        (("--lease-ttl", "-5"), {}, "--lease-ttl", "-5.0 is not in the range x>0"),
+        (("--lease-ttl", "0"), {}, "--lease-ttl", "0.0 is not in the range x>0"),
+        (("--tools", "send_mesage"), {}, "--tools", "unknown tool(s) send_mesage; choose from"),
     ],
 )
-def test_out_of_range_options_and_variables_stop_start_up(monkeypatch, capsys, argv, env):
+def test_out_of_range_options_and_variables_stop_start_up(
+    monkeypatch, capsys, argv, env, option, says
+):
+    from subagentd.cli import main
+
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    with pytest.raises(SystemExit) as stopped:
-        serve_args(*argv)
-    assert stopped.value.code == 2
-    assert "error" in capsys.readouterr().err
+    assert main(["serve", *argv]) == 2
+    err = capsys.readouterr().err
+    assert f"Error: Invalid value for '{option}'" in err and says in err, err
 
 
 def test_max_depth_is_capped_at_64():

@@ -419,7 +419,7 @@ def test_help_describes_the_server():
         [PYTHON, "-m", "subagentd", "--help"], capture_output=True, timeout=TIMEOUT, text=True
     )
     assert done.returncode == 0
-    assert done.stdout.startswith("usage: subagentd")
+    assert done.stdout.startswith("Usage: subagentd")
     assert "serve" in done.stdout
     assert "stdin/stdout" in done.stdout
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from subagentd.core import texts
+from subagentd.core.commits import COMMITS
 from subagentd.core.descriptors import DescriptorProblem, filtered_tools, parse_descriptor
 from subagentd.core.quotas import Quotas
 from subagentd.core.registry import CONTINUABLE, ONE_SHOT, ORDINARY, LiveAgent, Registry, Turn
@@ -80,7 +81,7 @@ class Engine:
 
     def commit(self) -> None:
         """The group commit; raises StorageFailedError when it fails (then call `rebuild`)."""
-        self.store.commit()
+        COMMITS.commit(self.store)  # the group commit, counted and timed (server/stats)
         if self.closing or self._closing_committed:  # nearly always both empty: nothing to copy
             self._closing_committed = {root: list(w) for root, w in self.closing.items()}
 

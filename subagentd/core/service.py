@@ -7,11 +7,13 @@ from typing import TypeVar
 
 import msgspec
 
+from subagentd.core.commits import COMMITS
 from subagentd.core.host import HostApi
 from subagentd.core.stamps import now
 from subagentd.core.tools import ToolRules
 from subagentd.errors import IdempotencyConflictError
 from subagentd.schema.records import IdempotencyRecord
+from subagentd.schema.stats import CommitLatency, StatsResult
 
 R = TypeVar("R", bound=msgspec.Struct)
 
@@ -49,3 +51,15 @@ class Service(HostApi, ToolRules):
             now(),
         )
         return result
+
+    def stats(self) -> StatsResult:
+        """server/stats: the database's figures, plus this process's live agents and commits."""
+        figures = self.store.stats()
+        figures.live_here = len(self.registry)
+        figures.commits = COMMITS.count
+        p50, p99 = COMMITS.percentile(0.5), COMMITS.percentile(0.99)
+        if p50 is not None and p99 is not None:
+            figures.commit_latency = CommitLatency(
+                p50_ms=round(p50 * 1000, 3), p99_ms=round(p99 * 1000, 3)
+            )
+        return figures

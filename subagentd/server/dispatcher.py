@@ -10,7 +10,9 @@ The connection is only the I/O loop around it. Light to import: no jsonrpcserver
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
+from time import perf_counter
 from typing import Any
 
 import msgspec
@@ -33,7 +35,10 @@ from subagentd.server.call import Call, Handler
 from subagentd.server.envelope import Session, success_reply, valid_id
 from subagentd.server.framing import BadHeader, Frame, Oversize
 from subagentd.server.handlers import METHODS
+from subagentd.server.requestlog import log_request
 from subagentd.server.waiting import Kept, Ledger, Pending
+
+log = logging.getLogger("subagentd")
 
 One = dict[str, Any] | Pending  # the reply to one request: a reply object, or one still owed
 Reply = One | list[One]
@@ -164,7 +169,12 @@ class Dispatcher:
             self.notes,
             len(self.notes),
         )
-        reply = self.invoke(call, handler, message)
+        if log.isEnabledFor(logging.DEBUG):  # --log-level debug: a line per request
+            started = perf_counter()
+            reply = self.invoke(call, handler, message)
+            log_request(method, request_id, is_request, started)
+        else:
+            reply = self.invoke(call, handler, message)
         if reply is None:  # a notification
             return None
         if "error" in reply:

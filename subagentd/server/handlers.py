@@ -19,6 +19,7 @@ from subagentd.errors import (
 )
 from subagentd.schema import host as h
 from subagentd.schema import lifecycle as lc
+from subagentd.schema import stats as st
 from subagentd.schema import tools as t
 from subagentd.server.call import Call, Handler
 from subagentd.server.mcp import (
@@ -195,6 +196,11 @@ def messages_cancel(call: Call, p: h.MessageGetParams) -> h.MessageInfo:
 @method("messages/get", h.MessageGetParams, h.MessageInfo, writes=False)
 def messages_get(call: Call, p: h.MessageGetParams) -> h.MessageInfo:
     return call.service.get_message(p.message_id)
+
+
+@method("server/stats", h.Params, st.StatsResult, writes=False)
+def server_stats(call: Call, p: h.Params) -> st.StatsResult:
+    return call.service.stats()
 
 
 # --- the four tools, direct ---------------------------------------------------------------

@@ -20,6 +20,7 @@ from subagentd.storage.opening import (
     refuse_unknown,
 )
 from subagentd.storage.sessions import Sessions
+from subagentd.storage.stats import stats_of
 from subagentd.storage.transactions import GroupCommit
 from subagentd.storage.trees import Trees
 
@@ -52,6 +53,7 @@ class SqliteStore:
         if set(migrations.names) - opened.applied:
             _migrate(self.db, opened.path)
         self.group = group = GroupCommit(opened, busy_timeout_ms, clock)
+        self._now = clock  # wall-clock seconds (storage/stats.py reads by it)
         self.atomic = group.atomic
         self.commit = group.commit
         self.rollback = group.rollback
@@ -123,6 +125,8 @@ class SqliteStore:
             for name in ("page_count", "freelist_count", "page_size")
         )
         return int((pages - free) * size)
+
+    stats = stats_of  # server/stats: the figures read from this connection (storage/stats.py)
 
 
 def _migrate(db: Database, path: str) -> None:

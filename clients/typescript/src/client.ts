@@ -34,6 +34,7 @@ import type {
   ServerNotifications,
   SpawnParams,
   SpawnResult,
+  StatsResult,
   ToolsCallParams,
   ToolsListParams,
   ToolsListResult,
@@ -185,9 +186,10 @@ export class SubagentdClient extends EventEmitter {
     get(params: { message_id: string } & Params, options?: RequestOptions): Promise<MessageInfo>;
     cancel(params: { message_id: string } & Params, options?: RequestOptions): Promise<MessageInfo>;
   };
-  /** Typed wrapper for `server/discover`. */
+  /** Typed wrappers for `server/discover` and `server/stats`. */
   readonly server: {
     discover(params?: Params, options?: RequestOptions): Promise<DiscoverResult>;
+    stats(params?: Params, options?: RequestOptions): Promise<StatsResult>;
   };
   /** Typed wrappers for the MCP-style bridge `tools/list` and `tools/call`. */
   readonly tools: {
@@ -248,7 +250,10 @@ export class SubagentdClient extends EventEmitter {
     this.turns = { begin: call("turns/begin"), end: call("turns/end") };
     this.transcript = { append: call("transcript/append"), read: call("transcript/read") };
     this.messages = { get: call("messages/get"), cancel: call("messages/cancel") };
-    this.server = { discover: (params = {}, options) => this.request("server/discover", params, options) };
+    this.server = {
+      discover: (params = {}, options) => this.request("server/discover", params, options),
+      stats: (params = {}, options) => this.request("server/stats", params, options),
+    };
     this.tools = {
       list: (params = {}, options) => this.request("tools/list", params, options),
       call: call("tools/call"),

@@ -69,6 +69,12 @@ export interface ChildRow {
   parent?: string | null;
 }
 
+/** Group-commit latency over the most recent commits of this process, in milliseconds. */
+export interface CommitLatency {
+  p50_ms: number;
+  p99_ms: number;
+}
+
 /** A child's durable identity, written once with its session. */
 export interface Descriptor {
   label: string;
@@ -254,6 +260,13 @@ export interface SeqResult {
   seq: number;
 }
 
+/** Sessions by status: running (an open turn), idle (live, between turns), ready (not live). */
+export interface SessionCounts {
+  idle: number;
+  ready: number;
+  running: number;
+}
+
 /** Who a message comes from; authority never derives from it. */
 export interface Source {
   form: string;
@@ -282,6 +295,23 @@ export interface SpawnResult {
   child_id: string;
   message_id: string;
   text: string;
+}
+
+/**
+ * Counts from the database; the `commits` and `commit_latency` figures only from a live
+ * server (they describe its process, so `subagentd stats` leaves them out).
+ */
+export interface StatsResult {
+  database_bytes: number;
+  free_bytes: number;
+  live_agents: number;
+  parked_messages: number;
+  queued_messages: number;
+  sessions: SessionCounts;
+  commit_latency?: CommitLatency | null;
+  commits?: number | null;
+  live_here?: number | null;
+  oldest_queued_age_s?: number | null;
 }
 
 export interface StoredEvent {
@@ -467,6 +497,7 @@ export interface Methods {
   /** Queue a message as the next turn of one of your own continuable subagents (a child you started). The message is stored durably in the child's inbox and runs as its own turn: if the child is running now, it gets the message after its current turn ends (this never redirects the running turn); if it is idle it starts at once; if it is ready (not live) it is resumed from its saved state. Success means the message was queued, not answered: the child's reply reaches you later (through `report` or its settlement notice). Only the direct parent can send; a grandparent, sibling or the child itself is refused. A failure text starts with `message not delivered:` and nothing was queued; if it says the subagent cannot be resumed, do not retry with that id. */
   "send_message": { params: SendMessageParams; result: SendMessageResult };
   "server/discover": { params: Params; result: DiscoverResult };
+  "server/stats": { params: Params; result: StatsResult };
   "tools/call": { params: ToolsCallParams; result: CallToolResult };
   "tools/list": { params: ToolsListParams; result: ToolsListResult };
   "transcript/append": { params: TranscriptAppendParams; result: SeqResult };
@@ -496,6 +527,6 @@ export interface ServerNotifications {
 export type ServerNotificationName = keyof ServerNotifications;
 
 /** Every request method, in name order. */
-export const METHOD_NAMES = ["agents/close","agents/followup","agents/get","agents/interrupt","agents/list","agents/open","agents/spawn","initialize","interrupt_agent","list_agents","messages/cancel","messages/get","ping","report","send_message","server/discover","tools/call","tools/list","transcript/append","transcript/read","turns/begin","turns/end"] as const;
+export const METHOD_NAMES = ["agents/close","agents/followup","agents/get","agents/interrupt","agents/list","agents/open","agents/spawn","initialize","interrupt_agent","list_agents","messages/cancel","messages/get","ping","report","send_message","server/discover","server/stats","tools/call","tools/list","transcript/append","transcript/read","turns/begin","turns/end"] as const;
 /** Every server-to-host notification, in name order. */
 export const SERVER_NOTIFICATION_NAMES = ["agent/inject","agent/settled","agent/status","turn/interrupt","turn/start"] as const;

@@ -1,0 +1,124 @@
+"""The click commands: `subagentd [serve]`, `demo`, `inspect`, `schema`, `stats`, `prune`."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+import subagentd
+from subagentd.cli.group import DESCRIPTION, DefaultGroup, effective
+from subagentd.cli.options import (
+    Duration,
+    database_option,
+    global_options,
+    logging_options,
+    option,
+    serve_options,
+)
+from subagentd.cli.table import VERSION, default_database
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@click.group(cls=DefaultGroup, context_settings=CONTEXT, help=DESCRIPTION)
+@click.version_option(subagentd.__version__, message=VERSION)
+@global_options
+def cli(db: str | None, log_level: str | None, log_format: str | None) -> None:
+    pass
+
+
+def _logging(ctx: click.Context) -> tuple[str, str]:
+    return effective(ctx, "log_level", "info"), effective(ctx, "log_format", "text")
+
+
+@cli.command(context_settings=CONTEXT)
+@click.version_option(subagentd.__version__, message=VERSION)
+@serve_options
+@click.pass_context
+def serve(ctx: click.Context, /, **options: Any) -> None:
+    """Serve JSON-RPC on stdin/stdout (the default command)."""
+    from subagentd.cli import serving
+
+    options["db"] = effective(ctx, "db") or default_database()
+    options["log_level"], options["log_format"] = _logging(ctx)
+    ctx.exit(serving.serve(options))
+
+
+@cli.command(context_settings=CONTEXT)
+@database_option(
+    "new database file to keep for `subagentd inspect`  [default: a temporary one, removed]"
+)
+@logging_options
+@click.pass_context
+def demo(ctx: click.Context, /, db: str | None, **_: Any) -> None:
+    """Watch a scripted host drive a real subagentd (no model, no network)."""
+    from subagentd import demo as demo_module
+
+    ctx.exit(demo_module.run(effective(ctx, "db")))
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("agent_id", required=False, metavar="[AGENT_ID]")
+@database_option("SQLite database path (opened read-only)  [default: the state directory's]")
+@option("--json", "as_json", is_flag=True, help="print machine-readable JSON")
+@logging_options
+@click.pass_context
+def inspect(ctx: click.Context, /, agent_id: str | None, as_json: bool, **_: Any) -> None:
+    """Show the sessions of a database as a tree, or one agent's transcript."""
+    from subagentd import inspect as inspecting
+
+    path = effective(ctx, "db") or default_database()
+    ctx.exit(inspecting.run(path, agent_id, as_json=as_json))
+
+
+@cli.command(context_settings=CONTEXT)
+@click.pass_context
+def schema(ctx: click.Context, /) -> None:
+    """Print the OpenRPC document of the wire protocol (JSON) to stdout."""
+    from subagentd.server.openrpc import render
+
+    sys.stdout.buffer.write(render())
+    sys.stdout.flush()
+
+
+@cli.command(context_settings=CONTEXT)
+@database_option("SQLite database path (opened read-only)  [default: the state directory's]")
+@logging_options
+@click.pass_context
+def stats(ctx: click.Context, /, **_: Any) -> None:
+    """Print a database's figures as JSON: sessions by status, queues, size (see server/stats)."""
+    from subagentd.cli.operator import print_stats
+
+    ctx.exit(print_stats(effective(ctx, "db") or default_database()))
+
+
+@cli.command(context_settings=CONTEXT)
+@option(
+    "--older-than",
+    type=Duration(),
+    required=True,
+    help="prune trees settled and untouched this long, e.g. 30d, 12h, 90m",
+)
+@database_option("SQLite database path  [default: the state directory's]")
+@logging_options
+@click.pass_context
+def prune(ctx: click.Context, /, older_than: float, **_: Any) -> None:
+    """Delete the events and messages of trees settled and untouched for --older-than."""
+    from subagentd.cli.operator import run_prune
+
+    ctx.exit(run_prune(effective(ctx, "db") or default_database(), older_than))
+
+
+def run(argv: list[str]) -> int:
+    """Run the command line through click; the exit status (usage errors are 2)."""
+    try:
+        status = cli.main(args=argv, prog_name="subagentd", standalone_mode=False)
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.Abort:
+        click.echo("Aborted!", err=True)
+        return 1
+    return status if isinstance(status, int) else 0

@@ -1,0 +1,112 @@
+"""The click options, built from the table (table.py): types, ranges, help, SUBAGENTD_* variables."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from subagentd.cli.table import GLOBAL, SERVE, TOOL_NAMES, Spec, env_name
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+if TYPE_CHECKING:  # generic in click's newest stubs, not subscriptable at run time in 8.3
+    ParamType = click.ParamType[Any]
+else:
+    ParamType = click.ParamType
+
+
+def option(name: str, *more: str, **kwargs: Any) -> Callable[[F], F]:
+    """A click option that also reads its SUBAGENTD_* variable (the command line wins)."""
+    return click.option(name, *more, envvar=env_name(name), show_envvar=True, **kwargs)
+
+
+class ToolSet(ParamType):
+    """--tools: a comma-separated subset of the four tools, checked, in canonical order."""
+
+    name = "NAMES"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, tuple):
+            return value
+        names = {part.strip() for part in str(value).split(",") if part.strip()}
+        unknown = sorted(names.difference(TOOL_NAMES))
+        if unknown or not names:
+            self.fail(
+                f"unknown tool(s) {', '.join(unknown) or '(none given)'};"
+                f" choose from {', '.join(TOOL_NAMES)}",
+                param,
+                ctx,
+            )
+        return tuple(name for name in TOOL_NAMES if name in names)
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+class Duration(ParamType):
+    """A length of time such as 30d, 12h, 90m or 45s (a bare number is seconds)."""
+
+    name = "DURATION"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, float):
+            return value
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", str(value))
+        if match is None:
+            self.fail(f"{value!r} is not a duration such as 30d, 12h, 90m or 45s", param, ctx)
+        return float(match[1]) * _UNITS[match[2] or "s"]
+
+
+def _type(spec: Spec) -> Any:
+    if spec.kind == "choice":
+        return click.Choice(spec.choices)
+    if spec.kind == "int":
+        low, high = (None if b is None else int(b) for b in (spec.low, spec.high))
+        return click.IntRange(low, high, min_open=spec.low_open)
+    if spec.kind == "float":
+        return click.FloatRange(spec.low, spec.high, min_open=spec.low_open)
+    return {"tools": ToolSet(), "duration": Duration()}.get(spec.kind, str)
+
+
+def from_spec(spec: Spec, *, global_option: bool = False) -> Callable[[F], F]:
+    """The click option of one table row; a global one defaults to None (see group.effective)."""
+    shown = spec.default_shown
+    if global_option and shown is None and spec.default is not None:
+        shown = str(spec.default)
+    text = spec.help + (f"  [default: {shown}]" if shown else "")
+    return option(
+        spec.name,
+        type=_type(spec),
+        default=None if global_option else spec.default,
+        show_default=shown is None and spec.default is not None,
+        metavar=spec.metavar,
+        help=text,
+    )
+
+
+def global_options(f: F) -> F:
+    """--db, --log-level and --log-format: accepted before or after the command."""
+    for spec in reversed(GLOBAL):
+        f = from_spec(spec, global_option=True)(f)
+    return f
+
+
+def logging_options(f: F) -> F:
+    """--log-level and --log-format alone (commands whose --db means something else)."""
+    for spec in reversed(GLOBAL[1:]):
+        f = from_spec(spec, global_option=True)(f)
+    return f
+
+
+def database_option(help_text: str) -> Callable[[F], F]:
+    return option("--db", default=None, metavar="PATH", help=help_text)
+
+
+def serve_options(f: F) -> F:
+    """The options of `serve` (and of a bare `subagentd`), in the order --help lists them."""
+    for spec in reversed(SERVE):
+        f = from_spec(spec)(f)
+    return global_options(f)

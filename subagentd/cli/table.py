@@ -1,0 +1,200 @@
+"""The serve options as data (no click): click builds them (options.py), and the start-up fast
+path (fastpath.py) reads the common invocations with them without importing click."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import subagentd
+
+VERSION = (
+    f"subagentd {subagentd.__version__} (protocol {subagentd.PROTOCOL})"  # what --version says
+)
+
+MAX_DEPTH_CAP = 64  # a deeper chain costs quadratic storage (each path holds its ancestors')
+TOOL_NAMES = ("send_message", "interrupt_agent", "list_agents", "report")  # core/settings.py's
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One option: kind is str, int, float, choice, tools (ToolSet) or duration (Duration)."""
+
+    name: str
+    kind: str
+    default: object
+    help: str
+    low: float | None = None  # the least value allowed
+    high: float | None = None  # the greatest value allowed
+    low_open: bool = False  # the value must be more than `low`
+    choices: tuple[str, ...] = ()
+    metavar: str | None = None
+    default_shown: str | None = None  # in --help, when `default` is not what to show
+
+    @property
+    def dest(self) -> str:
+        return self.name[2:].replace("-", "_")
+
+
+# (option, default, help) of each quota: SECURITY.md explains them; 0 means no bound.
+QUOTAS = (
+    ("--max-children", 64, "live children per parent"),
+    ("--max-live-per-root", 256, "live agents in one tree"),
+    ("--max-live", 10_000, "live agents in this process"),
+    ("--max-queued", 1_000, "waiting messages per inbox"),
+    ("--max-text-bytes", 256 * 1024, "bytes per message, prompt, report, output or descriptor"),
+    ("--max-label-bytes", 1024, "bytes per label"),
+    ("--report-budget", 1024 * 1024, "report bytes per child per --report-window"),
+    ("--max-db-bytes", 0, "database size past which model-driven writes are refused"),
+)
+
+SERVE = (
+    Spec(
+        "--framing",
+        "choice",
+        "auto",
+        "wire framing; auto detects LSP from a leading Content-Length header",
+        choices=("auto", "ndjson", "lsp"),
+    ),
+    Spec(
+        "--max-frame-bytes",
+        "int",
+        16 * 1024 * 1024,
+        "largest accepted frame; longer ones are answered -32600",
+        low=1,
+    ),
+    Spec(
+        "--event-loop",
+        "choice",
+        "asyncio",
+        "anyio backend the server runs on; uvloop needs the `fast` extra",
+        choices=("asyncio", "uvloop", "trio"),  # server/loops.py
+    ),
+    Spec(
+        "--durability",
+        "choice",
+        "normal",
+        "normal survives a process crash, full also survives power loss",
+        choices=("normal", "full"),
+    ),
+    Spec(
+        "--report-delivery",
+        "choice",
+        "wakeup",
+        "how reports reach a parent: its next turn, or injected quietly",
+        choices=("wakeup", "quiet"),
+    ),
+    Spec(
+        "--max-depth",
+        "int",
+        8,
+        f"deepest spawn allowed, 1 to {MAX_DEPTH_CAP}",
+        low=1,
+        high=MAX_DEPTH_CAP,
+    ),
+    Spec(
+        "--interrupt-grace",
+        "float",
+        10.0,
+        "seconds before an interrupted turn the host did not end is force-ended",
+        low=0,
+    ),
+    Spec(
+        "--shutdown-grace", "float", 5.0, "seconds to finish in-flight replies at shutdown", low=0
+    ),
+    Spec(
+        "--report-rate",
+        "int",
+        0,
+        "report wakeups per child per minute; further reports reach"
+        " the parent quietly (agent/inject) instead of starting turns; 0 means no bound",
+        low=0,
+        metavar="N",
+    ),
+    Spec(
+        "--idempotency-retention",
+        "float",
+        7.0,
+        "days an idempotency key and its result are kept",
+        low=0,
+        metavar="DAYS",
+    ),
+    Spec(
+        "--lease-ttl",
+        "float",
+        15.0,
+        "seconds this process's leases last unless renewed (a"
+        " thread renews them every third of it); a process stalled longer loses its live"
+        " sessions to another process sharing --db",
+        low=0,
+        low_open=True,
+    ),
+    Spec(
+        "--tools",
+        "tools",
+        None,
+        "the tools served to models (tools/list, tools/call),"
+        " comma-separated, e.g. send_message,interrupt_agent,report to leave out list_agents",
+        metavar="NAMES",
+        default_shown="all four",
+    ),
+    Spec(
+        "--caller",
+        "str",
+        None,
+        "caller of MCP tools/call requests that carry no _meta caller;"
+        " opened at start-up with its input held (queued, no turn starts) for the MCP client",
+        metavar="AGENT_ID",
+    ),
+    *(Spec(name, "int", default, what, low=0, metavar="N") for name, default, what in QUOTAS),
+    Spec(
+        "--report-window",
+        "float",
+        600.0,
+        "length of one --report-budget window",
+        low=0,
+        low_open=True,
+        metavar="SECONDS",
+    ),
+    Spec(
+        "--retention",
+        "duration",
+        None,
+        "at start-up, prune the trees settled and untouched"
+        " this long (e.g. 30d), as `subagentd prune --older-than` does",
+        default_shown="keep everything",
+    ),
+)
+
+GLOBAL = (  # accepted before or after any command
+    Spec(
+        "--db",
+        "str",
+        None,
+        "SQLite database path, or :memory:",
+        metavar="PATH",
+        default_shown="$XDG_STATE_HOME/subagentd/subagentd.db, else"
+        " ~/.local/state/subagentd/subagentd.db",
+    ),
+    Spec(
+        "--log-level",
+        "choice",
+        "info",
+        "stderr log level; debug logs one line per request",
+        choices=("debug", "info", "warning", "error"),
+    ),
+    Spec("--log-format", "choice", "text", "stderr log format", choices=("text", "json")),
+)
+
+
+def env_name(option: str) -> str:
+    """The variable that sets an option's default: --max-depth -> SUBAGENTD_MAX_DEPTH."""
+    return "SUBAGENTD_" + option[2:].upper().replace("-", "_")
+
+
+def default_database() -> str:
+    """$XDG_STATE_HOME/subagentd/subagentd.db, else ~/.local/state/subagentd/subagentd.db."""
+    state = os.environ.get("XDG_STATE_HOME") or ""
+    if not os.path.isabs(state):
+        state = os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(state, "subagentd", "subagentd.db")

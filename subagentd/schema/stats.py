@@ -1,0 +1,36 @@
+"""server/stats (and `subagentd stats`): what an operator asks of a server or a database."""
+
+from __future__ import annotations
+
+from subagentd.schema.base import Wire
+
+
+class SessionCounts(Wire, kw_only=True):
+    """Sessions by status: running (an open turn), idle (live, between turns), ready (not live)."""
+
+    running: int
+    idle: int
+    ready: int
+
+
+class CommitLatency(Wire, kw_only=True):
+    """Group-commit latency over the most recent commits of this process, in milliseconds."""
+
+    p50_ms: float
+    p99_ms: float
+
+
+class StatsResult(Wire, kw_only=True):
+    """Counts from the database; the `commits` and `commit_latency` figures only from a live
+    server (they describe its process, so `subagentd stats` leaves them out)."""
+
+    sessions: SessionCounts
+    live_agents: int  # sessions a process sharing the database holds live (a valid lease)
+    live_here: int | None = None  # of them, held by this process (server/stats only)
+    queued_messages: int
+    parked_messages: int
+    oldest_queued_age_s: float | None = None  # seconds the oldest queued message has waited
+    database_bytes: int  # the database file (its pages; the -wal file not counted)
+    free_bytes: int  # of them, free pages (left by deletes; reused before the file grows)
+    commits: int | None = None  # group commits this process made (writes only)
+    commit_latency: CommitLatency | None = None  # absent until a commit was made

@@ -1,0 +1,71 @@
+"""The database's figures for server/stats and `subagentd stats`: counts, queue age, size."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from datetime import datetime
+from typing import Protocol
+
+from subagentd.schema.stats import SessionCounts, StatsResult
+
+# A lease counts while its owner's row is unfenced and unexpired (storage/leases.py).
+_LIVE_SQL = """
+SELECT l.status, count(*) FROM leases l JOIN owners o ON o.owner = l.owner
+WHERE o.fenced = 0 AND o.expires_at > ? GROUP BY l.status
+"""
+_WAITING_SQL = """
+SELECT coalesce(sum(state = 'queued'), 0), coalesce(sum(state = 'parked'), 0),
+       min(CASE WHEN state = 'queued' THEN created_at END)
+FROM inbox WHERE state IN ('queued', 'parked')
+"""
+
+
+def read_stats(conn: sqlite3.Connection, clock: float | None = None) -> StatsResult:
+    """One consistent read (a single read transaction) of what the database holds now."""
+    clock = time.time() if clock is None else clock
+    began = not conn.in_transaction
+    if began:
+        conn.execute("BEGIN")
+    try:
+        live = dict(conn.execute(_LIVE_SQL, (clock,)).fetchall())
+        total = conn.execute("SELECT count(*) FROM sessions").fetchone()[0]
+        queued, parked, oldest = conn.execute(_WAITING_SQL).fetchone()
+        pages, free, size = (
+            conn.execute(f"PRAGMA {name}").fetchone()[0]
+            for name in ("page_count", "freelist_count", "page_size")
+        )
+    finally:
+        if began:
+            conn.execute("COMMIT")
+    running = int(live.get("running", 0))
+    idle = sum(int(n) for status, n in live.items() if status != "running")
+    return StatsResult(
+        sessions=SessionCounts(running=running, idle=idle, ready=max(0, total - running - idle)),
+        live_agents=running + idle,
+        queued_messages=int(queued),
+        parked_messages=int(parked),
+        oldest_queued_age_s=None if oldest is None else _age(oldest, clock),
+        database_bytes=int(pages) * int(size),
+        free_bytes=int(free) * int(size),
+    )
+
+
+def _age(stamp: str, clock: float) -> float:
+    """Seconds since a stored `YYYY-MM-DDTHH:MM:SS.ffffffZ` stamp (0 for one in the future)."""
+    try:
+        at = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:  # written by hand or by an older version: not a figure to guess
+        return 0.0
+    return round(max(0.0, clock - at), 3)
+
+
+class _ConnectedStore(Protocol):
+    conn: sqlite3.Connection
+
+    def _now(self) -> float: ...
+
+
+def stats_of(store: _ConnectedStore) -> StatsResult:
+    """SqliteStore.stats: read through the store's own connection, by its clock."""
+    return read_stats(store.conn, store._now())

@@ -1,0 +1,110 @@
+"""The README's runnable blocks run: each is marked `<!-- runs -->` (sh blocks run in a temporary
+directory against this checkout's `subagentd`, python blocks as scripts, the MCP config is
+parsed and its arguments given to the real command line); its links stay inside the repository."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+RUNS = re.compile(r"<!-- runs -->\n```(\w+)\n(.*?)```", re.S)
+BLOCKS = RUNS.findall(README)
+BIN = os.path.dirname(sys.executable)  # where pip put this checkout's `subagentd`
+TIMEOUT = 180
+
+
+def env() -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SUBAGENTD_")}
+    return {**clean, "PATH": BIN + os.pathsep + os.environ.get("PATH", "")}
+
+
+def blocks(language: str) -> list[str]:
+    return [body for lang, body in BLOCKS if lang == language]
+
+
+def test_the_runnable_blocks_are_all_found():
+    assert README.count("<!-- runs -->") == len(BLOCKS) == 3
+    assert [lang for lang, _ in BLOCKS] == ["sh", "python", "json"]
+
+
+def test_the_sh_block_runs_against_this_checkout(tmp_path):
+    (body,) = blocks("sh")
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", body],
+        cwd=tmp_path,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "4 session(s) in demo.db" in done.stdout
+    assert '"ready": 4' in done.stdout  # subagentd stats
+    assert "pruned 0 settled tree(s)" in done.stdout  # nothing is 30 days old yet
+    assert (tmp_path / "demo.db").is_file()
+
+
+def test_the_python_block_runs_as_a_script(tmp_path):
+    (body,) = blocks("python")
+    script = tmp_path / "host.py"
+    script.write_text(body)
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "c1 was asked: Find the oldest open bug.",
+        "root was told: Background subagent c1 finished and will do no further work unless you"
+        " send it more.",
+    ]
+
+
+def test_the_mcp_config_uses_absolute_paths_and_options_the_cli_accepts():
+    (body,) = blocks("json")
+    server = json.loads(body)["mcpServers"]["subagentd"]
+    assert os.path.isabs(server["command"]) and server["command"].endswith("/subagentd")
+    args = server["args"]
+    assert os.path.isabs(args[args.index("--db") + 1])
+    done = subprocess.run(
+        [os.path.join(BIN, "subagentd"), *args, "--version"],
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("subagentd ")
+
+
+def test_ci_runs_the_readme_test_command():
+    commands = [line for line in README.splitlines() if "# the tests" in line]
+    assert len(commands) == 1
+    test_command = commands[0].split("#")[0].strip().rsplit("&&", 1)[1].strip()
+    assert test_command == "python -m pytest"
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert test_command in ci
+
+
+@pytest.mark.parametrize("target", re.findall(r"\]\(([^)]+)\)", README))
+def test_every_link_stays_inside_the_repository(target):
+    assert "://" not in target and not target.startswith("/"), target
+    assert (ROOT / target.split("#")[0]).exists(), target
+
+
+def test_no_internal_notes_or_outside_paths():
+    for marker in ("/work/", "TODO", "FIXME", "http://", "https://", "SEMANTICS.md"):
+        assert marker not in README, marker
+    assert "\n## A Python host\n" in README
