@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar, overload
 
 import msgspec
 
@@ -20,6 +20,7 @@ from subagentd.errors import (
 from subagentd.schema import host as h
 from subagentd.schema import lifecycle as lc
 from subagentd.schema import tools as t
+from subagentd.schema.base import Params
 from subagentd.server.call import Call, Handler
 from subagentd.server.mcp import (
     ACTIVATION_META,
@@ -40,10 +41,27 @@ INSTRUCTIONS = (
 
 
 METHODS: dict[str, Handler] = {}
+RawParams = dict[str, Any]  # what a method registered without a params Struct gets
 HOST_CALLER = ""  # idempotency namespace of agents/followup: no agent id is empty (migration m007)
 
 
-def method(name: str, params: type[msgspec.Struct] | None, result: type | None, **flags: bool):
+S = TypeVar("S", bound=msgspec.Struct)
+R = TypeVar("R")
+
+
+@overload
+def method(
+    name: str, params: type[S], result: type | None, **flags: bool
+) -> Callable[[Callable[[Call, S], R]], Callable[[Call, S], R]]: ...
+@overload
+def method(
+    name: str, params: None, result: type | None, **flags: bool
+) -> Callable[[Callable[[Call, RawParams], R]], Callable[[Call, RawParams], R]]: ...
+def method(
+    name: str, params: type[msgspec.Struct] | None, result: type | None, **flags: bool
+) -> Callable[[Callable[[Call, Any], Any]], Callable[[Call, Any], Any]]:
+    """Registers a handler under `name`; it takes the `params` Struct (None: the raw dict)."""
+
     def register(run: Callable[[Call, Any], Any]) -> Callable[[Call, Any], Any]:
         METHODS[name] = Handler(run, params, result, **flags)
         return run
@@ -92,12 +110,12 @@ def initialize(call: Call, p: lc.InitializeParams) -> lc.InitializeResult:
 
 
 @method("notifications/initialized", None, None, writes=False, confined=True)
-def initialized(call: Call, p: Any) -> None:
+def initialized(call: Call, p: RawParams) -> None:
     return None
 
 
-@method("server/discover", h.Params, lc.DiscoverResult, writes=False, confined=True)
-def discover(call: Call, p: h.Params) -> lc.DiscoverResult:
+@method("server/discover", Params, lc.DiscoverResult, writes=False, confined=True)
+def discover(call: Call, p: Params) -> lc.DiscoverResult:
     return lc.DiscoverResult(
         supportedVersions=list(lc.SUPPORTED_VERSIONS),
         capabilities=capabilities(call),
@@ -106,8 +124,8 @@ def discover(call: Call, p: h.Params) -> lc.DiscoverResult:
     )
 
 
-@method("ping", h.Params, h.Empty, writes=False, confined=True)
-def ping(call: Call, p: h.Params) -> h.Empty:
+@method("ping", Params, h.Empty, writes=False, confined=True)
+def ping(call: Call, p: Params) -> h.Empty:
     return h.Empty()
 
 

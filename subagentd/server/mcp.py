@@ -31,7 +31,7 @@ class ToolSpec:
     idempotent: bool
     writes: bool  # list_agents only reads: no write transaction, no commit to wait for
     description: str
-    run: Callable[..., Any]
+    run: Callable[..., msgspec.Struct]  # a Service method: (service, caller, activation, args)
 
 
 TOOLS: dict[str, ToolSpec] = {
