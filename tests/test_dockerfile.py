@@ -9,6 +9,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -87,7 +88,8 @@ def container(tmp_path):
     data = tmp_path / "data"
     data.mkdir(mode=0o700)
     entrypoint = json.loads(last("ENTRYPOINT"))
-    command = shutil.which(entrypoint[0])
+    # the console script of the Python running the tests (an unactivated venv is not on PATH)
+    command = shutil.which(entrypoint[0], path=os.path.dirname(sys.executable))
     assert command, "the subagentd console script is not installed"
     env = {name: value.replace("/data", str(data)) for name, value in image_env().items()}
 

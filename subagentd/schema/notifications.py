@@ -47,7 +47,7 @@ class AgentStatus(Wire, kw_only=True):
     status: Status
 
 
-NOTIFICATIONS = {
+NOTIFICATIONS: dict[str, type[Wire]] = {
     "turn/start": TurnStart,
     "turn/interrupt": TurnInterrupt,
     "agent/inject": AgentInject,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar, overload
 
 import msgspec
 
@@ -21,6 +21,7 @@ from subagentd.schema import host as h
 from subagentd.schema import lifecycle as lc
 from subagentd.schema import stats as st
 from subagentd.schema import tools as t
+from subagentd.schema.base import Params
 from subagentd.server.call import Call, Handler
 from subagentd.server.mcp import (
     ACTIVATION_META,
@@ -41,10 +42,27 @@ INSTRUCTIONS = (
 
 
 METHODS: dict[str, Handler] = {}
+RawParams = dict[str, Any]  # what a method registered without a params Struct gets
 HOST_CALLER = ""  # idempotency namespace of agents/followup: no agent id is empty (migration m007)
 
 
-def method(name: str, params: type[msgspec.Struct] | None, result: type | None, **flags: bool):
+S = TypeVar("S", bound=msgspec.Struct)
+R = TypeVar("R")
+
+
+@overload
+def method(
+    name: str, params: type[S], result: type | None, **flags: bool
+) -> Callable[[Callable[[Call, S], R]], Callable[[Call, S], R]]: ...
+@overload
+def method(
+    name: str, params: None, result: type | None, **flags: bool
+) -> Callable[[Callable[[Call, RawParams], R]], Callable[[Call, RawParams], R]]: ...
+def method(
+    name: str, params: type[msgspec.Struct] | None, result: type | None, **flags: bool
+) -> Callable[[Callable[[Call, Any], Any]], Callable[[Call, Any], Any]]:
+    """Registers a handler under `name`; it takes the `params` Struct (None: the raw dict)."""
+
     def register(run: Callable[[Call, Any], Any]) -> Callable[[Call, Any], Any]:
         METHODS[name] = Handler(run, params, result, **flags)
         return run
@@ -93,12 +111,12 @@ def initialize(call: Call, p: lc.InitializeParams) -> lc.InitializeResult:
 
 
 @method("notifications/initialized", None, None, writes=False, confined=True)
-def initialized(call: Call, p: Any) -> None:
+def initialized(call: Call, p: RawParams) -> None:
     return None
 
 
-@method("server/discover", h.Params, lc.DiscoverResult, writes=False, confined=True)
-def discover(call: Call, p: h.Params) -> lc.DiscoverResult:
+@method("server/discover", Params, lc.DiscoverResult, writes=False, confined=True)
+def discover(call: Call, p: Params) -> lc.DiscoverResult:
     return lc.DiscoverResult(
         supportedVersions=list(lc.SUPPORTED_VERSIONS),
         capabilities=capabilities(call),
@@ -107,8 +125,8 @@ def discover(call: Call, p: h.Params) -> lc.DiscoverResult:
     )
 
 
-@method("ping", h.Params, h.Empty, writes=False, confined=True)
-def ping(call: Call, p: h.Params) -> h.Empty:
+@method("ping", Params, h.Empty, writes=False, confined=True)
+def ping(call: Call, p: Params) -> h.Empty:
     return h.Empty()
 
 
@@ -198,8 +216,8 @@ def messages_get(call: Call, p: h.MessageGetParams) -> h.MessageInfo:
     return call.service.get_message(p.message_id)
 
 
-@method("server/stats", h.Params, st.StatsResult, writes=False)
-def server_stats(call: Call, p: h.Params) -> st.StatsResult:
+@method("server/stats", Params, st.StatsResult, writes=False)
+def server_stats(call: Call, p: Params) -> st.StatsResult:
     return call.service.stats()
 
 

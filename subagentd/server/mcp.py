@@ -31,7 +31,7 @@ class ToolSpec:
     idempotent: bool
     writes: bool  # list_agents only reads: no write transaction, no commit to wait for
     description: str
-    run: Callable[..., Any]
+    run: Callable[..., msgspec.Struct]  # a Service method: (service, caller, activation, args)
 
 
 TOOLS: dict[str, ToolSpec] = {
@@ -174,7 +174,8 @@ def call_tool_result(
     if error is not None:
         return t.CallToolResult(content=[_text(error_text(error))], isError=True)
     assert result is not None
-    text: str = result.text  # type: ignore[attr-defined]
+    # every tool result Struct has `text`; a shared base class holding it would reorder fields
+    text: str = result.text  # type: ignore[attr-defined]  # see above
     return t.CallToolResult(
         content=[_text(text)], structuredContent=_structured(result), isError=False
     )

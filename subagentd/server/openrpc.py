@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import inspect
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -65,7 +65,9 @@ def document() -> dict[str, Any]:
     ref_of = dict(zip(unique, refs, strict=True))
 
     def properties(struct: type[msgspec.Struct]) -> dict[str, Any]:
-        return schemas[ref_of[struct]["$ref"].rsplit("/", 1)[-1]].get("properties", {})
+        component = ref_of[struct]["$ref"].rsplit("/", 1)[-1]
+        props: dict[str, Any] = schemas[component].get("properties", {})
+        return props
 
     def entry(name: str, struct: type[msgspec.Struct], description: str | None) -> dict[str, Any]:
         method: dict[str, Any] = {
@@ -133,7 +135,7 @@ def _content_descriptors(
     struct: type[msgspec.Struct], props: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """One content descriptor per field, required ones first (OpenRPC wants that order)."""
-    fields = msgspec.inspect.type_info(struct).fields
+    fields = cast(msgspec.inspect.StructType, msgspec.inspect.type_info(struct)).fields
     ordered = [f for f in fields if f.required] + [f for f in fields if not f.required]
     return [
         {"name": f.encode_name, "required": f.required, "schema": props[f.encode_name]}

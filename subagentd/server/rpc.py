@@ -62,5 +62,5 @@ def entry(handler: Handler) -> Callable[..., Any]:
             return Success(None)
         return Success(result_value(value, call.stateless))
 
-    run.__signature__ = _SIGNATURE  # type: ignore[attr-defined]
+    run.__signature__ = _SIGNATURE  # type: ignore[attr-defined]  # inspect honours it; mypy's function type lacks it
     return run

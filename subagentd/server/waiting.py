@@ -169,8 +169,9 @@ class Ledger:
             if mark == ADMITTED:
                 for p in owed.waiting:
                     p.deferred.on_done = None
-                    if self.pending.get(p.request_id) is p:
-                        del self.pending[p.request_id]
+                    key = p.request_id  # not p.request_id below: mypy narrows p after `is p`
+                    if self.pending.get(key) is p:
+                        del self.pending[key]
                 answers.append(failed(owed.batch or owed.waiting[0], error))
             elif any(p.admitted_in == failed_in for p in owed.waiting):
                 continue  # its ADMITTED entry answers it

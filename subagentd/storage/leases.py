@@ -18,6 +18,7 @@ import msgspec
 from subagentd.schema.records import LiveRecord
 
 if TYPE_CHECKING:
+    from subagentd.schema.listing import Status
     from subagentd.storage.connected import Connected
 
 log = logging.getLogger("subagentd")
@@ -241,7 +242,7 @@ class Leases:
             "DELETE FROM leases WHERE session_id = ? AND owner = ?", (session_id, owner)
         )
 
-    def foreign_leases(self, owner: str, now: float) -> list[tuple[str, str, str]]:
+    def foreign_leases(self, owner: str, now: float) -> list[tuple[str, str, Status]]:
         """(session_id, owner, status) of leases held by other owners, unfenced and unexpired."""
         return self._db.conn.execute(
             # from the few owner rows to their leases (leases_by_owner): this process's own
