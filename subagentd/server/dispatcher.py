@@ -163,6 +163,7 @@ class Dispatcher:
             self.ledger,
             self.notes,
             len(self.notes),
+            request_id,
         )
         reply = self.invoke(call, handler, message)
         if reply is None:  # a notification
