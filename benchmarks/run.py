@@ -412,10 +412,10 @@ def _send_frames(server: Server, n: int) -> list[bytes]:
     return [
         server.frame(
             "send_message",
-            {"caller": ROOT_ID, "subagent_id": "c0", "message": f"follow-up {server.next_id}"},
-            server.take_id(),
+            {"caller": ROOT_ID, "subagent_id": "c0", "message": f"follow-up {request_id}"},
+            request_id,
         )
-        for _ in range(n)
+        for request_id in (server.take_id() for _ in range(n))
     ]
 
 

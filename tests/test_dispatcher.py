@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from jsonrpcserver import Success
 
 import subagentd
 from subagentd import errors
@@ -224,6 +225,18 @@ def test_an_unexpected_failure_is_internal_error_without_detail(monkeypatch, cap
     fresh = make_dispatcher()
     assert request(fresh, "agents/get", {}, 8) == error(Code.INTERNAL_ERROR, "Internal error", 8)
     assert "secret detail" in caplog.text  # on stderr only, with its traceback
+
+
+def test_a_method_jsonrpcserver_answered_without_its_reply_is_internal_error(dispatcher):
+    """The reply travels on the Call (server/rpc.py); should jsonrpcserver ever answer a known
+    method without the entry having put one there, the host gets -32603, not a reply of None."""
+    assert isinstance(dispatcher.invoke, JsonRpc)
+    no_reply = dispatcher.invoke.entries["ping"]
+    dispatcher.invoke.entries["ping"] = lambda *args, **params: Success("unseen")
+    dispatcher.invoke.entries["ping"].__signature__ = no_reply.__signature__  # type: ignore[attr-defined]
+    assert request(dispatcher, "ping", None, 9) == error(Code.INTERNAL_ERROR, "Internal error", 9)
+    dispatcher.invoke.entries["ping"] = no_reply
+    assert request(dispatcher, "ping", None, 10) == {"jsonrpc": "2.0", "result": {}, "id": 10}
 
 
 # --- the lifecycle and the bounds ------------------------------------------------------------

@@ -39,6 +39,8 @@ class Call:
     ledger: Ledger
     notes: list[bytes]  # the connection's notifications not yet held for the host
     notes_mark: int = 0
+    request_id: Any = None
+    reply: dict[str, Any] | None = None  # set by the method's jsonrpcserver entry (server/rpc.py)
     deferred: Deferred | None = None
 
     @property

@@ -168,6 +168,7 @@ class Dispatcher:
             self.ledger,
             self.notes,
             len(self.notes),
+            request_id,
         )
         if log.isEnabledFor(logging.DEBUG):  # --log-level debug: a line per request
             started = perf_counter()

@@ -1,0 +1,106 @@
+"""Per-message cost of the dispatcher in-process: Python calls (cProfile) and CPU time.
+
+    PYTHONPATH=<checkout> python benchmarks/dispatch_cost.py [--direct] [--reps 5] [--n 2000]
+
+Drives a `Dispatcher` with plain decoded messages (no pipes, no event loop) on an in-memory
+database, so machine load does not change the call counts and only inflates the CPU times: the
+best of `--reps` loops is reported. `--direct` runs methods without jsonrpcserver
+(`invoke_directly`), the floor the jsonrpcserver path is compared with (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import sys
+
+sys.path.pop(0)  # this directory's profile.py would shadow the stdlib module cProfile imports
+
+import argparse  # noqa: E402
+import cProfile  # noqa: E402
+import pstats  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
+from subagentd.core.service import Service  # noqa: E402
+from subagentd.core.settings import Settings
+from subagentd.schema.host import OpenParams, SpawnParams
+from subagentd.server.dispatcher import Dispatcher, invoke_directly
+from subagentd.server.envelope import Session
+from subagentd.server.handlers import METHODS
+from subagentd.storage.database import SqliteStore
+
+MESSAGES: dict[str, Callable[[int], dict[str, Any]]] = {
+    "ping": lambda i: {"jsonrpc": "2.0", "id": i, "method": "ping"},
+    "tools/call list_agents": lambda i: {
+        "jsonrpc": "2.0",
+        "id": i,
+        "method": "tools/call",
+        "params": {
+            "name": "list_agents",
+            "arguments": {"scope": "children"},
+            "_meta": {"subagentd/caller": "root"},
+        },
+    },
+    "send_message": lambda i: {
+        "jsonrpc": "2.0",
+        "id": i,
+        "method": "send_message",
+        "params": {"caller": "root", "subagent_id": "c0", "message": f"follow-up {i}"},
+    },
+}
+
+
+def make(direct: bool) -> tuple[Service, Dispatcher]:
+    service = Service(
+        SqliteStore(":memory:"), emit=lambda m, p: None, timers=None, settings=Settings()
+    )
+    service.recover()
+    service.open(OpenParams(agent_id="root"))
+    service.spawn(SpawnParams(caller="root", child_id="c0", label="x", prompt="go"))
+    service.commit()
+    if direct:
+        invoke: Any = invoke_directly
+    else:
+        from subagentd.server.rpc import JsonRpc
+
+        invoke = JsonRpc(METHODS)
+    dispatcher = Dispatcher(Session(initialized=True), service.settings, invoke, service=service)
+    service.emit = dispatcher.emit
+    return service, dispatcher
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--direct", action="store_true")
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--n", type=int, default=2000)
+    args = parser.parse_args()
+    service, dispatcher = make(args.direct)
+    for name, build in MESSAGES.items():
+        messages = [build(i) for i in range(args.n)]
+        for m in messages[:50]:  # warm up (caches, first-use imports)
+            assert "error" not in dispatcher.dispatch(m), dispatcher.dispatch(m)  # type: ignore[operator]
+        dispatcher.notes.clear()
+        service.commit()
+        profiler = cProfile.Profile()
+        probe = messages[50:150]
+        profiler.enable()
+        for m in probe:
+            dispatcher.dispatch(m)
+        profiler.disable()
+        calls = pstats.Stats(profiler).total_calls / len(probe)  # type: ignore[attr-defined]
+        dispatcher.notes.clear()
+        service.commit()
+        best = float("inf")
+        for _ in range(args.reps):
+            start = time.process_time()
+            for m in messages:
+                dispatcher.dispatch(m)
+            best = min(best, time.process_time() - start)
+            dispatcher.notes.clear()
+            service.commit()
+        print(f"{name:24} {calls:6.0f} calls/message {best / len(messages) * 1e6:7.1f} µs/message")
+
+
+if __name__ == "__main__":
+    main()
