@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from jsonrpcserver import Error, Success, dispatch_to_response, dispatch_to_serializable
 
@@ -26,7 +26,8 @@ from subagentd.server.call import Call, Handler
 from subagentd.server.envelope import result_value
 
 
-def _as_is(message: dict[str, Any]) -> dict[str, Any]:
+def _as_is(message: Any) -> Any:
+    """Both the deserializer and the validator: the message arrives decoded and checked."""
     return message
 
 
@@ -55,7 +56,11 @@ class JsonRpc:
             assert not isinstance(reply, list)  # one message in, one reply (or None) out
             return reply
         owed = dispatch_to_response(
-            message, self.entries, context=call, deserializer=_as_is, validator=_as_is
+            cast(str, message),  # decoded already: _as_is takes it as it is (typed as JSON text)
+            self.entries,
+            context=call,
+            deserializer=_as_is,
+            validator=_as_is,
         )
         if owed is None:  # a notification: the method ran, nothing is answered
             return None
