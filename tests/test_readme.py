@@ -31,8 +31,8 @@ def blocks(language: str) -> list[str]:
 
 
 def test_the_runnable_blocks_are_all_found():
-    assert README.count("<!-- runs -->") == len(BLOCKS) == 3
-    assert [lang for lang, _ in BLOCKS] == ["sh", "python", "json"]
+    assert README.count("<!-- runs -->") == len(BLOCKS) == 4
+    assert [lang for lang, _ in BLOCKS] == ["sh", "python", "python", "json"]
 
 
 def test_the_sh_block_runs_against_this_checkout(tmp_path):
@@ -53,7 +53,7 @@ def test_the_sh_block_runs_against_this_checkout(tmp_path):
 
 
 def test_the_python_block_runs_as_a_script(tmp_path):
-    (body,) = blocks("python")
+    body = blocks("python")[0]
     script = tmp_path / "host.py"
     script.write_text(body)
     done = subprocess.run(
@@ -108,3 +108,26 @@ def test_no_internal_notes_or_outside_paths():
     for marker in ("/work/", "TODO", "FIXME", "http://", "https://", "SEMANTICS.md"):
         assert marker not in README, marker
     assert "\n## A Python host\n" in README
+
+
+def test_the_python_host_block_runs_its_agents_turns(tmp_path):
+    """The "A Python host" block: the client spawns this checkout's subagentd and AgentHost runs
+    the child's turn, the parent's turn for its report, and the parent's turn for its settling."""
+    body = blocks("python")[1]
+    assert "from subagentd.client import" in body
+    script = tmp_path / "python_host.py"
+    script.write_text(body)
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "researcher: Oldest open bug: #12.",
+        "root: noted",
+        "root: noted",
+    ]
