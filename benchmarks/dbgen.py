@@ -2,7 +2,7 @@
 
 The schema comes from the server itself (it is started once on the empty file so its migrations
 run); rows then go in with plain sqlite3 `executemany`, mimicking storage/sessions.py and
-core/host.py spawn(): kind "subagent", descriptor `{"version":1,"mode":"continuable","label":…}`,
+core/host_api.py spawn(): kind "subagent", descriptor `{"version":1,"mode":"continuable","label":…}`,
 ISO `created_at` strings, the sortable path of storage/paths.py, a fan-out-10 tree below one
 ordinary root.
 """

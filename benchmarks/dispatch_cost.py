@@ -23,7 +23,7 @@ from typing import Any  # noqa: E402
 
 from subagentd.core.service import Service  # noqa: E402
 from subagentd.core.settings import Settings
-from subagentd.schema.host import OpenParams, SpawnParams
+from subagentd.schema.host_methods import OpenParams, SpawnParams
 from subagentd.server.dispatcher import Dispatcher, invoke_directly
 from subagentd.server.envelope import Session
 from subagentd.server.handlers import METHODS

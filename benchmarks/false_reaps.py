@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.host import RpcError, ServerProcess  # noqa: E402
+from tests.spawned import RpcError, ServerProcess  # noqa: E402
 
 
 def started(db: str, ttl: str) -> ServerProcess:

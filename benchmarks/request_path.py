@@ -14,7 +14,7 @@ import anyio
 
 from subagentd.core.service import Service
 from subagentd.core.settings import Settings
-from subagentd.schema.host import OpenParams, SpawnParams
+from subagentd.schema.host_methods import OpenParams, SpawnParams
 from subagentd.server.connection import Connection
 from subagentd.server.envelope import Session
 from subagentd.server.framing import FrameReader

@@ -1,6 +1,6 @@
 import pytest
 
-from tests.host import InProcessServer, ServerProcess
+from tests.spawned import InProcessServer, ServerProcess
 
 
 @pytest.fixture

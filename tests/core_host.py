@@ -9,7 +9,7 @@ import msgspec
 from subagentd.core.service import Service
 from subagentd.core.settings import Settings
 from subagentd.errors import SubagentdError
-from subagentd.schema.host import OpenParams, SpawnParams, TurnEndParams
+from subagentd.schema.host_methods import OpenParams, SpawnParams, TurnEndParams
 from subagentd.schema.tools import InterruptAgentArgs, ListAgentsArgs, ReportArgs, SendMessageArgs
 from subagentd.storage.database import SqliteStore
 

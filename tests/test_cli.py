@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import subagentd
-from tests.host import TIMEOUT
+from tests.spawned import TIMEOUT
 
 PYTHON = sys.executable
 VERSION = f"subagentd {subagentd.__version__} (protocol {subagentd.PROTOCOL})\n"

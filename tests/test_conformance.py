@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import subagentd
-from subagentd.schema import host as h
+from subagentd.schema import host_methods as h
 from subagentd.schema.codes import Code
 from subagentd.server import handlers
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from tests.host import ServerProcess
+from tests.spawned import ServerProcess
 
 ROUNDS = int(os.environ.get("SUBAGENTD_CRASH_ROUNDS", "30"))
 BUDGET = float(os.environ.get("SUBAGENTD_CRASH_SECONDS", "60"))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import subagentd
-from tests.host import TIMEOUT
+from tests.spawned import TIMEOUT
 
 ROOT = Path(__file__).resolve().parents[1]
 INITIALIZE = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}\n'

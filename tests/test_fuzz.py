@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from subagentd.schema.codes import Code
 from subagentd.server.framing import _MAX_HEADER, BadHeader, FrameReader, Oversize
 from subagentd.server.handlers import METHODS
-from tests.host import InProcessServer, ServerProcess, rss_kib
+from tests.spawned import InProcessServer, ServerProcess, rss_kib
 
 # --- budgets ---------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.host import run_client_suite
+from tests.spawned import run_client_suite
 
 MODULE = Path(__file__).resolve().parent.parent / "clients" / "go"
 TIMEOUT = 600

@@ -6,7 +6,7 @@ import sqlite3
 import pytest
 
 from subagentd.storage.database import SqliteStore
-from tests.host import InProcessServer
+from tests.spawned import InProcessServer
 
 
 @pytest.mark.parametrize(("durability", "synchronous"), [("normal", 1), ("full", 2)])

@@ -4,7 +4,7 @@ and the documented retention."""
 import pytest
 
 from subagentd.errors import IdempotencyConflictError
-from subagentd.schema.host import SpawnParams, SpawnResult
+from subagentd.schema.host_methods import SpawnParams, SpawnResult
 from subagentd.schema.records import IdempotencyRecord
 from subagentd.schema.tools import SendMessageArgs, SendMessageResult
 from subagentd.storage.database import SqliteStore

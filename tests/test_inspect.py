@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.host import ServerProcess
+from tests.spawned import ServerProcess
 
 
 def inspect(*args):

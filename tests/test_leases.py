@@ -15,7 +15,7 @@ from subagentd.errors import LeaseLostError
 from subagentd.schema.codes import Code
 from subagentd.storage.database import SqliteStore
 from tests.core_host import CoreHost
-from tests.host import InProcessServer, RpcError
+from tests.spawned import InProcessServer, RpcError
 from tests.test_multiprocess import LOST
 
 TTL = 600.0  # renewal threads tick every 200 s of real time: never during these tests

@@ -7,7 +7,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from tests.host import ServerProcess
+from tests.spawned import ServerProcess
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from subagentd.schema.codes import Code
-from tests.host import RpcError, ServerProcess
+from tests.spawned import RpcError, ServerProcess
 
 LOST = (
     "this subagentd process lost its leases to another process sharing the database (it was"

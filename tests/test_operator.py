@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.host import TIMEOUT, ServerProcess
+from tests.spawned import TIMEOUT, ServerProcess
 
 OLD = "2020-01-01T00:00:00.000000Z"
 TREES = {"old": ["old", "old-c"], "queued": ["queued"], "recent": ["recent", "recent-c"]}

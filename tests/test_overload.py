@@ -14,7 +14,7 @@ from typing import Any
 
 from subagentd.schema.codes import Code
 from subagentd.server.dispatcher import MAX_PENDING
-from tests.host import InProcessServer, rss_kib
+from tests.spawned import InProcessServer, rss_kib
 
 MIB = 1024 * 1024
 

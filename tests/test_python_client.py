@@ -28,7 +28,7 @@ from subagentd.client import (
     frames,
     server_command,
 )
-from subagentd.schema import host as h
+from subagentd.schema import host_methods as h
 from subagentd.schema import lifecycle as lc
 from subagentd.schema import tools as t
 from subagentd.schema.codes import Code
@@ -78,6 +78,9 @@ def test_every_host_method_is_typed_and_round_trips(client):
     start = client.wait_for(TurnStart, agent_id="c1")
     assert texts(start) == ["do it"] and start.activation_id == spawned.activation_id
     info = client.agents_get("c1")
+    stats = client.server_stats()  # typed: the open root and the running child are live here
+    assert stats.live_here == 2 and stats.sessions.running == 1 and stats.sessions.idle == 1
+    assert stats.commits and stats.commit_latency is not None
     assert (info.status, info.parent_id, info.mode, info.depth) == (
         "running",
         "root",

@@ -8,7 +8,7 @@ import msgspec
 
 from subagentd.core import texts
 from subagentd.schema.codes import Code
-from subagentd.schema.host import OpenParams, TurnEndParams
+from subagentd.schema.host_methods import OpenParams, TurnEndParams
 from tests.core_host import CoreHost
 from tests.test_rules_engine_events import notice
 from tests.test_rules_engine_rebuild import view

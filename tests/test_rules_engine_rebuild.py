@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from subagentd.schema.host import OpenParams
+from subagentd.schema.host_methods import OpenParams
 from subagentd.schema.messages import ToolFilter
 from tests.core_host import CoreHost
 

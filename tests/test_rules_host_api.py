@@ -11,7 +11,7 @@ from subagentd.errors import (
     InvalidParamsError,
     StateInvalidError,
 )
-from subagentd.schema.host import Event, ListParams
+from subagentd.schema.host_methods import Event, ListParams
 from tests.core_host import CoreHost
 
 

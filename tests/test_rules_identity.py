@@ -11,7 +11,7 @@ import pytest
 from subagentd.schema.codes import Code
 from subagentd.storage.database import SqliteStore
 from tests.core_host import CoreHost
-from tests.host import RpcError
+from tests.spawned import RpcError
 
 RULE = (
     "an agent id is 1 to 128 bytes (UTF-8), does not start with @ (reserved), and holds no"
@@ -250,7 +250,7 @@ def test_a_null_meta_caller_without_a_default_is_a_missing_caller(host):
 def two_trees(svc) -> None:
     """rootA (another tree) and root (the --caller) with c1 and g1 below it; made in the server's
     start-up transaction (InProcessServer's `prepare`), never from the test's thread."""
-    from subagentd.schema.host import OpenParams, SpawnParams
+    from subagentd.schema.host_methods import OpenParams, SpawnParams
 
     svc.open(OpenParams(agent_id="rootA"))
     svc.spawn(SpawnParams(caller="rootA", child_id="a1", label="secret", prompt="p"))

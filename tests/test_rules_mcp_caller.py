@@ -7,7 +7,7 @@ import pytest
 
 from subagentd.schema.codes import Code
 from subagentd.storage.database import SqliteStore
-from tests.host import RpcError, ServerProcess
+from tests.spawned import RpcError, ServerProcess
 
 ALL_TOOLS = ["send_message", "interrupt_agent", "list_agents", "report"]
 CRASH_NOTICE = ["Background subagent c1 failed before it finished.", "It left no closing message."]

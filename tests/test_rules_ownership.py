@@ -5,7 +5,7 @@ resident, whose root's close drains it, and whose ancestry lets the root interru
 import pytest
 
 from subagentd.schema.codes import Code
-from tests.host import RpcError
+from tests.spawned import RpcError
 
 
 def spawn_below_a_disposed_one_shot(host, owner: str) -> dict:

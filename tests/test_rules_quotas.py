@@ -8,9 +8,9 @@ import pytest
 from subagentd.core.settings import Settings
 from subagentd.errors import QuotaExceededError
 from subagentd.schema.codes import Code
-from subagentd.schema.host import OpenParams
+from subagentd.schema.host_methods import OpenParams
 from tests.core_host import CoreHost
-from tests.host import RpcError
+from tests.spawned import RpcError
 
 
 def counts(core: CoreHost) -> tuple[int, ...]:

@@ -3,7 +3,7 @@
 import pytest
 
 from subagentd.schema.codes import Code
-from tests.host import RpcError
+from tests.spawned import RpcError
 
 
 def rpc_error(host, method, params):

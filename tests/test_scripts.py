@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.host import ServerProcess
+from tests.spawned import ServerProcess
 
 SCRIPTS = Path(__file__).parent / "scripts"
 PLACEHOLDER = re.compile(r"^\$\{(\w+)\}$")

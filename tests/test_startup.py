@@ -19,7 +19,7 @@ from subagentd.schema.codes import Code
 from subagentd.storage.database import SqliteStore
 from subagentd.storage.migrations import migrations
 from subagentd.storage.opening import DatabaseRefusedError
-from tests.host import TIMEOUT, RpcError
+from tests.spawned import TIMEOUT, RpcError
 
 PYTHON = sys.executable
 INITIALIZE = {

@@ -34,7 +34,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from subagentd.core.settings import Settings
 from subagentd.errors import SubagentdError
 from subagentd.schema.codes import Code
-from subagentd.schema.host import SpawnParams, TurnEndParams
+from subagentd.schema.host_methods import SpawnParams, TurnEndParams
 from subagentd.storage.database import SqliteStore
 from tests.core_host import CoreHost
 

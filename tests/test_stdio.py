@@ -13,7 +13,7 @@ import pytest
 
 import subagentd
 from subagentd.schema.codes import Code
-from tests.host import TIMEOUT, RpcError
+from tests.spawned import TIMEOUT, RpcError
 
 PYTHON = sys.executable
 INIT = {"protocolVersion": "2025-06-18", "clientInfo": {"name": "stdio-test", "version": "0"}}
@@ -66,7 +66,7 @@ def run_with_stdin(
 NOISY_SERVER = textwrap.dedent(
     """
     import os, sys
-    from subagentd.schema import host as h
+    from subagentd.schema import host_methods as h
     from subagentd.server import handlers
     from subagentd import cli
 

@@ -26,12 +26,12 @@ from hypothesis.stateful import invariant
 
 from subagentd.core.registry import LiveAgent
 from subagentd.errors import StorageBusyError, StorageFailedError
-from subagentd.schema.host import OpenParams
+from subagentd.schema.host_methods import OpenParams
 from subagentd.schema.records import LiveRecord
 from subagentd.server.waiting import Deferred, Ledger, Owed, Pending
 from subagentd.storage.database import SqliteStore
 from tests.core_host import CoreHost
-from tests.host import Host, InProcessServer, ServerProcess
+from tests.spawned import Host, InProcessServer, ServerProcess
 from tests.test_state_machine import PROFILE, SchedulingMachine
 
 ROUNDS = int(os.environ.get("SUBAGENTD_FAULT_ROUNDS", "4"))

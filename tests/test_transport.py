@@ -15,7 +15,7 @@ import pytest
 
 from subagentd.server.memory import IDLE_SECONDS, TRIM_AFTER_BYTES, Trimmer
 from subagentd.server.transport import FdReader
-from tests.host import InProcessServer
+from tests.spawned import InProcessServer
 
 
 def test_trimmer_trims_only_when_quiet_after_enough_output():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.host import run_client_suite
+from tests.spawned import run_client_suite
 
 PACKAGE = Path(__file__).resolve().parent.parent / "clients" / "typescript"
 TIMEOUT = 600

@@ -38,7 +38,7 @@ def open_default_caller(service: Any, agent_id: str) -> None:
     An MCP client cannot run turns, so the root's input is held: whatever is queued for it (a crash
     notice, a report) stays queued and no turn starts unannounced (PROTOCOL.md section 5)."""
     from subagentd.errors import SubagentdError
-    from subagentd.schema.host import OpenParams
+    from subagentd.schema.host_methods import OpenParams
 
     try:
         service.open(OpenParams(agent_id=agent_id), hold=True)

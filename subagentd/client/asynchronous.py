@@ -12,10 +12,11 @@ from typing import Any
 from subagentd import __version__
 from subagentd.client.frames import DEFAULT_PROTOCOL_VERSION, tool_meta
 from subagentd.client.streams import Streams
-from subagentd.schema import host as h
+from subagentd.schema import host_methods as h
 from subagentd.schema import lifecycle as lc
 from subagentd.schema import tools as t
 from subagentd.schema.messages import Mode, ToolFilter
+from subagentd.schema.stats import StatsResult
 
 
 class AsyncClient(Streams):
@@ -46,6 +47,10 @@ class AsyncClient(Streams):
 
     async def ping(self) -> h.Empty:
         return await self.call("ping", None, result=h.Empty)
+
+    async def server_stats(self) -> StatsResult:
+        """Counts, queues, commit latency and size (PROTOCOL.md, server/stats)."""
+        return await self.call("server/stats", {}, result=StatsResult)
 
     # --- host API -------------------------------------------------------------------------
 

@@ -17,10 +17,11 @@ from subagentd import __version__
 from subagentd.client.frames import DEFAULT_PROTOCOL_VERSION, tool_meta
 from subagentd.client.pipes import TIMEOUT, Pipes
 from subagentd.client.process import Stderr, StderrMode, server_command
-from subagentd.schema import host as h
+from subagentd.schema import host_methods as h
 from subagentd.schema import lifecycle as lc
 from subagentd.schema import tools as t
 from subagentd.schema.messages import Mode, ToolFilter
+from subagentd.schema.stats import StatsResult
 
 
 class Client(Pipes):
@@ -128,6 +129,10 @@ class Client(Pipes):
 
     def ping(self) -> h.Empty:
         return self.call("ping", None, result=h.Empty)
+
+    def server_stats(self) -> StatsResult:
+        """Counts, queues, commit latency and size (PROTOCOL.md, server/stats)."""
+        return self.call("server/stats", {}, result=StatsResult)
 
     # --- host API -------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from subagentd.client.blocking import Client
 from subagentd.client.errors import ConnectionClosed, RequestTimeout
 from subagentd.client.frames import typed
 from subagentd.client.pipes import TIMEOUT
-from subagentd.schema.host import TurnReason
+from subagentd.schema.host_methods import TurnReason
 from subagentd.schema.notifications import TurnInterrupt, TurnStart
 
 POLL = 1.0  # seconds: how often `AgentHost.run` checks `until` while no turn starts

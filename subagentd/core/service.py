@@ -8,7 +8,7 @@ from typing import TypeVar
 import msgspec
 
 from subagentd.core.commits import COMMITS
-from subagentd.core.host import HostApi
+from subagentd.core.host_api import HostApi
 from subagentd.core.stamps import now
 from subagentd.core.tools import ToolRules
 from subagentd.errors import IdempotencyConflictError

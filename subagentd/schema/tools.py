@@ -7,7 +7,7 @@ from typing import Any, Literal
 import msgspec
 
 from subagentd.schema.base import Params, Wire
-from subagentd.schema.host import Scope
+from subagentd.schema.host_methods import Scope
 from subagentd.schema.listing import AgentRow, Status
 
 CALLER_META = "subagentd/caller"

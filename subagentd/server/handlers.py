@@ -17,7 +17,7 @@ from subagentd.errors import (
     StorageFailedError,
     SubagentdError,
 )
-from subagentd.schema import host as h
+from subagentd.schema import host_methods as h
 from subagentd.schema import lifecycle as lc
 from subagentd.schema import stats as st
 from subagentd.schema import tools as t

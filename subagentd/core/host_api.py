@@ -24,7 +24,7 @@ from subagentd.errors import (
     InvalidParamsError,
     StateInvalidError,
 )
-from subagentd.schema.host import (
+from subagentd.schema.host_methods import (
     AgentInfo,
     Event,
     InterruptResult,
@@ -45,7 +45,7 @@ from subagentd.schema.messages import DESCRIPTOR_VERSION, Descriptor, Message, S
 from subagentd.schema.records import SessionRecord
 
 if TYPE_CHECKING:
-    from subagentd.schema.host import AgentKind
+    from subagentd.schema.host_methods import AgentKind
     from subagentd.schema.messages import Mode
 
 _encode = msgspec.json.encode
