@@ -1,0 +1,144 @@
+"""The host API's details on core/ (PROTOCOL.md sections 4, 6 and 8): every field of its
+results, every refusal's exact text, code and order, the durable rows and transcript events it
+writes. Fast and in-process; written for the mutants of core/host.py that
+test_rules_host_api.py left alive (docs/mutation.md)."""
+
+from __future__ import annotations
+
+import json
+
+from subagentd.errors import (
+    InvalidParamsError,
+    StateInvalidError,
+)
+from subagentd.schema.host import Event, ListParams
+from subagentd.schema.listing import ChildRow
+from tests.core_host import CoreHost
+from tests.test_leases import FakeClock, process, step
+
+
+def refused(core: CoreHost, error_type: type, action, *args):
+    error = core.refusal(action, *args)
+    assert type(error) is error_type, error
+    return error.message
+
+
+def events_of(core: CoreHost, agent_id: str) -> list:
+    return core.svc.read_transcript(agent_id, None, None).events
+
+
+def inbox_rows(core: CoreHost, agent_id: str) -> list[tuple]:
+    return core.store.conn.execute(
+        "SELECT message_id, content, source, state, turn_id FROM inbox"
+        " WHERE session_id = ? ORDER BY position",
+        (agent_id,),
+    ).fetchall()
+
+
+# --- turns/begin: the durable rows of the host's messages ------------------------------------
+
+
+def test_a_host_turn_stores_each_message_with_its_content_and_source_as_claimed():
+    core = CoreHost()
+    core.open("root")
+    turn_id = core.svc.begin_turn("root", ["first", "second"]).turn_id
+    [start] = core.take("turn/start", "root")
+    rows = inbox_rows(core, "root")
+    assert [(r[0], json.loads(r[1]), json.loads(r[2]), r[3], r[4]) for r in rows] == [
+        (
+            m["message_id"],
+            [{"type": "text", "text": text}],
+            {"kind": "user", "form": "direct"},
+            "claimed",
+            turn_id,
+        )
+        for m, text in zip(start["messages"], ["first", "second"], strict=True)
+    ]
+
+
+# --- transcript/append and transcript/read ----------------------------------------------------
+
+
+def test_event_data_nested_too_deeply_is_refused_and_nothing_is_stored():
+    core = CoreHost()
+    core.open("root")
+    before = events_of(core, "root")
+    nested: list = []
+    for _ in range(100_000):
+        nested = [nested]
+    message = refused(
+        core,
+        InvalidParamsError,
+        core.svc.append_transcript,
+        "root",
+        None,
+        [Event(type="fine"), Event(type="deep", data=nested)],
+    )
+    assert message == "event data is nested too deeply to store"
+    assert events_of(core, "root") == before
+
+
+# --- agents/list ---------------------------------------------------------------------------------
+
+
+def test_an_invalid_cursor_is_named_by_its_first_64_characters_escaped():
+    core = CoreHost()
+    core.open("root")
+    cursor = "a\n" + "b" * 100
+    message = refused(
+        core, InvalidParamsError, core.svc.list_host, ListParams(root_id="root", cursor=cursor)
+    )
+    assert message == 'invalid cursor "a\\n' + "b" * 62 + '"'
+
+
+def test_agents_list_with_descendants_gives_parent_and_depth_and_mode():
+    core = CoreHost.with_tree()
+    core.spawn("c1", "once", mode="one-shot", label="quick")
+    rows = core.svc.list_host(ListParams(root_id="root", scope="descendants")).agents
+    assert rows == [
+        ChildRow(
+            id="c1", label="task", status="running", mode="continuable", parent="root", depth=1
+        ),
+        ChildRow(id="g1", label="task", status="running", mode="continuable", parent="c1", depth=2),
+        ChildRow(id="once", label="quick", status="running", mode="one-shot", parent="c1", depth=2),
+        ChildRow(
+            id="c2", label="task", status="running", mode="continuable", parent="root", depth=1
+        ),
+    ]
+    children = core.svc.list_host(ListParams(root_id="root")).agents
+    assert [(r.id, r.parent, r.depth) for r in children] == [("c1", None, None), ("c2", None, None)]
+
+
+# --- messages/cancel with two processes on one database --------------------------------------
+
+
+def test_a_message_of_an_agent_live_in_another_process_cannot_be_cancelled(tmp_path):
+    path, clock = str(tmp_path / "shared.db"), FakeClock()
+    first = process(path, clock, "p1")
+    second = process(path, clock, "p2")
+    step(first, first.open, "root")
+    step(first, first.spawn, "root", "c1")
+    message_id = step(first, first.send, "root", "c1", "waiting").message_id
+    error = second.refusal(step, second, second.svc.cancel_message, message_id)
+    assert type(error) is StateInvalidError
+    assert error.message == 'agent "c1" is live in another subagentd process'
+    assert step(first, first.svc.get_message, message_id).state == "queued"
+    assert step(first, first.svc.cancel_message, message_id).state == "cancelled"
+
+
+# --- agents/followup with two processes on one database -------------------------------------
+
+
+def test_a_followup_to_an_agent_live_in_another_process_is_refused(tmp_path):
+    path, clock = str(tmp_path / "shared.db"), FakeClock()
+    first = process(path, clock, "p1")
+    second = process(path, clock, "p2")
+    step(first, first.open, "root")
+    step(first, first.spawn, "root", "c1")
+    for agent_id in ("root", "c1"):
+        error = second.refusal(step, second, second.svc.followup, agent_id, "x")
+        assert type(error) is StateInvalidError
+        assert error.message == f'agent "{agent_id}" is live in another subagentd process'
+    assert second.store.inbox_counts("c1") == (0, 0)
+    step(first, first.svc.followup, "c1", "here")  # where it is live, it is taken
+    assert first.store.inbox_counts("c1") == (1, 0)

@@ -1,0 +1,218 @@
+"""The tool rules' details on core/ (SEMANTICS.md sections 3-7, PROTOCOL.md section 5): argument
+violations in schema order, escaped model-visible lines, corrupt parent links, the tools offered
+to a caller. Fast and in-process; written for the mutants of core/tools.py, core/arguments.py,
+core/listing.py and core/texts.py the other rule tests left alive (docs/mutation.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from subagentd.core.arguments import check_arguments
+from subagentd.errors import InvalidParamsError
+from subagentd.schema.codes import Code
+from subagentd.schema.messages import ToolFilter
+from subagentd.schema.records import SessionRecord
+from subagentd.schema.tools import InterruptAgentArgs, ListAgentsArgs, ReportArgs, SendMessageArgs
+from tests.core_host import CoreHost
+
+# --- argument validation (SEMANTICS.md section 3) ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("struct", "arguments", "violations"),
+    [
+        (
+            SendMessageArgs,
+            {},
+            'missing required property "subagent_id"; missing required property "message"',
+        ),
+        (
+            SendMessageArgs,
+            {"subagent_id": None, "message": 5},
+            'missing required property "subagent_id"; "message" must be a string',
+        ),
+        (
+            SendMessageArgs,
+            {"message": ["x"], "subagent_id": {"a": 1}},
+            '"subagent_id" must be a string; "message" must be a string',
+        ),
+        (ReportArgs, {"output": 1.5}, '"output" must be a string'),
+        (InterruptAgentArgs, {"agent_id": True}, '"agent_id" must be a string'),
+        (ListAgentsArgs, {"scope": 5}, '"scope" must be one of ["children","descendants"]'),
+        (ListAgentsArgs, {"scope": "all"}, '"scope" must be one of ["children","descendants"]'),
+        (ListAgentsArgs, {"scope": ""}, '"scope" must be one of ["children","descendants"]'),
+        (None, [1], '"arguments" must be an object'),
+        (None, "x", '"arguments" must be an object'),
+    ],
+)
+def test_argument_violations_are_all_named_in_schema_order(struct, arguments, violations):
+    with pytest.raises(InvalidParamsError) as caught:
+        check_arguments(struct or ReportArgs, arguments)
+    assert caught.value.message == "invalid arguments: " + violations
+
+
+def test_valid_arguments_build_the_struct_tolerating_extras_and_null_optionals():
+    args = {"subagent_id": "c1", "message": "hi", "extra": 5}
+    assert check_arguments(SendMessageArgs, args) == SendMessageArgs(subagent_id="c1", message="hi")
+    assert check_arguments(ListAgentsArgs, {"scope": None}) == ListAgentsArgs(scope="children")
+    assert check_arguments(ListAgentsArgs, {}) == ListAgentsArgs(scope="children")
+    assert check_arguments(ListAgentsArgs, {"scope": "descendants"}) == ListAgentsArgs(
+        scope="descendants"
+    )
+
+
+# --- escaped model-visible lines --------------------------------------------------------------
+
+
+def test_characters_beyond_the_basic_plane_are_escaped_with_eight_hex_digits():
+    core = CoreHost()
+    core.open("root")
+    core.spawn("root", "c1", label="tag\U000e0041\U000e007fend \U0001f600")
+    assert core.list("root").text == "c1 [running] — tag\\U000e0041\\U000e007fend \U0001f600"
+
+
+def older_tree() -> CoreHost:
+    """Sessions an older version stored with ids the rule now refuses: root -> "p\\nQ" -> {g1,
+    "d\\x1b" with a corrupt descriptor}; none of them live."""
+    core = CoreHost()
+    core.open("root")
+    at = "2026-01-01T00:00:0{}.000000Z"
+    body = '{"version":1,"mode":"continuable","label":"leaf"}'
+    for i, (agent_id, parent, depth, descriptor) in enumerate(
+        [("p\nQ", "root", 1, body), ("g1", "p\nQ", 2, body), ("d\x1b", "p\nQ", 2, "{")]
+    ):
+        record = SessionRecord(
+            id=agent_id,
+            parent_id=parent,
+            kind="subagent",
+            label="leaf",
+            created_at=at.format(i),
+            depth=depth,
+        )
+        core.store.insert_session(record, descriptor)
+    return core
+
+
+def test_stored_ids_and_parents_with_control_characters_are_escaped_in_the_listing():
+    core = older_tree()
+    assert core.list("root", "descendants").text == "\n".join(
+        [
+            "p\\nQ [ready] parent=root depth=1 — leaf",
+            "g1 [ready] parent=p\\nQ depth=2 — leaf",
+            "d\\x1b [diagnostic: corrupt] parent=p\\nQ depth=2",
+        ]
+    )
+    assert core.list("p\nQ").text == "g1 [ready] — leaf\nd\\x1b [diagnostic: corrupt]"
+    rows = core.list("root", "descendants").agents
+    assert [(r.id, r.parent) for r in rows] == [("p\nQ", "root"), ("g1", "p\nQ"), ("d\x1b", "p\nQ")]
+
+
+# --- interrupt_agent: nothing told about other trees, even through corrupt links ---------------
+
+
+@pytest.mark.timeout(60)  # a walk that does not notice the cycle never ends
+def test_a_cycle_of_parent_links_above_the_target_is_not_below_the_caller():
+    core = CoreHost()
+    core.open("root")
+    for agent_id, parent in (("a", "b"), ("b", "a"), ("x", "a")):
+        core.store.insert_session(
+            SessionRecord(
+                id=agent_id,
+                parent_id=parent,
+                kind="subagent",
+                label="t",
+                created_at="2026-01-01T00:00:00.000000Z",
+                depth=1,
+            ),
+            '{"version":1,"mode":"continuable","label":"t"}',
+        )
+    result = core.interrupt("root", "x")
+    assert (result.text, result.accepted, result.previous_status) == (
+        "interrupt requested for agent x",
+        True,
+        None,
+    )
+
+
+# --- tools/list: what a caller is offered -----------------------------------------------------
+
+
+def test_report_is_offered_only_to_the_current_activation_of_a_continuable_child():
+    core = CoreHost()
+    core.open("root")
+    core.spawn("root", "c1")
+    activation = core.svc.registry.get("c1").activation_id
+    every = ("send_message", "interrupt_agent", "list_agents", "report")
+    assert core.svc.offered_tools("c1", None) == every
+    assert core.svc.offered_tools("c1", activation) == every
+    assert core.svc.offered_tools("c1", "an-older-activation") == every[:3]
+    assert core.svc.offered_tools("root", None) == every[:3]
+    assert core.svc.offered_tools(None, None) == every[:3]
+
+
+# --- report: the inbox bound applies only to wakeups, the event names the turn ---------------
+
+
+def parent_with_one_waiting(**settings) -> CoreHost:
+    """root (running a host turn, one follow-up waiting) -> c1 running."""
+    core = CoreHost(max_queued=1, **settings)
+    core.open("root")
+    core.spawn("root", "c1")
+    core.svc.begin_turn("root", None)
+    core.svc.followup("root", "waiting")
+    return core
+
+
+def test_a_quiet_report_is_not_bounded_by_the_parents_inbox_but_a_wakeup_is():
+    core = parent_with_one_waiting(report_delivery="quiet")
+    message_id = core.report("c1", "fyi").message_id
+    assert core.svc.get_message(message_id).state == "claimed"
+    core = parent_with_one_waiting()
+    error = core.refusal(core.report, "c1", "fyi")
+    assert error.message == (
+        'report not delivered: agent "root" already has 1 messages waiting (the limit per inbox);'
+        " wait until it has taken some"
+    )
+
+
+def test_the_report_event_names_the_open_turn_or_none_between_turns():
+    core = CoreHost()
+    core.open("root")
+    core.spawn("root", "c1")
+    core.spawn("c1", "g1")
+    turn = core.turn("c1")
+    first = core.report("c1", "while running").message_id
+    core.end("c1")  # idle: g1 keeps it resident
+    second = core.report("c1", "between turns").message_id
+    events = core.svc.read_transcript("c1", None, None).events
+    assert [(e.turn_id, e.data) for e in events if e.type == "report"] == [
+        (turn, {"message_id": first, "output": "while running"}),
+        (None, {"message_id": second, "output": "between turns"}),
+    ]
+
+
+# --- tool filters: bound at activation, read from the descriptor when not live ---------------
+
+
+def test_a_childs_tool_filter_binds_it_live_and_when_it_is_not_live():
+    core = CoreHost()
+    core.open("root")
+    core.spawn("root", "c1", tool_filter=ToolFilter(deny=["list_agents"]))
+    refusal = 'tool "list_agents" is not available to agent "c1": its tool_filter excludes it'
+    offered = ("send_message", "interrupt_agent")
+    # live: the filter its activation holds, even when the stored descriptor becomes unreadable
+    core.store.conn.execute("UPDATE descriptors SET body = '{' WHERE session_id = 'c1'")
+    assert core.refusal(core.svc.check_tool_allowed, "c1", "list_agents").message == refusal
+    assert core.svc.offered_tools("c1", None) == (*offered, "report")
+    core.store.conn.execute(
+        "UPDATE descriptors SET body = ? WHERE session_id = 'c1'",
+        ('{"version":1,"mode":"continuable","label":"t","tool_filter":{"deny":["list_agents"]}}',),
+    )
+    core.end("c1")  # settles: not live, its descriptor decides
+    assert core.status("c1") == "ready"
+    error = core.refusal(core.svc.check_tool_allowed, "c1", "list_agents")
+    assert (error.code, error.message) == (Code.UNAUTHORIZED, refusal)
+    core.svc.check_tool_allowed("c1", "send_message")
+    assert core.svc.offered_tools("c1", None) == offered
+    core.svc.check_tool_allowed("root", "list_agents")  # an ordinary session has no filter
+    core.svc.check_tool_allowed("nobody", "list_agents")
