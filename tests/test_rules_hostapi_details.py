@@ -6,12 +6,13 @@ test_rules_host_api.py left alive (docs/mutation.md)."""
 from __future__ import annotations
 
 import json
+import re
 
 from subagentd.errors import (
     InvalidParamsError,
     StateInvalidError,
 )
-from subagentd.schema.host import Event, ListParams
+from subagentd.schema.host import AgentInfo, Event, ListParams, StoredEvent
 from subagentd.schema.listing import ChildRow
 from tests.core_host import CoreHost
 from tests.test_leases import FakeClock, process, step
@@ -142,3 +143,55 @@ def test_a_followup_to_an_agent_live_in_another_process_is_refused(tmp_path):
     assert second.store.inbox_counts("c1") == (0, 0)
     step(first, first.svc.followup, "c1", "here")  # where it is live, it is taken
     assert first.store.inbox_counts("c1") == (1, 0)
+
+
+# --- agents/get: every field ---------------------------------------------------------------------
+
+
+def test_agents_get_fills_every_field_from_the_session_and_its_inbox():
+    core = CoreHost()
+    core.open("root", label="top")
+    core.spawn("root", "c1", label="worker")
+    core.send("root", "c1", "next")
+    stored = {a: core.store.get_session(a) for a in ("root", "c1")}
+    assert core.svc.get("root") == AgentInfo(
+        agent_id="root",
+        parent_id=None,
+        kind="ordinary",
+        mode=None,
+        label="top",
+        status="idle",
+        depth=0,
+        created_at=stored["root"].created_at,
+        queued=0,
+        parked=0,
+    )
+    assert core.svc.get("c1") == AgentInfo(
+        agent_id="c1",
+        parent_id="root",
+        kind="continuable",
+        mode="continuable",
+        label="worker",
+        status="running",
+        depth=1,
+        created_at=stored["c1"].created_at,
+        queued=1,
+        parked=0,
+    )
+
+
+# --- transcript/read: every field of a stored event -----------------------------------------------
+
+
+def test_a_read_event_carries_its_time_and_a_stored_null_stays_absent():
+    core = CoreHost()
+    core.open("root")
+    seq = core.svc.append_transcript("root", "t1", [Event(type="note", data={"k": 1})])
+    core.store.append_events("root", None, [("bare", None)], "2026-01-01T00:00:00.000000Z")
+    [note, bare] = core.svc.read_transcript("root", seq - 1, None).events
+    stored = core.store.read_events("root", seq - 1, 1, 1024)[0][0]
+    assert note == StoredEvent(seq=seq, type="note", data={"k": 1}, at=stored.at, turn_id="t1")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", note.at)
+    assert bare == StoredEvent(
+        seq=seq + 1, type="bare", data=None, at="2026-01-01T00:00:00.000000Z", turn_id=None
+    )

@@ -216,3 +216,17 @@ def test_a_childs_tool_filter_binds_it_live_and_when_it_is_not_live():
     assert core.svc.offered_tools("c1", None) == offered
     core.svc.check_tool_allowed("root", "list_agents")  # an ordinary session has no filter
     core.svc.check_tool_allowed("nobody", "list_agents")
+
+
+# --- send_message: admission is checked against the target's tree too ------------------------
+
+
+def test_a_send_into_a_closing_tree_is_refused_as_draining_whoever_sends_it():
+    core = CoreHost.with_tree()
+    core.svc.close_root("root", lambda: None)
+    error = core.refusal(core.send, "stranger", "c1")  # caller's own tree is open
+    assert (error.code, error.message) == (
+        Code.DRAINING,
+        'message not delivered: continuable subagents below parent "root" are draining;'
+        " the operation was not admitted",
+    )
