@@ -9,10 +9,21 @@ import json
 import re
 
 from subagentd.errors import (
+    AdmissionDrainingError,
+    AgentUnknownError,
     InvalidParamsError,
     StateInvalidError,
 )
-from subagentd.schema.host import AgentInfo, Event, ListParams, StoredEvent
+from subagentd.schema.host import (
+    AgentInfo,
+    Event,
+    ListParams,
+    OpenParams,
+    OpenResult,
+    SpawnParams,
+    StoredEvent,
+    TurnEndParams,
+)
 from subagentd.schema.listing import ChildRow
 from tests.core_host import CoreHost
 from tests.test_leases import FakeClock, process, step
@@ -195,3 +206,163 @@ def test_a_read_event_carries_its_time_and_a_stored_null_stays_absent():
     assert bare == StoredEvent(
         seq=seq + 1, type="bare", data=None, at="2026-01-01T00:00:00.000000Z", turn_id=None
     )
+
+
+# --- agents/open -----------------------------------------------------------------------------
+
+
+def test_open_without_an_id_mints_one_and_returns_the_activation():
+    core = CoreHost()
+    result = core.svc.open(OpenParams())
+    assert re.fullmatch(
+        r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", result.agent_id
+    )
+    assert result.activation_id == core.svc.registry.get(result.agent_id).activation_id
+    named = core.svc.open(OpenParams(agent_id="root"))
+    assert named == OpenResult(
+        agent_id="root", activation_id=core.svc.registry.get("root").activation_id
+    )
+    assert named.activation_id != result.activation_id
+
+
+def test_open_creates_an_ordinary_session_below_its_parent_with_its_label():
+    core = CoreHost()
+    core.open("root", label="top")
+    core.spawn("root", "c1")
+    core.open("fork", label="forked", parent_id="c1")
+    record = core.store.get_session("fork")
+    assert (record.id, record.parent_id, record.kind, record.label, record.depth) == (
+        "fork",
+        "c1",
+        "ordinary",
+        "forked",
+        2,
+    )
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", record.created_at)
+    assert core.store.get_session("root").depth == 0
+    # the fork is live below c1: it keeps c1 resident, and spawns below its own depth
+    assert core.svc.spawn(SpawnParams(caller="fork", child_id="f1", label="l", prompt="p"))
+    assert core.store.get_session("f1").depth == 3
+    assert core.svc.registry.get("fork").depth == 2
+    core.end("c1")
+    assert core.status("c1") == "idle"
+    message = refused(
+        core, AgentUnknownError, core.svc.open, OpenParams(agent_id="x", parent_id="nobody")
+    )
+    assert message == 'agent "nobody" does not exist'
+
+
+def test_reopening_keeps_the_stored_parent_label_and_parking():
+    core = CoreHost()
+    core.open("root", label="top")
+    core.open("fork", label="kept", parent_id="root")
+    core.svc.begin_turn("fork", None)
+    core.svc.followup("fork", "queued while running")
+    core.svc.host_interrupt("fork")
+    core.end("fork", "aborted")
+    assert core.svc.get("fork").parked == 1
+    core.svc.close_root("fork", lambda: None)
+    core.notes.clear()
+    core.svc.open(OpenParams(agent_id="fork", label="ignored"))
+    info = core.svc.get("fork")
+    assert (info.parent_id, info.label, info.depth, info.status, info.parked) == (
+        "root",
+        "kept",
+        1,
+        "idle",
+        1,
+    )
+    assert core.take("turn/start") == []  # still parked: no waking input yet
+    core.svc.followup("fork", "wake")
+    assert core.texts_of_turns("fork") == [["queued while running"]]
+
+
+def test_open_refusals_name_the_agent():
+    core = CoreHost.with_tree()
+    message = refused(core, StateInvalidError, core.svc.open, OpenParams(agent_id="root"))
+    assert message == 'agent "root" is already live'
+    core.end("c2")
+    message = refused(core, StateInvalidError, core.svc.open, OpenParams(agent_id="c2"))
+    assert message == 'agent "c2" is a subagent session; its parent resumes it with send_message'
+    message = refused(core, InvalidParamsError, core.svc.open, OpenParams(agent_id="@x"))
+    assert message.startswith("invalid params: agent_id: it starts with @, which is reserved; ")
+    core.svc.shutdown(lambda: None)
+    message = refused(core, AdmissionDrainingError, core.svc.open, OpenParams(agent_id="new"))
+    assert message == "continuable subagents are draining; the operation was not admitted"
+    assert core.store.get_session("new") is None
+
+
+def test_open_checks_its_label_and_the_live_quotas_of_its_parent():
+    core = CoreHost(max_label_bytes=4, max_children=1)
+    core.open("root")
+    error = core.refusal(core.svc.open, OpenParams(agent_id="a", label="12345"))
+    assert (error.message, error.data["quota"]) == (
+        "the label is 5 bytes, over the limit of 4 bytes; it was not accepted, make it shorter",
+        "max-label-bytes",
+    )
+    core.open("fork", parent_id="root", label="1234")
+    error = core.refusal(core.svc.open, OpenParams(agent_id="second", parent_id="root"))
+    assert error.message == (
+        'agent "root" already has 1 live subagents (the limit per parent);'
+        " wait until some of them finish"
+    )
+    assert core.store.get_session("second") is None
+    core.open("other")
+    core.svc.close_root("other", lambda: None)
+    core.store.conn.execute("UPDATE sessions SET parent_id = 'root' WHERE id = 'other'")
+    error = core.refusal(core.svc.open, OpenParams(agent_id="other"))  # stored parent counts
+    assert error.data["quota"] == "max-children"
+
+
+def test_a_held_root_takes_no_turn_for_its_input():
+    core = CoreHost()
+    core.svc.open(OpenParams(agent_id="root"), hold=True)
+    core.spawn("root", "c1")
+    core.end("c1")  # settles: its notice waits in root's inbox
+    assert core.take("turn/start", "root") == []
+    assert core.svc.get("root").queued == 1
+    core.svc.close_root("root", lambda: None)
+    core.open("root")  # not held: it runs now
+    assert core.texts_of_turns("root") == [
+        [
+            "Background subagent c1 finished and will do no further work unless you send it more.",
+            "It left no closing message.",
+        ]
+    ]
+
+
+# --- turns/end ---------------------------------------------------------------------------------
+
+
+def test_ending_a_turn_needs_its_open_turn_and_a_bounded_output():
+    core = CoreHost(max_text_bytes=8)
+    core.open("root")
+    core.spawn("root", "c1", prompt="p")
+    turn = core.turn("c1")
+    message = refused(
+        core,
+        StateInvalidError,
+        core.svc.finish_turn,
+        TurnEndParams(agent_id="c1", turn_id="other", reason="completed"),
+    )
+    assert message == 'turn "other" is not the open turn of agent "c1"'
+    error = core.refusal(
+        core.svc.finish_turn,
+        TurnEndParams(agent_id="c1", turn_id=turn, reason="completed", output="123456789"),
+    )
+    assert error.message == (
+        "the output is 9 bytes, over the limit of 8 bytes; it was not accepted, make it shorter"
+    )
+    assert core.turn("c1") == turn  # refused: the turn stays open
+    core.svc.finish_turn(
+        TurnEndParams(agent_id="c1", turn_id=turn, reason="refusal", output="12345678")
+    )
+    [end] = [e for e in events_of(core, "c1") if e.type == "turn_end"]
+    assert end.data == {"turn_id": turn, "reason": "refusal", "output": "12345678"}
+    message = refused(
+        core,
+        StateInvalidError,
+        core.svc.finish_turn,
+        TurnEndParams(agent_id="root", turn_id=turn, reason="completed"),
+    )
+    assert message == f'turn "{turn}" is not the open turn of agent "root"'

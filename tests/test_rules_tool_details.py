@@ -14,6 +14,7 @@ from subagentd.schema.messages import ToolFilter
 from subagentd.schema.records import SessionRecord
 from subagentd.schema.tools import InterruptAgentArgs, ListAgentsArgs, ReportArgs, SendMessageArgs
 from tests.core_host import CoreHost
+from tests.test_leases import FakeClock, process, step
 
 # --- argument validation (SEMANTICS.md section 3) ---------------------------------------------
 
@@ -230,3 +231,27 @@ def test_a_send_into_a_closing_tree_is_refused_as_draining_whoever_sends_it():
         'message not delivered: continuable subagents below parent "root" are draining;'
         " the operation was not admitted",
     )
+
+
+# --- send_message to a child live in another process sharing the database ----------------------
+
+
+def test_a_send_to_a_child_live_in_another_process_is_refused_there(tmp_path):
+    """A state the lease rules never produce, made by removing the parent's lease row (as in
+    test_multiprocess.py), so the second process can open the parent while the first runs c1."""
+    path, clock = str(tmp_path / "shared.db"), FakeClock()
+    first = process(path, clock, "p1")
+    second = process(path, clock, "p2")
+    step(first, first.open, "root")
+    step(first, first.spawn, "root", "c1")
+    with second.svc.transaction():
+        second.store.conn.execute("DELETE FROM leases WHERE session_id = 'root'")
+    second.svc.commit()
+    step(second, second.open, "root")
+    error = second.refusal(step, second, second.send, "root", "c1", "x")
+    assert (error.code, error.message) == (
+        Code.INVALID_STATE,
+        'message not delivered: subagent "c1" is live in another subagentd process sharing this'
+        " database; send from the process that runs its parent",
+    )
+    assert second.store.inbox_counts("c1") == (0, 0)
