@@ -255,3 +255,31 @@ def test_a_send_to_a_child_live_in_another_process_is_refused_there(tmp_path):
         " database; send from the process that runs its parent",
     )
     assert second.store.inbox_counts("c1") == (0, 0)
+
+
+# --- send_message: a cold resume is bounded like any other send --------------------------------
+
+
+def test_a_cold_resume_checks_the_message_size_and_the_stored_inbox():
+    core = CoreHost(max_text_bytes=8, max_queued=1)
+    core.open("root")
+    core.spawn("root", "c1", prompt="go")
+    core.send("root", "c1", "queued")
+    core.interrupt("root", "c1")
+    core.end("c1", "aborted")  # idle, holding "queued" parked
+    core.svc.close_root("root", lambda: None)  # c1 leaves with it: ready, one message stored
+    core.open("root")
+    assert core.status("c1") == "ready"
+    error = core.refusal(core.send, "root", "c1", "123456789")
+    assert (error.code, error.message) == (
+        Code.OVERLOADED,
+        "message not delivered: the message is 9 bytes, over the limit of 8 bytes;"
+        " it was not accepted, make it shorter",
+    )
+    error = core.refusal(core.send, "root", "c1", "short")
+    assert (error.code, error.message) == (
+        Code.OVERLOADED,
+        'message not delivered: agent "c1" already has 1 messages waiting (the limit per inbox);'
+        " wait until it has taken some",
+    )
+    assert core.status("c1") == "ready"  # nothing resumed
