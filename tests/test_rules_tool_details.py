@@ -283,3 +283,59 @@ def test_a_cold_resume_checks_the_message_size_and_the_stored_inbox():
         " wait until it has taken some",
     )
     assert core.status("c1") == "ready"  # nothing resumed
+
+
+# --- list_agents when the joined read fails: the walk without descriptors ---------------------
+
+
+def failing_joined_read(core: CoreHost) -> list[list[str]]:
+    """Make the tree read with descriptors fail; returns the id batches read instead."""
+    store = core.store
+    real_tree, real_many = store.tree, store.get_descriptors
+    batches: list[list[str]] = []
+
+    def tree(root, descendants, with_descriptors=False):
+        if with_descriptors:
+            raise OSError("disk I/O error")
+        return real_tree(root, descendants, with_descriptors)
+
+    def many(ids):
+        batches.append(list(ids))
+        return real_many(ids)
+
+    store.tree, store.get_descriptors = tree, many
+    return batches
+
+
+def test_the_walk_without_descriptors_lists_the_same_and_reads_only_what_it_lacks():
+    core = CoreHost()
+    core.open("root")
+    core.spawn("root", "c1", label="spawned")  # its mode is recorded at spawn
+    core.spawn("c1", "g1", label="deeper")
+    core.open("fork", parent_id="root")  # ordinary: walked through, never read
+    core.store.insert_session(  # as an older version stored it: no recorded mode
+        SessionRecord(
+            id="old",
+            parent_id="fork",
+            kind="subagent",
+            label="x",
+            created_at="2030-01-01T00:00:00.000000Z",
+            depth=2,
+        )
+    )
+    core.store.conn.execute(
+        "INSERT INTO descriptors (session_id, body) VALUES"
+        ' (\'old\', \'{"version":1,"mode":"continuable","label":"from the descriptor"}\')'
+    )
+    expected = "\n".join(
+        [
+            "c1 [running] parent=root depth=1 — spawned",
+            "g1 [running] parent=c1 depth=2 — deeper",
+            "old [ready] parent=fork depth=2 — from the descriptor",
+        ]
+    )
+    assert core.list("root", "descendants").text == expected
+    batches = failing_joined_read(core)
+    assert core.list("root", "descendants").text == expected
+    assert batches == [["old"]]
+    assert core.list("root").text == "c1 [running] — spawned"
