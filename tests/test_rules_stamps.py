@@ -32,7 +32,8 @@ def test_timestamps_are_utc_with_six_fraction_digits_across_seconds():
     # the formatted second is cached: each call below lands in another second than the last,
     # or in the same one, and must be right either way
     assert [
-        stamps.stamp(t) for t in (0.5, 0.25, 86399.0625, 86399.125, 0.125, 1.999999, 951782400.0)
+        stamps.stamp(t)
+        for t in (0.5, 0.25, 86399.0625, 86399.125, 0.125, 1.999999, 5.99999975, 951782400.0)
     ] == [
         "1970-01-01T00:00:00.500000Z",
         "1970-01-01T00:00:00.250000Z",
@@ -40,6 +41,7 @@ def test_timestamps_are_utc_with_six_fraction_digits_across_seconds():
         "1970-01-01T23:59:59.125000Z",
         "1970-01-01T00:00:00.125000Z",
         "1970-01-01T00:00:01.999999Z",
+        "1970-01-01T00:00:05.999999Z",  # microseconds are cut, never rounded up
         "2000-02-29T00:00:00.000000Z",
     ]
 
