@@ -8,7 +8,9 @@ from __future__ import annotations
 import pytest
 
 from subagentd.core.arguments import check_arguments
+from subagentd.core.identifiers import check_new_id
 from subagentd.errors import InvalidParamsError
+from subagentd.schema.base import ID_RULE
 from subagentd.schema.codes import Code
 from subagentd.schema.messages import ToolFilter
 from subagentd.schema.records import SessionRecord
@@ -339,3 +341,32 @@ def test_the_walk_without_descriptors_lists_the_same_and_reads_only_what_it_lack
     assert core.list("root", "descendants").text == expected
     assert batches == [["old"]]
     assert core.list("root").text == "c1 [running] — spawned"
+
+
+# --- new agent ids (core/identifiers.py, the full check behind the schema's pattern) -----------
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("", "it is empty"),
+        ("@", "it starts with @, which is reserved"),
+        ("@x", "it starts with @, which is reserved"),
+        ("x" * 129, "it is longer than 128 bytes"),
+        ("é" * 65, "it is longer than 128 bytes"),
+        ("x" * 127 + "é", "it is longer than 128 bytes"),
+        ("ab\ncd", "it holds the character U+000A at index 2"),
+        ("\x7f", "it holds the character U+007F at index 0"),
+        ("a\u202eb\x00", "it holds the character U+202E at index 1"),
+        ("tag\U000e0041", "it holds the character U+E0041 at index 3"),
+    ],
+)
+def test_a_new_id_that_breaks_the_rule_is_refused_naming_what_breaks_it(value, problem):
+    with pytest.raises(InvalidParamsError) as caught:
+        check_new_id("child_id", value)
+    assert caught.value.message == f"invalid params: child_id: {problem}; {ID_RULE}"
+
+
+@pytest.mark.parametrize("value", ["x", "a@", "x" * 128, "é" * 64, "x" * 126 + "é", "日本 語"])
+def test_a_new_id_within_the_rule_is_accepted(value):
+    check_new_id("agent_id", value)
