@@ -9,6 +9,7 @@ import json
 import re
 
 from subagentd.errors import (
+    ActivationClosingError,
     AdmissionDrainingError,
     AgentUnknownError,
     InvalidParamsError,
@@ -21,6 +22,7 @@ from subagentd.schema.host import (
     OpenParams,
     OpenResult,
     SpawnParams,
+    SpawnResult,
     StoredEvent,
     TurnEndParams,
 )
@@ -366,3 +368,72 @@ def test_ending_a_turn_needs_its_open_turn_and_a_bounded_output():
         TurnEndParams(agent_id="root", turn_id=turn, reason="completed"),
     )
     assert message == f'turn "{turn}" is not the open turn of agent "root"'
+
+
+# --- agents/spawn ----------------------------------------------------------------------------
+
+
+def test_spawn_returns_every_field_and_writes_the_child_as_stored():
+    core = CoreHost()
+    core.open("root")
+    result = core.svc.spawn(
+        SpawnParams(caller="root", child_id="c\u00a01", label="worker", prompt="do it")
+    )
+    child = core.svc.registry.get("c\u00a01")
+    [start] = core.take("turn/start", "c\u00a01")
+    [message] = start["messages"]
+    assert result == SpawnResult(
+        child_id="c\u00a01",
+        activation_id=child.activation_id,
+        message_id=message["message_id"],
+        text="started subagent c\\xa01",  # a model-visible line: escaped
+    )
+    assert message["content"] == [{"type": "text", "text": "do it"}]
+    assert message["source"] == {
+        "kind": "coordinator",
+        "form": "spawn",
+        "sender_session_id": "root",
+    }
+    record = core.store.get_session("c\u00a01")
+    assert (record.parent_id, record.kind, record.label, record.depth, record.parked) == (
+        "root",
+        "subagent",
+        "worker",
+        1,
+        False,
+    )
+    row = core.store.conn.execute("SELECT mode FROM sessions WHERE id = 'c\u00a01'").fetchone()
+    assert row == ("continuable",)  # recorded at spawn: listings need not read the descriptor
+    minted = core.svc.spawn(SpawnParams(caller="root", label="l", prompt="p", mode="one-shot"))
+    assert minted.text == f"started subagent {minted.child_id}"
+    assert core.store.get_session(minted.child_id).depth == 1
+    row = core.store.conn.execute(
+        "SELECT mode FROM sessions WHERE id = ?", (minted.child_id,)
+    ).fetchone()
+    assert row == ("one-shot",)
+
+
+def test_spawn_bounds_its_prompt():
+    core = CoreHost(max_text_bytes=8)
+    core.open("root")
+    error = core.refusal(core.spawn, "root", "c1", prompt="123456789")
+    assert (error.message, error.data["quota"]) == (
+        "the prompt is 9 bytes, over the limit of 8 bytes; it was not accepted, make it shorter",
+        "max-text-bytes",
+    )
+    assert core.store.get_session("c1") is None
+    core.spawn("root", "c1", prompt="12345678")
+
+
+def test_a_caller_being_disposed_below_an_open_root_cannot_spawn():
+    """Closing an ordinary fork drains its own subtree, while admissions above it stay open."""
+    core = CoreHost()
+    core.open("root")
+    core.open("fork", parent_id="root")
+    core.svc.begin_turn("fork", None)
+    core.svc.close_root("fork", lambda: None)  # waits for the fork's turn to end
+    error = core.refusal(core.spawn, "fork", "f1")
+    assert type(error) is ActivationClosingError
+    assert error.message == 'agent "fork" activation is being disposed'
+    assert core.store.get_session("f1") is None
+    core.spawn("root", "c1")  # the tree above is not draining
