@@ -370,3 +370,30 @@ def test_a_new_id_that_breaks_the_rule_is_refused_naming_what_breaks_it(value, p
 @pytest.mark.parametrize("value", ["x", "a@", "x" * 128, "é" * 64, "x" * 126 + "é", "日本 語"])
 def test_a_new_id_within_the_rule_is_accepted(value):
     check_new_id("agent_id", value)
+
+
+# --- quotas at their edges ------------------------------------------------------------------------
+
+
+def test_the_descriptor_is_bounded_only_while_both_text_and_label_bounds_are_on():
+    for settings in ({"max_text_bytes": 100, "max_label_bytes": 0}, {"max_text_bytes": 0}):
+        core = CoreHost(**settings)
+        core.open("root")
+        core.spawn("root", "c1", persona="p" * 500)  # no bound: accepted
+    core = CoreHost(max_text_bytes=100, max_label_bytes=10)
+    core.open("root")
+    error = core.refusal(core.spawn, "root", "c1", persona="p" * 500)
+    assert error.data["quota"] == "max-text-bytes"
+
+
+def test_the_database_bound_refuses_from_the_limit_itself():
+    core = CoreHost()
+    core.open("root")
+    size = core.store.size_bytes()
+    core.svc.settings.max_db_bytes = size + 1
+    core.svc.followup("root", "below the limit: stored")
+    core.svc.settings.max_db_bytes = core.store.size_bytes()
+    error = core.refusal(core.svc.followup, "root", "at the limit")
+    assert error.message == (
+        f"the database reached its size limit of {core.store.size_bytes()} bytes; nothing was stored"
+    )
