@@ -397,3 +397,15 @@ def test_the_database_bound_refuses_from_the_limit_itself():
     assert error.message == (
         f"the database reached its size limit of {core.store.size_bytes()} bytes; nothing was stored"
     )
+
+
+def test_a_report_budget_goes_with_the_activation_that_spent_it():
+    core = CoreHost(report_budget=4)
+    core.open("root")
+    core.spawn("root", "c1")
+    core.report("c1", "abcd")
+    assert core.refusal(core.report, "c1", "e").data["quota"] == "report-budget"
+    core.end("c1")  # settles: its window is forgotten with it
+    core.end("root")  # the notice turn
+    core.send("root", "c1", "again")  # a cold resume: a new activation, a new budget
+    core.report("c1", "abcd")
