@@ -1,6 +1,6 @@
 """The host API's details on core/ (PROTOCOL.md sections 4, 6 and 8): every field of its
 results, every refusal's exact text, code and order, the durable rows and transcript events it
-writes. Fast and in-process; written for the mutants of core/host.py that
+writes. Fast and in-process; written for the mutants of core/host_api.py that
 test_rules_host_api.py left alive (docs/mutation.md)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from subagentd.errors import (
     InvalidParamsError,
     StateInvalidError,
 )
-from subagentd.schema.host import (
+from subagentd.schema.host_methods import (
     AgentInfo,
     Event,
     ListParams,
