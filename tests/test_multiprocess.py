@@ -491,3 +491,37 @@ def test_report_counts_only_in_the_process_that_runs_the_child(two):
         "turn_id": start["turn_id"],
         "source": {"kind": "subagent-report", "form": "relay", "sender_session_id": c1},
     }
+
+
+def test_a_host_that_stops_reading_stdout_does_not_hold_the_write_lock(tmp_path, spawn_process):
+    """A process whose host has stopped reading its stdout still commits what it runs: the
+    group's transaction is not left open (holding SQLite's write lock) while the pipe is full,
+    so the other processes on the database keep writing."""
+    db = str(tmp_path / "shared.db")
+    a = start(spawn_process, db)
+    b = start(spawn_process, db)
+    a.host.open("root")
+    # far more output than a pipe holds (64 KiB): each spawn's turn/start carries its 2 KiB prompt
+    prompt = "p" * 2048
+    a.host.send(
+        [
+            {
+                "jsonrpc": "2.0",
+                "id": f"s{i}",
+                "method": "agents/spawn",
+                "params": {"caller": "root", "child_id": f"c{i}", "label": "w", "prompt": prompt},
+            }
+            for i in range(100)
+        ]
+    )
+    # a write a runs while its stdout is blocked (nobody reads a's output from here on)
+    a.host.send(
+        {"jsonrpc": "2.0", "id": "late", "method": "agents/open", "params": {"agent_id": "r2"}}
+    )
+    deadline = time.monotonic() + PATIENCE
+    while not query(db, "SELECT 1 FROM sessions WHERE id = 'r2'"):  # a committed it
+        assert time.monotonic() < deadline, "a's write was never committed"
+        time.sleep(0.05)
+    assert b.host.open("broot")["agent_id"] == "broot"  # b is not refused busy
+    # a's host reads again: every reply arrives
+    assert a.host.response("late", PATIENCE)["result"]["agent_id"] == "r2"
