@@ -52,9 +52,9 @@ def test_the_sh_block_runs_against_this_checkout(tmp_path):
     assert (tmp_path / "demo.db").is_file()
 
 
-def test_the_python_block_runs_as_a_script(tmp_path):
-    body = blocks("python")[0]
-    script = tmp_path / "host.py"
+def run_script(tmp_path, body: str) -> list[str]:
+    """A README Python block run as a script in a temporary directory: its stdout lines."""
+    script = tmp_path / "readme_block.py"
     script.write_text(body)
     done = subprocess.run(
         [sys.executable, str(script)],
@@ -65,7 +65,12 @@ def test_the_python_block_runs_as_a_script(tmp_path):
         timeout=TIMEOUT,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == [
+    return done.stdout.splitlines()
+
+
+def test_the_python_block_runs_as_a_script(tmp_path):
+    lines = run_script(tmp_path, blocks("python")[0])
+    assert lines == [
         "c1 was asked: Find the oldest open bug.",
         "root was told: Background subagent c1 finished and will do no further work unless you"
         " send it more.",
@@ -115,18 +120,7 @@ def test_the_python_host_block_runs_its_agents_turns(tmp_path):
     the child's turn, the parent's turn for its report, and the parent's turn for its settling."""
     body = blocks("python")[1]
     assert "from subagentd.client import" in body
-    script = tmp_path / "python_host.py"
-    script.write_text(body)
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        env=env(),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == [
+    assert run_script(tmp_path, body) == [
         "researcher: Oldest open bug: #12.",
         "root: noted",
         "root: noted",
