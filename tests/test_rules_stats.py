@@ -68,14 +68,14 @@ def test_stats_combine_the_database_with_this_process(monkeypatch):
     core = CoreHost.with_tree()  # root, stranger, c1 -> g1, c2: all live; c1, c2, g1 running
     recorder = CommitRecorder()
     recorder.count = 7
-    recorder.recent = deque([0.0012345, 0.002, 0.004, 0.1])
+    recorder.recent = deque([0.1234567, 0.0012345, 0.0015, 0.004])
     monkeypatch.setattr(commits, "COMMITS", recorder)
     monkeypatch.setattr("subagentd.core.service.COMMITS", recorder)
     core.svc.commit()
     figures = core.svc.stats()
     assert figures.live_here == 5
     assert figures.commits == 7
-    assert figures.commit_latency == CommitLatency(p50_ms=2.0, p99_ms=100.0)
+    assert figures.commit_latency == CommitLatency(p50_ms=1.5, p99_ms=123.457)  # ms, 3 decimals
     assert figures.sessions == SessionCounts(running=3, idle=2, ready=0)
 
 
