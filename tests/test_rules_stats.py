@@ -49,6 +49,12 @@ def test_percentiles_are_nearest_rank_over_the_recent_commits(fraction, expected
     assert recorder.percentile(fraction) == expected
 
 
+def test_a_fraction_past_one_is_the_slowest_commit():
+    recorder = CommitRecorder()
+    recorder.recent.extend([0.3, 0.1, 0.2])
+    assert recorder.percentile(2.0) == 0.3
+
+
 def test_one_commit_is_every_percentile():
     recorder = CommitRecorder()
     recorder.recent.append(0.25)
@@ -68,14 +74,14 @@ def test_stats_combine_the_database_with_this_process(monkeypatch):
     core = CoreHost.with_tree()  # root, stranger, c1 -> g1, c2: all live; c1, c2, g1 running
     recorder = CommitRecorder()
     recorder.count = 7
-    recorder.recent = deque([0.1234567, 0.0012345, 0.0015, 0.004])
+    recorder.recent = deque([0.1234567, 0.0012345, 0.0012346, 0.004])
     monkeypatch.setattr(commits, "COMMITS", recorder)
     monkeypatch.setattr("subagentd.core.service.COMMITS", recorder)
     core.svc.commit()
     figures = core.svc.stats()
     assert figures.live_here == 5
     assert figures.commits == 7
-    assert figures.commit_latency == CommitLatency(p50_ms=1.5, p99_ms=123.457)  # ms, 3 decimals
+    assert figures.commit_latency == CommitLatency(p50_ms=1.235, p99_ms=123.457)  # ms, 3 decimals
     assert figures.sessions == SessionCounts(running=3, idle=2, ready=0)
 
 
