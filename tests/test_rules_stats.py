@@ -90,3 +90,11 @@ def test_stats_before_any_commit_have_no_latency(monkeypatch):
     monkeypatch.setattr("subagentd.core.service.COMMITS", CommitRecorder())
     figures = core.svc.stats()
     assert (figures.live_here, figures.commits, figures.commit_latency) == (0, 0, None)
+
+
+def test_p99_is_not_the_slowest_commit_when_there_are_many(monkeypatch):
+    core = CoreHost()
+    recorder = CommitRecorder()
+    recorder.recent.extend(n / 1000 for n in range(1, 201))  # 1 ms … 200 ms
+    monkeypatch.setattr("subagentd.core.service.COMMITS", recorder)
+    assert core.svc.stats().commit_latency == CommitLatency(p50_ms=100.0, p99_ms=198.0)
