@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import msgspec
@@ -135,3 +136,51 @@ class CoreHost:
             [b["text"] for m in start["messages"] for b in m["content"]]
             for start in self.take("turn/start", agent_id)
         ]
+
+
+# --- several processes on one file, and small readers shared by the rule tests ------------------
+
+TTL = 600.0  # renewal threads tick every 200 s of real time: never during these tests
+
+
+class FakeClock:
+    """The wall clock every "process" on a shared file reads (leases expire by it)."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def process(path: str, clock: FakeClock, owner: str, **settings: Any) -> CoreHost:
+    """A service with its own store on the shared file, as one process; nothing left open."""
+    core = CoreHost(store=SqliteStore(path, clock=clock), owner=owner, lease_ttl=TTL, **settings)
+    core.svc.commit()
+    return core
+
+
+def step(core: CoreHost, action: Any, *args: Any, **kwargs: Any) -> Any:
+    """One request: its own write transaction, committed (so the other process can write)."""
+    with core.svc.transaction():
+        result = action(*args, **kwargs)
+    core.svc.commit()
+    return result
+
+
+def owners(core: CoreHost) -> dict[str, tuple[float, int]]:
+    return {owner: (expires, fenced) for owner, expires, fenced in core.store.owners()}
+
+
+def refused(core: CoreHost, error_type: type, action: Any, *args: Any) -> str:
+    """The message of the refusal `action(*args)` raises, which must be exactly `error_type`."""
+    error = core.refusal(action, *args)
+    assert type(error) is error_type, error
+    return error.message
+
+
+def events_of(core: CoreHost, agent_id: str) -> list[Any]:
+    return core.svc.read_transcript(agent_id, None, None).events

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_leases import TTL, FakeClock, process, step
+from tests.core_host import TTL, FakeClock, process, step
 
 
 @pytest.mark.xfail(strict=True, reason="a notice queued by another process is not seen by p2")

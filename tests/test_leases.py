@@ -7,29 +7,14 @@ far beyond these tests), so every expiry below happens exactly when the test say
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from subagentd.errors import LeaseLostError
 from subagentd.schema.codes import Code
 from subagentd.storage.database import SqliteStore
-from tests.core_host import CoreHost
+from tests.core_host import TTL, FakeClock, owners, process, step
 from tests.spawned import InProcessServer, RpcError
 from tests.test_multiprocess import LOST
-
-TTL = 600.0  # renewal threads tick every 200 s of real time: never during these tests
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @pytest.fixture
@@ -40,25 +25,6 @@ def clock():
 @pytest.fixture
 def path(tmp_path):
     return str(tmp_path / "shared.db")
-
-
-def process(path, clock, owner, **settings) -> CoreHost:
-    """A service with its own store on the shared file, as one process; nothing left open."""
-    core = CoreHost(store=SqliteStore(path, clock=clock), owner=owner, lease_ttl=TTL, **settings)
-    core.svc.commit()
-    return core
-
-
-def step(core: CoreHost, action, *args, **kwargs):
-    """One request: its own write transaction, committed (so the other process can write)."""
-    with core.svc.transaction():
-        result = action(*args, **kwargs)
-    core.svc.commit()
-    return result
-
-
-def owners(core: CoreHost) -> dict[str, tuple[float, int]]:
-    return {owner: (expires, fenced) for owner, expires, fenced in core.store.owners()}
 
 
 def test_every_process_has_an_owner_row_that_long_groups_renew_and_give_back_to_the_others(

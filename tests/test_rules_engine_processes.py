@@ -18,42 +18,10 @@ from subagentd.errors import LeaseLostError
 from subagentd.schema.codes import Code
 from subagentd.schema.records import IdempotencyRecord
 from subagentd.schema.tools import SendMessageArgs
-from subagentd.storage.database import SqliteStore
-from tests.core_host import CoreHost
+from tests.core_host import TTL, CoreHost, FakeClock, owners, process, step
 from tests.test_rules_engine_rebuild import view
 
-TTL = 600.0
 DAY = 86400.0  # a fenced owner's row is kept this long (core/engine.py _OWNERS_KEPT)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-def process(path: str, clock: FakeClock, owner: str, **settings) -> CoreHost:
-    """A service with its own store on the shared file, as one process; nothing left open."""
-    core = CoreHost(store=SqliteStore(path, clock=clock), owner=owner, lease_ttl=TTL, **settings)
-    core.svc.commit()
-    return core
-
-
-def step(core: CoreHost, action, *args, **kwargs):
-    """One request: its own write transaction, committed (so the other process can write)."""
-    with core.svc.transaction():
-        result = action(*args, **kwargs)
-    core.svc.commit()
-    return result
-
-
-def owners(core: CoreHost) -> dict[str, tuple[float, int]]:
-    return {owner: (expires, fenced) for owner, expires, fenced in core.store.owners()}
 
 
 def crash_ends(core: CoreHost, agent_id: str) -> list[dict]:

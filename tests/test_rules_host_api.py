@@ -12,17 +12,7 @@ from subagentd.errors import (
     StateInvalidError,
 )
 from subagentd.schema.host_methods import Event, ListParams
-from tests.core_host import CoreHost
-
-
-def refused(core: CoreHost, error_type: type, action, *args):
-    error = core.refusal(action, *args)
-    assert type(error) is error_type, error
-    return error.message
-
-
-def events_of(core: CoreHost, agent_id: str) -> list:
-    return core.svc.read_transcript(agent_id, None, None).events
+from tests.core_host import CoreHost, events_of, refused
 
 
 def parked_child() -> CoreHost:

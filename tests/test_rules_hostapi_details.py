@@ -27,18 +27,7 @@ from subagentd.schema.host_methods import (
     TurnEndParams,
 )
 from subagentd.schema.listing import ChildRow
-from tests.core_host import CoreHost
-from tests.test_leases import FakeClock, process, step
-
-
-def refused(core: CoreHost, error_type: type, action, *args):
-    error = core.refusal(action, *args)
-    assert type(error) is error_type, error
-    return error.message
-
-
-def events_of(core: CoreHost, agent_id: str) -> list:
-    return core.svc.read_transcript(agent_id, None, None).events
+from tests.core_host import CoreHost, FakeClock, events_of, process, refused, step
 
 
 def inbox_rows(core: CoreHost, agent_id: str) -> list[tuple]:

@@ -15,8 +15,7 @@ from subagentd.schema.codes import Code
 from subagentd.schema.messages import ToolFilter
 from subagentd.schema.records import SessionRecord
 from subagentd.schema.tools import InterruptAgentArgs, ListAgentsArgs, ReportArgs, SendMessageArgs
-from tests.core_host import CoreHost
-from tests.test_leases import FakeClock, process, step
+from tests.core_host import CoreHost, FakeClock, process, step
 
 # --- argument validation (SEMANTICS.md section 3) ---------------------------------------------
 
