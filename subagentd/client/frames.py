@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, MutableSequence
 from typing import Any, TypeVar
 
 import msgspec
@@ -54,6 +54,22 @@ def notification(method: str, params: Any = None) -> bytes:
 
 def is_notification(frame: Any) -> bool:
     return isinstance(frame, dict) and "method" in frame and "id" not in frame
+
+
+def hand_over(
+    message: dict[str, Any],
+    handlers: dict[str, list[Callable[[Any], None]]],
+    queue: MutableSequence[dict[str, Any]],
+) -> bool:
+    """A notification to the handlers registered for its method, or else into `queue`; True
+    when it was queued."""
+    registered = handlers.get(message["method"])
+    if registered:
+        for handler in list(registered):
+            handler(message.get("params"))
+        return False
+    queue.append(message)
+    return True
 
 
 def outcome(response: dict[str, Any], method: str | None, result: type[T] | None) -> Any:

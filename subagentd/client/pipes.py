@@ -138,12 +138,7 @@ class Pipes:
         with self._io:
             message = frames.decode(self.next_line(timeout))
             if frames.is_notification(message):
-                handlers = self.handlers.get(message["method"])
-                if handlers:
-                    for handler in list(handlers):
-                        handler(message.get("params"))
-                else:
-                    self.notifications.append(message)
+                frames.hand_over(message, self.handlers, self.notifications)
             elif isinstance(message, dict):
                 self.responses[message.get("id")] = message
             return message

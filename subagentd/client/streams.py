@@ -154,12 +154,7 @@ class Streams:
 
     def _route(self, message: Any) -> None:
         if frames.is_notification(message):
-            handlers = self.handlers.get(message["method"])
-            if handlers:
-                for handler in list(handlers):
-                    handler(message.get("params"))
-            else:
-                self.notifications.append(message)
+            if frames.hand_over(message, self.handlers, self.notifications):
                 self._arrived.set()
                 self._arrived = anyio.Event()
             return
