@@ -149,13 +149,14 @@ class Connection:
 
         Saves the hop to the flusher task on every round trip. What the pipe does not take (as a
         view, not a copy), and anything while the flusher is mid-write (frame order), is left to
-        the flusher.
+        the flusher. The commit itself never waits for the host to read: a write transaction
+        left open while stdout is full would hold SQLite's write lock from every other process.
         """
-        if self._writing or self.writer.broken:
-            self._wake.set()
-            return
         self._commit()
         if not self.outbox:
+            return
+        if self._writing or self.writer.broken:
+            self._wake.set()
             return
         data = b"".join(self.outbox)
         self.outbox.clear()
@@ -220,6 +221,8 @@ class Connection:
         if self.ledger.lost is not None:
             self._fail_group()
         self.flush_notes()
+        if self._writing:  # the flusher waits for the host to read: commit now, not after that
+            self._commit()
         self._wake.set()
         return ran
 
