@@ -3,21 +3,16 @@ checking mutants of the inbox quota): three services on one database file, as th
 
 p1 runs root -> c1 -> g1 and stalls past its lease. p2 resumes c1 (send_message from root): c1's
 own open turn is recovered then, but g1's is not. p3's heartbeat recovers g1 and queues its crash
-notice in c1's inbox in storage; c1 is live in p2, whose registry never learns of it. SEMANTICS.md
+notice in c1's inbox in storage; c1 is live in p2, whose registry does not know of it yet. SEMANTICS.md
 section 1: a continuable child settles only with no queued messages, and no agent is left with
-waking input and no turn. Today c1 settles `completed` at its turn's end with the notice still
-queued (its `pending` counts only what p2 accepted). Marked xfail (core/ is frozen while the
-mutation score is measured); the fix belongs in the engine (notify_settled/accept for a parent
-live in another process)."""
+waking input and no turn. p3 signals p2 (storage/signals.py); even before p2 takes the signal,
+c1's settling reads its inbox as committed and runs the notice first."""
 
 from __future__ import annotations
-
-import pytest
 
 from tests.core_host import TTL, FakeClock, process, step
 
 
-@pytest.mark.xfail(strict=True, reason="a notice queued by another process is not seen by p2")
 def test_a_notice_another_process_queues_for_a_live_parent_runs_before_it_settles(tmp_path):
     path, clock = str(tmp_path / "shared.db"), FakeClock()
     stalled = process(path, clock, "p1")

@@ -132,19 +132,21 @@ def test_a_message_of_an_agent_live_in_another_process_cannot_be_cancelled(tmp_p
 # --- agents/followup with two processes on one database -------------------------------------
 
 
-def test_a_followup_to_an_agent_live_in_another_process_is_refused(tmp_path):
+def test_a_followup_to_an_agent_live_in_another_process_is_run_there(tmp_path):
     path, clock = str(tmp_path / "shared.db"), FakeClock()
     first = process(path, clock, "p1")
     second = process(path, clock, "p2")
     step(first, first.open, "root")
     step(first, first.spawn, "root", "c1")
     for agent_id in ("root", "c1"):
-        error = second.refusal(step, second, second.svc.followup, agent_id, "x")
-        assert type(error) is StateInvalidError
-        assert error.message == f'agent "{agent_id}" is live in another subagentd process'
-    assert second.store.inbox_counts("c1") == (0, 0)
-    step(first, first.svc.followup, "c1", "here")  # where it is live, it is taken
-    assert first.store.inbox_counts("c1") == (1, 0)
+        step(second, second.svc.followup, agent_id, f"for {agent_id}")
+    assert second.store.inbox_counts("c1") == (1, 0)
+    assert first.take("turn/start", "root") == []  # nothing reached p1 before it takes them
+    step(first, first.svc.take_signals)
+    assert first.texts_of_turns("root")[-1] == ["for root"]  # root was idle: its turn starts
+    assert first.svc.registry.get("c1").pending == 1  # c1 runs its first turn still
+    step(first, first.svc.take_signals)  # taken once: nothing runs twice
+    assert first.take("turn/start", "root") == []
 
 
 # --- agents/get: every field ---------------------------------------------------------------------

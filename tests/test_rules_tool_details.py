@@ -237,25 +237,28 @@ def test_a_send_into_a_closing_tree_is_refused_as_draining_whoever_sends_it():
 # --- send_message to a child live in another process sharing the database ----------------------
 
 
-def test_a_send_to_a_child_live_in_another_process_is_refused_there(tmp_path):
+def test_a_send_to_a_draining_child_live_in_another_process_is_refused_as_draining(tmp_path):
     """A state the lease rules never produce, made by removing the parent's lease row (as in
-    test_multiprocess.py), so the second process can open the parent while the first runs c1."""
+    test_multiprocess.py), so the second process can open the parent while the first runs c1,
+    and c1 is draining there: the refusal is the one the first process would give."""
     path, clock = str(tmp_path / "shared.db"), FakeClock()
     first = process(path, clock, "p1")
     second = process(path, clock, "p2")
     step(first, first.open, "root")
     step(first, first.spawn, "root", "c1")
+    step(first, first.svc.close_root, "root", lambda: None)  # c1's turn keeps both draining
     with second.svc.transaction():
         second.store.conn.execute("DELETE FROM leases WHERE session_id = 'root'")
     second.svc.commit()
     step(second, second.open, "root")
     error = second.refusal(step, second, second.send, "root", "c1", "x")
     assert (error.code, error.message) == (
-        Code.INVALID_STATE,
-        'message not delivered: subagent "c1" is live in another subagentd process sharing this'
-        " database; send from the process that runs its parent",
+        Code.DRAINING,
+        'message not delivered: continuable subagents below parent "c1" are draining;'
+        " the operation was not admitted",
     )
     assert second.store.inbox_counts("c1") == (0, 0)
+    assert second.store.take_signals("p1") == []
 
 
 # --- send_message: a cold resume is bounded like any other send --------------------------------

@@ -168,6 +168,20 @@ class Engine:
                         return root.agent_id
         return None
 
+    def draining_elsewhere(self, agent_id: str) -> str | None:
+        """For an agent live in another process: the topmost draining agent of its tree there
+        (as that process recorded it), or None when that process admits input for it."""
+        record = self.store.live_record(agent_id)
+        if record is None or not record.disposing:
+            return None
+        top, parent_id = agent_id, record.parent_id
+        while parent_id is not None:
+            parent = self.store.live_record(parent_id)
+            if parent is None or not parent.disposing:
+                break
+            top, parent_id = parent_id, parent.parent_id
+        return top
+
     def require_session(self, agent_id: str) -> SessionRecord:
         record = self.store.get_session(agent_id)
         if record is None:
@@ -203,8 +217,14 @@ class Engine:
 
     def live_elsewhere(self, agent_id: str) -> bool:
         """Whether another subagentd process sharing the database holds this session live."""
+        return self.owner_elsewhere(agent_id) is not None
+
+    def owner_elsewhere(self, agent_id: str) -> str | None:
+        """The owner id of the other process holding this session live, if one does."""
         lease = self.store.get_lease(agent_id)
-        return lease is not None and lease[0] != self.owner and self.holds(lease[0])
+        if lease is None or lease[0] == self.owner or not self.holds(lease[0]):
+            return None
+        return lease[0]
 
     def holds(self, owner: str) -> bool:
         """Whether another process's owner still holds its leases: its row is there, not fenced,
@@ -226,6 +246,33 @@ class Engine:
         if not self.store.check_file():  # deleted or replaced: every write is refused now
             return
         self.recover()
+        self.take_signals()  # in case a doorbell's ring was lost
+
+    def take_signals(self) -> None:
+        """Inputs other processes sharing the database sent to agents live here (their rows were
+        committed with the inputs; storage/signals.py): each acts as if it had arrived here. An
+        inbox message is a waking input (SEMANTICS.md section 1); an interrupt stops the turn.
+        One whose agent left meanwhile is dropped: its message stays queued for the next
+        activation, and an interrupt of an agent no longer live is a no-op anyway."""
+        for session_id, kind, by in self.store.take_signals(self.owner):
+            agent = self.registry.get(session_id)
+            if agent is None:
+                continue
+            if kind == "inbox":
+                agent.pending = sum(self.store.inbox_counts(session_id))
+                self.set_parked(agent, False)
+                self.pump(agent)
+            elif not agent.disposing:
+                self.interrupt(agent, "parent" if kind == "parent" else "user", by)
+
+    def signal_elsewhere(self, agent_id: str, kind: str, by: str | None = None) -> bool:
+        """Queue a signal for the process holding `agent_id` live, if another one does; whether
+        one did (the input itself is already written, in the same transaction)."""
+        owner = self.owner_elsewhere(agent_id)
+        if owner is None:
+            return False
+        self.store.put_signal(owner, agent_id, kind, by)
+        return True
 
     def lease_lost(self) -> None:
         """Another process fenced this one (it was stalled past the lease TTL) and may run its
@@ -368,6 +415,8 @@ class Engine:
         if agent is not None:
             agent.pending += 1
             self.pump(agent)
+        else:  # live in another process sharing the database: it starts the turn
+            self.signal_elsewhere(agent_id, "inbox")
         return message_id
 
     def set_parked(self, agent: LiveAgent, parked: bool) -> None:
@@ -507,6 +556,14 @@ class Engine:
             and agent.pending == 0
             and not self.registry.has_live_children(agent)
         ):
+            # the inbox as committed decides: another process may have queued a message here
+            # (its signal may not be taken yet); under this group's write lock nothing else can
+            queued, _ = self.store.inbox_counts(agent.agent_id)
+            if queued:  # a waking input (the sender put parked ones back in the queue too)
+                agent.pending = sum(self.store.inbox_counts(agent.agent_id))
+                self.set_parked(agent, False)
+                self.pump(agent)
+                return
             self.dispose(agent, agent.last_reason or "completed")
 
     def dispose(self, agent: LiveAgent, reason: str) -> None:

@@ -235,10 +235,10 @@ class HostApi(Engine):
         record = self.require_session(agent_id)
         agent = self.registry.get(agent_id)
         root = self.draining_root(agent)
+        if root is None and agent is None and self.live_elsewhere(agent_id):
+            root = self.draining_elsewhere(agent_id)
         if root is not None:
             raise AdmissionDrainingError(draining_text(root))
-        if agent is None and self.live_elsewhere(agent_id):
-            raise StateInvalidError(f'agent "{agent_id}" is live in another subagentd process')
         self.quotas.text("the message", message)
         self.quotas.inbox(agent_id, agent)
         self.quotas.database()
@@ -254,7 +254,16 @@ class HostApi(Engine):
     def host_interrupt(self, agent_id: str) -> InterruptResult:
         self.require_session(agent_id)
         agent = self.registry.get(agent_id)
-        if agent is None or agent.disposing:
+        if agent is None:  # maybe live in another process: it stops the turn
+            elsewhere = self.store.live_record(agent_id)
+            previous = self.status_of(agent_id)
+            accepted = (
+                elsewhere is not None
+                and not elsewhere.disposing
+                and self.signal_elsewhere(agent_id, "user")
+            )
+            return InterruptResult(accepted=accepted, previous_status=previous)
+        if agent.disposing:
             return InterruptResult(accepted=False, previous_status=self.status_of(agent_id))
         return InterruptResult(accepted=True, previous_status=self.interrupt(agent, "user", None))
 

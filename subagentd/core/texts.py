@@ -12,11 +12,6 @@ DRAINING_BELOW = (
 SEND_STALE = 'subagent "{id}" delivery requires the exact live parent agent'
 SEND_OTHER_PARENT = 'subagent "{id}" belongs to another parent session'
 SEND_UNAVAILABLE = 'subagent "{id}" is unavailable'
-# Not in SEMANTICS.md (several processes on one database are subagentd's own addition):
-SEND_LIVE_ELSEWHERE = (
-    'subagent "{id}" is live in another subagentd process sharing this database;'
-    " send from the process that runs its parent"
-)
 SEND_NOT_RESUMABLE = (
     'subagent "{id}" has no supported continuation state and cannot be resumed;'
     " do not retry send_message with this id"

@@ -43,6 +43,7 @@ class ToolRules(Engine):
         root = self.draining_root(self.registry.get(caller), target)
         if root is not None:
             raise _not_delivered(Code.DRAINING, draining_text(root))
+        stored_parked = False  # a target live in another process: its parking as stored
         if target is not None:
             if live_caller is None:
                 raise _not_delivered(Code.UNAUTHORIZED, texts.SEND_STALE.format(id=shown_id))
@@ -71,25 +72,29 @@ class ToolRules(Engine):
                 raise _not_delivered(
                     Code.NOT_RESUMABLE, texts.SEND_NOT_RESUMABLE.format(id=shown_id)
                 ) from None
-            if self.live_elsewhere(target_id):
-                raise _not_delivered(
-                    Code.INVALID_STATE, texts.SEND_LIVE_ELSEWHERE.format(id=shown_id)
+            if self.live_elsewhere(target_id):  # its process starts the turn (accept signals it)
+                root = self.draining_elsewhere(target_id)
+                if root is not None:
+                    raise _not_delivered(Code.DRAINING, draining_text(root))
+                self._admit_message(args.message, target_id, None, None)
+                stored_parked = record.parked
+            else:
+                self._admit_message(args.message, target_id, None, record.parent_id)
+                target = self.activate(
+                    target_id,
+                    record.parent_id,
+                    CONTINUABLE,
+                    record.depth,
+                    record.parked,
+                    resume=True,
+                    tools=filtered_tools(descriptor.tool_filter),
                 )
-            self._admit_message(args.message, target_id, None, record.parent_id)
-            target = self.activate(
-                target_id,
-                record.parent_id,
-                CONTINUABLE,
-                record.depth,
-                record.parked,
-                resume=True,
-                tools=filtered_tools(descriptor.tool_filter),
-            )
         message_id = self.accept(
             target_id,
             [TextBlock(text=args.message)],
             Source(kind="coordinator", form="relay", sender_session_id=caller),
             target,
+            stored_parked,
         )
         return SendMessageResult(text=texts.SEND_OK.format(id=shown_id), message_id=message_id)
 
@@ -100,7 +105,7 @@ class ToolRules(Engine):
         try:
             self.quotas.text("the message", message)
             self.quotas.inbox(target_id, target)
-            if target is None:
+            if target is None and resume_parent is not None:  # a cold resume here
                 self.quotas.activation(resume_parent)
             self.quotas.database()
         except QuotaExceededError as exc:
@@ -118,19 +123,42 @@ class ToolRules(Engine):
             raise error_for(Code.UNAUTHORIZED, texts.INTERRUPT_SELF.format(caller=shown_caller))
         done = texts.INTERRUPT_OK.format(id=shown_id)
         target = self.registry.get(target_id)
+        if target is None:  # maybe live in another process: its recorded ancestry decides
+            elsewhere = self.store.live_record(target_id)
+            if (
+                elsewhere is not None
+                and elsewhere.kind == CONTINUABLE
+                and not elsewhere.disposing
+                and self.live_elsewhere(target_id)
+            ):
+                ancestry = tuple(elsewhere.ancestry.split())
+                self._authorize_interrupt(live_caller, ancestry, elsewhere.parent_id, target_id)
+                status = self.status_of(target_id)
+                self.signal_elsewhere(target_id, "parent", caller)
+                return InterruptAgentResult(text=done, accepted=True, previous_status=status)
         if target is None or target.kind != CONTINUABLE or target.disposing:
             previous = None
             if self._below(caller, target_id):  # nothing is told about other trees
                 previous = self.status_of(target_id)  # another process may hold it live
             return InterruptAgentResult(text=done, accepted=True, previous_status=previous)
-        if live_caller.activation_id not in target.ancestry:
-            if live_caller.parent_id is not None and live_caller.parent_id == target.parent_id:
-                reason = texts.INTERRUPT_SIBLING
-            else:
-                reason = texts.INTERRUPT_NOT_DESCENDANT
-            raise error_for(Code.UNAUTHORIZED, reason.format(id=shown_id, caller=shown_caller))
+        self._authorize_interrupt(live_caller, target.ancestry, target.parent_id, target_id)
         previous = self.interrupt(target, "parent", caller)
         return InterruptAgentResult(text=done, accepted=True, previous_status=previous)
+
+    def _authorize_interrupt(
+        self, caller: LiveAgent, ancestry: tuple[str, ...], parent_id: str | None, target_id: str
+    ) -> None:
+        """Only an ancestor's current activation may interrupt (SEMANTICS.md section 5)."""
+        if caller.activation_id in ancestry:
+            return
+        if caller.parent_id is not None and caller.parent_id == parent_id:
+            reason = texts.INTERRUPT_SIBLING
+        else:
+            reason = texts.INTERRUPT_NOT_DESCENDANT
+        raise error_for(
+            Code.UNAUTHORIZED,
+            reason.format(id=texts.shown(target_id), caller=texts.shown(caller.agent_id)),
+        )
 
     def _below(self, ancestor: str, agent_id: str) -> bool:
         """Whether the session `agent_id` exists below `ancestor` (durable parent links)."""

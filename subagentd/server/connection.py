@@ -236,6 +236,7 @@ class Connection:
             self.timers.start(tg)
             tg.start_soon(self._flusher)
             tg.start_soon(self.timers.heartbeat, self.service)
+            tg.start_soon(self._doorbell)
             tg.start_soon(self.trimmer.run, self._quiet)
             if self.handle_signals:
                 tg.start_soon(self._signals)
@@ -243,6 +244,19 @@ class Connection:
                 await self._read_loop()
             await self._shutdown()
             tg.cancel_scope.cancel()
+
+    async def _doorbell(self) -> None:
+        """Another process sharing the database sent input to an agent live here: it rang this
+        process's doorbell after committing (storage/signals.py); take the signals now."""
+        store = self.service.store
+        fd = store.doorbell()
+        if fd is None:
+            return
+        while True:
+            await anyio.wait_readable(fd)
+            store.drain_doorbell()
+            while not self.run_work(self.service.take_signals):
+                await anyio.sleep(BUSY_RETRY)  # another process holds the write lock
 
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

@@ -20,6 +20,7 @@ from subagentd.storage.opening import (
     refuse_unknown,
 )
 from subagentd.storage.sessions import Sessions
+from subagentd.storage.signals import Signals
 from subagentd.storage.stats import stats_of
 from subagentd.storage.transactions import GroupCommit
 from subagentd.storage.trees import Trees
@@ -96,8 +97,13 @@ class SqliteStore:
         self.put_lease = leases.put_lease
         self.set_lease_status = leases.set_lease_status
         self.live_agents = leases.live_agents
+        self.live_record = leases.live_record
         self.drop_lease = leases.drop_lease
         self.foreign_leases = leases.foreign_leases
+
+        signals = Signals(group)
+        self.put_signal = signals.put_signal
+        self.take_signals = signals.take_signals
 
         keys = IdempotencyKeys(group)
         self.get_idempotent = keys.get_idempotent
@@ -125,6 +131,16 @@ class SqliteStore:
             for name in ("page_count", "freelist_count", "page_size")
         )
         return int((pages - free) * size)
+
+    def doorbell(self) -> int | None:
+        """The fd another process's signal makes readable (None: nobody else can signal)."""
+        bell = self.group.doorbell
+        return None if bell is None else bell.fileno()
+
+    def drain_doorbell(self) -> None:
+        """Read the rings waiting (they only say: look at your signals)."""
+        if self.group.doorbell is not None:
+            self.group.doorbell.drain()
 
     stats = stats_of  # server/stats: the figures read from this connection (storage/stats.py)
 

@@ -120,6 +120,17 @@ WHERE s.open_turn_id IS NOT NULL AND NOT EXISTS (
 """
 
 
+# A live agent as its owner recorded it (LiveRecord's fields, in order)
+_LIVE_SQL = (
+    "SELECT l.session_id, s.parent_id, l.kind, s.depth, l.activation_id, l.ancestry,"
+    " s.open_turn_id, l.interrupted, s.parked, l.disposing, l.resume, s.last_reason,"
+    " s.last_output, (SELECT count(*) FROM inbox i WHERE i.session_id = l.session_id"
+    " AND i.state IN ('queued', 'parked'))"
+    " FROM leases l JOIN sessions s ON s.id = l.session_id"
+    " WHERE l.activation_id IS NOT NULL AND"
+)
+
+
 class Leases:
     """The `owners` and `leases` tables (this process's own row is kept by GroupCommit.hold)."""
 
@@ -152,6 +163,7 @@ class Leases:
         if state is not None and not state[1]:
             return False
         db.conn.execute("DELETE FROM leases WHERE owner = ?", (owner,))
+        db.conn.execute("DELETE FROM signals WHERE owner = ?", (owner,))  # inputs stay queued
         return True
 
     def prune_owners(self, before: float) -> None:
@@ -222,18 +234,16 @@ class Leases:
     def live_agents(self, owner: str) -> list[LiveRecord]:
         """Every agent `owner` holds live, as storage has it (registry rebuild)."""
         return msgspec.convert(
-            self._db.conn.execute(
-                "SELECT l.session_id, s.parent_id, l.kind, s.depth, l.activation_id, l.ancestry,"
-                " s.open_turn_id, l.interrupted, s.parked, l.disposing, l.resume, s.last_reason,"
-                " s.last_output, (SELECT count(*) FROM inbox i WHERE i.session_id = l.session_id"
-                " AND i.state IN ('queued', 'parked'))"
-                " FROM leases l JOIN sessions s ON s.id = l.session_id"
-                " WHERE l.owner = ? AND l.activation_id IS NOT NULL",
-                (owner,),
-            ).fetchall(),
+            self._db.conn.execute(_LIVE_SQL + " l.owner = ?", (owner,)).fetchall(),
             list[LiveRecord],
             strict=False,
         )
+
+    def live_record(self, session_id: str) -> LiveRecord | None:
+        """The live agent a session is in whichever process holds it (its lease says nothing of
+        whether that owner is still valid)."""
+        row = self._db.conn.execute(_LIVE_SQL + " l.session_id = ?", (session_id,)).fetchone()
+        return None if row is None else msgspec.convert(row, LiveRecord, strict=False)
 
     def drop_lease(self, session_id: str, owner: str) -> None:
         db = self._db

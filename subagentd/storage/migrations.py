@@ -201,3 +201,23 @@ def m007_host_idempotency(db: Database) -> None:
     db.execute(
         "UPDATE idempotency SET caller = '' WHERE caller = '@host' AND method = 'agents/followup'"
     )
+
+
+@migrations()
+def m009_cross_process_signals(db: Database) -> None:
+    """Inputs for a session another process holds live (storage/signals.py): the sender's write
+    transaction queues the input as usual and adds a `signals` row for the owner, then rings the
+    owner's doorbell (`owners.wake`, an address on this host) after the commit; the owner takes
+    its rows and acts on them. The rows are the truth: a lost ring only delays the pickup to the
+    owner's next heartbeat."""
+    db.execute("ALTER TABLE owners ADD COLUMN wake TEXT")
+    db.execute(
+        """CREATE TABLE signals (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            owner TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            by TEXT
+        )"""
+    )
+    db.execute("CREATE INDEX signals_by_owner ON signals (owner, seq)")

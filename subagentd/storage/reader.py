@@ -29,6 +29,9 @@ class ReadOnly:
     def begin(self) -> None:
         raise sqlite3.OperationalError("the database was opened read-only")
 
+    def ring_after_commit(self, address: str) -> None:
+        raise sqlite3.OperationalError("the database was opened read-only")
+
 
 class StoreReader:
     """The read queries of the store's tables over a read-only connection."""

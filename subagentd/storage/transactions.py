@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from subagentd.errors import DatabaseLostError, LeaseLostError, StorageBusyError, StorageFailedError
 from subagentd.storage.leases import RENEW_EVERY, RENEW_SQL, Holding, Renewer
 from subagentd.storage.opening import OpenedDatabase
+from subagentd.storage.signals import Doorbell, ring
 
 log = logging.getLogger("subagentd")
 
@@ -49,6 +50,8 @@ class GroupCommit:
         self._renewer: Renewer | None = None
         self._began = 0.0  # when the open write transaction took the lock
         self._now = clock  # wall-clock seconds, shared by every process on this database
+        self._rings: set[str] = set()  # doorbells to ring once the open group is committed
+        self.doorbell: Doorbell | None = None  # this process's, once it holds an owner row
 
     def check_file(self) -> bool:
         """Whether the file at our path is still the one we opened (called with the heartbeat).
@@ -198,6 +201,10 @@ class GroupCommit:
                 raise self._abandon(exc) from exc
             if renew and holding is not None:
                 holding.expires = now + holding.ttl
+            if self._rings:
+                for address in self._rings:
+                    ring(address)
+                self._rings.clear()
         elif self._open:
             cause, self._open = self._cause, False
             raise StorageFailedError(cause)
@@ -213,9 +220,14 @@ class GroupCommit:
                 (held, holding.owner),
             )
 
+    def ring_after_commit(self, address: str) -> None:
+        """Ring another process's doorbell once the open group is committed (storage/signals.py)."""
+        self._rings.add(address)
+
     def rollback(self) -> None:
         """Drop every write since the last commit (the group was lost)."""
         self._open = False
+        self._rings.clear()
         if self.conn.in_transaction:
             try:
                 self.conn.execute("ROLLBACK")
@@ -234,10 +246,13 @@ class GroupCommit:
                 try:
                     self.conn.execute("BEGIN IMMEDIATE")
                     self.conn.execute("DELETE FROM leases WHERE owner = ?", (holding.owner,))
+                    self.conn.execute("DELETE FROM signals WHERE owner = ?", (holding.owner,))
                     self.conn.execute("DELETE FROM owners WHERE owner = ?", (holding.owner,))
                     self.conn.execute("COMMIT")
                 except sqlite3.Error as exc:  # e.g. another process holds the lock past the wait
                     log.warning("could not release the lease owner row at close: %s", exc)
+            if self.doorbell is not None:
+                self.doorbell.close()
             self.conn.close()
 
     def hold(self, owner: str, ttl: float, on_lost: Callable[[], None]) -> None:
@@ -246,8 +261,13 @@ class GroupCommit:
         `on_lost` runs when a write transaction finds the row fenced, before LeaseLostError."""
         self._on_lost = on_lost
         now = self._now()
+        if self.path != ":memory:" and self.doorbell is None:  # others may signal this process
+            self.doorbell = Doorbell()
+            weakref.finalize(self, self.doorbell.close)  # a store dropped without close()
+        wake = None if self.doorbell is None else self.doorbell.address
         self.conn.execute(
-            "INSERT INTO owners (owner, expires_at, fenced) VALUES (?, ?, 0)", (owner, now + ttl)
+            "INSERT INTO owners (owner, expires_at, fenced, wake) VALUES (?, ?, 0, ?)",
+            (owner, now + ttl, wake),
         )
         if self.path == ":memory:":  # one connection, one process: nobody else can fence it
             return

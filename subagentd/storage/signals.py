@@ -1,0 +1,98 @@
+"""Signals between processes sharing one database: a durable row for each input whose target
+another process holds live, and a doorbell that wakes that process to take its rows.
+
+The rows are the truth (written in the sender's write transaction, with the input itself); the
+ring is only a hint sent after the commit, a UDP datagram to the owner's address on this host
+(`owners.wake`). A lost or forged ring costs one indexed read; a lost one delays the pickup to
+the owner's next heartbeat, never loses the input.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from subagentd.storage.connected import Connected
+
+log = logging.getLogger("subagentd")
+
+_PREFIX = "udp:"
+
+
+class Doorbell:
+    """This process's doorbell: a non-blocking UDP socket on the loopback address."""
+
+    def __init__(self) -> None:
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.socket.setblocking(False)
+        self.socket.bind(("127.0.0.1", 0))
+        host, port = self.socket.getsockname()
+        self.address = f"{_PREFIX}{host}:{port}"
+
+    def fileno(self) -> int:
+        return self.socket.fileno()
+
+    def drain(self) -> int:
+        """Read every ring waiting (they carry nothing); how many there were."""
+        count = 0
+        while True:
+            try:
+                self.socket.recv(64)
+            except (BlockingIOError, InterruptedError):
+                return count
+            except OSError:  # e.g. ECONNREFUSED reported for an earlier send: nothing to read
+                return count
+            count += 1
+
+    def close(self) -> None:
+        self.socket.close()
+
+
+def ring(address: str) -> None:
+    """Wake the process listening at `address` (best effort: its rows are already committed)."""
+    if not address.startswith(_PREFIX):
+        return
+    host, _, port = address[len(_PREFIX) :].rpartition(":")
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        sender.setblocking(False)
+        sender.sendto(b"!", (host, int(port)))
+    except (OSError, ValueError) as exc:
+        log.debug("could not ring %s: %s", address, exc)
+    finally:
+        sender.close()
+
+
+class Signals:
+    """The `signals` table: inputs waiting for the process that holds their session live."""
+
+    def __init__(self, db: Connected) -> None:
+        self._db = db
+
+    def put_signal(self, owner: str, session_id: str, kind: str, by: str | None) -> None:
+        """Queue a signal for `owner` in the caller's write transaction; its doorbell rings
+        after the commit."""
+        db = self._db
+        db.begin()
+        db.conn.execute(
+            "INSERT INTO signals (owner, session_id, kind, by) VALUES (?, ?, ?, ?)",
+            (owner, session_id, kind, by),
+        )
+        row = db.conn.execute("SELECT wake FROM owners WHERE owner = ?", (owner,)).fetchone()
+        if row is not None and row[0]:
+            db.ring_after_commit(row[0])
+
+    def take_signals(self, owner: str) -> list[tuple[str, str, str | None]]:
+        """(session_id, kind, by) of every signal for `owner`, in order, deleted in the caller's
+        write transaction (one indexed read when there are none)."""
+        db = self._db
+        rows = db.conn.execute(
+            "SELECT seq, session_id, kind, by FROM signals WHERE owner = ? ORDER BY seq", (owner,)
+        ).fetchall()
+        if not rows:
+            return []
+        db.begin()
+        db.conn.execute("DELETE FROM signals WHERE owner = ? AND seq <= ?", (owner, rows[-1][0]))
+        return [(session_id, kind, by) for _, session_id, kind, by in rows]
