@@ -136,6 +136,24 @@ def test_a_fenced_process_lets_every_agent_go_at_its_next_write_and_carries_on_w
     assert error.code == Code.INVALID_STATE
 
 
+def test_the_agents_a_fenced_process_let_go_no_longer_count_against_its_quotas(path, clock):
+    """--max-live counts the live registry: after a lost lease it is empty, not the old one."""
+    first = process(path, clock, "p1", max_live=2)
+    second = process(path, clock, "p2")
+    step(first, first.open, "root")
+    step(first, first.open, "other")
+    clock.advance(TTL)
+    step(second, second.svc.recovery.recover)  # p1 stalled past its lease: fenced
+    with pytest.raises(LeaseLostError):
+        with first.svc.transaction():
+            pass
+    assert len(first.svc.agents.registry) == 0
+    step(first, first.open, "fresh")
+    step(first, first.open, "fresh2")  # room for two again
+    error = first.refusal(step, first, first.open, "fresh3")
+    assert (error.code, error.data["quota"]) == (Code.OVERLOADED, "max-live")
+
+
 def test_a_request_that_finds_its_process_fenced_fails_after_the_host_hears_what_it_lost(
     path, clock
 ):
