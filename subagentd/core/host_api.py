@@ -52,6 +52,7 @@ class HostApi:
         agents: Agents,
         leases: Leases,
         activation: Activation,
+        scheduler: Scheduler,
         settlement: Settlement,
         records: HostRecords,
     ) -> None:
@@ -63,7 +64,7 @@ class HostApi:
         self.leases = leases
         self.activation = activation
         self.settlement = settlement
-        self.scheduler: Scheduler = settlement.scheduler
+        self.scheduler = scheduler
         self.records = records
 
     def open(self, params: OpenParams, hold: bool = False) -> OpenResult:

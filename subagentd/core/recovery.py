@@ -10,6 +10,7 @@ from subagentd.core.descriptors import DescriptorProblem, filtered_tools, parse_
 from subagentd.core.leases import Leases
 from subagentd.core.registry import CONTINUABLE, ORDINARY, LiveAgent, Turn
 from subagentd.core.report_rate import ReportRate
+from subagentd.core.scheduling import Scheduler
 from subagentd.core.settlement import Settlement
 from subagentd.core.stamps import stamp
 
@@ -23,7 +24,12 @@ class Recovery:
     """Makes memory and storage agree after a crash (any process's) or a lost commit group."""
 
     def __init__(
-        self, agents: Agents, leases: Leases, settlement: Settlement, rate: ReportRate
+        self,
+        agents: Agents,
+        leases: Leases,
+        scheduler: Scheduler,
+        settlement: Settlement,
+        rate: ReportRate,
     ) -> None:
         self.agents = agents
         self.store = agents.store
@@ -31,7 +37,7 @@ class Recovery:
         self.settings = agents.settings
         self.leases = leases
         self.settlement = settlement
-        self.scheduler = settlement.scheduler
+        self.scheduler = scheduler
         self.rate = rate
 
     # --- crashed processes ---------------------------------------------------------------

@@ -1,5 +1,4 @@
-"""The service: the composition root of core, plus what wraps each request (transactions,
-idempotency keys, stats)."""
+"""The service: core's composition root, and what wraps each request (transaction, idempotency)."""
 
 from __future__ import annotations
 
@@ -35,9 +34,9 @@ class Service:
     """Everything subagentd decides; the server only translates the wire to these calls.
 
     It builds core's objects, each given its collaborators, and exposes them: the server calls
-    `host` and `records` (the host API), `tools` (the four tools), `recovery` (start-up, heartbeat, a lost
-    group), `settlement` (shutdown) and `agents` (the live state), and brackets each request
-    with `transaction` and `commit` here."""
+    `host` and `records` (the host API), `tools` (the four tools), `recovery` (start-up, the
+    heartbeat, a lost group), `settlement` (shutdown) and `agents` (the live state), and
+    brackets each request with `transaction` and `commit` here."""
 
     def __init__(
         self,
@@ -53,10 +52,12 @@ class Service:
         self.settlement = Settlement(agents, rate)
         self.scheduler = self.settlement.scheduler
         self.leases = Leases(agents, self.scheduler, rate)
-        self.recovery = Recovery(agents, self.leases, self.settlement, rate)
+        self.recovery = Recovery(agents, self.leases, self.scheduler, self.settlement, rate)
         activation = Activation(agents, self.leases, self.recovery)
         self.records = HostRecords(agents)
-        self.host = HostApi(agents, self.leases, activation, self.settlement, self.records)
+        self.host = HostApi(
+            agents, self.leases, activation, self.scheduler, self.settlement, self.records
+        )
         self.tools = ToolRules(agents, self.leases, activation, self.scheduler, rate)
 
     # --- transactions (the server brackets each request; writes share one group commit) ---
@@ -68,7 +69,7 @@ class Service:
         return self.store.atomic()
 
     def commit(self) -> None:
-        """The group commit; raises StorageFailedError when it fails (then call `recovery.rebuild`)."""
+        """The group commit; raises StorageFailedError when it fails (then `recovery.rebuild`)."""
         COMMITS.commit(self.store)  # the group commit, counted and timed (server/stats)
         agents = self.agents
         if agents.closing or agents.closing_committed:  # nearly always both empty: nothing to copy
