@@ -12,7 +12,7 @@ from subagentd.core.stamps import mint
 from subagentd.errors import StateInvalidError
 
 
-class Activation:
+class Activator:
     """Makes a session live: its lease taken, a turn its dead process left open ended first."""
 
     def __init__(self, agents: Agents, leases: Leases, recovery: Recovery) -> None:

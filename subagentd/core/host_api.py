@@ -7,7 +7,7 @@ from collections.abc import Callable
 import msgspec
 
 from subagentd.core import texts
-from subagentd.core.activation import Activation
+from subagentd.core.activation import Activator
 from subagentd.core.agents import Agents
 from subagentd.core.descriptors import filtered_tools
 from subagentd.core.host_records import HostRecords
@@ -51,7 +51,7 @@ class HostApi:
         self,
         agents: Agents,
         leases: Leases,
-        activation: Activation,
+        activator: Activator,
         scheduler: Scheduler,
         settlement: Settlement,
         records: HostRecords,
@@ -62,7 +62,7 @@ class HostApi:
         self.settings = agents.settings
         self.quotas = agents.quotas
         self.leases = leases
-        self.activation = activation
+        self.activator = activator
         self.settlement = settlement
         self.scheduler = scheduler
         self.records = records
@@ -98,7 +98,7 @@ class HostApi:
             )
         else:
             self.quotas.activation(record.parent_id)
-        agent = self.activation.activate(
+        agent = self.activator.activate(
             record.id, record.parent_id, ORDINARY, record.depth, record.parked
         )
         agent.held = hold
@@ -161,7 +161,7 @@ class HostApi:
         )
         self.store.insert_session(record, body, descriptor.mode)
         self.agents.record(child_id, None, "descriptor", descriptor)
-        child = self.activation.activate(
+        child = self.activator.activate(
             child_id,
             caller.agent_id,
             KIND_OF_MODE[params.mode],

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
 
-from subagentd.core.activation import Activation
+from subagentd.core.activation import Activator
 from subagentd.core.agents import Agents
 from subagentd.core.commits import COMMITS
 from subagentd.core.host_api import HostApi
@@ -53,12 +53,12 @@ class Service:
         self.scheduler = self.settlement.scheduler
         self.leases = Leases(agents, self.scheduler, rate)
         self.recovery = Recovery(agents, self.leases, self.scheduler, self.settlement, rate)
-        activation = Activation(agents, self.leases, self.recovery)
+        activator = Activator(agents, self.leases, self.recovery)
         self.records = HostRecords(agents)
         self.host = HostApi(
-            agents, self.leases, activation, self.scheduler, self.settlement, self.records
+            agents, self.leases, activator, self.scheduler, self.settlement, self.records
         )
-        self.tools = ToolRules(agents, self.leases, activation, self.scheduler, rate)
+        self.tools = ToolRules(agents, self.leases, activator, self.scheduler, rate)
 
     # --- transactions (the server brackets each request; writes share one group commit) ---
 

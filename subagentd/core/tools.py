@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from subagentd.core import texts
-from subagentd.core.activation import Activation
+from subagentd.core.activation import Activator
 from subagentd.core.agents import Agents
 from subagentd.core.descriptors import DescriptorProblem, filtered_tools, parse_descriptor
 from subagentd.core.leases import Leases
@@ -41,7 +41,7 @@ class ToolRules:
         self,
         agents: Agents,
         leases: Leases,
-        activation: Activation,
+        activator: Activator,
         scheduler: Scheduler,
         rate: ReportRate,
     ) -> None:
@@ -51,7 +51,7 @@ class ToolRules:
         self.settings = agents.settings
         self.quotas = agents.quotas
         self.leases = leases
-        self.activation = activation
+        self.activator = activator
         self.scheduler = scheduler
         self.rate = rate
 
@@ -98,7 +98,7 @@ class ToolRules:
                     Code.INVALID_STATE, texts.SEND_LIVE_ELSEWHERE.format(id=shown_id)
                 )
             self._admit_message(args.message, target_id, None, record.parent_id)
-            target = self.activation.activate(
+            target = self.activator.activate(
                 target_id,
                 record.parent_id,
                 CONTINUABLE,
