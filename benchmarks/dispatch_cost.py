@@ -54,9 +54,9 @@ def make(direct: bool) -> tuple[Service, Dispatcher]:
     service = Service(
         SqliteStore(":memory:"), emit=lambda m, p: None, timers=None, settings=Settings()
     )
-    service.recover()
-    service.open(OpenParams(agent_id="root"))
-    service.spawn(SpawnParams(caller="root", child_id="c0", label="x", prompt="go"))
+    service.recovery.recover()
+    service.host.open(OpenParams(agent_id="root"))
+    service.host.spawn(SpawnParams(caller="root", child_id="c0", label="x", prompt="go"))
     service.commit()
     if direct:
         invoke: Any = invoke_directly
@@ -65,7 +65,7 @@ def make(direct: bool) -> tuple[Service, Dispatcher]:
 
         invoke = JsonRpc(METHODS)
     dispatcher = Dispatcher(Session(initialized=True), service.settings, invoke, service=service)
-    service.emit = dispatcher.emit
+    service.agents.emit = dispatcher.emit
     return service, dispatcher
 
 

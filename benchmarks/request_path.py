@@ -23,9 +23,9 @@ from subagentd.server.transport import FdReader, FdWriter
 from subagentd.storage.database import SqliteStore
 
 svc = Service(SqliteStore(":memory:"), emit=lambda m, p: None, timers=None, settings=Settings())
-svc.recover()
-svc.open(OpenParams(agent_id="root"))
-svc.spawn(SpawnParams(caller="root", child_id="c0", label="x", prompt="go"))
+svc.recovery.recover()
+svc.host.open(OpenParams(agent_id="root"))
+svc.host.spawn(SpawnParams(caller="root", child_id="c0", label="x", prompt="go"))
 svc.commit()
 r, w = os.pipe()
 r2, w2 = os.pipe()

@@ -51,7 +51,7 @@ class CoreHost:
             timers=self.timers,
             settings=Settings(**settings),
         )
-        self.svc.recover()
+        self.svc.recovery.recover()
 
     @classmethod
     def with_tree(cls) -> CoreHost:
@@ -68,44 +68,46 @@ class CoreHost:
     # --- host actions ------------------------------------------------------------------
 
     def open(self, agent_id: str, **params: Any) -> str:
-        return self.svc.open(OpenParams(agent_id=agent_id, **params)).activation_id
+        return self.svc.host.open(OpenParams(agent_id=agent_id, **params)).activation_id
 
     def spawn(
         self, caller: str, child_id: str, label: str = "task", prompt: str = "go", **params: Any
     ):
-        return self.svc.spawn(
+        return self.svc.host.spawn(
             SpawnParams(caller=caller, child_id=child_id, label=label, prompt=prompt, **params)
         )
 
     def turn(self, agent_id: str) -> str | None:
-        agent = self.svc.registry.get(agent_id)
+        agent = self.svc.agents.registry.get(agent_id)
         return agent.turn.turn_id if agent and agent.turn else None
 
     def end(self, agent_id: str, reason: str = "completed", output: str | None = None) -> None:
         turn_id = self.turn(agent_id)
         assert turn_id is not None, f"{agent_id} has no open turn"
-        self.svc.finish_turn(
+        self.svc.host.finish_turn(
             TurnEndParams(agent_id=agent_id, turn_id=turn_id, reason=reason, output=output)
         )
 
     def status(self, agent_id: str) -> str:
-        return self.svc.status_of(agent_id)
+        return self.svc.agents.status_of(agent_id)
 
     # --- tools ---------------------------------------------------------------------------
 
     def send(self, caller: str, target: str, message: str = "more", activation: str | None = None):
-        return self.svc.send_message(
+        return self.svc.tools.send_message(
             caller, activation, SendMessageArgs(subagent_id=target, message=message)
         )
 
     def interrupt(self, caller: str, target: str, activation: str | None = None):
-        return self.svc.interrupt_agent(caller, activation, InterruptAgentArgs(agent_id=target))
+        return self.svc.tools.interrupt_agent(
+            caller, activation, InterruptAgentArgs(agent_id=target)
+        )
 
     def list(self, caller: str, scope: str = "children"):
-        return self.svc.list_agents(caller, None, ListAgentsArgs(scope=scope))
+        return self.svc.tools.list_agents(caller, None, ListAgentsArgs(scope=scope))
 
     def report(self, caller: str, output: str, activation: str | None = None):
-        return self.svc.report(caller, activation, ReportArgs(output=output))
+        return self.svc.tools.report(caller, activation, ReportArgs(output=output))
 
     def refusal(self, action, *args: Any, **kwargs: Any) -> SubagentdError:
         try:
@@ -183,4 +185,4 @@ def refused(core: CoreHost, error_type: type, action: Any, *args: Any) -> str:
 
 
 def events_of(core: CoreHost, agent_id: str) -> list[Any]:
-    return core.svc.read_transcript(agent_id, None, None).events
+    return core.svc.records.read_transcript(agent_id, None, None).events

@@ -164,7 +164,7 @@ class InProcessServer:
         )
         self.service = Service(self.store, emit=lambda m, p: None, timers=None, settings=chosen)  # type: ignore[arg-type]
         with self.service.transaction():
-            self.service.recover()
+            self.service.recovery.recover()
             if caller is not None:  # as `subagentd --caller` does at start-up
                 from subagentd.cli import open_default_caller
 

@@ -283,7 +283,7 @@ def test_failed_write_handler_leaves_no_effect_and_the_connection_keeps_working(
     make_server, monkeypatch
 ):
     def open_then_fail(call, params):
-        call.service.open(h.OpenParams(agent_id="half"))
+        call.service.host.open(h.OpenParams(agent_id="half"))
         raise RuntimeError("boom")
 
     monkeypatch.setitem(

@@ -25,7 +25,7 @@ def test_a_notice_another_process_queues_for_a_live_parent_runs_before_it_settle
     step(here, here.open, "root")
     step(here, here.send, "root", "c1", "resume")
     assert here.texts_of_turns("c1") == [["resume"]]
-    assert step(reaper, reaper.svc.recover) == 1  # g1's open turn, and its notice to c1
+    assert step(reaper, reaper.svc.recovery.recover) == 1  # g1's open turn, and its notice to c1
     assert here.store.inbox_counts("c1") == (1, 0)
     step(here, here.end, "c1")
     assert here.take("agent/settled", "c1") == []

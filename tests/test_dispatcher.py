@@ -41,7 +41,7 @@ def make_dispatcher(*, initialized: bool = True, max_pending: int = 1024) -> Dis
     service = Service(
         SqliteStore(":memory:"), emit=None, timers=ManualTimers(), settings=Settings()
     )  # type: ignore[arg-type]
-    service.recover()
+    service.recovery.recover()
     dispatcher = Dispatcher(
         Session(),
         service.settings,
@@ -49,7 +49,7 @@ def make_dispatcher(*, initialized: bool = True, max_pending: int = 1024) -> Dis
         service=service,
         max_pending=max_pending,
     )
-    service.emit = dispatcher.emit
+    service.agents.emit = dispatcher.emit
     if initialized:
         assert "result" in request(dispatcher, "initialize", INIT)
     return dispatcher

@@ -19,7 +19,7 @@ def send_once(core, key, message="hello"):
         "send_message",
         {"subagent_id": "c1", "message": message},
         SendMessageResult,
-        lambda: core.svc.send_message("root", None, args),
+        lambda: core.svc.tools.send_message("root", None, args),
     )
 
 
@@ -34,7 +34,7 @@ def test_same_key_after_a_restart_returns_the_original_result(tmp_path):
     second = CoreHost(store=SqliteStore(path), owner_alive=lambda owner: False)
     second.open("root")
     assert send_once(second, "k") == original
-    assert second.svc.get("c1").queued == 1  # not queued twice
+    assert second.svc.records.get("c1").queued == 1  # not queued twice
     with pytest.raises(IdempotencyConflictError):
         send_once(second, "k", message="something else")
 
@@ -46,7 +46,12 @@ def test_spawn_retry_with_the_same_key_does_not_spawn_twice():
 
     def spawn():
         return core.svc.idempotent(
-            "root", "s", "agents/spawn", {"label": "x"}, SpawnResult, lambda: core.svc.spawn(params)
+            "root",
+            "s",
+            "agents/spawn",
+            {"label": "x"},
+            SpawnResult,
+            lambda: core.svc.host.spawn(params),
         )
 
     first = spawn()
@@ -59,7 +64,7 @@ def test_keys_older_than_the_retention_are_forgotten():
     record = IdempotencyRecord(method="send_message", fingerprint="f", result="{}")
     core.store.put_idempotent("root", "old", record, "2020-01-01T00:00:00.000000Z")
     core.store.put_idempotent("root", "fresh", record, "2999-01-01T00:00:00.000000Z")
-    core.svc.recover()  # runs at start-up and with every heartbeat
+    core.svc.recovery.recover()  # runs at start-up and with every heartbeat
     assert core.store.get_idempotent("root", "old") is None
     assert core.store.get_idempotent("root", "fresh") is not None
 
@@ -77,12 +82,12 @@ def test_the_same_arguments_in_another_key_order_are_the_same_request():
             "send_message",
             arguments,
             SendMessageResult,
-            lambda: core.svc.send_message("root", None, args),
+            lambda: core.svc.tools.send_message("root", None, args),
         )
 
     original = send({"subagent_id": "c1", "message": "hello"})
     assert send({"message": "hello", "subagent_id": "c1"}) == original  # JSON objects are unordered
-    assert core.svc.get("c1").queued == 1
+    assert core.svc.records.get("c1").queued == 1
 
 
 def test_a_key_reused_with_other_arguments_or_another_method_is_a_conflict():
@@ -104,4 +109,4 @@ def test_a_key_reused_with_other_arguments_or_another_method_is_a_conflict():
             lambda: pytest.fail("a conflicting key must not run anything"),
         )
     assert caught.value.message == expected
-    assert core.svc.get("c1").queued == 1
+    assert core.svc.records.get("c1").queued == 1

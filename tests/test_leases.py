@@ -55,20 +55,20 @@ def test_a_reaper_fences_an_owner_only_once_its_lease_expired(path, clock):
     second = process(path, clock, "p2")
     step(first, first.open, "root")
     step(first, first.spawn, "root", "c1")
-    assert step(second, second.svc.recover) == 0
+    assert step(second, second.svc.recovery.recover) == 0
     error = second.refusal(step, second, second.open, "root")
     assert (error.code, error.message) == (
         Code.INVALID_STATE,
         'agent "root" is live in another subagentd process',
     )
     clock.advance(TTL - 1)
-    assert step(second, second.svc.recover) == 0
+    assert step(second, second.svc.recovery.recover) == 0
     assert owners(second)["p1"][1] == 0
     clock.advance(1)  # p1's lease ends now: it renewed nothing (a stalled process)
-    assert step(second, second.svc.recover) == 1
+    assert step(second, second.svc.recovery.recover) == 1
     assert owners(second)["p1"][1] == 1
     assert second.store.get_lease("root") is None and second.store.get_lease("c1") is None
-    events = second.svc.read_transcript("c1", None, None).events
+    events = second.svc.records.read_transcript("c1", None, None).events
     assert events[-1].type == "turn_end"
     assert events[-1].data["reason"] == "error" and events[-1].data["cause"] == "crash"
     step(second, second.open, "root")
@@ -109,11 +109,11 @@ def test_a_fenced_process_lets_every_agent_go_at_its_next_write_and_carries_on_w
     step(first, first.open, "solo")
     step(first, first.spawn, "solo", "s1")
     closed = []
-    step(first, first.svc.close_root, "solo", lambda: closed.append("solo"))
+    step(first, first.svc.host.close_root, "solo", lambda: closed.append("solo"))
     first.notes.clear()
-    c1_events = len(first.svc.read_transcript("c1", None, None).events)
+    c1_events = len(first.svc.records.read_transcript("c1", None, None).events)
     clock.advance(TTL)
-    step(second, second.svc.recover)  # p1 stalled past its lease: fenced, its turns reaped
+    step(second, second.svc.recovery.recover)  # p1 stalled past its lease: fenced, its turns reaped
     with pytest.raises(LeaseLostError) as lost:
         with first.svc.transaction():
             raise AssertionError("the transaction of a fenced process must not begin")
@@ -123,16 +123,35 @@ def test_a_fenced_process_lets_every_agent_go_at_its_next_write_and_carries_on_w
         for agent_id in ("root", "c1", "solo", "s1")
     ]
     assert closed == ["solo"]  # the waiting close is answered: the root left this process
-    assert len(first.svc.registry) == 0
-    assert first.svc.timers.fire_all() == 0  # s1's interrupt grace timer was cancelled
-    assert len(first.svc.read_transcript("c1", None, None).events) == c1_events + 1  # second's
+    assert len(first.svc.agents.registry) == 0
+    assert first.svc.agents.timers.fire_all() == 0  # s1's interrupt grace timer was cancelled
+    events = first.svc.records.read_transcript("c1", None, None).events
+    assert len(events) == c1_events + 1  # second's
     # first serves on under a new owner id that holds nothing of before
-    assert first.svc.owner == "p1#2"
+    assert first.svc.agents.owner == "p1#2"
     step(first, first.open, "root")
     assert first.store.get_lease("root")[0] == "p1#2"
     assert owners(second)["p1#2"] == (clock.now + TTL, 0)
     error = second.refusal(step, second, second.open, "root")
     assert error.code == Code.INVALID_STATE
+
+
+def test_the_agents_a_fenced_process_let_go_no_longer_count_against_its_quotas(path, clock):
+    """--max-live counts the live registry: after a lost lease it is empty, not the old one."""
+    first = process(path, clock, "p1", max_live=2)
+    second = process(path, clock, "p2")
+    step(first, first.open, "root")
+    step(first, first.open, "other")
+    clock.advance(TTL)
+    step(second, second.svc.recovery.recover)  # p1 stalled past its lease: fenced
+    with pytest.raises(LeaseLostError):
+        with first.svc.transaction():
+            pass
+    assert len(first.svc.agents.registry) == 0
+    step(first, first.open, "fresh")
+    step(first, first.open, "fresh2")  # room for two again
+    error = first.refusal(step, first, first.open, "fresh3")
+    assert (error.code, error.data["quota"]) == (Code.OVERLOADED, "max-live")
 
 
 def test_a_request_that_finds_its_process_fenced_fails_after_the_host_hears_what_it_lost(

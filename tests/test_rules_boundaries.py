@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from subagentd.core import engine, texts
+from subagentd.core import report_rate, texts
 from subagentd.schema.codes import Code
 from subagentd.schema.messages import ToolFilter
 from tests.core_host import CoreHost
@@ -57,7 +57,7 @@ def test_a_no_op_interrupt_of_a_ready_child_reports_ready_and_changes_nothing(tr
     )
     assert tree.take("turn/interrupt") == []
     assert tree.notes == []  # nothing resumed, nothing parked, nothing settled
-    info = tree.svc.get("c2")
+    info = tree.svc.records.get("c2")
     assert (info.status, info.queued, info.parked) == ("ready", 0, 0)
     assert tree.store.get_session("c2").parked is False
 
@@ -134,7 +134,7 @@ def test_summary_of_cuts_only_past_120_characters(length, expected):
 
 
 class FakeTime:
-    """The engine's `time` module with a monotonic clock the test moves by hand."""
+    """The report window's `time` module with a monotonic clock the test moves by hand."""
 
     def __init__(self) -> None:
         self.now = 1000.0
@@ -149,7 +149,7 @@ class FakeTime:
 @pytest.fixture
 def clock(monkeypatch):
     fake = FakeTime()
-    monkeypatch.setattr(engine, "time", fake)
+    monkeypatch.setattr(report_rate, "time", fake)
     return fake
 
 
@@ -182,7 +182,7 @@ def woke(core: CoreHost, output: str, child: str = "g1") -> bool:
         f"Background subagent {child} reported:",
         output,
     ]
-    assert core.svc.get_message(message_id).state == "claimed"
+    assert core.svc.records.get_message(message_id).state == "claimed"
     return False
 
 
@@ -220,7 +220,7 @@ def test_without_a_rate_every_report_wakes(clock):
 
 def test_a_ready_child_below_a_closing_root_is_not_resumed(tree):
     tree.end("c2")  # ready
-    tree.svc.close_root("root", lambda: None)  # root stays while c1 and g1 drain
+    tree.svc.host.close_root("root", lambda: None)  # root stays while c1 and g1 drain
     tree.notes.clear()
     error = tree.refusal(tree.send, "root", "c2")  # the target is not live: the caller's root
     assert (error.code, error.message) == (
@@ -268,22 +268,26 @@ def test_a_spawned_childs_whole_descriptor_comes_back_on_its_cold_resume():
         "tool_filter": {"allow": ["read"], "deny": ["write"]},
     }
     [descriptor] = [
-        e for e in core.svc.read_transcript("c1", None, None).events if e.type == "descriptor"
+        e
+        for e in core.svc.records.read_transcript("c1", None, None).events
+        if e.type == "descriptor"
     ]
     assert descriptor.data == start["resume"]
 
 
 def test_report_is_not_offered_to_a_stale_activation(tree):
-    current = tree.svc.registry.get("g1").activation_id
-    assert tree.svc.can_report("g1", current)
-    assert not tree.svc.can_report("g1", "an-old-activation")
-    assert not tree.svc.can_report(None, None)
+    current = tree.svc.agents.registry.get("g1").activation_id
+    assert tree.svc.tools.can_report("g1", current)
+    assert not tree.svc.tools.can_report("g1", "an-old-activation")
+    assert not tree.svc.tools.can_report(None, None)
 
 
 def test_a_report_is_recorded_in_the_turn_it_was_made_in(tree):
     turn = tree.turn("g1")
     result = tree.report("g1", "found it")
-    [event] = [e for e in tree.svc.read_transcript("g1", None, None).events if e.type == "report"]
+    [event] = [
+        e for e in tree.svc.records.read_transcript("g1", None, None).events if e.type == "report"
+    ]
     assert (event.turn_id, event.data) == (
         turn,
         {"message_id": result.message_id, "output": "found it"},
@@ -297,7 +301,8 @@ def test_turns_are_recorded_with_their_messages_and_ends():
     turn = core.turn("c1")
     core.end("c1", "completed", "the answer")
     events = [
-        (e.type, e.turn_id, e.data) for e in core.svc.read_transcript("c1", None, None).events
+        (e.type, e.turn_id, e.data)
+        for e in core.svc.records.read_transcript("c1", None, None).events
     ]
     [message] = [e for e in events if e[0] == "message"]
     assert message[1] == turn and message[2]["message_id"] == spawned.message_id
@@ -340,7 +345,7 @@ def test_spawn_refusals_name_the_problem_exactly(tree):
         Code.DEPTH_EXCEEDED,
         "spawning below depth 1 exceeds the maximum depth 1",
     )
-    tree.svc.close_root("root", lambda: None)
+    tree.svc.host.close_root("root", lambda: None)
     error = tree.refusal(tree.spawn, "root", "x")
     assert (error.code, error.message) == (
         Code.DRAINING,
@@ -355,7 +360,7 @@ def test_a_cold_resumed_child_keeps_its_parent_and_depth(tree):
     tree.notes.clear()
     tree.send("root", "c2", "wake")
     tree.spawn("c2", "g2")  # depth from the stored record
-    assert tree.svc.get("g2").depth == 2
+    assert tree.svc.records.get("g2").depth == 2
     tree.end("g2")
     tree.end("c2")  # its turn; then the notice turn from g2
     tree.end("c2")  # and it settles: its parent is told again

@@ -16,7 +16,8 @@ NOTICE_STOPPED = [
 
 def events(core: CoreHost, agent_id: str) -> list[tuple[str, str | None, Any]]:
     return [
-        (e.type, e.turn_id, e.data) for e in core.svc.read_transcript(agent_id, None, None).events
+        (e.type, e.turn_id, e.data)
+        for e in core.svc.records.read_transcript(agent_id, None, None).events
     ]
 
 
@@ -137,7 +138,7 @@ def test_a_drain_records_interrupts_notices_settlements_and_the_roots_closed_eve
     c1_turn, g1_turn = core.turn("c1"), core.turn("g1")
     core.notes.clear()
     done: list[int] = []
-    core.svc.close_root("root", lambda: done.append(1))
+    core.svc.host.close_root("root", lambda: done.append(1))
     assert core.notes == [
         ("turn/interrupt", {"agent_id": "g1", "turn_id": g1_turn, "cause": {"kind": "shutdown"}}),
         ("turn/interrupt", {"agent_id": "c1", "turn_id": c1_turn, "cause": {"kind": "shutdown"}}),
@@ -157,7 +158,7 @@ def test_a_drain_records_interrupts_notices_settlements_and_the_roots_closed_eve
         ("agent/settled", {"agent_id": "c1", "reason": "closed"}),
         ("agent/status", {"agent_id": "root", "status": "ready"}),
     ]
-    assert done == [1] and len(core.svc.registry) == 0
+    assert done == [1] and len(core.svc.agents.registry) == 0
     assert events(core, "g1")[-3:] == [
         ("interrupt", g1_turn, {"cause": "shutdown", "by": None}),
         ("turn_end", g1_turn, {"turn_id": g1_turn, "reason": "aborted"}),
@@ -192,7 +193,7 @@ def test_a_drain_records_interrupts_notices_settlements_and_the_roots_closed_eve
 def test_shutdown_is_done_once_every_topmost_agent_has_left():
     core = CoreHost()
     done: list[int] = []
-    core.svc.shutdown(lambda: done.append(1))
+    core.svc.settlement.shutdown(lambda: done.append(1))
     assert done == [1]  # nothing live: done at once
 
     core = CoreHost()
@@ -203,13 +204,13 @@ def test_shutdown_is_done_once_every_topmost_agent_has_left():
     core.spawn("b", "b1", mode="one-shot")
     core.notes.clear()
     done = []
-    core.svc.shutdown(lambda: done.append(1))
-    assert done == [] and core.svc.registry.get("c") is None  # c had nothing to wait for
+    core.svc.settlement.shutdown(lambda: done.append(1))
+    assert done == [] and core.svc.agents.registry.get("c") is None  # c had nothing to wait for
     assert [n["agent_id"] for n in core.take("turn/interrupt")] == ["a1", "b1"]
     core.end("a1", "aborted")
-    assert done == [] and core.svc.registry.get("a") is None
+    assert done == [] and core.svc.agents.registry.get("a") is None
     core.end("b1", "aborted", "x")
-    assert done == [1] and len(core.svc.registry) == 0
+    assert done == [1] and len(core.svc.agents.registry) == 0
     assert core.take("agent/settled") == [
         {"agent_id": "a1", "reason": "closed"},
         {"agent_id": "b1", "reason": "closed"},
@@ -225,9 +226,9 @@ def test_when_the_host_is_gone_every_open_turn_ends_aborted_with_the_cause():
     core.open("idle")
     core.notes.clear()
     turns = {agent: core.turn(agent) for agent in ("c", "d")}
-    core.svc.shutdown(lambda: None)
+    core.svc.settlement.shutdown(lambda: None)
     core.notes.clear()
-    core.svc.force_end_all("shutdown")
+    core.svc.settlement.force_end_all("shutdown")
     for agent in ("c", "d"):
         assert events(core, agent)[-2:] == [
             (
@@ -241,6 +242,6 @@ def test_when_the_host_is_gone_every_open_turn_ends_aborted_with_the_cause():
         {"agent_id": "c", "reason": "closed"},
         {"agent_id": "d", "reason": "closed"},
     ]
-    assert len(core.svc.registry) == 0
+    assert len(core.svc.agents.registry) == 0
     assert [t for t, _, _ in events(core, "idle")] == ["activated", "closed"]
     assert [t for t, _, _ in events(core, "a")][-1] == "closed"

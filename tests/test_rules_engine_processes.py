@@ -21,13 +21,13 @@ from subagentd.schema.tools import SendMessageArgs
 from tests.core_host import TTL, CoreHost, FakeClock, owners, process, step
 from tests.test_rules_engine_rebuild import view
 
-DAY = 86400.0  # a fenced owner's row is kept this long (core/engine.py _OWNERS_KEPT)
+DAY = 86400.0  # a fenced owner's row is kept this long (core/recovery.py _OWNERS_KEPT)
 
 
 def crash_ends(core: CoreHost, agent_id: str) -> list[dict]:
     return [
         e.data
-        for e in core.svc.read_transcript(agent_id, None, None).events
+        for e in core.svc.records.read_transcript(agent_id, None, None).events
         if e.type == "turn_end" and e.data.get("cause") == "crash"
     ]
 
@@ -39,10 +39,11 @@ def test_a_fenced_process_with_status_events_tells_each_agent_settled_then_ready
     step(first, first.open, "root")
     step(first, first.spawn, "root", "c1")
     closed: list[str] = []
-    step(first, first.svc.close_root, "root", lambda: closed.append("root"))  # waits for c1
+    step(first, first.svc.host.close_root, "root", lambda: closed.append("root"))  # waits for c1
     first.notes.clear()
     clock.advance(TTL)
-    assert step(second, second.svc.recover) == 1  # p1 stalled past its lease: fenced, c1 reaped
+    # p1 stalled past its lease: fenced, c1 reaped
+    assert step(second, second.svc.recovery.recover) == 1
     with pytest.raises(LeaseLostError):
         with first.svc.transaction():
             raise AssertionError("the transaction of a fenced process must not begin")
@@ -52,18 +53,18 @@ def test_a_fenced_process_with_status_events_tells_each_agent_settled_then_ready
         ("agent/settled", {"agent_id": "c1", "reason": "lease-lost"}),
         ("agent/status", {"agent_id": "c1", "status": "ready"}),
     ]
-    assert closed == ["root"] and first.svc.closing == {}
-    assert first.svc.owner == "p1#2" and len(first.svc.registry) == 0
+    assert closed == ["root"] and first.svc.agents.closing == {}
+    assert first.svc.agents.owner == "p1#2" and len(first.svc.agents.registry) == 0
     assert first.timers.fire_all() == 0  # c1's grace timer (the close interrupted it) is gone
     # a second loss: the generation counts on
     step(first, first.open, "again")
     clock.advance(TTL)
-    step(second, second.svc.recover)
+    step(second, second.svc.recovery.recover)
     first.notes.clear()
     with pytest.raises(LeaseLostError):
         with first.svc.transaction():
             pass
-    assert first.svc.owner == "p1#3"
+    assert first.svc.agents.owner == "p1#3"
     assert first.notes == [
         ("agent/settled", {"agent_id": "again", "reason": "lease-lost"}),
         ("agent/status", {"agent_id": "again", "status": "ready"}),
@@ -80,11 +81,11 @@ def test_the_status_of_an_agent_live_in_another_process_is_its_lease_while_that_
     step(first, first.open, "root")
     step(first, first.spawn, "root", "c1")
     step(first, first.open, "left")
-    step(first, first.svc.close_root, "left", lambda: None)
+    step(first, first.svc.host.close_root, "left", lambda: None)
     step(second, second.open, "mine")
-    statuses = {a: second.svc.get(a).status for a in ("root", "c1", "left", "mine")}
+    statuses = {a: second.svc.records.get(a).status for a in ("root", "c1", "left", "mine")}
     assert statuses == {"root": "idle", "c1": "running", "left": "ready", "mine": "idle"}
-    assert second.svc.status_of("c1") == "running"
+    assert second.svc.agents.status_of("c1") == "running"
     # p1's own view comes from its registry
     assert (first.status("root"), first.status("c1"), first.status("mine")) == (
         "idle",
@@ -112,29 +113,29 @@ def test_an_agent_live_in_another_process_is_not_activated_or_resumed_here(tmp_p
     second = process(path, clock, "p2")
     step(first, first.open, "root")
     step(first, first.spawn, "root", "c1")
-    step(first, first.svc.close_root, "root", lambda: None)  # c1's turn keeps both live
+    step(first, first.svc.host.close_root, "root", lambda: None)  # c1's turn keeps both live
     error = second.refusal(step, second, second.open, "root")
     assert (error.code, error.message) == (
         Code.INVALID_STATE,
         'agent "root" is live in another subagentd process',
     )
     # a follow-up for it is refused as draining, as p1 would refuse it (root is closing there)
-    error = second.refusal(step, second, second.svc.followup, "c1", "from p2")
+    error = second.refusal(step, second, second.svc.host.followup, "c1", "from p2")
     assert (error.code, error.message) == (
         Code.DRAINING,
         'continuable subagents below parent "root" are draining; the operation was not admitted',
     )
-    assert second.svc.get("c1").queued == 0
+    assert second.svc.records.get("c1").queued == 0
     # once p1 is fenced, its sessions are free here: p2 opens root and resumes c1
     clock.advance(TTL)
-    assert step(second, second.svc.recover) == 1
+    assert step(second, second.svc.recovery.recover) == 1
     step(second, second.open, "root")
     assert second.texts_of_turns("root") == [
         ["Background subagent c1 failed before it finished.", "It left no closing message."]
     ]
     step(
         second,
-        second.svc.send_message,
+        second.svc.tools.send_message,
         "root",
         None,
         SendMessageArgs(subagent_id="c1", message="again"),
@@ -158,16 +159,16 @@ def test_a_message_to_a_child_live_in_another_process_is_run_there(tmp_path):
     step(second, second.open, "root")
     sent = step(
         second,
-        second.svc.send_message,
+        second.svc.tools.send_message,
         "root",
         None,
         SendMessageArgs(subagent_id="c1", message="x"),
     )
     assert sent.text == "message queued as the next turn for subagent c1"
-    assert second.svc.registry.get("c1") is None and second.svc.get("c1").queued == 1
+    assert second.svc.agents.registry.get("c1") is None and second.svc.records.get("c1").queued == 1
     assert second.store.take_signals("p2") == []
-    step(first, first.svc.take_signals)
-    assert first.svc.registry.get("c1").pending == 1  # behind its running first turn
+    step(first, first.svc.scheduler.take_signals)
+    assert first.svc.agents.registry.get("c1").pending == 1  # behind its running first turn
     step(first, first.end, "c1")
     assert first.texts_of_turns("c1")[-1] == ["x"]
     assert first.store.get_message(sent.message_id).state == "claimed"
@@ -181,12 +182,12 @@ def test_the_heartbeat_reaps_a_stalled_process_and_stops_once_the_file_is_gone(t
     step(first, first.spawn, "root", "c1")
     turn = first.turn("c1")
     clock.advance(TTL - 1)
-    step(second, second.svc.heartbeat)
+    step(second, second.svc.recovery.heartbeat)
     assert crash_ends(second, "c1") == [] and owners(second)["p1"][1] == 0
     clock.advance(1)
-    step(second, second.svc.heartbeat)
+    step(second, second.svc.recovery.heartbeat)
     assert owners(second)["p1"][1] == 1
-    events = second.svc.read_transcript("c1", None, None).events
+    events = second.svc.records.read_transcript("c1", None, None).events
     assert (events[-1].type, events[-1].turn_id) == ("turn_end", turn)
     assert crash_ends(second, "c1") == [{"turn_id": turn, "reason": "error", "cause": "crash"}]
     # the file deleted: the heartbeat reaps nothing (and writes nothing) any more
@@ -195,7 +196,7 @@ def test_the_heartbeat_reaps_a_stalled_process_and_stops_once_the_file_is_gone(t
     step(third, third.spawn, "r3", "c3")
     clock.advance(TTL)
     os.remove(path)
-    second.svc.heartbeat()
+    second.svc.recovery.heartbeat()
     assert second.svc.store.dirty is False and owners(second)["p3"][1] == 0
     assert crash_ends(second, "c3") == []
 
@@ -207,17 +208,17 @@ def test_recovery_never_fences_its_own_owner_and_keeps_a_fenced_owner_row_for_a_
     step(first, first.spawn, "root", "c1")
     clock.advance(TTL + 1)  # nobody renewed p1: only another process may fence it
     with first.svc.transaction():
-        assert first.svc.recover() == 0
+        assert first.svc.recovery.recover() == 0
         assert owners(first)["p1"][1] == 0 and first.store.get_lease("c1")[0] == "p1"
     first.svc.commit()
     assert first.status("c1") == "running" and crash_ends(first, "c1") == []
     clock.advance(TTL + 1)
     second = process(path, clock, "p2")  # its start-up recovery fences p1
     assert owners(second)["p1"][1] == 1
-    step(second, second.svc.recover)
+    step(second, second.svc.recovery.recover)
     assert owners(second)["p1"][1] == 1  # kept: a process that wakes within a day finds it
     clock.advance(DAY)
-    step(second, second.svc.recover)
+    step(second, second.svc.recovery.recover)
     assert "p1" not in owners(second)
 
 
@@ -277,7 +278,7 @@ def test_a_renewal_that_lands_between_the_look_and_the_fence_keeps_the_lease(tmp
     step(first, first.open, "root")
     clock.advance(TTL)  # p1's row expired: but p1 renews as second judges it
     RacingClock.race = lambda: step(first, first.open, "renewing")
-    assert second.svc.live_elsewhere("root") is True
+    assert second.svc.leases.live_elsewhere("root") is True
     second.svc.commit()
     assert owners(second)["p1"] == (clock.now + TTL, 0)
     assert second.store.get_lease("root")[0] == "p1"
@@ -290,7 +291,7 @@ def test_recovery_forgets_idempotency_keys_exactly_past_the_retention(tmp_path):
     cut = time.time() - retention * DAY
     core.store.put_idempotent("root", "past", record, stamp(cut - 30))
     core.store.put_idempotent("root", "within", record, stamp(cut + 30))
-    core.svc.recover()
+    core.svc.recovery.recover()
     assert core.store.get_idempotent("root", "past") is None
     assert core.store.get_idempotent("root", "within") is not None
 
@@ -305,7 +306,7 @@ def test_a_turn_left_open_by_a_dead_process_ends_as_a_crash_when_its_session_is_
     first = process(path, clock, "p1")
     second = process(path, clock, "p2")
     step(first, first.open, "root")
-    step(first, first.svc.begin_turn, "root", ["hi"])
+    step(first, first.svc.host.begin_turn, "root", ["hi"])
     step(first, first.spawn, "root", "c1")
     root_turn, c1_turn = first.turn("root"), first.turn("c1")
     second.svc.settings.owner_alive = lambda owner: owner != "p1"  # p1 died
@@ -313,16 +314,16 @@ def test_a_turn_left_open_by_a_dead_process_ends_as_a_crash_when_its_session_is_
     assert crash_ends(second, "root") == [
         {"turn_id": root_turn, "reason": "error", "cause": "crash"}
     ]
-    agent = second.svc.registry.get("root")
+    agent = second.svc.agents.registry.get("root")
     assert (agent.last_reason, agent.last_output, agent.status) == ("error", None, "idle")
     before = view(second)
-    second.svc.rebuild()  # memory agrees with storage
+    second.svc.recovery.rebuild()  # memory agrees with storage
     assert view(second) == before
     assert second.store.get_session("c1").open_turn_id == c1_turn  # not reaped yet
     second.notes.clear()
     step(
         second,
-        second.svc.send_message,
+        second.svc.tools.send_message,
         "root",
         None,
         SendMessageArgs(subagent_id="c1", message="again"),
@@ -337,9 +338,9 @@ def test_crash_notices_to_parents_that_are_not_live_are_queued_or_only_recorded(
     path, clock = str(tmp_path / "shared.db"), FakeClock()
     first = process(path, clock, "p1")
     step(first, first.open, "root")
-    step(first, first.svc.begin_turn, "root", ["hi"])
-    step(first, first.svc.followup, "root", "f1")
-    step(first, first.svc.host_interrupt, "root")
+    step(first, first.svc.host.begin_turn, "root", ["hi"])
+    step(first, first.svc.host.followup, "root", "f1")
+    step(first, first.svc.host.host_interrupt, "root")
     step(first, first.end, "root", "aborted")  # root idle, f1 parked
     step(first, first.spawn, "root", "c1")
     step(first, first.spawn, "root", "quick", mode="one-shot")  # a one-shot: no notice
@@ -356,13 +357,13 @@ def test_crash_notices_to_parents_that_are_not_live_are_queued_or_only_recorded(
         assert (stored.open_turn_id, stored.last_reason) == (None, "error"), agent_id
         assert len(crash_ends(second, agent_id)) == 1
     # an ordinary parent: the notices are queued, and they unpark its inbox (waking inputs)
-    info = second.svc.get("root")
+    info = second.svc.records.get("root")
     assert (info.queued, info.parked, second.store.get_session("root").parked) == (3, 0, False)
     # a continuable parent: queued for its next activation
-    assert (second.svc.get("m").queued, second.svc.get("m").parked) == (1, 0)
+    assert (second.svc.records.get("m").queued, second.svc.records.get("m").parked) == (1, 0)
     # a one-shot parent never runs again: only recorded in its transcript
-    assert second.svc.get("once").queued == 0
-    last = second.svc.read_transcript("once", None, None).events[-1]
+    assert second.svc.records.get("once").queued == 0
+    last = second.svc.records.read_transcript("once", None, None).events[-1]
     assert last.type == "notice"
     assert [b["text"] for b in last.data["content"]] == [line.format(id="oc") for line in FAILED]
     second.notes.clear()
@@ -381,5 +382,5 @@ def test_a_crash_notice_to_a_parent_whose_descriptor_cannot_be_read_is_queued(tm
         first.store.conn.execute("UPDATE descriptors SET body = '{}' WHERE session_id = 'm'")
     first.svc.commit()
     second = process(path, clock, "p2", owner_alive=lambda owner: owner != "p1")
-    assert second.svc.get("m").queued == 1  # mc's notice: m is not known to be a one-shot
-    assert second.svc.get("root").queued == 0  # m's own crash: its kind unknown, no notice
+    assert second.svc.records.get("m").queued == 1  # mc's notice: m is not known to be a one-shot
+    assert second.svc.records.get("root").queued == 0  # m's own crash: its kind unknown, no notice

@@ -1,4 +1,4 @@
-"""After a lost commit group, memory agrees with storage again (Engine.rebuild), in-process.
+"""After a lost commit group, memory agrees with storage again (Recovery.rebuild), in-process.
 
 The wire tests of storage faults (tests/test_storage_faults.py) are slow; these pin the same rule
 fast: the registry rebuilt from the lease rows equals the registry of the last commit in every
@@ -36,14 +36,14 @@ def view(core: CoreHost) -> list[tuple[Any, ...]]:
             a.tools,
             a.owner_id,
         )
-        for a in core.svc.registry
+        for a in core.svc.agents.registry
     )
 
 
 def turn_ends(core: CoreHost, agent_id: str) -> list[dict[str, Any]]:
     return [
         e.data
-        for e in core.svc.read_transcript(agent_id, None, None).events
+        for e in core.svc.records.read_transcript(agent_id, None, None).events
         if e.type == "turn_end"
     ]
 
@@ -51,7 +51,7 @@ def turn_ends(core: CoreHost, agent_id: str) -> list[dict[str, Any]]:
 def test_a_rebuild_of_a_committed_state_gives_back_every_field_of_every_live_agent():
     core = CoreHost(report_rate=1)
     svc = core.svc
-    svc.open(OpenParams(agent_id="caller"), hold=True)  # the --caller root: held
+    svc.host.open(OpenParams(agent_id="caller"), hold=True)  # the --caller root: held
     core.open("root")
     core.spawn("root", "c1")
     core.send("root", "c1", "m1")
@@ -65,12 +65,12 @@ def test_a_rebuild_of_a_committed_state_gives_back_every_field_of_every_live_age
     core.spawn("once", "late")
     core.end("once", "completed", "done")  # once leaves: late is adopted by root
     core.open("gone")
-    svc.close_root("gone", lambda: None)
+    svc.host.close_root("gone", lambda: None)
     core.open("orphan", parent_id="gone")  # its parent is not live: owned by its parent id
     core.open("solo")
     core.spawn("solo", "s1")
     closed: list[str] = []
-    svc.close_root("solo", lambda: closed.append("solo"))  # waits for s1's turn
+    svc.host.close_root("solo", lambda: closed.append("solo"))  # waits for s1's turn
     svc.commit()
     before = view(core)
     # the state is as rich as intended: each field differs from its default somewhere
@@ -82,13 +82,16 @@ def test_a_rebuild_of_a_committed_state_gives_back_every_field_of_every_live_age
     assert len(by_id["g2"][5]) == 3 and by_id["g2"][15] == "c2"
     assert by_id["orphan"][15] == "gone" and by_id["s1"][9] is True
     assert len(by_id["late"][5]) == 3 and by_id["late"][15] == "root"
-    assert set(svc._grace) == {by_id["c1"][6][0], by_id["s1"][6][0]}
+    assert set(svc.scheduler._grace) == {by_id["c1"][6][0], by_id["s1"][6][0]}
 
-    svc.rebuild()
+    svc.recovery.rebuild()
 
     assert view(core) == before
-    assert svc.closing == {"solo": svc.closing["solo"]} and len(svc.closing["solo"]) == 1
-    assert set(svc._grace) == {by_id["c1"][6][0], by_id["s1"][6][0]}
+    assert (
+        svc.agents.closing == {"solo": svc.agents.closing["solo"]}
+        and len(svc.agents.closing["solo"]) == 1
+    )
+    assert set(svc.scheduler._grace) == {by_id["c1"][6][0], by_id["s1"][6][0]}
     # the report rate window survived: c1's second report this minute is delivered quietly
     core.notes.clear()
     core.report("c1", "second")
@@ -97,9 +100,9 @@ def test_a_rebuild_of_a_committed_state_gives_back_every_field_of_every_live_age
     # the waiting close of the last commit completes when s1's turn ends
     core.end("s1", "aborted")
     assert closed == ["solo"]
-    assert svc.registry.get("solo") is None
+    assert svc.agents.registry.get("solo") is None
     # the held root still holds its input; c1's grace timer (armed once) still force-ends it
-    svc.followup("caller", "for the client")
+    svc.host.followup("caller", "for the client")
     assert core.take("turn/start", "caller") == []
     assert core.timers.fire_all() == 1
     assert turn_ends(core, "c1")[-1] == {
@@ -129,18 +132,18 @@ def test_a_rebuild_after_a_lost_group_undoes_its_interrupts_ends_departures_and_
     core.end("ended", "aborted")  # cancels ended's timer
     core.end("f", "completed", "done")  # f settles: it leaves
     left: list[str] = []
-    svc.close_root("solo", lambda: left.append("solo"))  # leaves at once
-    svc.close_root("solo2", lambda: left.append("solo2"))  # waits for s2
+    svc.host.close_root("solo", lambda: left.append("solo"))  # leaves at once
+    svc.host.close_root("solo2", lambda: left.append("solo2"))  # waits for s2
     assert left == ["solo"]
-    assert svc.registry.get("f") is None and svc.registry.get("solo") is None
+    assert svc.agents.registry.get("f") is None and svc.agents.registry.get("solo") is None
 
-    svc.rebuild()
+    svc.recovery.rebuild()
 
     assert view(core) == before  # f and solo are back, derived fields read from storage
     f = next(row for row in view(core) if row[0] == "f")
     assert (f[13], f[14]) == (False, frozenset({"report"}))
-    assert svc.closing == {}
-    assert set(svc._grace) == {turns["ended"]}
+    assert svc.agents.closing == {}
+    assert set(svc.scheduler._grace) == {turns["ended"]}
     # exactly the interrupted turn is force-ended, after a full grace period armed again
     assert core.timers.fire_all() == 1
     assert turn_ends(core, "ended") == [
@@ -150,10 +153,10 @@ def test_a_rebuild_after_a_lost_group_undoes_its_interrupts_ends_departures_and_
     assert core.turn("s2") == turns["s2"]
     # the lost close is forgotten: s2's end does not drain solo2, whose waiter never runs
     core.end("s2")
-    assert svc.registry.get("solo2") is not None and left == ["solo"]
+    assert svc.agents.registry.get("solo2") is not None and left == ["solo"]
     # solo, back from a departure lost with the group, is not held: its input starts a turn
     core.notes.clear()
-    svc.followup("solo", "hello")
+    svc.host.followup("solo", "hello")
     assert core.texts_of_turns("solo") == [["hello"]]
 
 
@@ -161,8 +164,12 @@ def test_a_rebuild_with_nothing_live_leaves_the_registry_empty_and_the_engine_wo
     core = CoreHost()
     core.svc.commit()
     core.open("root")  # lost
-    core.svc.rebuild()
-    assert len(core.svc.registry) == 0 and core.svc.closing == {} and core.svc._grace == {}
+    core.svc.recovery.rebuild()
+    assert (
+        len(core.svc.agents.registry) == 0
+        and core.svc.agents.closing == {}
+        and core.svc.scheduler._grace == {}
+    )
     core.open("root")
     core.spawn("root", "c1")
     assert core.status("c1") == "running"

@@ -139,10 +139,10 @@ def test_ids_stored_by_an_older_version_are_escaped_in_every_text_the_model_read
     core.store.conn.execute("UPDATE sessions SET id = 'c\nX' WHERE id = 'c1'")
     core.store.conn.execute("UPDATE descriptors SET session_id = 'c\nX' WHERE session_id = 'c1'")
     core.store.conn.execute("UPDATE inbox SET session_id = 'c\nX' WHERE session_id = 'c1'")
-    agent = core.svc.registry.get("c1")
-    core.svc.registry.remove(agent)
+    agent = core.svc.agents.registry.get("c1")
+    core.svc.agents.registry.remove(agent)
     agent.agent_id = "c\nX"
-    core.svc.registry.add(agent)
+    core.svc.agents.registry.add(agent)
     assert core.list("root").text == "c\\nX [running] — task"
     core.report("c\nX", "found")
     report = core.take("turn/start", "root")[0]["messages"][0]
@@ -252,10 +252,10 @@ def two_trees(svc) -> None:
     start-up transaction (InProcessServer's `prepare`), never from the test's thread."""
     from subagentd.schema.host_methods import OpenParams, SpawnParams
 
-    svc.open(OpenParams(agent_id="rootA"))
-    svc.spawn(SpawnParams(caller="rootA", child_id="a1", label="secret", prompt="p"))
-    svc.spawn(SpawnParams(caller="root", child_id="c1", label="mine", prompt="p"))
-    svc.spawn(SpawnParams(caller="c1", child_id="g1", label="deep", prompt="p"))
+    svc.host.open(OpenParams(agent_id="rootA"))
+    svc.host.spawn(SpawnParams(caller="rootA", child_id="a1", label="secret", prompt="p"))
+    svc.host.spawn(SpawnParams(caller="root", child_id="c1", label="mine", prompt="p"))
+    svc.host.spawn(SpawnParams(caller="c1", child_id="g1", label="deep", prompt="p"))
 
 
 def test_a_confined_connection_acts_only_for_its_caller_and_live_agents_below_it(make_server):

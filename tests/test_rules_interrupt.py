@@ -106,7 +106,7 @@ def test_queued_messages_stay_parked_until_the_next_send(tree):
     tree.end("c2", "aborted")
     assert tree.take("turn/start", "c2") == []
     assert tree.status("c2") == "idle"
-    info = tree.svc.get("c2")
+    info = tree.svc.records.get("c2")
     assert (info.queued, info.parked) == (0, 2)
     tree.send("root", "c2", "newest")
     assert tree.texts_of_turns("c2") == [["first queued"]]
@@ -117,11 +117,11 @@ def test_queued_messages_stay_parked_until_the_next_send(tree):
 
 def test_message_states_follow_parking(tree):
     queued = tree.send("root", "c2", "waiting").message_id
-    assert tree.svc.get_message(queued).state == "queued"
+    assert tree.svc.records.get_message(queued).state == "queued"
     tree.interrupt("root", "c2")
-    assert tree.svc.get_message(queued).state == "parked"
+    assert tree.svc.records.get_message(queued).state == "parked"
     tree.send("root", "c2", "unpark")
-    assert tree.svc.get_message(queued).state == "queued"
+    assert tree.svc.records.get_message(queued).state == "queued"
 
 
 def test_interrupted_child_with_nothing_left_settles_and_parent_is_told(tree):
@@ -154,7 +154,7 @@ def test_interrupted_turn_the_host_never_ends_is_force_ended_after_grace(tree):
     assert tree.status("c2") == "running"
     assert tree.timers.fire_all() == 1
     assert tree.status("c2") == "ready"
-    events = tree.svc.read_transcript("c2", None, None).events
+    events = tree.svc.records.read_transcript("c2", None, None).events
     end = [e for e in events if e.type == "turn_end"][-1]
     assert end.data["reason"] == "aborted" and end.data["cause"] == "interrupt-timeout"
 

@@ -14,7 +14,7 @@ C1_STOPPED = "Background subagent c1 was stopped before it finished."
 
 
 def states(core: CoreHost, *message_ids: str) -> list[str]:
-    return [core.svc.get_message(m).state for m in message_ids]
+    return [core.svc.records.get_message(m).state for m in message_ids]
 
 
 def parked_flag(core: CoreHost, agent_id: str) -> bool:
@@ -77,7 +77,7 @@ def test_a_quiet_report_wakes_nothing_and_keeps_the_parking():
 
 def test_a_host_followup_to_a_parked_live_agent_unparks_it(parked_c1):
     core, held = parked_c1
-    followup = core.svc.followup("c1", "from the host").message_id
+    followup = core.svc.host.followup("c1", "from the host").message_id
     assert core.texts_of_turns("c1") == [["held"]]
     assert states(core, followup) == ["queued"]
 
@@ -106,7 +106,7 @@ def test_a_second_interrupt_while_unparked_messages_drain_parks_the_rest():
     core.end("c2", "aborted")
     assert core.take("turn/start", "c2") == []
     assert core.status("c2") == "idle"
-    core.svc.followup("c2", "wake")
+    core.svc.host.followup("c2", "wake")
     assert core.texts_of_turns("c2") == [["second"]]
     core.end("c2")
     core.end("c2")
@@ -140,10 +140,10 @@ def test_settling_clears_the_parked_flag():
     core.end("c2", "aborted")
     assert parked_flag(core, "c2") is True
     assert core.status("c2") == "idle"  # the parked message keeps it resident
-    core.svc.cancel_message(held)
+    core.svc.host.cancel_message(held)
     assert core.take("agent/settled", "c2") == [{"agent_id": "c2", "reason": "aborted"}]
     assert parked_flag(core, "c2") is False
-    assert (core.svc.get("c2").queued, core.svc.get("c2").parked) == (0, 0)
+    assert (core.svc.records.get("c2").queued, core.svc.records.get("c2").parked) == (0, 0)
 
 
 def test_a_closing_drain_keeps_parked_messages_parked_for_the_next_activation():
@@ -153,7 +153,7 @@ def test_a_closing_drain_keeps_parked_messages_parked_for_the_next_activation():
     core.interrupt("root", "c2")
     core.end("c2", "aborted")
     closed = []
-    core.svc.close_root("root", lambda: closed.append(True))
+    core.svc.host.close_root("root", lambda: closed.append(True))
     core.end("g1", "aborted")
     core.end("c1", "aborted")
     assert closed == [True]
@@ -190,7 +190,7 @@ def test_a_cold_resume_reads_the_stored_parked_flag_and_runs_parked_messages_fir
     second = CoreHost(store=SqliteStore(path), owner_alive=lambda owner: False)
     assert second.status("c2") == "ready"
     assert parked_flag(second, "c2") is True
-    assert (second.svc.get("c2").queued, second.svc.get("c2").parked) == (0, 2)
+    assert (second.svc.records.get("c2").queued, second.svc.records.get("c2").parked) == (0, 2)
     second.open("root")
     second.end("root")  # the crash notice about c2
     second.notes.clear()
@@ -203,17 +203,17 @@ def test_a_cold_resume_reads_the_stored_parked_flag_and_runs_parked_messages_fir
     assert states(second, new) == ["claimed"]
     second.end("c2")
     assert second.take("agent/settled", "c2") == [{"agent_id": "c2", "reason": "completed"}]
-    assert (second.svc.get("c2").queued, second.svc.get("c2").parked) == (0, 0)
+    assert (second.svc.records.get("c2").queued, second.svc.records.get("c2").parked) == (0, 0)
 
 
 def test_a_followup_to_a_ready_parked_agent_unparks_its_stored_inbox(tmp_path):
     path = str(tmp_path / "ready.db")
     crashed_with_parked_child(path)
     second = CoreHost(store=SqliteStore(path), owner_alive=lambda owner: False)
-    followup = second.svc.followup("c2", "from the host").message_id
+    followup = second.svc.host.followup("c2", "from the host").message_id
     assert second.status("c2") == "ready"  # not resumed
     assert parked_flag(second, "c2") is False
-    assert (second.svc.get("c2").queued, second.svc.get("c2").parked) == (3, 0)
+    assert (second.svc.records.get("c2").queued, second.svc.records.get("c2").parked) == (3, 0)
     assert states(second, followup) == ["queued"]
 
 
@@ -223,10 +223,10 @@ def test_crash_recovery_notice_to_a_parked_non_live_parent_keeps_its_parked_orde
     path = str(tmp_path / "parent.db")
     first = CoreHost(store=SqliteStore(path))
     first.open("root")
-    first.svc.begin_turn("root", ["work"])
+    first.svc.host.begin_turn("root", ["work"])
     first.spawn("root", "c1")
-    held = first.svc.followup("root", "held for root").message_id
-    assert first.svc.host_interrupt("root").accepted is True
+    held = first.svc.host.followup("root", "held for root").message_id
+    assert first.svc.host.host_interrupt("root").accepted is True
     first.end("root", "aborted")
     assert states(first, held) == ["parked"]
     first.store.commit()
@@ -234,7 +234,7 @@ def test_crash_recovery_notice_to_a_parked_non_live_parent_keeps_its_parked_orde
 
     second = CoreHost(store=SqliteStore(path), owner_alive=lambda owner: False)
     assert parked_flag(second, "root") is False  # unparked by the notice
-    assert (second.svc.get("root").queued, second.svc.get("root").parked) == (2, 0)
+    assert (second.svc.records.get("root").queued, second.svc.records.get("root").parked) == (2, 0)
     second.open("root")
     assert second.texts_of_turns("root") == [["held for root"]]
     second.end("root")
@@ -247,7 +247,7 @@ def test_interrupting_a_target_being_disposed_is_a_no_op():
     core = CoreHost.with_tree()
     waiting = core.send("root", "c2", "waiting").message_id
     closed = []
-    core.svc.close_root("root", lambda: closed.append(True))
+    core.svc.host.close_root("root", lambda: closed.append(True))
     [stop] = core.take("turn/interrupt", "c2")
     assert stop["cause"] == {"kind": "shutdown"}
     core.notes.clear()
@@ -260,7 +260,7 @@ def test_interrupting_a_target_being_disposed_is_a_no_op():
     assert core.take("turn/interrupt") == []
     assert states(core, waiting) == ["queued"]  # a drain parks nothing
     assert parked_flag(core, "c2") is False
-    events = [e.type for e in core.svc.read_transcript("c2", None, None).events]
+    events = [e.type for e in core.svc.records.read_transcript("c2", None, None).events]
     assert events.count("interrupt") == 1  # only the shutdown's
-    host = core.svc.host_interrupt("c2")
+    host = core.svc.host.host_interrupt("c2")
     assert (host.accepted, host.previous_status) == (False, "running")

@@ -92,7 +92,7 @@ def test_live_agents_in_the_process_are_bounded_for_the_host_too():
     core = CoreHost(max_live=2)
     core.open("root")
     core.spawn("root", "c1")
-    error = refused(core, core.svc.open, OpenParams(agent_id="second"))
+    error = refused(core, core.svc.host.open, OpenParams(agent_id="second"))
     assert error.message == (
         "subagentd already runs 2 live agents (its limit); wait until some of them finish"
     )
@@ -115,7 +115,9 @@ def test_waiting_messages_per_inbox_are_bounded_for_send_message_followup_and_re
         " wait until it has taken some"
     )
     assert error.data == {"reason": "max-queued", "quota": "max-queued", "limit": 2}
-    assert refused(core, core.svc.followup, "c1", "from the host").data["quota"] == "max-queued"
+    assert (
+        refused(core, core.svc.host.followup, "c1", "from the host").data["quota"] == "max-queued"
+    )
     core.end("c1")  # takes "one": room for one more
     core.send("root", "c1", "three")
     # the parent's inbox bounds reports delivered as wakeups: c1 runs "one", two are waiting
@@ -129,20 +131,20 @@ def test_settlement_notices_are_never_refused_by_the_inbox_quota():
     core.open("root")
     core.spawn("root", "c1")
     core.spawn("root", "c2")
-    core.svc.followup("root", "busy")  # root runs it
+    core.svc.host.followup("root", "busy")  # root runs it
     core.end("c1")
     core.end("c2")
-    assert core.svc.get("root").queued == 2  # both notices wait, past the limit of 1
+    assert core.svc.records.get("root").queued == 2  # both notices wait, past the limit of 1
 
 
 @pytest.mark.parametrize(
     ("action", "what"),
     [
         (lambda core, text: core.send("root", "c1", text), "message not delivered: the message"),
-        (lambda core, text: core.svc.followup("c1", text), "the message"),
+        (lambda core, text: core.svc.host.followup("c1", text), "the message"),
         (lambda core, text: core.report("c1", text), "report not delivered: the report"),
         (lambda core, text: core.spawn("root", "c2", prompt=text), "the prompt"),
-        (lambda core, text: core.svc.begin_turn("root", ["ok", text]), "a message"),
+        (lambda core, text: core.svc.host.begin_turn("root", ["ok", text]), "a message"),
         (lambda core, text: core.end("c1", "completed", text), "the output"),
     ],
 )
@@ -178,7 +180,7 @@ def test_labels_are_bounded_in_utf8_bytes_for_spawn_and_open():
         "the label is 9 bytes, over the limit of 8 bytes; it was not accepted, make it shorter"
     )
     assert error.data == {"reason": "max-label-bytes", "quota": "max-label-bytes", "limit": 8}
-    assert refused(core, core.svc.open, OpenParams(agent_id="r2", label="€€€")).data == {
+    assert refused(core, core.svc.host.open, OpenParams(agent_id="r2", label="€€€")).data == {
         "reason": "max-label-bytes",
         "quota": "max-label-bytes",
         "limit": 8,
@@ -221,7 +223,7 @@ def test_database_size_bound_refuses_model_driven_writes_but_not_turn_ends():
     error = refused(core, core.spawn, "root", "c1")
     assert error.message == "the database reached its size limit of 1 bytes; nothing was stored"
     assert error.data == {"reason": "max-db-bytes", "quota": "max-db-bytes", "limit": 1}
-    assert refused(core, core.svc.followup, "root", "hi").data["quota"] == "max-db-bytes"
+    assert refused(core, core.svc.host.followup, "root", "hi").data["quota"] == "max-db-bytes"
 
 
 def test_zero_turns_a_quota_off():

@@ -75,7 +75,7 @@ def test_quiet_delivery_injects_without_starting_a_turn():
         "Background subagent g1 reported:",
         "quietly",
     ]
-    events = core.svc.read_transcript("c1", None, None).events
+    events = core.svc.records.read_transcript("c1", None, None).events
     assert any(e.type == "message" and e.data["message_id"] == result.message_id for e in events)
 
 
@@ -97,8 +97,8 @@ def test_one_shot_child_cannot_report():
     core.spawn("root", "once", mode="one-shot")
     error = core.refusal(core.report, "once", "x")
     assert error.message == 'agent "once" is not a live continuable subagent and cannot report'
-    assert not core.svc.can_report("once", None)
-    assert core.svc.can_report("g1", None)
+    assert not core.svc.tools.can_report("once", None)
+    assert core.svc.tools.can_report("g1", None)
 
 
 def test_report_to_a_parent_that_is_not_live_is_refused():
@@ -116,7 +116,7 @@ def test_report_to_a_parent_that_is_not_live_is_refused():
 
 def test_report_from_an_activation_being_disposed_is_refused():
     core = tree()
-    core.svc.close_root("root", lambda: None)
+    core.svc.host.close_root("root", lambda: None)
     error = core.refusal(core.report, "g1", "x")
     assert (error.code, error.message) == (
         Code.ACTIVATION_CLOSING,
@@ -127,6 +127,6 @@ def test_report_from_an_activation_being_disposed_is_refused():
 def test_report_is_recorded_in_the_childs_transcript():
     core = tree()
     result = core.report("g1", "noted")
-    events = core.svc.read_transcript("g1", None, None).events
+    events = core.svc.records.read_transcript("g1", None, None).events
     [report] = [e for e in events if e.type == "report"]
     assert report.data == {"message_id": result.message_id, "output": "noted"}

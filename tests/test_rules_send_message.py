@@ -17,7 +17,7 @@ def test_parent_send_to_running_child_is_queued_as_its_next_turn(tree):
     assert tree.texts_of_turns("c1") == []  # never redirects the running turn
     tree.end("c1")
     assert tree.texts_of_turns("c1") == [["second task"]]
-    assert tree.svc.get_message(result.message_id).state == "claimed"
+    assert tree.svc.records.get_message(result.message_id).state == "claimed"
 
 
 def test_each_queued_message_is_its_own_turn_in_fifo_order(tree):
@@ -111,7 +111,7 @@ def test_stale_activation_is_refused_for_a_live_child(tree):
 
 
 def test_current_activation_is_accepted(tree):
-    activation = tree.svc.registry.get("root").activation_id
+    activation = tree.svc.agents.registry.get("root").activation_id
     assert tree.send("root", "c1", activation=activation).text.startswith("message queued")
 
 
@@ -137,10 +137,10 @@ def test_ready_child_is_cold_resumed_with_its_descriptor(tree):
 
 
 def test_cold_resume_gets_a_new_activation(tree):
-    first = tree.svc.registry.get("c2").activation_id
+    first = tree.svc.agents.registry.get("c2").activation_id
     settle(tree, "c2")
     tree.send("root", "c2")
-    assert tree.svc.registry.get("c2").activation_id != first
+    assert tree.svc.agents.registry.get("c2").activation_id != first
 
 
 def test_stale_caller_to_ready_child_is_refused(tree):
@@ -182,7 +182,7 @@ def test_live_one_shot_child_is_refused_too(tree):
 
 def test_ordinary_fork_session_cannot_be_resumed(tree):
     tree.open("fork", parent_id="root")
-    tree.svc.close_root("fork", lambda: None)
+    tree.svc.host.close_root("fork", lambda: None)
     error = tree.refusal(tree.send, "root", "fork")
     assert (error.code, error.message) == (Code.NOT_RESUMABLE, NOT_RESUMABLE.format(id="fork"))
 
@@ -211,7 +211,7 @@ def test_child_with_broken_descriptor_cannot_be_resumed(tree, body):
 
 def test_messages_queued_before_a_cold_resume_run_first_in_order(tree):
     settle(tree, "c2")
-    tree.svc.followup(
+    tree.svc.host.followup(
         "c2", "queued while ready"
     )  # host-authority message: durable, does not resume
     assert tree.status("c2") == "ready"
@@ -222,7 +222,7 @@ def test_messages_queued_before_a_cold_resume_run_first_in_order(tree):
 
 
 def test_send_below_a_closing_root_is_refused_as_draining(tree):
-    tree.svc.close_root("root", lambda: None)
+    tree.svc.host.close_root("root", lambda: None)
     error = tree.refusal(tree.send, "c1", "g1")
     assert error.code == Code.DRAINING
     assert error.message == (
@@ -232,7 +232,7 @@ def test_send_below_a_closing_root_is_refused_as_draining(tree):
 
 
 def test_send_during_shutdown_is_refused_as_draining(tree):
-    tree.svc.shutdown(lambda: None)
+    tree.svc.settlement.shutdown(lambda: None)
     error = tree.refusal(tree.send, "root", "c1")
     assert error.code == Code.DRAINING
     assert error.message == (

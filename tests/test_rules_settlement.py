@@ -65,7 +65,7 @@ def test_a_child_does_not_settle_while_its_own_child_is_live():
 def test_roots_never_settle():
     core = CoreHost()
     core.open("root")
-    core.svc.begin_turn("root", ["hello"])
+    core.svc.host.begin_turn("root", ["hello"])
     core.end("root")
     assert core.status("root") == "idle"
     assert core.take("agent/settled") == []
@@ -92,7 +92,7 @@ def test_closing_a_root_drains_running_descendants_and_records_their_notices():
     core.end("c2")  # root now runs the notice turn for c2
     core.take("turn/start")
     closed = []
-    core.svc.close_root("root", lambda: closed.append(True))
+    core.svc.host.close_root("root", lambda: closed.append(True))
     interrupts = core.take("turn/interrupt")
     assert sorted(n["agent_id"] for n in interrupts) == ["c1", "g1", "root"]
     assert all(n["cause"] == {"kind": "shutdown"} for n in interrupts)
@@ -101,9 +101,9 @@ def test_closing_a_root_drains_running_descendants_and_records_their_notices():
     assert closed == []
     core.end("c1", "aborted")
     assert closed == [True]
-    assert core.svc.registry.get("root") is None
+    assert core.svc.agents.registry.get("root") is None
     assert core.take("turn/start") == []  # notices to closing parents are recorded, not woken
-    events = core.svc.read_transcript("c1", None, None).events
+    events = core.svc.records.read_transcript("c1", None, None).events
     assert any(e.type == "notice" for e in events)
 
 
@@ -112,7 +112,7 @@ def test_closing_drain_force_ends_turns_the_host_never_ends():
     core.open("root")
     core.spawn("root", "c1")
     closed = []
-    core.svc.close_root("root", lambda: closed.append(True))
+    core.svc.host.close_root("root", lambda: closed.append(True))
     assert core.timers.fire_all() == 1
     assert closed == [True]
 
@@ -128,7 +128,7 @@ def test_open_turns_at_a_crash_are_ended_with_error_and_the_parent_is_told(tmp_p
 
     # the first process is gone: its leases no longer hold anything live
     second = CoreHost(store=SqliteStore(path), owner_alive=lambda owner: False)
-    events = second.svc.read_transcript("c1", None, None).events
+    events = second.svc.records.read_transcript("c1", None, None).events
     end = [e for e in events if e.type == "turn_end"][-1]
     assert end.data["reason"] == "error" and end.data["cause"] == "crash"
     assert second.status("c1") == "ready"

@@ -72,12 +72,12 @@ def test_only_the_most_recent_window_of_commits_is_kept():
 
 def test_stats_combine_the_database_with_this_process(monkeypatch):
     core = CoreHost.with_tree()  # root, stranger, c1 -> g1, c2: all live; c1, c2, g1 running
+    core.svc.commit()  # before the recorder is swapped in: it holds exactly the figures below
     recorder = CommitRecorder()
     recorder.count = 7
     recorder.recent = deque([0.1234567, 0.0012345, 0.0012346, 0.004])
     monkeypatch.setattr(commits, "COMMITS", recorder)
     monkeypatch.setattr("subagentd.core.service.COMMITS", recorder)
-    core.svc.commit()
     figures = core.svc.stats()
     assert figures.live_here == 5
     assert figures.commits == 7

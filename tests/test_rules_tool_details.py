@@ -143,13 +143,13 @@ def test_report_is_offered_only_to_the_current_activation_of_a_continuable_child
     core = CoreHost()
     core.open("root")
     core.spawn("root", "c1")
-    activation = core.svc.registry.get("c1").activation_id
+    activation = core.svc.agents.registry.get("c1").activation_id
     every = ("send_message", "interrupt_agent", "list_agents", "report")
-    assert core.svc.offered_tools("c1", None) == every
-    assert core.svc.offered_tools("c1", activation) == every
-    assert core.svc.offered_tools("c1", "an-older-activation") == every[:3]
-    assert core.svc.offered_tools("root", None) == every[:3]
-    assert core.svc.offered_tools(None, None) == every[:3]
+    assert core.svc.tools.offered_tools("c1", None) == every
+    assert core.svc.tools.offered_tools("c1", activation) == every
+    assert core.svc.tools.offered_tools("c1", "an-older-activation") == every[:3]
+    assert core.svc.tools.offered_tools("root", None) == every[:3]
+    assert core.svc.tools.offered_tools(None, None) == every[:3]
 
 
 # --- report: the inbox bound applies only to wakeups, the event names the turn ---------------
@@ -160,15 +160,15 @@ def parent_with_one_waiting(**settings) -> CoreHost:
     core = CoreHost(max_queued=1, **settings)
     core.open("root")
     core.spawn("root", "c1")
-    core.svc.begin_turn("root", None)
-    core.svc.followup("root", "waiting")
+    core.svc.host.begin_turn("root", None)
+    core.svc.host.followup("root", "waiting")
     return core
 
 
 def test_a_quiet_report_is_not_bounded_by_the_parents_inbox_but_a_wakeup_is():
     core = parent_with_one_waiting(report_delivery="quiet")
     message_id = core.report("c1", "fyi").message_id
-    assert core.svc.get_message(message_id).state == "claimed"
+    assert core.svc.records.get_message(message_id).state == "claimed"
     core = parent_with_one_waiting()
     error = core.refusal(core.report, "c1", "fyi")
     assert error.message == (
@@ -186,7 +186,7 @@ def test_the_report_event_names_the_open_turn_or_none_between_turns():
     first = core.report("c1", "while running").message_id
     core.end("c1")  # idle: g1 keeps it resident
     second = core.report("c1", "between turns").message_id
-    events = core.svc.read_transcript("c1", None, None).events
+    events = core.svc.records.read_transcript("c1", None, None).events
     assert [(e.turn_id, e.data) for e in events if e.type == "report"] == [
         (turn, {"message_id": first, "output": "while running"}),
         (None, {"message_id": second, "output": "between turns"}),
@@ -204,20 +204,20 @@ def test_a_childs_tool_filter_binds_it_live_and_when_it_is_not_live():
     offered = ("send_message", "interrupt_agent")
     # live: the filter its activation holds, even when the stored descriptor becomes unreadable
     core.store.conn.execute("UPDATE descriptors SET body = '{' WHERE session_id = 'c1'")
-    assert core.refusal(core.svc.check_tool_allowed, "c1", "list_agents").message == refusal
-    assert core.svc.offered_tools("c1", None) == (*offered, "report")
+    assert core.refusal(core.svc.tools.check_tool_allowed, "c1", "list_agents").message == refusal
+    assert core.svc.tools.offered_tools("c1", None) == (*offered, "report")
     core.store.conn.execute(
         "UPDATE descriptors SET body = ? WHERE session_id = 'c1'",
         ('{"version":1,"mode":"continuable","label":"t","tool_filter":{"deny":["list_agents"]}}',),
     )
     core.end("c1")  # settles: not live, its descriptor decides
     assert core.status("c1") == "ready"
-    error = core.refusal(core.svc.check_tool_allowed, "c1", "list_agents")
+    error = core.refusal(core.svc.tools.check_tool_allowed, "c1", "list_agents")
     assert (error.code, error.message) == (Code.UNAUTHORIZED, refusal)
-    core.svc.check_tool_allowed("c1", "send_message")
-    assert core.svc.offered_tools("c1", None) == offered
-    core.svc.check_tool_allowed("root", "list_agents")  # an ordinary session has no filter
-    core.svc.check_tool_allowed("nobody", "list_agents")
+    core.svc.tools.check_tool_allowed("c1", "send_message")
+    assert core.svc.tools.offered_tools("c1", None) == offered
+    core.svc.tools.check_tool_allowed("root", "list_agents")  # an ordinary session has no filter
+    core.svc.tools.check_tool_allowed("nobody", "list_agents")
 
 
 # --- send_message: admission is checked against the target's tree too ------------------------
@@ -225,7 +225,7 @@ def test_a_childs_tool_filter_binds_it_live_and_when_it_is_not_live():
 
 def test_a_send_into_a_closing_tree_is_refused_as_draining_whoever_sends_it():
     core = CoreHost.with_tree()
-    core.svc.close_root("root", lambda: None)
+    core.svc.host.close_root("root", lambda: None)
     error = core.refusal(core.send, "stranger", "c1")  # caller's own tree is open
     assert (error.code, error.message) == (
         Code.DRAINING,
@@ -246,7 +246,7 @@ def test_a_send_to_a_draining_child_live_in_another_process_is_refused_as_draini
     second = process(path, clock, "p2")
     step(first, first.open, "root")
     step(first, first.spawn, "root", "c1")
-    step(first, first.svc.close_root, "root", lambda: None)  # c1's turn keeps both draining
+    step(first, first.svc.host.close_root, "root", lambda: None)  # c1's turn keeps both draining
     with second.svc.transaction():
         second.store.conn.execute("DELETE FROM leases WHERE session_id = 'root'")
     second.svc.commit()
@@ -271,7 +271,7 @@ def test_a_cold_resume_checks_the_message_size_and_the_stored_inbox():
     core.send("root", "c1", "queued")
     core.interrupt("root", "c1")
     core.end("c1", "aborted")  # idle, holding "queued" parked
-    core.svc.close_root("root", lambda: None)  # c1 leaves with it: ready, one message stored
+    core.svc.host.close_root("root", lambda: None)  # c1 leaves with it: ready, one message stored
     core.open("root")
     assert core.status("c1") == "ready"
     error = core.refusal(core.send, "root", "c1", "123456789")
@@ -393,9 +393,9 @@ def test_the_database_bound_refuses_from_the_limit_itself():
     core.open("root")
     size = core.store.size_bytes()
     core.svc.settings.max_db_bytes = size + 1
-    core.svc.followup("root", "below the limit: stored")
+    core.svc.host.followup("root", "below the limit: stored")
     core.svc.settings.max_db_bytes = core.store.size_bytes()
-    error = core.refusal(core.svc.followup, "root", "at the limit")
+    error = core.refusal(core.svc.host.followup, "root", "at the limit")
     assert error.message == (
         f"the database reached its size limit of {core.store.size_bytes()} bytes; nothing was stored"
     )

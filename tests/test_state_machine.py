@@ -275,7 +275,7 @@ class SchedulingMachine(RuleBasedStateMachine):
         )
         agent.queue.pop(0)
         agent.turn = params["turn_id"]
-        assert params["activation_id"] == self.core.svc.registry.get(agent.id).activation_id
+        assert params["activation_id"] == self.core.svc.agents.registry.get(agent.id).activation_id
 
     def on_settled(self, agent: Agent, reason: str) -> None:
         assert agent.live, f"agent/settled for {agent.id}, which is not live"
@@ -369,7 +369,9 @@ class SchedulingMachine(RuleBasedStateMachine):
         if end_it and one_shot.turn is not None:
             params = TurnEndParams(agent_id=one_shot.id, turn_id=one_shot.turn, reason="completed")
             self.end_model_turn(one_shot, "completed")
-            self.expect(self.step(self.core.svc.finish_turn, params), True, f"turns/end {params}")
+            self.expect(
+                self.step(self.core.svc.host.finish_turn, params), True, f"turns/end {params}"
+            )
 
     def spawn_by(self, caller: Agent, one_shot: bool) -> None:
         child_id = self.fresh("c")
@@ -389,7 +391,7 @@ class SchedulingMachine(RuleBasedStateMachine):
         params = SpawnParams(
             caller=caller.id, child_id=child_id, label="task", prompt=prompt, mode=mode
         )
-        self.expect(self.step(self.core.svc.spawn, params), allowed, f"spawn {params}")
+        self.expect(self.step(self.core.svc.host.spawn, params), allowed, f"spawn {params}")
 
     def senders(self) -> list[str]:
         return sorted(
@@ -525,7 +527,7 @@ class SchedulingMachine(RuleBasedStateMachine):
             output=self.fresh("out-") if with_output else None,
         )
         self.end_model_turn(agent, reason)
-        self.expect(self.step(self.core.svc.finish_turn, params), True, f"turns/end {params}")
+        self.expect(self.step(self.core.svc.host.finish_turn, params), True, f"turns/end {params}")
 
     @precondition(lambda self: self.agents)
     @rule(data=st.data())
@@ -535,7 +537,7 @@ class SchedulingMachine(RuleBasedStateMachine):
         allowed = not self.draining(target) and self.inbox_has_room(target)
         if allowed:
             self.accept(target.id, text)
-        outcome = self.step(self.core.svc.followup, target.id, text)
+        outcome = self.step(self.core.svc.host.followup, target.id, text)
         self.expect(outcome, allowed, f"followup {target.id}")
 
     @rule()
@@ -564,7 +566,9 @@ class SchedulingMachine(RuleBasedStateMachine):
         def done(root_id: str = root.id) -> None:
             self.core.notes.append(("$closed", {"agent_id": root_id}))
 
-        self.expect(self.step(self.core.svc.close_root, root.id, done), True, f"close {root.id}")
+        self.expect(
+            self.step(self.core.svc.host.close_root, root.id, done), True, f"close {root.id}"
+        )
 
     @rule()
     def restart(self) -> None:
@@ -610,7 +614,7 @@ class SchedulingMachine(RuleBasedStateMachine):
     @invariant()
     def statuses_and_counts_match_the_model(self) -> None:
         for agent in self.agents.values():
-            info = self.core.svc.get(agent.id)
+            info = self.core.svc.records.get(agent.id)
             status = "running" if agent.turn else "idle" if agent.live else "ready"
             assert info.status == status, f"{agent.id}: service {info.status}, model {status}"
             waiting = len(agent.queue)
@@ -618,7 +622,7 @@ class SchedulingMachine(RuleBasedStateMachine):
             assert (info.queued, info.parked) == expected, (
                 f"{agent.id}: queued/parked {(info.queued, info.parked)}, model {expected}"
             )
-            live = self.core.svc.registry.get(agent.id)
+            live = self.core.svc.agents.registry.get(agent.id)
             assert (live is not None) == agent.live, f"{agent.id}: registry vs model"
             if live is not None:
                 assert (live.turn.turn_id if live.turn else None) == agent.turn
@@ -638,7 +642,7 @@ class SchedulingMachine(RuleBasedStateMachine):
                 "SELECT session_id, count(*) FROM inbox WHERE state = 'queued' GROUP BY session_id"
             ).fetchall()
         )
-        for live in self.core.svc.registry:
+        for live in self.core.svc.agents.registry:
             if live.turn is None and not live.disposing:
                 assert not waiting.get(live.agent_id), (
                     f"{live.agent_id} is live and idle with {waiting[live.agent_id]} waking"

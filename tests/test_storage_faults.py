@@ -322,7 +322,9 @@ class RebuildableMachine(SchedulingMachine):
     @invariant()
     def storage_holds_everything_the_registry_knows(self) -> None:
         svc = self.core.svc
-        assert live_view(list(svc.registry)) == stored_view(svc.store.live_agents(svc.owner))
+        assert live_view(list(svc.agents.registry)) == stored_view(
+            svc.store.live_agents(svc.agents.owner)
+        )
 
     @invariant()
     def a_rebuild_of_a_committed_state_changes_nothing(self) -> None:
@@ -331,11 +333,11 @@ class RebuildableMachine(SchedulingMachine):
         svc.commit()
 
         def full() -> list[tuple]:
-            extra = {a.agent_id: (a.owner_id, a.tools, a.held) for a in svc.registry}
-            return [(*row, extra[row[0]]) for row in live_view(list(svc.registry))]
+            extra = {a.agent_id: (a.owner_id, a.tools, a.held) for a in svc.agents.registry}
+            return [(*row, extra[row[0]]) for row in live_view(list(svc.agents.registry))]
 
         before = full()
-        svc.rebuild()
+        svc.recovery.rebuild()
         assert full() == before
 
 
@@ -559,11 +561,13 @@ def test_memory_agrees_with_storage_after_lost_groups_randomized(tmp_path, recor
             for note in host.drain_notifications():
                 model.noticed(note)
             faulty.plan = None
-            registry = list(service.registry)
-            assert live_view(registry) == stored_view(committed.live_agents(service.owner))
+            registry = list(service.agents.registry)
+            assert live_view(registry) == stored_view(committed.live_agents(service.agents.owner))
             interrupted = {a.turn.turn_id for a in registry if a.turn and a.turn.interrupted}
-            assert set(service._grace) == interrupted
-            assert all(service.registry.get(root).disposing for root in service.closing)
+            assert set(service.scheduler._grace) == interrupted
+            assert all(
+                service.agents.registry.get(root).disposing for root in service.agents.closing
+            )
             stored = set(
                 r[0] for r in committed.conn.execute("SELECT message_id FROM inbox").fetchall()
             )
@@ -778,7 +782,7 @@ def test_a_second_waiting_close_with_the_same_id_is_refused_and_the_first_is_ans
 
 
 def host_turn(server: InProcessServer, agent_id: str) -> str:
-    agent = server.service.registry.get(agent_id)
+    agent = server.service.agents.registry.get(agent_id)
     assert agent is not None and agent.turn is not None
     return agent.turn.turn_id
 
@@ -871,7 +875,7 @@ def test_a_rebuild_keeps_what_is_derived_not_stored_adoption_tool_filter_and_hel
     from subagentd.schema.messages import ToolFilter
 
     core = CoreHost()
-    core.svc.open(OpenParams(agent_id="root"), hold=True)
+    core.svc.host.open(OpenParams(agent_id="root"), hold=True)
     core.spawn("root", "once", mode="one-shot")
     core.spawn("once", "late", tool_filter=ToolFilter(allow=["report"]))
     core.svc.commit()
@@ -880,16 +884,16 @@ def test_a_rebuild_keeps_what_is_derived_not_stored_adoption_tool_filter_and_hel
     svc = core.svc
 
     def derived() -> dict[str, tuple]:
-        return {a.agent_id: (a.owner_id, a.tools, a.held) for a in svc.registry}
+        return {a.agent_id: (a.owner_id, a.tools, a.held) for a in svc.agents.registry}
 
     expected = {
         "root": (None, None, True),
         "late": ("root", frozenset({"report"}), False),
     }
     assert derived() == expected
-    svc.rebuild()  # a committed state: nothing may change
+    svc.recovery.rebuild()  # a committed state: nothing may change
     assert derived() == expected
-    assert svc.registry.has_live_children(svc.registry.get("root"))
+    assert svc.agents.registry.has_live_children(svc.agents.registry.get("root"))
 
     # a group that adopts is lost: the one-shot is back as late's owner
     core2 = CoreHost()
@@ -898,7 +902,7 @@ def test_a_rebuild_keeps_what_is_derived_not_stored_adoption_tool_filter_and_hel
     core2.spawn("once", "late")
     core2.svc.commit()
     core2.end("once", "completed", "done")  # not committed: the group is lost
-    assert core2.svc.registry.get("late").owner_id == "root"
-    core2.svc.rebuild()
-    assert core2.svc.registry.get("once") is not None
-    assert core2.svc.registry.get("late").owner_id == "once"
+    assert core2.svc.agents.registry.get("late").owner_id == "root"
+    core2.svc.recovery.rebuild()
+    assert core2.svc.agents.registry.get("once") is not None
+    assert core2.svc.agents.registry.get("late").owner_id == "once"

@@ -94,7 +94,7 @@ def test_the_whole_server_serves_a_host_on_every_anyio_backend(backend):
     to_server_r, to_server_w = os.pipe()
     from_server_r, from_server_w = os.pipe()
     service = Service(SqliteStore(":memory:"), emit=None, timers=None, settings=Settings())  # type: ignore[arg-type]
-    service.recover()
+    service.recovery.recover()
     service.commit()
     connection = Connection(
         service, FdReader(to_server_r), FdWriter(from_server_w), handle_signals=False, grace=1.0
@@ -127,7 +127,7 @@ def test_the_whole_server_serves_a_host_on_every_anyio_backend(backend):
     assert by_id[1]["result"]["serverInfo"]["name"] == "subagentd"
     assert set(by_id[2]["result"]) >= {"activation_id"}
     assert by_id[3] == {"jsonrpc": "2.0", "result": {}, "id": 3}
-    assert service.registry.get("root") is None  # stopped by the shutdown ...
+    assert service.agents.registry.get("root") is None  # stopped by the shutdown ...
     assert service.store.get_session("root") is not None  # ... and stored, committed
 
 

@@ -41,7 +41,7 @@ def open_default_caller(service: Any, agent_id: str) -> None:
     from subagentd.schema.host_methods import OpenParams
 
     try:
-        service.open(OpenParams(agent_id=agent_id), hold=True)
+        service.host.open(OpenParams(agent_id=agent_id), hold=True)
     except SubagentdError as exc:
         log.warning("--caller %s was not opened: %s", agent_id, exc.message)
 
@@ -164,7 +164,7 @@ def _load(opened: Any, options: dict[str, Any], settings: Any, loaded: dict[str,
             store, emit=lambda method, params: None, timers=no_timers, settings=settings
         )
         with service.transaction():
-            recovered = service.recover()
+            recovered = service.recovery.recover()
             if options["caller"]:
                 open_default_caller(service, options["caller"])
         service.commit()

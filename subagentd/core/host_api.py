@@ -1,18 +1,21 @@
-"""The trusted host API (PROTOCOL.md section 4): sessions, spawning, turns, transcripts, listings."""
+"""The trusted host API (PROTOCOL.md section 4): sessions, spawning, turns, inputs, interrupts."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import msgspec
 
 from subagentd.core import texts
-from subagentd.core.descriptors import DescriptorProblem, filtered_tools, parse_descriptor
-from subagentd.core.engine import Engine
+from subagentd.core.activation import Activator
+from subagentd.core.agents import Agents
+from subagentd.core.descriptors import filtered_tools
+from subagentd.core.host_records import HostRecords
 from subagentd.core.identifiers import check_new_id
-from subagentd.core.listing import project
+from subagentd.core.leases import Leases
 from subagentd.core.registry import KIND_OF_MODE, ORDINARY
+from subagentd.core.scheduling import Scheduler
+from subagentd.core.settlement import Settlement
 from subagentd.core.stamps import mint, now
 from subagentd.core.tools import draining_text
 from subagentd.errors import (
@@ -25,36 +28,44 @@ from subagentd.errors import (
     StateInvalidError,
 )
 from subagentd.schema.host_methods import (
-    AgentInfo,
-    Event,
     InterruptResult,
-    ListParams,
-    ListResult,
     MessageIdResult,
     MessageInfo,
     OpenParams,
     OpenResult,
     SpawnParams,
     SpawnResult,
-    StoredEvent,
-    TranscriptReadResult,
     TurnBeginResult,
     TurnEndParams,
 )
 from subagentd.schema.messages import DESCRIPTOR_VERSION, Descriptor, Message, Source, TextBlock
 from subagentd.schema.records import SessionRecord
 
-if TYPE_CHECKING:
-    from subagentd.schema.host_methods import AgentKind
-    from subagentd.schema.messages import Mode
-
 _encode = msgspec.json.encode
-MAX_PAGE = 1000
-MAX_PAGE_BYTES = 1024 * 1024  # transcript/read: event data per page (one event always fits)
 
 
-class HostApi(Engine):
+class HostApi:
     """Methods only the host may call; they bypass lineage rules but keep every state rule."""
+
+    def __init__(
+        self,
+        agents: Agents,
+        leases: Leases,
+        activator: Activator,
+        scheduler: Scheduler,
+        settlement: Settlement,
+        records: HostRecords,
+    ) -> None:
+        self.agents = agents
+        self.store = agents.store
+        self.registry = agents.registry
+        self.settings = agents.settings
+        self.quotas = agents.quotas
+        self.leases = leases
+        self.activator = activator
+        self.settlement = settlement
+        self.scheduler = scheduler
+        self.records = records
 
     def open(self, params: OpenParams, hold: bool = False) -> OpenResult:
         """Make an ordinary session live; `hold` (the --caller root) keeps its input queued for the
@@ -62,14 +73,14 @@ class HostApi(Engine):
         agent_id = mint() if params.agent_id is None else params.agent_id
         if self.registry.get(agent_id) is not None:
             raise StateInvalidError(f'agent "{agent_id}" is already live')
-        if self.shutting_down:
+        if self.agents.shutting_down:
             raise AdmissionDrainingError(texts.DRAINING_ALL)
         record = self.store.get_session(agent_id)
         if record is None:
             check_new_id("agent_id", agent_id)
             depth = 0
             if params.parent_id is not None:
-                depth = self.require_session(params.parent_id).depth + 1
+                depth = self.agents.require_session(params.parent_id).depth + 1
             self.quotas.text("the label", params.label, label=True)
             self.quotas.activation(params.parent_id)
             record = SessionRecord(
@@ -87,56 +98,32 @@ class HostApi(Engine):
             )
         else:
             self.quotas.activation(record.parent_id)
-        agent = self.activate(record.id, record.parent_id, ORDINARY, record.depth, record.parked)
+        agent = self.activator.activate(
+            record.id, record.parent_id, ORDINARY, record.depth, record.parked
+        )
         agent.held = hold
-        self.pump(agent)
+        self.scheduler.pump(agent)
         return OpenResult(agent_id=agent_id, activation_id=agent.activation_id)
 
     def close_root(self, agent_id: str, done: Callable[[], None]) -> None:
-        agent = self.require_live(agent_id)
+        agent = self.agents.require_live(agent_id)
         if agent.kind != ORDINARY:
             raise StateInvalidError(
                 f'agent "{agent_id}" is a subagent; subagents settle, only ordinary sessions are closed'
             )
-        self.close(agent, done)
-
-    def get(self, agent_id: str) -> AgentInfo:
-        record = self.require_session(agent_id)
-        kind, mode, label = self._kind(record)
-        queued, parked = self.store.inbox_counts(agent_id)
-        return AgentInfo(
-            agent_id=agent_id,
-            parent_id=record.parent_id,
-            kind=kind,
-            mode=mode,
-            label=label,
-            status=self.status_of(agent_id),
-            depth=record.depth,
-            created_at=record.created_at,
-            queued=queued,
-            parked=parked,
-        )
-
-    def _kind(self, record: SessionRecord) -> tuple[AgentKind, Mode | None, str | None]:
-        if record.kind != "subagent":
-            return "ordinary", None, record.label
-        try:
-            descriptor = parse_descriptor(self.store.get_descriptor(record.id))
-        except DescriptorProblem:
-            return "unknown", None, record.label
-        return descriptor.mode, descriptor.mode, descriptor.label
+        self.settlement.close(agent, done)
 
     def spawn(self, params: SpawnParams) -> SpawnResult:
         if params.child_id is not None:
             check_new_id("child_id", params.child_id)
-        caller = self.live_caller(params.caller, params.activation)
+        caller = self.agents.live_caller(params.caller, params.activation)
         if caller is None:
-            self.require_session(params.caller)
+            self.agents.require_session(params.caller)
             raise CallerUnauthorizedError(
                 f'spawning requires the exact live caller; agent "{params.caller}" is not live'
                 " or its activation is not current"
             )
-        root = self.draining_root(caller)
+        root = self.agents.draining_root(caller)
         if root is not None:
             raise AdmissionDrainingError(draining_text(root))
         if caller.disposing:
@@ -173,8 +160,8 @@ class HostApi(Engine):
             depth=depth,
         )
         self.store.insert_session(record, body, descriptor.mode)
-        self.record(child_id, None, "descriptor", descriptor)
-        child = self.activate(
+        self.agents.record(child_id, None, "descriptor", descriptor)
+        child = self.activator.activate(
             child_id,
             caller.agent_id,
             KIND_OF_MODE[params.mode],
@@ -182,7 +169,7 @@ class HostApi(Engine):
             False,
             tools=filtered_tools(params.tool_filter),
         )
-        message_id = self.accept(
+        message_id = self.scheduler.accept(
             child_id,
             [TextBlock(text=params.prompt)],
             Source(kind="coordinator", form="spawn", sender_session_id=caller.agent_id),
@@ -196,7 +183,7 @@ class HostApi(Engine):
         )
 
     def begin_turn(self, agent_id: str, messages: list[str] | None) -> TurnBeginResult:
-        agent = self.require_live(agent_id)
+        agent = self.agents.require_live(agent_id)
         if agent.disposing:
             raise ActivationClosingError(f'agent "{agent_id}" activation is being disposed')
         if agent.turn is not None:
@@ -219,30 +206,30 @@ class HostApi(Engine):
                 "claimed",
                 now(),
             )
-        turn_id = self.start_turn(agent, built, claimed=[m.message_id for m in built])
+        turn_id = self.scheduler.start_turn(agent, built, claimed=[m.message_id for m in built])
         return TurnBeginResult(turn_id=turn_id)
 
     def finish_turn(self, params: TurnEndParams) -> None:
-        agent = self.require_live(params.agent_id)
+        agent = self.agents.require_live(params.agent_id)
         if agent.turn is None or agent.turn.turn_id != params.turn_id:
             raise StateInvalidError(
                 f'turn "{params.turn_id}" is not the open turn of agent "{params.agent_id}"'
             )
         self.quotas.text("the output", params.output)
-        self.end_turn(agent, params.reason, params.output)
+        self.scheduler.end_turn(agent, params.reason, params.output)
 
     def followup(self, agent_id: str, message: str) -> MessageIdResult:
-        record = self.require_session(agent_id)
+        record = self.agents.require_session(agent_id)
         agent = self.registry.get(agent_id)
-        root = self.draining_root(agent)
-        if root is None and agent is None and self.live_elsewhere(agent_id):
-            root = self.draining_elsewhere(agent_id)
+        root = self.agents.draining_root(agent)
+        if root is None and agent is None and self.leases.live_elsewhere(agent_id):
+            root = self.leases.draining_elsewhere(agent_id)
         if root is not None:
             raise AdmissionDrainingError(draining_text(root))
         self.quotas.text("the message", message)
         self.quotas.inbox(agent_id, agent)
         self.quotas.database()
-        message_id = self.accept(
+        message_id = self.scheduler.accept(
             agent_id,
             [TextBlock(text=message)],
             Source(kind="user", form="followup"),
@@ -252,67 +239,22 @@ class HostApi(Engine):
         return MessageIdResult(message_id=message_id)
 
     def host_interrupt(self, agent_id: str) -> InterruptResult:
-        self.require_session(agent_id)
+        self.agents.require_session(agent_id)
         agent = self.registry.get(agent_id)
         if agent is None:  # maybe live in another process: it stops the turn
             elsewhere = self.store.live_record(agent_id)
-            previous = self.status_of(agent_id)
+            previous = self.agents.status_of(agent_id)
             accepted = (
                 elsewhere is not None
                 and not elsewhere.disposing
-                and self.signal_elsewhere(agent_id, "user")
+                and self.leases.signal_elsewhere(agent_id, "user")
             )
             return InterruptResult(accepted=accepted, previous_status=previous)
         if agent.disposing:
-            return InterruptResult(accepted=False, previous_status=self.status_of(agent_id))
-        return InterruptResult(accepted=True, previous_status=self.interrupt(agent, "user", None))
-
-    def append_transcript(self, agent_id: str, turn_id: str | None, events: list[Event]) -> int:
-        self.require_session(agent_id)
-        if not events:
-            raise InvalidParamsError("events must not be empty")
-        try:
-            encoded = [(e.type, _encode(e.data).decode()) for e in events]
-        except RecursionError:
-            raise InvalidParamsError("event data is nested too deeply to store") from None
-        return self.store.append_events(agent_id, turn_id, encoded, now())
-
-    def read_transcript(
-        self, agent_id: str, after: int | None, limit: int | None
-    ) -> TranscriptReadResult:
-        self.require_session(agent_id)
-        limit = _page_size(limit)
-        records, more = self.store.read_events(agent_id, after or 0, limit, MAX_PAGE_BYTES)
-        events = [
-            StoredEvent(
-                seq=r.seq,
-                type=r.type,
-                data=msgspec.json.decode(r.data) if r.data is not None else None,
-                at=r.at,
-                turn_id=r.turn_id,
-            )
-            for r in records
-        ]
-        return TranscriptReadResult(events=events, next=records[-1].seq if more else None)
-
-    def list_host(self, params: ListParams) -> ListResult:
-        self.require_session(params.root_id)
-        limit = _page_size(params.limit)
-        offset = 0
-        if params.cursor is not None:
-            if not (params.cursor.isascii() and params.cursor.isdigit()):
-                raise InvalidParamsError(f'invalid cursor "{texts.shown(params.cursor[:64])}"')
-            offset = int(params.cursor)
-        rows = project(
-            self.store,
-            params.root_id,
-            params.scope == "descendants",
-            self.status_lookup(),
-            include_one_shot=params.include_one_shot,
+            return InterruptResult(accepted=False, previous_status=self.agents.status_of(agent_id))
+        return InterruptResult(
+            accepted=True, previous_status=self.scheduler.interrupt(agent, "user", None)
         )
-        page = rows[offset : offset + limit]
-        more = offset + limit < len(rows)
-        return ListResult(agents=page, next_cursor=str(offset + limit) if more else None)
 
     def cancel_message(self, message_id: str) -> MessageInfo:
         """Withdraw a message that no turn has claimed yet (queued or parked)."""
@@ -323,30 +265,14 @@ class HostApi(Engine):
             raise StateInvalidError(
                 f'message "{message_id}" is {record.state}; it cannot be cancelled'
             )
-        if self.live_elsewhere(record.session_id):
+        if self.leases.live_elsewhere(record.session_id):
             raise StateInvalidError(
                 f'agent "{record.session_id}" is live in another subagentd process'
             )
         self.store.cancel_message(message_id)
-        self.record(record.session_id, None, "message_cancelled", {"message_id": message_id})
+        self.agents.record(record.session_id, None, "message_cancelled", {"message_id": message_id})
         agent = self.registry.get(record.session_id)
         if agent is not None:
             agent.pending -= 1
-            self.maybe_settle(agent)
-        return self.get_message(message_id)
-
-    def get_message(self, message_id: str) -> MessageInfo:
-        record = self.store.get_message(message_id)
-        if record is None:
-            raise InvalidParamsError(f'message "{message_id}" does not exist')
-        return MessageInfo(
-            message_id=message_id,
-            agent_id=record.session_id,
-            state=record.state,
-            turn_id=record.turn_id,
-            source=msgspec.json.decode(record.source, type=Source),
-        )
-
-
-def _page_size(limit: int | None) -> int:
-    return MAX_PAGE if limit is None else min(limit, MAX_PAGE)
+            self.settlement.maybe_settle(agent)
+        return self.records.get_message(message_id)

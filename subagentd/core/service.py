@@ -1,25 +1,81 @@
-"""The service: the engine, the host API and the tools, plus idempotency keys around them."""
+"""The service: core's composition root, and what wraps each request (transaction, idempotency)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
 
+from subagentd.core.activation import Activator
+from subagentd.core.agents import Agents
 from subagentd.core.commits import COMMITS
 from subagentd.core.host_api import HostApi
+from subagentd.core.host_records import HostRecords
+from subagentd.core.leases import Leases
+from subagentd.core.recovery import Recovery
+from subagentd.core.report_rate import ReportRate
+from subagentd.core.settings import Settings, Timers
+from subagentd.core.settlement import Settlement
 from subagentd.core.stamps import now
+from subagentd.core.store import Store
 from subagentd.core.tools import ToolRules
 from subagentd.errors import IdempotencyConflictError
 from subagentd.schema.records import IdempotencyRecord
 from subagentd.schema.stats import CommitLatency, StatsResult
 
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
 R = TypeVar("R", bound=msgspec.Struct)
 
 
-class Service(HostApi, ToolRules):
-    """Everything subagentd decides; the server only translates the wire to these calls."""
+class Service:
+    """Everything subagentd decides; the server only translates the wire to these calls.
+
+    It builds core's objects, each given its collaborators, and exposes them: the server calls
+    `host` and `records` (the host API), `tools` (the four tools), `recovery` (start-up, the
+    heartbeat, a lost group), `settlement` (shutdown), `scheduler` (signals from other processes)
+    and `agents` (the live state), and
+    brackets each request with `transaction` and `commit` here."""
+
+    def __init__(
+        self,
+        store: Store,
+        emit: Callable[[str, msgspec.Struct], None],
+        timers: Timers,
+        settings: Settings | None = None,
+    ) -> None:
+        self.store = store
+        self.settings = settings or Settings()
+        self.agents = agents = Agents(store, emit, timers, self.settings)
+        rate = ReportRate(self.settings)
+        self.settlement = Settlement(agents, rate)
+        self.scheduler = self.settlement.scheduler
+        self.leases = Leases(agents, self.scheduler, rate)
+        self.scheduler.signal_elsewhere = self.leases.signal_elsewhere
+        self.recovery = Recovery(agents, self.leases, self.scheduler, self.settlement, rate)
+        activator = Activator(agents, self.leases, self.recovery)
+        self.records = HostRecords(agents)
+        self.host = HostApi(
+            agents, self.leases, activator, self.scheduler, self.settlement, self.records
+        )
+        self.tools = ToolRules(agents, self.leases, activator, self.scheduler, rate)
+
+    # --- transactions (the server brackets each request; writes share one group commit) ---
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """One request's writes, all or nothing. A process that another one fenced finds out as
+        its next write transaction begins: the store calls lease_lost, then raises LeaseLostError
+        before anything of the request ran."""
+        return self.store.atomic()
+
+    def commit(self) -> None:
+        """The group commit; raises StorageFailedError when it fails (then `recovery.rebuild`)."""
+        COMMITS.commit(self.store)  # the group commit, counted and timed (server/stats)
+        agents = self.agents
+        if agents.closing or agents.closing_committed:  # nearly always both empty: nothing to copy
+            agents.closing_committed = {root: list(w) for root, w in agents.closing.items()}
 
     def idempotent(
         self,
@@ -55,7 +111,7 @@ class Service(HostApi, ToolRules):
     def stats(self) -> StatsResult:
         """server/stats: the database's figures, plus this process's live agents and commits."""
         figures = self.store.stats()
-        figures.live_here = len(self.registry)
+        figures.live_here = len(self.agents.registry)
         figures.commits = COMMITS.count
         p50, p99 = COMMITS.percentile(0.5), COMMITS.percentile(0.99)
         if p50 is not None and p99 is not None:

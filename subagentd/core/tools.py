@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from subagentd.core import texts
+from subagentd.core.activation import Activator
+from subagentd.core.agents import Agents
 from subagentd.core.descriptors import DescriptorProblem, filtered_tools, parse_descriptor
-from subagentd.core.engine import Engine
+from subagentd.core.leases import Leases
 from subagentd.core.listing import project, render
 from subagentd.core.registry import CONTINUABLE, LiveAgent
+from subagentd.core.report_rate import ReportRate
+from subagentd.core.scheduling import Scheduler
 from subagentd.errors import QuotaExceededError, SubagentdError, error_for
 from subagentd.schema.codes import Code
 from subagentd.schema.messages import Source, TextBlock
@@ -30,17 +34,35 @@ def draining_text(root: str) -> str:
     return texts.DRAINING_BELOW.format(root=texts.shown(root)) if root else texts.DRAINING_ALL
 
 
-class ToolRules(Engine):
+class ToolRules:
     """send_message, interrupt_agent, list_agents and report; authority only from the caller."""
+
+    def __init__(
+        self,
+        agents: Agents,
+        leases: Leases,
+        activator: Activator,
+        scheduler: Scheduler,
+        rate: ReportRate,
+    ) -> None:
+        self.agents = agents
+        self.store = agents.store
+        self.registry = agents.registry
+        self.settings = agents.settings
+        self.quotas = agents.quotas
+        self.leases = leases
+        self.activator = activator
+        self.scheduler = scheduler
+        self.rate = rate
 
     def send_message(
         self, caller: str, activation: str | None, args: SendMessageArgs
     ) -> SendMessageResult:
         target_id = args.subagent_id
         shown_id = texts.shown(target_id)
-        live_caller = self.live_caller(caller, activation)
+        live_caller = self.agents.live_caller(caller, activation)
         target = self.registry.get(target_id)
-        root = self.draining_root(self.registry.get(caller), target)
+        root = self.agents.draining_root(self.registry.get(caller), target)
         if root is not None:
             raise _not_delivered(Code.DRAINING, draining_text(root))
         stored_parked = False  # a target live in another process: its parking as stored
@@ -72,15 +94,15 @@ class ToolRules(Engine):
                 raise _not_delivered(
                     Code.NOT_RESUMABLE, texts.SEND_NOT_RESUMABLE.format(id=shown_id)
                 ) from None
-            if self.live_elsewhere(target_id):  # its process starts the turn (accept signals it)
-                root = self.draining_elsewhere(target_id)
+            if self.leases.live_elsewhere(target_id):  # its process runs it (accept signals it)
+                root = self.leases.draining_elsewhere(target_id)
                 if root is not None:
                     raise _not_delivered(Code.DRAINING, draining_text(root))
                 self._admit_message(args.message, target_id, None, None)
                 stored_parked = record.parked
             else:
                 self._admit_message(args.message, target_id, None, record.parent_id)
-                target = self.activate(
+                target = self.activator.activate(
                     target_id,
                     record.parent_id,
                     CONTINUABLE,
@@ -89,7 +111,7 @@ class ToolRules(Engine):
                     resume=True,
                     tools=filtered_tools(descriptor.tool_filter),
                 )
-        message_id = self.accept(
+        message_id = self.scheduler.accept(
             target_id,
             [TextBlock(text=args.message)],
             Source(kind="coordinator", form="relay", sender_session_id=caller),
@@ -116,7 +138,7 @@ class ToolRules(Engine):
     ) -> InterruptAgentResult:
         target_id = args.agent_id
         shown_id, shown_caller = texts.shown(target_id), texts.shown(caller)
-        live_caller = self.live_caller(caller, activation)
+        live_caller = self.agents.live_caller(caller, activation)
         if live_caller is None:
             raise error_for(Code.UNAUTHORIZED, texts.INTERRUPT_STALE.format(id=shown_id))
         if target_id == caller:
@@ -129,20 +151,20 @@ class ToolRules(Engine):
                 elsewhere is not None
                 and elsewhere.kind == CONTINUABLE
                 and not elsewhere.disposing
-                and self.live_elsewhere(target_id)
+                and self.leases.live_elsewhere(target_id)
             ):
                 ancestry = tuple(elsewhere.ancestry.split())
                 self._authorize_interrupt(live_caller, ancestry, elsewhere.parent_id, target_id)
-                status = self.status_of(target_id)
-                self.signal_elsewhere(target_id, "parent", caller)
+                status = self.agents.status_of(target_id)
+                self.leases.signal_elsewhere(target_id, "parent", caller)
                 return InterruptAgentResult(text=done, accepted=True, previous_status=status)
         if target is None or target.kind != CONTINUABLE or target.disposing:
             previous = None
             if self._below(caller, target_id):  # nothing is told about other trees
-                previous = self.status_of(target_id)  # another process may hold it live
+                previous = self.agents.status_of(target_id)  # another process may hold it live
             return InterruptAgentResult(text=done, accepted=True, previous_status=previous)
         self._authorize_interrupt(live_caller, target.ancestry, target.parent_id, target_id)
-        previous = self.interrupt(target, "parent", caller)
+        previous = self.scheduler.interrupt(target, "parent", caller)
         return InterruptAgentResult(text=done, accepted=True, previous_status=previous)
 
     def _authorize_interrupt(
@@ -180,13 +202,13 @@ class ToolRules(Engine):
             self.store,
             caller,
             args.scope == "descendants",
-            self.status_lookup(),
+            self.agents.status_lookup(),
             include_one_shot=False,
         )
         return ListAgentsResult(text=render(rows), agents=rows)
 
     def report(self, caller: str, activation: str | None, args: ReportArgs) -> ReportResult:
-        child = self.live_caller(caller, activation)
+        child = self.agents.live_caller(caller, activation)
         shown_caller = texts.shown(caller)
         if child is None or child.kind != CONTINUABLE:
             raise error_for(Code.UNAUTHORIZED, texts.REPORT_NOT_REPORTER.format(id=shown_caller))
@@ -208,19 +230,21 @@ class ToolRules(Engine):
             TextBlock(text=args.output),
         ]
         source = Source(kind="subagent-report", form="relay", sender_session_id=caller)
-        if self.settings.report_delivery == "quiet" or not self.wakeup_allowed(child):
-            message_id = self.inject(parent, blocks, source)
+        if self.settings.report_delivery == "quiet" or not self.rate.wakeup_allowed(child):
+            message_id = self.scheduler.inject(parent, blocks, source)
         else:
-            message_id = self.accept(parent.agent_id, blocks, source, parent)
+            message_id = self.scheduler.accept(parent.agent_id, blocks, source, parent)
         turn_id = child.turn.turn_id if child.turn else None
-        self.record(caller, turn_id, "report", {"message_id": message_id, "output": args.output})
+        self.agents.record(
+            caller, turn_id, "report", {"message_id": message_id, "output": args.output}
+        )
         return ReportResult(
             text=texts.REPORT_OK.format(message_id=message_id), message_id=message_id
         )
 
     def can_report(self, caller: str | None, activation: str | None) -> bool:
         """Whether `report` is offered to this caller (a live continuable child)."""
-        agent: LiveAgent | None = self.live_caller(caller, activation) if caller else None
+        agent: LiveAgent | None = self.agents.live_caller(caller, activation) if caller else None
         return agent is not None and agent.kind == CONTINUABLE and not agent.disposing
 
     def offered_tools(self, caller: str | None, activation: str | None) -> tuple[str, ...]:

@@ -54,7 +54,7 @@ class Call:
 
     def drop_notifications(self, error: BaseException) -> None:
         """A failed request's notifications are not sent; but when its transaction found this
-        process fenced, they are the host's news of the agents it let go (Engine.lease_lost)."""
+        process fenced, they are the host's news of the agents it let go (core/leases.py Leases.lease_lost)."""
         if not isinstance(error, LeaseLostError):
             del self.notes[self.notes_mark :]
 

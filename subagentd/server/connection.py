@@ -82,8 +82,8 @@ class Connection:
         self._reading = False  # handling a chunk of input (its flush follows inline)
         self.trimmer = Trimmer()
         self.timers = Timers(self.run_work)
-        service.emit = self.dispatcher.emit
-        service.timers = self.timers
+        service.agents.emit = self.dispatcher.emit
+        service.agents.timers = self.timers
 
     # --- outbound ------------------------------------------------------------------------
 
@@ -129,7 +129,7 @@ class Connection:
         lost = self.ledger.lost
         self.notes.clear()
         try:
-            self.service.rebuild()
+            self.service.recovery.rebuild()
         except Exception:
             log.critical("cannot rebuild the live state from the database; shutting down")
             self._read_scope.cancel()
@@ -255,7 +255,7 @@ class Connection:
         while True:
             await anyio.wait_readable(fd)
             store.drain_doorbell()
-            while not self.run_work(self.service.take_signals):
+            while not self.run_work(self.service.scheduler.take_signals):
                 await anyio.sleep(BUSY_RETRY)  # another process holds the write lock
 
     async def _signals(self) -> None:
@@ -305,8 +305,8 @@ class Connection:
     async def _shutdown(self) -> None:
         """Stop every live agent (no more turns/end can arrive), commit, and write what is owed."""
         for step in (
-            lambda: self.service.shutdown(lambda: None),
-            lambda: self.service.force_end_all("shutdown"),
+            lambda: self.service.settlement.shutdown(lambda: None),
+            lambda: self.service.settlement.force_end_all("shutdown"),
         ):
             with anyio.move_on_after(self.grace):
                 while not self.run_work(step):

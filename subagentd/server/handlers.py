@@ -135,19 +135,19 @@ def ping(call: Call, p: Params) -> h.Empty:
 
 @method("agents/open", h.OpenParams, h.OpenResult)
 def agents_open(call: Call, p: h.OpenParams) -> h.OpenResult:
-    return call.service.open(p)
+    return call.service.host.open(p)
 
 
 @method("agents/close", h.AgentParams, h.Empty, defers=True)
 def agents_close(call: Call, p: h.AgentParams) -> Any:
     done = call.defer(h.Empty())
-    call.service.close_root(p.agent_id, done)
+    call.service.host.close_root(p.agent_id, done)
     return call.deferred
 
 
 @method("agents/get", h.AgentParams, h.AgentInfo, writes=False)
 def agents_get(call: Call, p: h.AgentParams) -> h.AgentInfo:
-    return call.service.get(p.agent_id)
+    return call.service.records.get(p.agent_id)
 
 
 @method("agents/spawn", h.SpawnParams, h.SpawnResult)
@@ -159,18 +159,18 @@ def agents_spawn(call: Call, p: h.SpawnParams) -> h.SpawnResult:
         "agents/spawn",
         arguments,
         h.SpawnResult,
-        lambda: call.service.spawn(p),
+        lambda: call.service.host.spawn(p),
     )
 
 
 @method("turns/begin", h.TurnBeginParams, h.TurnBeginResult)
 def turns_begin(call: Call, p: h.TurnBeginParams) -> h.TurnBeginResult:
-    return call.service.begin_turn(p.agent_id, p.messages)
+    return call.service.host.begin_turn(p.agent_id, p.messages)
 
 
 @method("turns/end", h.TurnEndParams, h.Empty)
 def turns_end(call: Call, p: h.TurnEndParams) -> h.Empty:
-    call.service.finish_turn(p)
+    call.service.host.finish_turn(p)
     return h.Empty()
 
 
@@ -182,38 +182,38 @@ def agents_followup(call: Call, p: h.FollowupParams) -> h.MessageIdResult:
         "agents/followup",
         [p.agent_id, p.message],
         h.MessageIdResult,
-        lambda: call.service.followup(p.agent_id, p.message),
+        lambda: call.service.host.followup(p.agent_id, p.message),
     )
 
 
 @method("agents/interrupt", h.AgentParams, h.InterruptResult)
 def agents_interrupt(call: Call, p: h.AgentParams) -> h.InterruptResult:
-    return call.service.host_interrupt(p.agent_id)
+    return call.service.host.host_interrupt(p.agent_id)
 
 
 @method("transcript/append", h.TranscriptAppendParams, h.SeqResult)
 def transcript_append(call: Call, p: h.TranscriptAppendParams) -> h.SeqResult:
-    return h.SeqResult(seq=call.service.append_transcript(p.agent_id, p.turn_id, p.events))
+    return h.SeqResult(seq=call.service.records.append_transcript(p.agent_id, p.turn_id, p.events))
 
 
 @method("transcript/read", h.TranscriptReadParams, h.TranscriptReadResult, writes=False)
 def transcript_read(call: Call, p: h.TranscriptReadParams) -> h.TranscriptReadResult:
-    return call.service.read_transcript(p.agent_id, p.after, p.limit)
+    return call.service.records.read_transcript(p.agent_id, p.after, p.limit)
 
 
 @method("agents/list", h.ListParams, h.ListResult, writes=False)
 def agents_list(call: Call, p: h.ListParams) -> h.ListResult:
-    return call.service.list_host(p)
+    return call.service.records.list_host(p)
 
 
 @method("messages/cancel", h.MessageGetParams, h.MessageInfo)
 def messages_cancel(call: Call, p: h.MessageGetParams) -> h.MessageInfo:
-    return call.service.cancel_message(p.message_id)
+    return call.service.host.cancel_message(p.message_id)
 
 
 @method("messages/get", h.MessageGetParams, h.MessageInfo, writes=False)
 def messages_get(call: Call, p: h.MessageGetParams) -> h.MessageInfo:
-    return call.service.get_message(p.message_id)
+    return call.service.records.get_message(p.message_id)
 
 
 @method("server/stats", Params, st.StatsResult, writes=False)
@@ -261,7 +261,7 @@ def _identity(call: Call, meta: dict[str, Any] | None) -> CallerIdentity:
         CallerIdentity,
     )
     if confined is not None and identity.caller != confined:
-        if not call.service.registry.below(identity.caller, confined):
+        if not call.service.agents.registry.below(identity.caller, confined):
             raise CallerUnauthorizedError(
                 texts.CALLER_OUTSIDE.format(
                     caller=texts.shown(identity.caller or ""), root=texts.shown(confined)
@@ -273,7 +273,7 @@ def _identity(call: Call, meta: dict[str, Any] | None) -> CallerIdentity:
 @method("tools/list", t.ToolsListParams, t.ToolsListResult, writes=False, confined=True)
 def tools_list(call: Call, p: t.ToolsListParams) -> t.ToolsListResult:
     identity = _identity(call, p.meta)
-    offered = call.service.offered_tools(identity.caller, identity.activation)
+    offered = call.service.tools.offered_tools(identity.caller, identity.activation)
     return t.ToolsListResult(tools=tool_definitions(offered))
 
 

@@ -12,6 +12,7 @@ import msgspec
 from subagentd.core import texts
 from subagentd.core.arguments import check_arguments
 from subagentd.core.service import Service
+from subagentd.core.tools import ToolRules
 from subagentd.errors import CallerUnauthorizedError, SubagentdError
 from subagentd.schema import tools as t
 from subagentd.server.boundary import error_text
@@ -31,7 +32,7 @@ class ToolSpec:
     idempotent: bool
     writes: bool  # list_agents only reads: no write transaction, no commit to wait for
     description: str
-    run: Callable[..., msgspec.Struct]  # a Service method: (service, caller, activation, args)
+    run: Callable[..., msgspec.Struct]  # a ToolRules method: (tools, caller, activation, args)
 
 
 TOOLS: dict[str, ToolSpec] = {
@@ -54,7 +55,7 @@ TOOLS: dict[str, ToolSpec] = {
             " notice). Only the direct parent can send; a grandparent, sibling or the child itself"
             " is refused. A failure text starts with `message not delivered:` and nothing was"
             " queued; if it says the subagent cannot be resumed, do not retry with that id.",
-            Service.send_message,
+            ToolRules.send_message,
         ),
         ToolSpec(
             "interrupt_agent",
@@ -72,7 +73,7 @@ TOOLS: dict[str, ToolSpec] = {
             " If the target has nothing left to do it finishes and you get a notice. Interrupting"
             " an agent that is not running, not live or unknown is a harmless no-op. You cannot"
             " interrupt yourself, a sibling, or agents that are not below you.",
-            Service.interrupt_agent,
+            ToolRules.interrupt_agent,
         ),
         ToolSpec(
             "list_agents",
@@ -88,7 +89,7 @@ TOOLS: dict[str, ToolSpec] = {
             ' scope "descendants" lists the whole tree below you with parent and depth. A child'
             " whose saved state cannot be read is shown as a diagnostic line. The listing is a"
             " snapshot and may change right after.",
-            Service.list_agents,
+            ToolRules.list_agents,
         ),
         ToolSpec(
             "report",
@@ -103,7 +104,7 @@ TOOLS: dict[str, ToolSpec] = {
             " finish with your answer, and earlier when a partial finding changes what the parent"
             " should do. Reporting does not end your turn. Success means the parent accepted the"
             " message, not that it has read it; it fails when your parent is not live.",
-            Service.report,
+            ToolRules.report,
         ),
     )
 }
@@ -153,8 +154,8 @@ def run_tool(
     args = check_arguments(spec.args, arguments)
     if not identity.caller:
         raise CallerUnauthorizedError(texts.NO_CALLER.format(tool=spec.name))
-    caller, activation = identity.caller, identity.activation
-    service.check_tool_allowed(caller, spec.name)
+    caller, activation, tools = identity.caller, identity.activation, service.tools
+    tools.check_tool_allowed(caller, spec.name)
     if spec.idempotent:
         return service.idempotent(
             caller,
@@ -162,9 +163,9 @@ def run_tool(
             spec.name,
             msgspec.to_builtins(args),
             spec.result,
-            lambda: spec.run(service, caller, activation, args),
+            lambda: spec.run(tools, caller, activation, args),
         )
-    return spec.run(service, caller, activation, args)
+    return spec.run(tools, caller, activation, args)
 
 
 def call_tool_result(

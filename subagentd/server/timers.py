@@ -19,7 +19,7 @@ Work = Callable[[Callable[[], None]], bool]  # runs a callback; False when the l
 
 
 class Timers:
-    """core.engine.Timers: `call_later` on the task group `start` hands over."""
+    """core.settings.Timers: `call_later` on the task group `start` hands over."""
 
     def __init__(self, run: Work) -> None:
         self._run = run
@@ -45,4 +45,6 @@ class Timers:
         """Reap what processes that died or stalled left; a fenced idle process finds out here."""
         while True:
             await anyio.sleep(service.settings.lease_ttl / 3)
-            self._run(service.heartbeat)  # refused by another process's lock: the next one retries
+            self._run(
+                service.recovery.heartbeat
+            )  # refused by another process's lock: the next one retries

@@ -1,0 +1,78 @@
+"""Activation: a stored session becomes live in this process (open, spawn, cold resume)."""
+
+from __future__ import annotations
+
+import time
+
+from subagentd.core.agents import Agents
+from subagentd.core.leases import Leases
+from subagentd.core.recovery import Recovery
+from subagentd.core.registry import LiveAgent
+from subagentd.core.stamps import mint
+from subagentd.errors import StateInvalidError
+
+
+class Activator:
+    """Makes a session live: its lease taken, a turn its dead process left open ended first."""
+
+    def __init__(self, agents: Agents, leases: Leases, recovery: Recovery) -> None:
+        self.agents = agents
+        self.store = agents.store
+        self.registry = agents.registry
+        self.leases = leases
+        self.recovery = recovery
+
+    def activate(
+        self,
+        agent_id: str,
+        parent_id: str | None,
+        kind: str,
+        depth: int,
+        parked: bool,
+        resume: bool = False,
+        tools: frozenset[str] | None = None,
+    ) -> LiveAgent:
+        if self.leases.live_elsewhere(agent_id):
+            raise StateInvalidError(f'agent "{agent_id}" is live in another subagentd process')
+        stored = self.store.get_session(agent_id)
+        # the last turn's end as storage has it (what a rebuilt registry would read, too)
+        last_reason, last_output = (
+            (stored.last_reason, stored.last_output) if stored else (None, None)
+        )
+        if stored is not None and stored.open_turn_id is not None:
+            self.recovery.recover_turn(agent_id, stored.open_turn_id)  # its process died mid-turn
+            last_reason, last_output = "error", None
+        activation_id = mint()
+        ancestry = self.registry.live_ancestry(activation_id, parent_id)
+        self.store.put_lease(
+            agent_id,
+            self.agents.owner,
+            "idle",
+            time.time() + self.agents.settings.lease_ttl,
+            activation_id=activation_id,
+            ancestry=" ".join(ancestry),
+            kind=kind,
+            resume=resume,
+        )
+        queued, parked_count = self.store.inbox_counts(agent_id)
+        agent = LiveAgent(
+            agent_id=agent_id,
+            parent_id=parent_id,
+            kind=kind,
+            depth=depth,
+            activation_id=activation_id,
+            ancestry=ancestry,
+            parked=parked,
+            pending=queued + parked_count,
+            resume=resume,
+            last_reason=last_reason,
+            last_output=last_output,
+            tools=tools,
+            owner_id=parent_id,
+        )
+        self.registry.add(agent)
+        self.agents.record(
+            agent_id, None, "activated", {"activation_id": activation_id, "resume": resume}
+        )
+        self.agents.status_changed(agent)
+        return agent

@@ -1,0 +1,126 @@
+"""The live state every rule shares (registry, store, outlets, owner id) and its lookups."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from subagentd.core.quotas import Quotas
+from subagentd.core.registry import LiveAgent, Registry
+from subagentd.core.settings import Settings, Timers
+from subagentd.core.stamps import mint, now
+from subagentd.core.store import Store
+from subagentd.errors import AgentUnknownError, StateInvalidError
+from subagentd.schema.notifications import AgentStatus
+
+if TYPE_CHECKING:
+    from subagentd.schema.listing import Status
+    from subagentd.schema.records import SessionRecord
+
+_encode = msgspec.json.encode
+
+
+class Agents:
+    """This process's live agents and what every collaborator writes and emits through.
+
+    `emit` and `timers` are the server's outlets (the connection sets them once it runs); the
+    registry is one object for the process's lifetime (rebuild and lease_lost clear it)."""
+
+    def __init__(
+        self,
+        store: Store,
+        emit: Callable[[str, msgspec.Struct], None],
+        timers: Timers,
+        settings: Settings,
+    ) -> None:
+        self.store = store
+        self.emit = emit
+        self.timers = timers
+        self.settings = settings
+        self.registry = Registry()
+        self.quotas = Quotas(settings, self.registry, store)
+        self.owner = settings.owner or f"local:{mint()}"  # the lease owner id (core/leases.py)
+        self.shutting_down = False
+        self.closing: dict[str, list[Callable[[], None]]] = {}  # closing root -> waiters
+        self.closing_committed: dict[str, list[Callable[[], None]]] = {}  # `closing` at commit
+
+    # --- lookups (SEMANTICS.md section 2: the caller, the target, admissions) ---------------
+
+    def live_caller(self, caller: str, activation: str | None) -> LiveAgent | None:
+        """The caller's live agent, or None when it is stale (SEMANTICS.md section 2)."""
+        agent = self.registry.get(caller)
+        if agent is None or (activation is not None and activation != agent.activation_id):
+            return None
+        return agent
+
+    def draining_root(self, *agents: LiveAgent | None) -> str | None:
+        """The closing root above any of `agents` ("" at shutdown), or None when admissions are open."""
+        if self.shutting_down:
+            return ""
+        if self.closing:
+            for agent in agents:
+                if agent is not None:
+                    root = self.registry.root_of(agent)
+                    if root.agent_id in self.closing:
+                        return root.agent_id
+        return None
+
+    def require_session(self, agent_id: str) -> SessionRecord:
+        record = self.store.get_session(agent_id)
+        if record is None:
+            raise AgentUnknownError(f'agent "{agent_id}" does not exist')
+        return record
+
+    def require_live(self, agent_id: str) -> LiveAgent:
+        agent = self.registry.get(agent_id)
+        if agent is None:
+            self.require_session(agent_id)
+            raise StateInvalidError(f'agent "{agent_id}" is not live')
+        return agent
+
+    def status_of(self, agent_id: str) -> Status:
+        return self.status_lookup()(agent_id)
+
+    def status_lookup(self) -> Callable[[str], Status]:
+        """Status by id: this process's registry, else another live process's lease, else ready."""
+        alive: dict[str, bool] = {}
+        elsewhere = {}
+        for session_id, owner, leased in self.store.foreign_leases(self.owner, self.store.clock()):
+            if owner not in alive:
+                alive[owner] = self.settings.owner_alive(owner)
+            if alive[owner]:
+                elsewhere[session_id] = leased
+        live = self.registry.lookup
+
+        def status(agent_id: str) -> Status:
+            agent = live(agent_id)
+            return agent.status if agent is not None else elsewhere.get(agent_id, "ready")
+
+        return status
+
+    # --- what every change writes --------------------------------------------------------
+
+    def record(self, agent_id: str, turn_id: str | None, event_type: str, data: Any) -> int:
+        """One event in the agent's transcript."""
+        return self.store.append_events(
+            agent_id, turn_id, [(event_type, _encode(data).decode())], now()
+        )
+
+    def status_changed(self, agent: LiveAgent) -> None:
+        self.save_live(agent)
+        if self.settings.status_events:
+            self.emit("agent/status", AgentStatus(agent_id=agent.agent_id, status=agent.status))
+
+    def save_live(self, agent: LiveAgent) -> None:
+        """The lease row keeps what the registry needs beyond the session row (see rebuild)."""
+        turn = agent.turn
+        self.store.set_lease_status(
+            agent.agent_id,
+            self.owner,
+            agent.status,
+            interrupted=turn is not None and turn.interrupted,
+            disposing=agent.disposing,
+            resume=agent.resume,
+        )

@@ -1,0 +1,155 @@
+"""Recovery: turns a dead process left open end as errors; a lost commit group is rebuilt."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from subagentd.core.agents import Agents
+from subagentd.core.descriptors import DescriptorProblem, filtered_tools, parse_descriptor
+from subagentd.core.leases import Leases
+from subagentd.core.registry import CONTINUABLE, ORDINARY, LiveAgent, Turn
+from subagentd.core.report_rate import ReportRate
+from subagentd.core.scheduling import Scheduler
+from subagentd.core.settlement import Settlement
+from subagentd.core.stamps import stamp
+
+if TYPE_CHECKING:
+    from subagentd.schema.records import LiveRecord
+
+_OWNERS_KEPT = 86400.0  # seconds a fenced owner row is kept (a process stopped longer finds none)
+
+
+class Recovery:
+    """Makes memory and storage agree after a crash (any process's) or a lost commit group."""
+
+    def __init__(
+        self,
+        agents: Agents,
+        leases: Leases,
+        scheduler: Scheduler,
+        settlement: Settlement,
+        rate: ReportRate,
+    ) -> None:
+        self.agents = agents
+        self.store = agents.store
+        self.registry = agents.registry
+        self.settings = agents.settings
+        self.leases = leases
+        self.settlement = settlement
+        self.scheduler = scheduler
+        self.rate = rate
+
+    # --- crashed processes ---------------------------------------------------------------
+
+    def heartbeat(self) -> None:
+        """Reap what processes that died or stalled past the TTL left (leases are renewed by
+        the store: at commit time and by its renewal thread)."""
+        if not self.store.check_file():  # deleted or replaced: every write is refused now
+            return
+        self.recover()
+        self.scheduler.take_signals()  # in case a doorbell's ring was lost
+
+    def recover(self) -> int:
+        """Turns left open by a process that died or stalled past the TTL (this one before a
+        restart, or another one sharing the database) end with reason error (cause crash);
+        parents are told. Runs at start-up and with every heartbeat: owners that lapsed are
+        fenced first, then the open turns no valid owner holds are read (one query)."""
+        clock = self.store.clock()
+        owner = self.agents.owner
+        for other, _, fenced in self.store.owners():
+            if other != owner and not fenced:
+                self.leases.holds(other)  # fences it if it lapsed
+        recovered = [
+            (session_id, turn_id)
+            for session_id, turn_id in self.store.orphaned_turns(owner, clock)
+            if self.registry.get(session_id) is None
+        ]
+        for session_id, turn_id in recovered:
+            self.recover_turn(session_id, turn_id)
+        self.store.prune_idempotent(
+            stamp(time.time() - self.settings.idempotency_retention * 86400)
+        )
+        self.store.prune_owners(clock - _OWNERS_KEPT)
+        return len(recovered)
+
+    def recover_turn(self, session_id: str, turn_id: str) -> None:
+        """End a turn its process left open when it died; a continuable child's parent is told."""
+        self.store.end_turn(session_id, "error", None)
+        self.agents.record(
+            session_id,
+            turn_id,
+            "turn_end",
+            {"turn_id": turn_id, "reason": "error", "cause": "crash"},
+        )
+        record = self.store.get_session(session_id)
+        if record is None or record.kind != "subagent" or record.parent_id is None:
+            return
+        try:
+            descriptor = parse_descriptor(self.store.get_descriptor(session_id))
+        except DescriptorProblem:
+            return
+        if descriptor.mode == CONTINUABLE and self.store.get_session(record.parent_id):
+            parent = self.registry.get(record.parent_id)
+            self.settlement.notify_settled(session_id, record.parent_id, parent, "error", None)
+
+    # --- a lost commit group -------------------------------------------------------------
+
+    def rebuild(self) -> None:
+        """After a lost commit group: roll it back and make memory agree with storage again.
+
+        The registry is rebuilt from the rows this process holds (storage.live_agents), closing
+        waiters are those of the last commit, force-end timers run exactly for interrupted open
+        turns (one lost with the group is armed again, for a full grace period).
+        """
+        self.store.rollback()
+        before = {agent.activation_id: agent for agent in self.registry}
+        rows = self.store.live_agents(self.agents.owner)
+        live = {row.activation_id: row.agent_id for row in rows}
+        self.registry.clear()
+        for row in rows:
+            ancestry = tuple(row.ancestry.split(" "))
+            same = before.get(row.activation_id)
+            self.registry.add(
+                LiveAgent(
+                    agent_id=row.agent_id,
+                    parent_id=row.parent_id,
+                    kind=row.kind,
+                    depth=row.depth,
+                    activation_id=row.activation_id,
+                    ancestry=ancestry,
+                    turn=Turn(row.open_turn_id, row.interrupted) if row.open_turn_id else None,
+                    parked=row.parked,
+                    pending=row.pending,
+                    disposing=row.disposing,
+                    resume=row.resume,
+                    last_reason=row.last_reason,
+                    last_output=row.last_output,
+                    # set once at activation: the same activation had them before the lost group
+                    held=same.held if same is not None else False,
+                    tools=same.tools if same is not None else self._stored_tools(row),
+                    # its owner: the nearest ancestor live at its activation and live still (a
+                    # one-shot parent that left handed it on, registry.remove), else its parent
+                    owner_id=next((live[a] for a in ancestry[1:] if a in live), row.parent_id),
+                )
+            )
+        self.agents.closing = {root: list(w) for root, w in self.agents.closing_committed.items()}
+        self.scheduler.rearm_grace(
+            {
+                agent.turn.turn_id: agent.agent_id
+                for agent in self.registry
+                if agent.turn is not None and agent.turn.interrupted
+            }
+        )
+        self.rate.keep(self.registry.get)
+
+    def _stored_tools(self, row: LiveRecord) -> frozenset[str] | None:
+        """A rebuilt child's tool_filter, read from its descriptor (None: all tools)."""
+        if row.kind == ORDINARY:
+            return None
+        try:
+            return filtered_tools(
+                parse_descriptor(self.store.get_descriptor(row.agent_id)).tool_filter
+            )
+        except DescriptorProblem:
+            return None

@@ -1,0 +1,257 @@
+"""Turn scheduling: durable inboxes, one turn per waking input in FIFO order, interrupts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from subagentd.core import texts
+from subagentd.core.agents import Agents
+from subagentd.core.descriptors import parse_descriptor
+from subagentd.core.registry import CONTINUABLE, ONE_SHOT, LiveAgent, Turn
+from subagentd.core.stamps import mint, now
+from subagentd.schema.messages import Message, Source, TextBlock
+from subagentd.schema.notifications import AgentInject, InterruptCause, TurnInterrupt, TurnStart
+
+if TYPE_CHECKING:
+    from subagentd.schema.listing import Status
+    from subagentd.schema.notifications import InterruptKind
+
+_encode = msgspec.json.encode
+_blocks_decoder: msgspec.json.Decoder[list[TextBlock]] = msgspec.json.Decoder(list[TextBlock])
+_source_decoder: msgspec.json.Decoder[Source] = msgspec.json.Decoder(Source)
+
+
+class Scheduler:
+    """Queues inputs, starts and ends turns, interrupts them (with the grace timer).
+
+    When an agent is left with nothing to run, what follows is settlement's decision: `settle`
+    (maybe_settle), `dispose` and `drain` (drain_step) are core/settlement.py's, handed in by
+    the Settlement that builds this scheduler."""
+
+    def __init__(
+        self,
+        agents: Agents,
+        settle: Callable[[LiveAgent], None],
+        dispose: Callable[[LiveAgent, str], None],
+        drain: Callable[[LiveAgent], None],
+    ) -> None:
+        self.agents = agents
+        self.store = agents.store
+        self.registry = agents.registry
+        self.settings = agents.settings
+        self.settle = settle
+        self.dispose = dispose
+        self.drain = drain
+        self._grace: dict[str, Callable[[], None]] = {}  # turn id -> cancel its force-end timer
+        # input for an agent live in another process: Leases.signal_elsewhere, set by Service
+        # (Leases is built on this scheduler, so it cannot be handed in here)
+        self.signal_elsewhere: Callable[[str, str], bool] = lambda agent_id, kind: False
+
+    # --- the inbox -----------------------------------------------------------------------
+
+    def accept(
+        self,
+        agent_id: str,
+        blocks: list[TextBlock],
+        source: Source,
+        agent: LiveAgent | None,
+        stored_parked: bool = False,
+    ) -> str:
+        """Durably queue a waking input as its own later turn; start it now if the agent is free.
+
+        Every accepted message is a waking input (SEMANTICS.md section 1): it unparks the inbox,
+        so the parked messages run first, then this one. `stored_parked`: a non-live agent's flag."""
+        if agent is not None:
+            self.set_parked(agent, False)
+        elif stored_parked:
+            self.store.set_parked(agent_id, False)
+        message_id = mint()
+        self.store.insert_message(
+            message_id,
+            agent_id,
+            _encode(blocks).decode(),
+            _encode(source).decode(),
+            "queued",
+            now(),
+        )
+        if agent is not None:
+            agent.pending += 1
+            self.pump(agent)
+        else:  # live in another process sharing the database: that one starts the turn
+            self.signal_elsewhere(agent_id, "inbox")
+        return message_id
+
+    def take_signals(self) -> None:
+        """Inputs other processes sharing the database sent to agents live here (their rows were
+        committed with the inputs; storage/signals.py): each acts as if it had arrived here. An
+        inbox message is a waking input (SEMANTICS.md section 1); an interrupt stops the turn.
+        One whose agent left meanwhile is dropped: its message stays queued for the next
+        activation, and an interrupt of an agent no longer live is a no-op anyway."""
+        for session_id, kind, by in self.store.take_signals(self.agents.owner):
+            agent = self.registry.get(session_id)
+            if agent is None:
+                continue
+            if kind == "inbox":
+                agent.pending = sum(self.store.inbox_counts(session_id))
+                self.set_parked(agent, False)
+                self.pump(agent)
+            elif not agent.disposing:
+                self.interrupt(agent, "parent" if kind == "parent" else "user", by)
+
+    def set_parked(self, agent: LiveAgent, parked: bool) -> None:
+        if agent.parked != parked:
+            self.store.set_parked(agent.agent_id, parked)
+            agent.parked = parked
+
+    def pump(self, agent: LiveAgent) -> None:
+        """Start the agent's next FIFO turn if it is free, else settle it if nothing keeps it."""
+        if (
+            agent.disposing
+            or agent.held
+            or agent.turn is not None
+            or self.registry.get(agent.agent_id) is not agent
+        ):
+            return
+        if agent.pending and not agent.parked:
+            record = self.store.next_queued(agent.agent_id)
+            if record is not None:
+                message = Message(
+                    message_id=record.message_id,
+                    content=_blocks_decoder.decode(record.content),
+                    source=_source_decoder.decode(record.source),
+                )
+                agent.pending -= 1
+                self.start_turn(agent, [message], claimed=[record.message_id])
+                return
+            agent.pending = sum(self.store.inbox_counts(agent.agent_id))
+        self.settle(agent)
+
+    def inject(self, parent: LiveAgent, blocks: list[TextBlock], source: Source) -> str:
+        """Quiet delivery: into the parent's transcript and context, without starting a turn."""
+        message = Message(message_id=mint(), content=blocks, source=source)
+        self.store.insert_message(
+            message.message_id,
+            parent.agent_id,
+            _encode(blocks).decode(),
+            _encode(source).decode(),
+            "claimed",
+            now(),
+        )
+        self.agents.record(parent.agent_id, None, "message", message)
+        self.agents.emit("agent/inject", AgentInject(agent_id=parent.agent_id, messages=[message]))
+        return message.message_id
+
+    # --- turns ---------------------------------------------------------------------------
+
+    def start_turn(self, agent: LiveAgent, messages: list[Message], claimed: list[str]) -> str:
+        turn_id = mint()
+        for message_id in claimed:
+            self.store.claim_message(message_id, turn_id)
+        self.store.set_open_turn(agent.agent_id, turn_id)
+        record = self.agents.record
+        for message in messages:
+            record(agent.agent_id, turn_id, "message", message)
+        record(
+            agent.agent_id,
+            turn_id,
+            "turn_start",
+            {"turn_id": turn_id, "message_ids": [m.message_id for m in messages]},
+        )
+        agent.turn = Turn(turn_id)
+        # cold resume: the descriptor (checked when the agent was resumed) is read, not kept live
+        resume = (
+            parse_descriptor(self.store.get_descriptor(agent.agent_id)) if agent.resume else None
+        )
+        agent.resume = False
+        self.agents.emit(
+            "turn/start",
+            TurnStart(
+                agent_id=agent.agent_id,
+                activation_id=agent.activation_id,
+                turn_id=turn_id,
+                messages=messages,
+                resume=resume,
+                instructions=texts.REPORT_INSTRUCTIONS if agent.kind == CONTINUABLE else None,
+            ),
+        )
+        self.agents.status_changed(agent)
+        return turn_id
+
+    def end_turn(
+        self, agent: LiveAgent, reason: str, output: str | None, cause: str | None = None
+    ) -> None:
+        """Close the agent's open turn, then schedule what follows."""
+        turn = agent.turn
+        assert turn is not None
+        cancel = self._grace.pop(turn.turn_id, None)
+        if cancel is not None:
+            cancel()
+        self.store.end_turn(agent.agent_id, reason, output)
+        data: dict[str, Any] = {"turn_id": turn.turn_id, "reason": reason}
+        if output is not None:
+            data["output"] = output
+        if cause is not None:
+            data["cause"] = cause
+        self.agents.record(agent.agent_id, turn.turn_id, "turn_end", data)
+        agent.turn = None
+        agent.last_reason, agent.last_output = reason, output
+        self.agents.status_changed(agent)
+        if agent.disposing:
+            self.drain(agent)
+        elif agent.kind == ONE_SHOT:
+            self.dispose(agent, reason)
+        else:
+            self.pump(agent)
+
+    # --- interrupts (SEMANTICS.md section 5) and the grace timer -------------------------
+
+    def interrupt(self, agent: LiveAgent, kind: InterruptKind, by: str | None) -> Status:
+        """Stop the open turn once, park what is queued, settle if nothing remains; returns prior status."""
+        previous = agent.status
+        turn = agent.turn
+        if turn is not None and not turn.interrupted:
+            turn.interrupted = True
+            self.agents.record(agent.agent_id, turn.turn_id, "interrupt", {"cause": kind, "by": by})
+            self.agents.emit(
+                "turn/interrupt",
+                TurnInterrupt(
+                    agent_id=agent.agent_id,
+                    turn_id=turn.turn_id,
+                    cause=InterruptCause(kind=kind, by=by),
+                ),
+            )
+            self.agents.save_live(agent)
+            self.arm_grace(agent.agent_id, turn.turn_id)
+        if kind != "shutdown":
+            if agent.pending:
+                self.set_parked(agent, True)
+            if agent.turn is None:
+                agent.last_reason, agent.last_output = "aborted", None
+                self.store.end_turn(agent.agent_id, "aborted", None)  # the last turn counts so
+                self.settle(agent)
+        return previous
+
+    def arm_grace(self, agent_id: str, turn_id: str) -> None:
+        """The interrupted turn is force-ended if the host has not ended it within the grace."""
+        self._grace[turn_id] = self.agents.timers.call_later(
+            self.settings.interrupt_grace, lambda: self._force_end(agent_id, turn_id)
+        )
+
+    def _force_end(self, agent_id: str, turn_id: str) -> None:
+        """The host did not end an interrupted turn within the grace period."""
+        self._grace.pop(turn_id, None)
+        agent = self.registry.get(agent_id)
+        if agent is not None and agent.turn is not None and agent.turn.turn_id == turn_id:
+            self.end_turn(agent, "aborted", None, cause="interrupt-timeout")
+
+    def rearm_grace(self, interrupted: dict[str, str]) -> None:
+        """Grace timers run exactly for `interrupted` (turn id -> agent id): the others are
+        cancelled, a missing one is armed again for a full grace period (see rebuild)."""
+        for turn_id in [t for t in self._grace if t not in interrupted]:
+            self._grace.pop(turn_id)()
+        for turn_id, agent_id in interrupted.items():
+            if turn_id not in self._grace:
+                self.arm_grace(agent_id, turn_id)
