@@ -1,4 +1,4 @@
-"""subagentd benchmarks: one run, side by side with the physical floor and the MCP Python SDK.
+"""subagentd benchmarks: one run, side by side with the physical floors and the MCP SDKs.
 
     python benchmarks/run.py            # full run, a few minutes on 2 cores
     python benchmarks/run.py --quick    # smaller sizes, under a minute
@@ -8,8 +8,9 @@ Extra columns run the same scenarios right after the working tree's, scenario by
 `baseline` is another checkout of subagentd (its own PYTHONPATH), `uvloop` the working tree
 with --event-loop uvloop (the `fast` extra). Targets are judged on the working tree only.
 
-Writes benchmarks/results/latest.md and latest.json (or --out DIR). Generated databases live in
-a temporary directory that is removed afterwards.
+Writes benchmarks/results/latest.md, latest.json and the plots (plots.py) to --out DIR.
+Generated databases live in a temporary directory that is removed afterwards. Exits 1 when any
+scenario failed (CI's smoke step relies on it).
 """
 
 from __future__ import annotations
@@ -32,11 +33,15 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import msgspec  # noqa: E402
-from dbgen import ROOT_ID, build_tree  # noqa: E402
-from harness import ROOT, Server, ServerFailure, server_command  # noqa: E402
+from dbgen import ROOT_ID, build_tree, create_schema  # noqa: E402
+from harness import PEERS as PEERS_DIR  # noqa: E402
+from harness import PYTHON, ROOT, Server, ServerFailure, server_command  # noqa: E402
+
+from subagentd.client import frames as wire  # noqa: E402
 
 _encode = msgspec.json.Encoder().encode
-PEERS = ("subagentd", "echo", "mcp")
+PEERS = ("subagentd", "echo", "mcp", "mcp-ts")
+F_GETPIPE_SZ = 1032  # fcntl: a pipe's capacity (Linux)
 # RSS per live agent is read at rest, this long after the spawn burst: the server hands the heap
 # the burst freed back to the OS once it has been quiet for 0.5 s (subagentd/server/memory.py)
 REST_SECONDS = 1.5
@@ -242,6 +247,34 @@ class Bench:
             "seq_p99_s": pct(samples, 99),
         }
 
+    def write_floor(self, durability: str) -> dict[str, Any]:
+        """peers/sqlite_floor.py: send_message's inbox rows, straight into SQLite, in the groups
+        the server commits a pipelined burst in (one per pipe buffer of frames; README)."""
+        db = self.db_path(f"floor-{durability}")
+        create_schema(db, self.env)
+        n, trials = self.sizes.sends, self.sizes.trials
+        first_id = 104  # send_messages: ids 1-3 set it up, 4-103 are its warm-up sends
+        frame_bytes = statistics.mean(
+            len(wire.request(i, "send_message", _send_params(i)))
+            for i in range(first_id, first_id + n * trials)
+        )
+        group = pipe_capacity() // int(frame_bytes)
+        done = subprocess.run(
+            [PYTHON, os.path.join(PEERS_DIR, "sqlite_floor.py"), "--db", db]
+            + ["--durability", durability, "--messages", str(n), "--group", str(group)]
+            + ["--trials", str(trials)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        if done.returncode:
+            raise ServerFailure(f"sqlite_floor.py failed (rc={done.returncode}):\n{done.stderr}")
+        return {
+            **json.loads(done.stdout),
+            "frame_bytes": frame_bytes,
+            "pipe_bytes": pipe_capacity(),
+        }
+
     def live_agents(self) -> dict[str, Any]:
         """RSS growth per live continuable child (spawned pipelined under one root)."""
         db = self.db_path("live")
@@ -408,15 +441,27 @@ def _tool_frames(server: Server, n: int) -> list[bytes]:
     return [_tool_frame(server) for _ in range(n)]
 
 
+def _send_params(request_id: int) -> dict[str, Any]:
+    return {"caller": ROOT_ID, "subagent_id": "c0", "message": f"follow-up {request_id}"}
+
+
 def _send_frames(server: Server, n: int) -> list[bytes]:
     return [
-        server.frame(
-            "send_message",
-            {"caller": ROOT_ID, "subagent_id": "c0", "message": f"follow-up {request_id}"},
-            request_id,
-        )
+        server.frame("send_message", _send_params(request_id), request_id)
         for request_id in (server.take_id() for _ in range(n))
     ]
+
+
+def pipe_capacity() -> int:
+    """What a new pipe holds (64 KiB by default on Linux): the most one read of stdin returns."""
+    import fcntl
+
+    r, w = os.pipe()
+    try:
+        return fcntl.fcntl(w, F_GETPIPE_SZ)
+    finally:
+        os.close(r)
+        os.close(w)
 
 
 # --- report ------------------------------------------------------------------------------
@@ -432,54 +477,73 @@ def evaluate(raw: dict[str, Any]) -> list[Metric]:
         return None if entry is None else entry[key] * scale
 
     # cold start
+    def within(s: float, peer: float | None, factor: float) -> bool:
+        """s ≤ factor x peer (a missing peer figure misses the target)."""
+        return peer is not None and s <= factor * peer
+
     m = Metric("cold_start_ms", "cold start: spawn → initialize response (median)", "ms")
     m.values = {k: val(cold, k, "median_s", 1e3) for k in PEERS}
-    s, mcp = m.values["subagentd"], m.values["mcp"]
+    s, mcp, ts = m.values["subagentd"], m.values["mcp"], m.values["mcp-ts"]
     if s is not None:
-        m.target = "≤ 250 ms and ≤ 0.25x MCP SDK"
-        m.met = s <= 250 and (mcp is not None and s <= 0.25 * mcp)
-        m.ratio = _ratio(s, mcp, m.values["echo"])
+        m.target = "≤ 250 ms, ≤ 0.25x MCP SDK, ≤ 0.5x TS SDK"
+        m.met = s <= 250 and within(s, mcp, 0.25) and within(s, ts, 0.5)
+        m.ratio = _ratio(m.values)
     metrics.append(m)
 
     m = Metric("idle_rss_mib", "idle RSS after initialize", "MiB")
     m.values = {k: val(cold, k, "idle_rss_kib", 1 / 1024) for k in PEERS}
     s = m.values["subagentd"]
     if s is not None:
-        m.target = "≤ 40 MiB"
-        m.met = s <= 40
-        m.ratio = _ratio(s, m.values["mcp"], m.values["echo"])
+        m.target = "≤ 40 MiB, ≤ 0.5x TS SDK"
+        m.met = s <= 40 and within(s, m.values["mcp-ts"], 0.5)
+        m.ratio = _ratio(m.values)
     metrics.append(m)
 
     m = Metric("tools_call_per_s", "tools/call list_agents, pipelined", "req/s")
     m.values = {k: val(tools, k, "per_s") for k in PEERS}
-    s, mcp = m.values["subagentd"], m.values["mcp"]
+    s, mcp, ts = m.values["subagentd"], m.values["mcp"], m.values["mcp-ts"]
     if s is not None:
-        m.target = "≥ 15x MCP SDK"
-        m.met = mcp is not None and s >= 15 * mcp
-        m.ratio = _ratio(s, mcp, m.values["echo"])
+        m.target = "≥ 15x MCP SDK, ≥ 3x TS SDK"
+        m.met = mcp is not None and s >= 15 * mcp and ts is not None and s >= 3 * ts
+        m.ratio = _ratio(m.values)
     metrics.append(m)
 
     for key, label in (("rtt_p50_s", "p50"), ("rtt_p99_s", "p99")):
         m = Metric(f"tools_call_{label}_us", f"tools/call list_agents round trip {label}", "µs")
         m.values = {k: val(tools, k, key, 1e6) for k in PEERS}
-        if m.values["subagentd"] is not None:
-            m.ratio = _ratio(m.values["subagentd"], m.values["mcp"], m.values["echo"])
+        if (s := m.values["subagentd"]) is not None:
+            m.ratio = _ratio(m.values)
             m.target = "(informational)"
+            if label == "p50":
+                m.target = "≤ 0.5x TS SDK"
+                m.met = within(s, m.values["mcp-ts"], 0.5)
         metrics.append(m)
 
     for durability, floor in (("normal", 10_000), ("full", 5_000)):
         send = raw.get(f"send_{durability}")
+        written = raw.get(f"write_floor_{durability}")
         m = Metric(
             f"send_{durability}_per_s",
             f"durable send_message pipelined, --durability {durability}",
             "msg/s",
         )
-        m.values = {"subagentd": send["per_s"] if send else None}
+        m.values = {
+            "subagentd": send["per_s"] if send else None,
+            "sqlite": written["per_s"] if written else None,
+        }
         if send:
-            m.target = f"≥ {floor:,}/s"
-            m.met = send["per_s"] >= floor and send["errors"] == 0
+            m.target = f"≥ {floor:,}/s, ≥ 0.5x write floor"
+            m.met = (
+                send["per_s"] >= floor
+                and send["errors"] == 0
+                and written is not None
+                and send["per_s"] >= 0.5 * written["per_s"]
+            )
+            m.ratio = _ratio(m.values)
             if send["errors"]:
                 m.note = f"{send['errors']} error responses"
+        if written:
+            m.note = "; ".join(filter(None, [m.note, f"floor: {written['group']} rows per commit"]))
         metrics.append(m)
         m = Metric(
             f"send_{durability}_seq_p50_us",
@@ -547,13 +611,17 @@ def evaluate(raw: dict[str, Any]) -> list[Metric]:
     return metrics
 
 
-def _ratio(s: float | None, mcp: float | None, echo: float | None) -> str:
-    parts = []
-    if s is not None and mcp:
-        parts.append(f"{s / mcp:.2f}x MCP")
-    if s is not None and echo:
-        parts.append(f"{s / echo:.2f}x floor")
-    return ", ".join(parts)
+RATIO_PEERS = (("mcp", "MCP SDK"), ("mcp-ts", "TS SDK"), ("echo", "floor"), ("sqlite", "floor"))
+
+
+def _ratio(values: dict[str, float | None]) -> str:
+    """subagentd ÷ each peer that has a figure in this row."""
+    s = values.get("subagentd")
+    if s is None:
+        return ""
+    return ", ".join(
+        f"{s / peer:.2f}x {label}" for key, label in RATIO_PEERS if (peer := values.get(key))
+    )
 
 
 def fmt(v: float | None) -> str:
@@ -569,17 +637,19 @@ def fmt(v: float | None) -> str:
 def render_table(metrics: list[Metric], variants: tuple[str, ...] = ()) -> str:
     extra = "".join(f" {v} |" for v in variants)
     lines = [
-        f"| metric | subagentd |{extra} echo floor | MCP SDK | ratio | target | met? |",
-        "|---|---:|" + "---:|" * len(variants) + "---:|---:|---|---|---|",
+        f"| metric | subagentd |{extra} floor | MCP SDK | TS SDK | ratio | target | met? |",
+        "|---|---:|" + "---:|" * len(variants) + "---:|---:|---:|---|---|---|",
     ]
     for m in metrics:
         met = {True: "yes", False: "**no**", None: ""}[m.met]
         name = f"{m.name} ({m.unit})"
         ratio = m.ratio + (f"; {m.note}" if m.note else "") if m.ratio else m.note
         cells = "".join(f" {fmt(m.values.get(v))} |" for v in variants)
+        floor = m.values.get("echo", m.values.get("sqlite"))
         lines.append(
-            f"| {name} | {fmt(m.values.get('subagentd'))} |{cells} {fmt(m.values.get('echo'))} |"
-            f" {fmt(m.values.get('mcp'))} | {ratio} | {m.target} | {met} |"
+            f"| {name} | {fmt(m.values.get('subagentd'))} |{cells} {fmt(floor)} |"
+            f" {fmt(m.values.get('mcp'))} | {fmt(m.values.get('mcp-ts'))} | {ratio} | {m.target}"
+            f" | {met} |"
         )
     return "\n".join(lines)
 
@@ -590,6 +660,13 @@ def merge_variants(metrics: list[Metric], raws: dict[str, dict[str, Any]]) -> No
         theirs = {m.key: m.values.get("subagentd") for m in evaluate(raw)}
         for m in metrics:
             m.values[name] = theirs.get(m.key)
+
+
+def draw_plots(results: dict[str, Any], out: str) -> list[str]:
+    """plots.py over this run's results (matplotlib, the `bench` extra)."""
+    import plots
+
+    return plots.write_all(results, out)
 
 
 def cpu_pressure() -> float | None:
@@ -730,6 +807,9 @@ def main(argv: list[str] | None = None) -> int:
                 raw[f"send_{durability}"] = bench.guarded(
                     f"send_message {durability}", bench.send_messages, durability
                 )
+                raw[f"write_floor_{durability}"] = bench.guarded(
+                    f"write floor {durability}", bench.write_floor, durability
+                )
                 each_variant(
                     f"send_{durability}",
                     f"send_message {durability}",
@@ -763,27 +843,28 @@ def main(argv: list[str] | None = None) -> int:
     }
     os.makedirs(args.out, exist_ok=True)
     table = render_table(metrics, tuple(variants))
+    results = {
+        "environment": env,
+        "sizes": asdict(sizes),
+        "metrics": [asdict(m) for m in metrics],
+        "raw": raw,
+        "raw_variants": raws,
+        "failures": bench.failures + [f for v in variants.values() for f in v.failures],
+    }
     with open(os.path.join(args.out, "latest.json"), "w") as fh:
-        json.dump(
-            {
-                "environment": env,
-                "sizes": asdict(sizes),
-                "metrics": [asdict(m) for m in metrics],
-                "raw": raw,
-                "raw_variants": raws,
-                "failures": bench.failures + [f for v in variants.values() for f in v.failures],
-            },
-            fh,
-            indent=2,
-            default=str,
-        )
+        json.dump(results, fh, indent=2, default=str)
+    bench.guarded("plots", draw_plots, json.loads(json.dumps(results, default=str)), args.out)
     header = (
         f"# subagentd benchmark results ({env['mode']} run)\n\n"
         f"{env['date']} · Python {env['python']} · {env['cpus']} CPUs · {env['platform']} · "
         f"commit {env['commit']} · run took {total:.0f} s · 1-min load average before/after "
         f"{env['loadavg_1m_before_after']} · CPU pressure (PSI some avg60, %) before/after "
         f"{env['cpu_pressure_some_avg60_before_after']}\n\n"
+        "floor: the echo floor (peers/echo_server.py) in the protocol rows, the write floor"
+        " (peers/sqlite_floor.py) in the send_message rows. MCP SDK: the Python SDK; TS SDK: the"
+        " TypeScript SDK (peers/ts-mcp).\n\n"
         "ratio: subagentd ÷ peer (for throughput higher is better, for time and memory lower).\n\n"
+        "Plots: throughput.svg, latency.svg, listing.svg beside this file.\n\n"
         + "".join(f"column `{name}`: {desc}\n" for name, desc in env["variants"].items())
         + ("\n" if variants else "")
     )
