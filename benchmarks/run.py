@@ -3,6 +3,7 @@
     python benchmarks/run.py            # full run, a few minutes on 2 cores
     python benchmarks/run.py --quick    # smaller sizes, under a minute
     python benchmarks/run.py --baseline-src ../old-checkout --uvloop   # extra subagentd columns
+    python benchmarks/run.py --flames   # then py-spy flame graphs (flames.py) into profiles/
 
 Extra columns run the same scenarios right after the working tree's, scenario by scenario:
 `baseline` is another checkout of subagentd (its own PYTHONPATH), `uvloop` the working tree
@@ -755,6 +756,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also measure the working tree with --event-loop uvloop (needs the `fast` extra)",
     )
+    parser.add_argument(
+        "--flames",
+        action="store_true",
+        help="afterwards, py-spy flame graphs of the three hottest scenarios (flames.py) in"
+        " OUT/profiles",
+    )
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else FULL
     only = set(filter(None, args.only.split(",")))
@@ -878,7 +885,13 @@ def main(argv: list[str] | None = None) -> int:
     if failed:
         print(f"\n{len(failed)} scenario(s) failed; see latest.md", file=sys.stderr)
     log(f"total {total:.1f}s")
-    return 1 if failed else 0
+    flames_failed = False
+    if args.flames:
+        import flames
+
+        at = ["--at", args.at] if args.at else []
+        flames_failed = flames.main([*at, "--out", os.path.join(args.out, "profiles")]) != 0
+    return 1 if failed or flames_failed else 0
 
 
 if __name__ == "__main__":
