@@ -114,7 +114,13 @@ def listing(raw: dict[str, Any], out: str) -> str | None:
         label="linear from the smallest tree",
     )
     for n, t in entries:
-        ax.annotate(f"{t:.3g} ms", (n, t), textcoords="offset points", xytext=(4, -12), fontsize=8)
+        ax.annotate(
+            f"{t:,.0f} ms" if t >= 100 else f"{t:.3g} ms",
+            (n, t),
+            textcoords="offset points",
+            xytext=(4, -12),
+            fontsize=8,
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("persisted sessions in the tree (log)")
