@@ -1,5 +1,5 @@
-"""benchmarks/run.py's report: the TS SDK and write-floor columns, issue 16's targets judged from
-the figures, and a non-zero exit when a scenario failed (CI's smoke step relies on it)."""
+"""The benchmark report (benchmarks/report.py, run.py): the TS SDK and write-floor columns, issue
+16's targets judged from the figures, and exit 1 when a scenario failed (CI's smoke step)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import report  # noqa: E402
 import run  # noqa: E402
 from harness import ServerFailure  # noqa: E402
 
@@ -45,8 +46,8 @@ RAW = {
 }
 
 
-def by_key(raw: dict) -> dict[str, run.Metric]:
-    return {m.key: m for m in run.evaluate(raw)}
+def by_key(raw: dict) -> dict[str, report.Metric]:
+    return {m.key: m for m in report.evaluate(raw)}
 
 
 def test_ts_sdk_targets_are_judged_from_its_figures():
@@ -91,7 +92,7 @@ def test_send_message_is_judged_against_the_write_floor():
     assert normal.ratio == "0.40x floor"
     assert normal.note == "floor: 528 rows per commit"
     assert full.met is True  # 6000 ≥ 5000 and ≥ 0.5 x 10000
-    table = run.render_table(run.evaluate(RAW))
+    table = report.render_table(report.evaluate(RAW))
     assert "| metric | subagentd | floor | MCP SDK | TS SDK | ratio | target | met? |" in table
     assert "| 12,000 | 30,000 | — | — | 0.40x floor; floor: 528 rows per commit |" in table
 
