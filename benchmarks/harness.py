@@ -8,6 +8,8 @@ is full, so a pipelined run cannot deadlock and needs no thread.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
 import time
 from typing import Any
@@ -33,11 +35,35 @@ class ServerFailure(RuntimeError):
     """The server died, timed out or answered with an error; carries its stderr tail."""
 
 
+TS_PEER = os.path.join(PEERS, "ts-mcp")
+
+
+def ensure_ts_peer() -> None:
+    """`npm ci` the TypeScript SDK peer (pinned by its package-lock.json) unless it is installed."""
+    if os.path.isdir(os.path.join(TS_PEER, "node_modules", "@modelcontextprotocol", "sdk")):
+        return
+    npm = shutil.which("npm")
+    if npm is None:
+        raise ServerFailure("the TypeScript SDK peer needs Node.js and npm on PATH")
+    done = subprocess.run(
+        [npm, "ci", "--no-audit", "--no-fund"],
+        cwd=TS_PEER,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if done.returncode:
+        raise ServerFailure(f"npm ci in {TS_PEER} failed:\n{done.stdout}{done.stderr}")
+
+
 def server_command(kind: str, db: str | None = None, durability: str = "normal") -> list[str]:
     if kind == "echo":
         return [PYTHON, os.path.join(PEERS, "echo_server.py")]
     if kind == "mcp":
         return [PYTHON, os.path.join(PEERS, "mcp_sdk_server.py")]
+    if kind == "mcp-ts":
+        ensure_ts_peer()
+        return [shutil.which("node") or "node", os.path.join(TS_PEER, "server.mjs")]
     if kind == "subagentd":
         return [
             PYTHON,

@@ -1,15 +1,17 @@
-"""subagentd benchmarks: one run, side by side with the physical floor and the MCP Python SDK.
+"""subagentd benchmarks: one run, side by side with the physical floors and the MCP SDKs.
 
     python benchmarks/run.py            # full run, a few minutes on 2 cores
     python benchmarks/run.py --quick    # smaller sizes, under a minute
     python benchmarks/run.py --baseline-src ../old-checkout --uvloop   # extra subagentd columns
+    python benchmarks/run.py --flames   # then py-spy flame graphs (flames.py) into profiles/
 
 Extra columns run the same scenarios right after the working tree's, scenario by scenario:
 `baseline` is another checkout of subagentd (its own PYTHONPATH), `uvloop` the working tree
 with --event-loop uvloop (the `fast` extra). Targets are judged on the working tree only.
 
-Writes benchmarks/results/latest.md and latest.json (or --out DIR). Generated databases live in
-a temporary directory that is removed afterwards.
+Writes benchmarks/results/latest.md, latest.json and the plots (plots.py) to --out DIR.
+Generated databases live in a temporary directory that is removed afterwards. Exits 1 when any
+scenario failed (CI's smoke step relies on it).
 """
 
 from __future__ import annotations
@@ -26,20 +28,27 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import msgspec  # noqa: E402
-from dbgen import ROOT_ID, build_tree  # noqa: E402
-from harness import ROOT, Server, ServerFailure, server_command  # noqa: E402
+from dbgen import ROOT_ID, build_tree, create_schema  # noqa: E402
+from harness import PEERS as PEERS_DIR  # noqa: E402
+from harness import PYTHON, ROOT, Server, ServerFailure, server_command  # noqa: E402
+from report import (  # noqa: E402
+    PEERS,
+    REST_SECONDS,
+    evaluate,
+    merge_variants,
+    render_table,
+)
+
+from subagentd.client import frames as wire  # noqa: E402
 
 _encode = msgspec.json.Encoder().encode
-PEERS = ("subagentd", "echo", "mcp")
-# RSS per live agent is read at rest, this long after the spawn burst: the server hands the heap
-# the burst freed back to the OS once it has been quiet for 0.5 s (subagentd/server/memory.py)
-REST_SECONDS = 1.5
+F_GETPIPE_SZ = 1032  # fcntl: a pipe's capacity (Linux)
 
 
 @dataclass
@@ -92,18 +101,6 @@ QUICK = Sizes(
     restarts=2,
     trials=1,
 )
-
-
-@dataclass
-class Metric:
-    key: str
-    name: str
-    unit: str
-    values: dict[str, float | None] = field(default_factory=dict)
-    target: str = ""
-    met: bool | None = None
-    ratio: str = ""
-    note: str = ""
 
 
 def median(xs: list[float]) -> float:
@@ -240,6 +237,34 @@ class Bench:
             "error_examples": [e.decode(errors="replace") for e in examples],
             "seq_p50_s": median(samples),
             "seq_p99_s": pct(samples, 99),
+        }
+
+    def write_floor(self, durability: str) -> dict[str, Any]:
+        """peers/sqlite_floor.py: send_message's inbox rows, straight into SQLite, in the groups
+        the server commits a pipelined burst in (one per pipe buffer of frames; README)."""
+        db = self.db_path(f"floor-{durability}")
+        create_schema(db, self.env)
+        n, trials = self.sizes.sends, self.sizes.trials
+        first_id = 104  # send_messages: ids 1-3 set it up, 4-103 are its warm-up sends
+        frame_bytes = statistics.mean(
+            len(wire.request(i, "send_message", _send_params(i)))
+            for i in range(first_id, first_id + n * trials)
+        )
+        group = pipe_capacity() // int(frame_bytes)
+        done = subprocess.run(
+            [PYTHON, os.path.join(PEERS_DIR, "sqlite_floor.py"), "--db", db]
+            + ["--durability", durability, "--messages", str(n), "--group", str(group)]
+            + ["--trials", str(trials)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        if done.returncode:
+            raise ServerFailure(f"sqlite_floor.py failed (rc={done.returncode}):\n{done.stderr}")
+        return {
+            **json.loads(done.stdout),
+            "frame_bytes": frame_bytes,
+            "pipe_bytes": pipe_capacity(),
         }
 
     def live_agents(self) -> dict[str, Any]:
@@ -408,188 +433,34 @@ def _tool_frames(server: Server, n: int) -> list[bytes]:
     return [_tool_frame(server) for _ in range(n)]
 
 
+def _send_params(request_id: int) -> dict[str, Any]:
+    return {"caller": ROOT_ID, "subagent_id": "c0", "message": f"follow-up {request_id}"}
+
+
 def _send_frames(server: Server, n: int) -> list[bytes]:
     return [
-        server.frame(
-            "send_message",
-            {"caller": ROOT_ID, "subagent_id": "c0", "message": f"follow-up {request_id}"},
-            request_id,
-        )
+        server.frame("send_message", _send_params(request_id), request_id)
         for request_id in (server.take_id() for _ in range(n))
     ]
 
 
-# --- report ------------------------------------------------------------------------------
+def pipe_capacity() -> int:
+    """What a new pipe holds (64 KiB by default on Linux): the most one read of stdin returns."""
+    import fcntl
+
+    r, w = os.pipe()
+    try:
+        return fcntl.fcntl(w, F_GETPIPE_SZ)
+    finally:
+        os.close(r)
+        os.close(w)
 
 
-def evaluate(raw: dict[str, Any]) -> list[Metric]:
-    metrics: list[Metric] = []
-    cold = raw.get("cold_start", {})
-    tools = raw.get("tool_calls", {})
+def draw_plots(results: dict[str, Any], out: str) -> list[str]:
+    """plots.py over this run's results (matplotlib, the `bench` extra)."""
+    import plots
 
-    def val(d: dict, kind: str, key: str, scale: float = 1.0) -> float | None:
-        entry = d.get(kind)
-        return None if entry is None else entry[key] * scale
-
-    # cold start
-    m = Metric("cold_start_ms", "cold start: spawn → initialize response (median)", "ms")
-    m.values = {k: val(cold, k, "median_s", 1e3) for k in PEERS}
-    s, mcp = m.values["subagentd"], m.values["mcp"]
-    if s is not None:
-        m.target = "≤ 250 ms and ≤ 0.25x MCP SDK"
-        m.met = s <= 250 and (mcp is not None and s <= 0.25 * mcp)
-        m.ratio = _ratio(s, mcp, m.values["echo"])
-    metrics.append(m)
-
-    m = Metric("idle_rss_mib", "idle RSS after initialize", "MiB")
-    m.values = {k: val(cold, k, "idle_rss_kib", 1 / 1024) for k in PEERS}
-    s = m.values["subagentd"]
-    if s is not None:
-        m.target = "≤ 40 MiB"
-        m.met = s <= 40
-        m.ratio = _ratio(s, m.values["mcp"], m.values["echo"])
-    metrics.append(m)
-
-    m = Metric("tools_call_per_s", "tools/call list_agents, pipelined", "req/s")
-    m.values = {k: val(tools, k, "per_s") for k in PEERS}
-    s, mcp = m.values["subagentd"], m.values["mcp"]
-    if s is not None:
-        m.target = "≥ 15x MCP SDK"
-        m.met = mcp is not None and s >= 15 * mcp
-        m.ratio = _ratio(s, mcp, m.values["echo"])
-    metrics.append(m)
-
-    for key, label in (("rtt_p50_s", "p50"), ("rtt_p99_s", "p99")):
-        m = Metric(f"tools_call_{label}_us", f"tools/call list_agents round trip {label}", "µs")
-        m.values = {k: val(tools, k, key, 1e6) for k in PEERS}
-        if m.values["subagentd"] is not None:
-            m.ratio = _ratio(m.values["subagentd"], m.values["mcp"], m.values["echo"])
-            m.target = "(informational)"
-        metrics.append(m)
-
-    for durability, floor in (("normal", 10_000), ("full", 5_000)):
-        send = raw.get(f"send_{durability}")
-        m = Metric(
-            f"send_{durability}_per_s",
-            f"durable send_message pipelined, --durability {durability}",
-            "msg/s",
-        )
-        m.values = {"subagentd": send["per_s"] if send else None}
-        if send:
-            m.target = f"≥ {floor:,}/s"
-            m.met = send["per_s"] >= floor and send["errors"] == 0
-            if send["errors"]:
-                m.note = f"{send['errors']} error responses"
-        metrics.append(m)
-        m = Metric(
-            f"send_{durability}_seq_p50_us",
-            f"sequential send_message p50, --durability {durability}",
-            "µs",
-        )
-        m.values = {"subagentd": send["seq_p50_s"] * 1e6 if send else None}
-        if send:
-            if durability == "normal":
-                m.target = "≤ 200 µs"
-                m.met = m.values["subagentd"] <= 200
-            else:
-                m.target = "(informational)"
-            m.note = f"p99 {send['seq_p99_s'] * 1e6:.0f} µs"
-        metrics.append(m)
-
-    live = raw.get("live_agents")
-    m = Metric("kib_per_live_agent", "RSS per live continuable agent, at rest", "KiB")
-    m.values = {"subagentd": live["kib_per_agent"] if live else None}
-    if live:
-        m.target = "≤ 2 KiB"
-        m.met = live["kib_per_agent"] <= 2
-        m.note = (
-            f"{live['agents']} spawned pipelined at {live['spawn_per_s']:.0f}/s; RSS at rest "
-            f"{live['rss_before_kib'] / 1024:.1f} → {live['rss_after_kib'] / 1024:.1f} MiB "
-            f"({REST_SECONDS:g} s after the burst; right after it "
-            f"{live['kib_per_agent_after_burst']:.2f} KiB per agent)"
-        )
-    metrics.append(m)
-
-    listing = raw.get("list_scaling") or {}
-    for size, entry in listing.items():
-        n = int(size)
-        m = Metric(
-            f"list_descendants_{n}_ms",
-            f"list_agents descendants, {n:,} persisted sessions",
-            "ms",
-        )
-        m.values = {"subagentd": entry["median_s"] * 1e3}
-        m.note = f"{entry['rows_listed']:,} rows, {entry['response_bytes'] / 1024:.0f} KiB response"
-        if n == 10000:
-            m.target = "≤ 50 ms"
-            m.met = m.values["subagentd"] <= 50
-        elif n == 100000 and "10000" in listing:
-            growth = entry["median_s"] / listing["10000"]["median_s"]
-            m.target = "linear from 10k (≤ 12x the 10k time)"
-            m.met = growth <= 12
-            m.ratio = f"{growth:.1f}x the 10k time"
-        else:
-            m.target = "(informational)"
-        metrics.append(m)
-
-    restart = raw.get("restart")
-    m = Metric("restart_first_response_ms", "restart → initialize response", "ms")
-    if restart:
-        m.values = {"subagentd": restart["to_initialize_s"] * 1e3}
-        m.target = "≤ 1000 ms"
-        m.met = m.values["subagentd"] <= 1000
-        m.note = (
-            f"{restart['sessions']:,} sessions, {restart['events']:,} events, "
-            f"{restart['db_mib']:.0f} MiB DB; agents/open root answered at "
-            f"{restart['to_open_root_s'] * 1e3:.0f} ms"
-        )
-    metrics.append(m)
-    return metrics
-
-
-def _ratio(s: float | None, mcp: float | None, echo: float | None) -> str:
-    parts = []
-    if s is not None and mcp:
-        parts.append(f"{s / mcp:.2f}x MCP")
-    if s is not None and echo:
-        parts.append(f"{s / echo:.2f}x floor")
-    return ", ".join(parts)
-
-
-def fmt(v: float | None) -> str:
-    if v is None:
-        return "—"
-    if v >= 100:
-        return f"{v:,.0f}"
-    if v >= 10:
-        return f"{v:.1f}"
-    return f"{v:.2f}"
-
-
-def render_table(metrics: list[Metric], variants: tuple[str, ...] = ()) -> str:
-    extra = "".join(f" {v} |" for v in variants)
-    lines = [
-        f"| metric | subagentd |{extra} echo floor | MCP SDK | ratio | target | met? |",
-        "|---|---:|" + "---:|" * len(variants) + "---:|---:|---|---|---|",
-    ]
-    for m in metrics:
-        met = {True: "yes", False: "**no**", None: ""}[m.met]
-        name = f"{m.name} ({m.unit})"
-        ratio = m.ratio + (f"; {m.note}" if m.note else "") if m.ratio else m.note
-        cells = "".join(f" {fmt(m.values.get(v))} |" for v in variants)
-        lines.append(
-            f"| {name} | {fmt(m.values.get('subagentd'))} |{cells} {fmt(m.values.get('echo'))} |"
-            f" {fmt(m.values.get('mcp'))} | {ratio} | {m.target} | {met} |"
-        )
-    return "\n".join(lines)
-
-
-def merge_variants(metrics: list[Metric], raws: dict[str, dict[str, Any]]) -> None:
-    """Each variant's subagentd figure, as one more value of the working tree's metrics."""
-    for name, raw in raws.items():
-        theirs = {m.key: m.values.get("subagentd") for m in evaluate(raw)}
-        for m in metrics:
-            m.values[name] = theirs.get(m.key)
+    return plots.write_all(results, out)
 
 
 def cpu_pressure() -> float | None:
@@ -678,6 +549,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also measure the working tree with --event-loop uvloop (needs the `fast` extra)",
     )
+    parser.add_argument(
+        "--flames",
+        action="store_true",
+        help="afterwards, py-spy flame graphs of the three hottest scenarios (flames.py) in"
+        " OUT/profiles",
+    )
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else FULL
     only = set(filter(None, args.only.split(",")))
@@ -730,6 +607,9 @@ def main(argv: list[str] | None = None) -> int:
                 raw[f"send_{durability}"] = bench.guarded(
                     f"send_message {durability}", bench.send_messages, durability
                 )
+                raw[f"write_floor_{durability}"] = bench.guarded(
+                    f"write floor {durability}", bench.write_floor, durability
+                )
                 each_variant(
                     f"send_{durability}",
                     f"send_message {durability}",
@@ -763,27 +643,28 @@ def main(argv: list[str] | None = None) -> int:
     }
     os.makedirs(args.out, exist_ok=True)
     table = render_table(metrics, tuple(variants))
+    results = {
+        "environment": env,
+        "sizes": asdict(sizes),
+        "metrics": [asdict(m) for m in metrics],
+        "raw": raw,
+        "raw_variants": raws,
+        "failures": bench.failures + [f for v in variants.values() for f in v.failures],
+    }
     with open(os.path.join(args.out, "latest.json"), "w") as fh:
-        json.dump(
-            {
-                "environment": env,
-                "sizes": asdict(sizes),
-                "metrics": [asdict(m) for m in metrics],
-                "raw": raw,
-                "raw_variants": raws,
-                "failures": bench.failures + [f for v in variants.values() for f in v.failures],
-            },
-            fh,
-            indent=2,
-            default=str,
-        )
+        json.dump(results, fh, indent=2, default=str)
+    bench.guarded("plots", draw_plots, json.loads(json.dumps(results, default=str)), args.out)
     header = (
         f"# subagentd benchmark results ({env['mode']} run)\n\n"
         f"{env['date']} · Python {env['python']} · {env['cpus']} CPUs · {env['platform']} · "
         f"commit {env['commit']} · run took {total:.0f} s · 1-min load average before/after "
         f"{env['loadavg_1m_before_after']} · CPU pressure (PSI some avg60, %) before/after "
         f"{env['cpu_pressure_some_avg60_before_after']}\n\n"
+        "floor: the echo floor (peers/echo_server.py) in the protocol rows, the write floor"
+        " (peers/sqlite_floor.py) in the send_message rows. MCP SDK: the Python SDK; TS SDK: the"
+        " TypeScript SDK (peers/ts-mcp).\n\n"
         "ratio: subagentd ÷ peer (for throughput higher is better, for time and memory lower).\n\n"
+        "Plots: throughput.svg, latency.svg, listing.svg beside this file.\n\n"
         + "".join(f"column `{name}`: {desc}\n" for name, desc in env["variants"].items())
         + ("\n" if variants else "")
     )
@@ -797,7 +678,13 @@ def main(argv: list[str] | None = None) -> int:
     if failed:
         print(f"\n{len(failed)} scenario(s) failed; see latest.md", file=sys.stderr)
     log(f"total {total:.1f}s")
-    return 1 if failed else 0
+    flames_failed = False
+    if args.flames:
+        import flames
+
+        at = ["--at", args.at] if args.at else []
+        flames_failed = flames.main([*at, "--out", os.path.join(args.out, "profiles")]) != 0
+    return 1 if failed or flames_failed else 0
 
 
 if __name__ == "__main__":

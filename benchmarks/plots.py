@@ -1,0 +1,168 @@
+"""Pictures of one benchmark run: throughput and latency beside the floors and the SDKs, and
+list_agents time against tree size on log axes, drawn from latest.json (run.py calls this).
+
+    python benchmarks/plots.py [benchmarks/results/latest.json] [--out DIR]
+
+Writes throughput.svg, latency.svg and listing.svg (SVG: small, diffable, no date stamped in).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: files only
+import matplotlib.pyplot as plt  # noqa: E402
+
+# (values key in latest.json, legend label, colour): the floors are grey, the SDKs muted
+SERIES = (
+    ("subagentd", "subagentd", "#1f77b4"),
+    ("floor", "physical floor (echo / sqlite)", "#9e9e9e"),
+    ("mcp", "MCP Python SDK", "#d62728"),
+    ("mcp-ts", "MCP TypeScript SDK", "#ff7f0e"),
+)
+THROUGHPUT = (
+    ("tools_call_per_s", "tools/call\npipelined"),
+    ("send_normal_per_s", "send_message\nnormal"),
+    ("send_full_per_s", "send_message\nfull"),
+)
+LATENCY = (
+    ("cold_start_ms", "cold start (ms)"),
+    ("idle_rss_mib", "idle RSS (MiB)"),
+    ("tools_call_p50_us", "tools/call round trip p50 (µs)"),
+    ("tools_call_p99_us", "tools/call round trip p99 (µs)"),
+)
+
+
+def series_value(metric: dict[str, Any], key: str) -> float | None:
+    values = metric["values"]
+    if key == "floor":  # the echo floor for protocol rows, the write floor for send_message rows
+        return values.get("echo") if values.get("echo") is not None else values.get("sqlite")
+    return values.get(key)
+
+
+def grouped_bars(ax: Any, metrics: list[dict[str, Any]], labels: list[str]) -> None:
+    """One group of bars per metric, one bar per series that has a figure (log y axis)."""
+    width = 0.8 / len(SERIES)
+    for i, (key, legend, colour) in enumerate(SERIES):
+        xs, ys = [], []
+        for x, metric in enumerate(metrics):
+            v = series_value(metric, key)
+            if v is not None:
+                xs.append(x + (i - (len(SERIES) - 1) / 2) * width)
+                ys.append(v)
+        if ys:
+            bars = ax.bar(xs, ys, width, label=legend, color=colour)
+            ax.bar_label(bars, labels=[_short(y) for y in ys], fontsize=7, rotation=90, padding=2)
+    ax.set_xticks(range(len(metrics)), labels)
+    ax.set_yscale("log")
+    ax.margins(y=0.25)
+
+
+def _short(v: float) -> str:
+    if v >= 10_000:
+        return f"{v / 1000:.0f}k"
+    if v >= 100:
+        return f"{v:.0f}"
+    return f"{v:.3g}"
+
+
+def throughput(metrics: dict[str, dict[str, Any]], out: str) -> str | None:
+    chosen = [(metrics[k], label) for k, label in THROUGHPUT if k in metrics]
+    if not chosen:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    grouped_bars(ax, [m for m, _ in chosen], [label for _, label in chosen])
+    ax.set_ylabel("requests per second (log)")
+    ax.set_title("Throughput, pipelined (higher is better)")
+    ax.legend(fontsize=8, loc="upper right")
+    return _save(fig, out, "throughput.svg")
+
+
+def latency(metrics: dict[str, dict[str, Any]], out: str) -> str | None:
+    chosen = [(metrics[k], label) for k, label in LATENCY if k in metrics]
+    if not chosen:
+        return None
+    fig, axes = plt.subplots(1, len(chosen), figsize=(3 * len(chosen), 4.5), squeeze=False)
+    for ax, (metric, label) in zip(axes[0], chosen, strict=True):
+        grouped_bars(ax, [metric], [""])
+        ax.set_title(label, fontsize=9)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=len(SERIES))
+    fig.suptitle("Latency and memory (lower is better; round trips: one request in flight)")
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    return _save(fig, out, "latency.svg", layout=False)
+
+
+def listing(raw: dict[str, Any], out: str) -> str | None:
+    entries = sorted((int(n), e["median_s"] * 1e3) for n, e in (raw or {}).items())
+    if not entries:
+        return None
+    sizes, ms = [n for n, _ in entries], [t for _, t in entries]
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    ax.plot(sizes, ms, "o-", label="list_agents descendants (median)", color="#1f77b4")
+    ax.plot(
+        sizes,
+        [ms[0] * n / sizes[0] for n in sizes],
+        "--",
+        color="#9e9e9e",
+        label="linear from the smallest tree",
+    )
+    for n, t in entries:
+        ax.annotate(
+            f"{t:,.0f} ms" if t >= 100 else f"{t:.3g} ms",
+            (n, t),
+            textcoords="offset points",
+            xytext=(4, -12),
+            fontsize=8,
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("persisted sessions in the tree (log)")
+    ax.set_ylabel("ms per listing (log)")
+    ax.set_title("list_agents time vs tree size")
+    ax.legend(fontsize=8)
+    return _save(fig, out, "listing.svg")
+
+
+def _save(fig: Any, out: str, name: str, layout: bool = True) -> str:
+    path = os.path.join(out, name)
+    if layout:
+        fig.tight_layout()
+    fig.savefig(path, format="svg", metadata={"Date": None})
+    plt.close(fig)
+    return path
+
+
+def write_all(results: dict[str, Any], out: str) -> list[str]:
+    """Every plot the run has figures for; the paths written."""
+    plt.rcParams["svg.hashsalt"] = "subagentd-bench"  # stable element ids between runs
+    by_key = {m["key"]: m for m in results["metrics"]}
+    made = [
+        throughput(by_key, out),
+        latency(by_key, out),
+        listing(results["raw"].get("list_scaling"), out),
+    ]
+    return [p for p in made if p]
+
+
+def main(argv: list[str] | None = None) -> int:
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", nargs="?", default=os.path.join(here, "latest.json"))
+    parser.add_argument("--out", default=None, help="default: the directory of the results file")
+    args = parser.parse_args(argv)
+    with open(args.results) as fh:
+        results = json.load(fh)
+    for path in write_all(results, args.out or os.path.dirname(os.path.abspath(args.results))):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
