@@ -157,6 +157,23 @@ def evaluate(raw: dict[str, Any]) -> list[Metric]:
             m.target = "(informational)"
         metrics.append(m)
 
+    cross = raw.get("cross_process")
+    for label in ("p50", "p99"):
+        m = Metric(
+            f"cross_process_{label}_ms",
+            f"input across processes, followup → turn/start in the other process {label}",
+            "ms",
+        )
+        if cross:
+            m.values = {"subagentd": cross[f"{label}_s"] * 1e3}
+            m.note = f"{cross['samples']} samples, SQLite file, idle owner"
+        if label == "p50":
+            m.target = "≤ 5 ms"
+            m.met = bool(cross) and m.values["subagentd"] <= 5
+        else:
+            m.target = "(informational)"
+        metrics.append(m)
+
     restart = raw.get("restart")
     m = Metric("restart_first_response_ms", "restart → initialize response", "ms")
     if restart:

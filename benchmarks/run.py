@@ -67,6 +67,7 @@ class Sizes:
     restart_events: int
     restarts: int
     trials: int
+    crossings: int
 
 
 FULL = Sizes(
@@ -84,6 +85,7 @@ FULL = Sizes(
     restart_events=1_000_000,
     restarts=3,
     trials=3,
+    crossings=500,
 )
 QUICK = Sizes(
     cold_starts=4,
@@ -100,6 +102,7 @@ QUICK = Sizes(
     restart_events=200_000,
     restarts=2,
     trials=1,
+    crossings=100,
 )
 
 
@@ -238,6 +241,35 @@ class Bench:
             "seq_p50_s": median(samples),
             "seq_p99_s": pct(samples, 99),
         }
+
+    def cross_process(self) -> dict[str, Any]:
+        """Input across processes (PROTOCOL.md, "Input across processes"): two processes on one
+        file; b sends `agents/followup` to a's idle root; timed from the request written to b
+        until a's `turn/start` for it is read, then a ends the turn (the root is idle again)."""
+        db = self.db_path("cross")
+        owner, sender = self.start("subagentd", db), self.start("subagentd", db)
+        try:
+            owner.initialize()
+            sender.initialize()
+            owner.call("agents/open", {"agent_id": ROOT_ID})
+            samples: list[float] = []
+            warmup = 20
+            for i in range(warmup + self.sizes.crossings):
+                began = time.perf_counter()
+                sender.call("agents/followup", {"agent_id": ROOT_ID, "message": f"m{i}"})
+                start = owner.notification("turn/start", agent_id=ROOT_ID)
+                if i >= warmup:
+                    samples.append(time.perf_counter() - began)
+                owner.call(
+                    "turns/end",
+                    {"agent_id": ROOT_ID, "turn_id": start["turn_id"], "reason": "completed"},
+                )
+            sender.close()
+            owner.close()
+        finally:
+            sender.kill()
+            owner.kill()
+        return {"samples": len(samples), "p50_s": median(samples), "p99_s": pct(samples, 99)}
 
     def write_floor(self, durability: str) -> dict[str, Any]:
         """peers/sqlite_floor.py: send_message's inbox rows, straight into SQLite, in the groups
@@ -528,7 +560,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated scenarios (cold,tools,send,live,list,restart); default all",
+        help="comma-separated scenarios (cold,tools,send,cross,live,list,restart); default all",
     )
     parser.add_argument(
         "--at",
@@ -616,6 +648,9 @@ def main(argv: list[str] | None = None) -> int:
                     Bench.send_messages,
                     durability,
                 )
+        if want("cross"):
+            raw["cross_process"] = bench.guarded("cross-process delivery", bench.cross_process)
+            each_variant("cross_process", "cross-process delivery", Bench.cross_process)
         if want("live"):
             raw["live_agents"] = bench.guarded("live agents RSS", bench.live_agents)
             each_variant("live_agents", "live agents RSS", Bench.live_agents)
