@@ -157,6 +157,17 @@ def evaluate(raw: dict[str, Any]) -> list[Metric]:
             m.target = "(informational)"
         metrics.append(m)
 
+    for n, entry in (raw.get("shared_sends") or {}).items():
+        m = Metric(
+            f"shared_send_{n}_per_s",
+            f"durable send_message pipelined, {n} process(es) sharing one file",
+            "msg/s",
+        )
+        m.values = {"subagentd": entry["per_s"]}
+        m.target = "(informational)"
+        m.note = f"{entry['requests']:,} sent, {entry['refused']:,} refused 1011 busy"
+        metrics.append(m)
+
     cross = raw.get("cross_process")
     for label in ("p50", "p99"):
         m = Metric(

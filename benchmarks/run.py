@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -270,6 +271,57 @@ class Bench:
             sender.kill()
             owner.kill()
         return {"samples": len(samples), "p50_s": median(samples), "p99_s": pct(samples, 99)}
+
+    def shared_sends(self, processes: int) -> dict[str, Any]:
+        """Durable send_message with several processes on one file DB (`--durability normal`):
+        each runs its own root and busy child and is sent its share of the burst, pipelined, all
+        at the same time; accepted messages per second over the whole burst. A write that finds
+        the lock taken past the wait is refused 1011 busy (PROTOCOL.md section 1): counted."""
+        db = self.db_path(f"shared-{processes}")
+        servers = [self.start("subagentd", db) for _ in range(processes)]
+        try:
+            for k, server in enumerate(servers):
+                server.initialize()
+                server.call("agents/open", {"agent_id": f"r{k}"})
+                server.call(
+                    "agents/spawn",
+                    {"caller": f"r{k}", "label": "w", "prompt": "go", "child_id": f"k{k}"},
+                )
+                server.notification("turn/start", agent_id=f"k{k}")
+            share = self.sizes.sends // processes
+            bursts = [
+                [
+                    server.frame(
+                        "send_message",
+                        {"caller": f"r{k}", "subagent_id": f"k{k}", "message": f"m{i}"},
+                        server.take_id(),
+                    )
+                    for i in range(share)
+                ]
+                for k, server in enumerate(servers)
+            ]
+            with ThreadPoolExecutor(processes) as pool:
+                began = time.perf_counter()
+                results = list(
+                    pool.map(
+                        lambda job: job[0].pipelined(job[1]), zip(servers, bursts, strict=True)
+                    )
+                )
+                elapsed = time.perf_counter() - began
+            refused = sum(r[1] for r in results)
+            for server in servers:
+                server.close()
+        finally:
+            for server in servers:
+                server.kill()
+        sent = share * processes
+        return {
+            "processes": processes,
+            "requests": sent,
+            "seconds": elapsed,
+            "per_s": (sent - refused) / elapsed,
+            "refused": refused,
+        }
 
     def write_floor(self, durability: str) -> dict[str, Any]:
         """peers/sqlite_floor.py: send_message's inbox rows, straight into SQLite, in the groups
@@ -560,7 +612,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated scenarios (cold,tools,send,cross,live,list,restart); default all",
+        help="comma-separated scenarios (cold,tools,send,shared,cross,live,list,restart); default all",
     )
     parser.add_argument(
         "--at",
@@ -648,6 +700,13 @@ def main(argv: list[str] | None = None) -> int:
                     Bench.send_messages,
                     durability,
                 )
+        if want("shared"):
+            raw["shared_sends"] = {
+                str(n): r
+                for n in (1, 2, 4)
+                if (r := bench.guarded(f"send_message, {n} processes", bench.shared_sends, n))
+                is not None
+            }
         if want("cross"):
             raw["cross_process"] = bench.guarded("cross-process delivery", bench.cross_process)
             each_variant("cross_process", "cross-process delivery", Bench.cross_process)
