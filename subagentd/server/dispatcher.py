@@ -5,7 +5,8 @@ runs, batches, notifications, cancellation, the lifecycle and the bounds; every 
 raised SubagentdError that server/boundary.py puts on the wire. The method itself runs through an
 `Invoke`: jsonrpcserver's dispatch in the server (server/rpc.py), a direct call at start-up
 (`invoke_directly`: the prelude answers the handshake before jsonrpcserver is even imported).
-The connection is only the I/O loop around it. Light to import: no jsonrpcserver, no anyio.
+The connection is only the I/O loop around it. Light to import: no jsonrpcserver, no anyio, no
+core (start-up answers the handshake with it while those load).
 """
 
 from __future__ import annotations
@@ -14,12 +15,10 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from time import perf_counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from subagentd.core.service import Service
-from subagentd.core.settings import Settings
 from subagentd.errors import (
     FrameUnparsableError,
     InvalidRequestError,
@@ -35,9 +34,12 @@ from subagentd.server.boundary import failure, refusal
 from subagentd.server.call import Call, Handler
 from subagentd.server.envelope import Session, success_reply, valid_id
 from subagentd.server.framing import BadHeader, Frame, Oversize
-from subagentd.server.handlers import METHODS
 from subagentd.server.requestlog import log_request
 from subagentd.server.waiting import Kept, Ledger, Pending
+
+if TYPE_CHECKING:  # not imported at start-up: the handshake needs neither core nor its settings
+    from subagentd.core.service import Service
+    from subagentd.core.settings import Settings
 
 log = logging.getLogger("subagentd")
 
@@ -83,7 +85,7 @@ class Dispatcher:
         invoke: Invoke,
         *,
         service: Service | None = None,
-        methods: Mapping[str, Handler] = METHODS,
+        methods: Mapping[str, Handler] | None = None,
         frame: Callable[[Any], bytes] = _encode,
         ledger: Ledger | None = None,
         max_pending: int = MAX_PENDING,
@@ -92,7 +94,11 @@ class Dispatcher:
         self.session = session
         self.settings = settings
         self.service = service
-        self.methods = methods
+        if methods is None:  # every method (start-up passes the handshake ones only)
+            from subagentd.server.handlers import METHODS
+
+            methods = METHODS
+        self.methods: Mapping[str, Handler] = methods
         self.invoke = invoke
         self.frame = frame  # a message as the bytes written to the host
         self.ledger = ledger or Ledger(frame, lambda size: None)
