@@ -92,6 +92,20 @@ def test_serving_an_up_to_date_database_never_imports_sqlite_utils(tmp_path):
     assert "sqlite_utils" not in served and "click" not in served
 
 
+def test_what_answers_the_handshake_imports_neither_core_nor_jsonrpcserver():
+    """The prelude is imported before the loader thread starts (server/prelude.py): whatever it
+    pulls in delays the initialize reply in full."""
+    code = (
+        "import sys, subagentd.cli.serving, subagentd.server.prelude\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('subagentd.core.service',"
+        " 'subagentd.core.engine', 'subagentd.server.handlers', 'subagentd.storage.leases',"
+        " 'jsonrpcserver', 'anyio', 'sqlite_utils'))))"
+    )
+    proc = subprocess.run([PYTHON, "-c", code], capture_output=True, timeout=30, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
 # --- refused at start, in one line, before any reply -------------------------------------------
 
 
