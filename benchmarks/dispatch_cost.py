@@ -1,11 +1,14 @@
 """Per-message cost of the dispatcher in-process: Python calls (cProfile) and CPU time.
 
     PYTHONPATH=<checkout> python benchmarks/dispatch_cost.py [--direct] [--reps 5] [--n 2000]
+        [--pipelined K]
 
 Drives a `Dispatcher` with plain decoded messages (no pipes, no event loop) on an in-memory
 database, so machine load does not change the call counts and only inflates the CPU times: the
 best of `--reps` loops is reported. `--direct` runs methods without jsonrpcserver
 (`invoke_directly`), the floor the jsonrpcserver path is compared with (docs/architecture.md).
+`--pipelined K` feeds encoded frames K at a time to `handle_frames`, as the connection does with
+frames read together (K > 1: runs of requests go to jsonrpcserver as one batch).
 """
 
 from __future__ import annotations
@@ -19,7 +22,10 @@ import cProfile  # noqa: E402
 import pstats  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
+from functools import partial  # noqa: E402
 from typing import Any  # noqa: E402
+
+import msgspec  # noqa: E402
 
 from subagentd.core.service import Service  # noqa: E402
 from subagentd.core.settings import Settings
@@ -50,7 +56,7 @@ MESSAGES: dict[str, Callable[[int], dict[str, Any]]] = {
 }
 
 
-def make(direct: bool) -> tuple[Service, Dispatcher]:
+def make(direct: bool, pipelined: int = 0) -> tuple[Service, Dispatcher]:
     service = Service(
         SqliteStore(":memory:"), emit=lambda m, p: None, timers=None, settings=Settings()
     )
@@ -58,13 +64,17 @@ def make(direct: bool) -> tuple[Service, Dispatcher]:
     service.host.open(OpenParams(agent_id="root"))
     service.host.spawn(SpawnParams(caller="root", child_id="c0", label="x", prompt="go"))
     service.commit()
+    run_batch = None
     if direct:
         invoke: Any = invoke_directly
     else:
         from subagentd.server.rpc import JsonRpc
 
         invoke = JsonRpc(METHODS)
-    dispatcher = Dispatcher(Session(initialized=True), service.settings, invoke, service=service)
+        run_batch = invoke.batch if pipelined > 1 else None
+    dispatcher = Dispatcher(
+        Session(initialized=True), service.settings, invoke, service=service, run_batch=run_batch
+    )
     service.agents.emit = dispatcher.emit
     return service, dispatcher
 
@@ -74,32 +84,55 @@ def main() -> None:
     parser.add_argument("--direct", action="store_true")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--n", type=int, default=2000)
+    parser.add_argument("--pipelined", type=int, default=0)
     args = parser.parse_args()
-    service, dispatcher = make(args.direct)
+    service, dispatcher = make(args.direct, args.pipelined)
+    if args.pipelined:  # encoded frames, K per handle_frames call; each reply computed
+        encode = msgspec.json.Encoder().encode
+        k = args.pipelined
+
+        def deliver(reply_of: Callable[[], Any]) -> None:
+            reply_of()
+
+        def pipelined(messages: list[Any]) -> list[Any]:
+            frames = [encode(m) for m in messages]
+            return [
+                partial(dispatcher.handle_frames, frames[i : i + k], deliver)
+                for i in range(0, len(frames), k)
+            ]
+
     for name, build in MESSAGES.items():
         messages = [build(i) for i in range(args.n)]
-        for m in messages[:50]:  # warm up (caches, first-use imports)
-            assert "error" not in dispatcher.dispatch(m), dispatcher.dispatch(m)  # type: ignore[operator]
+        if args.pipelined:
+            messages = pipelined(messages)  # type: ignore[assignment]
+        run = (lambda m: m()) if args.pipelined else dispatcher.dispatch
+        if not args.pipelined:
+            for m in messages[:50]:  # warm up (caches, first-use imports)
+                assert "error" not in dispatcher.dispatch(m), dispatcher.dispatch(m)  # type: ignore[operator]
+        else:
+            for m in messages[:2]:
+                run(m)
         dispatcher.notes.clear()
         service.commit()
         profiler = cProfile.Profile()
-        probe = messages[50:150]
+        probe = messages[50:150] if not args.pipelined else messages[: max(1, 100 // k)]
+        per = 1 if not args.pipelined else k
         profiler.enable()
         for m in probe:
-            dispatcher.dispatch(m)
+            run(m)
         profiler.disable()
-        calls = pstats.Stats(profiler).total_calls / len(probe)  # type: ignore[attr-defined]
+        calls = pstats.Stats(profiler).total_calls / (len(probe) * per)  # type: ignore[attr-defined]
         dispatcher.notes.clear()
         service.commit()
         best = float("inf")
         for _ in range(args.reps):
             start = time.process_time()
             for m in messages:
-                dispatcher.dispatch(m)
+                run(m)
             best = min(best, time.process_time() - start)
             dispatcher.notes.clear()
             service.commit()
-        print(f"{name:24} {calls:6.0f} calls/message {best / len(messages) * 1e6:7.1f} µs/message")
+        print(f"{name:24} {calls:6.0f} calls/message {best / args.n * 1e6:7.1f} µs/message")
 
 
 if __name__ == "__main__":

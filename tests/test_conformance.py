@@ -11,7 +11,7 @@ import pytest
 import subagentd
 from subagentd.schema import host_methods as h
 from subagentd.schema.codes import Code
-from subagentd.server import handlers
+from subagentd.server import handlers, lifecycle
 
 STATELESS = "2026-07-28"
 VERSION_META = "io.modelcontextprotocol/protocolVersion"
@@ -344,7 +344,7 @@ def test_initialize_echoes_a_supported_version(make_server, version):
             "tools": {"listChanged": False},
             "experimental": {"subagentd": {"protocol": 1, "reportDelivery": "wakeup"}},
         },
-        "instructions": handlers.INSTRUCTIONS,
+        "instructions": lifecycle.INSTRUCTIONS,
     }
 
 

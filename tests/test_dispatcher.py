@@ -318,6 +318,136 @@ def test_the_start_up_path_answers_the_handshake_exactly_as_the_server_does():
     assert direct.session.initialized and served.session.initialized
 
 
+# --- frames read together ----------------------------------------------------------------------
+
+
+def batching_dispatcher(max_pending: int = 1024) -> tuple[Dispatcher, list[int]]:
+    """A dispatcher as the connection builds it (runs of requests go to jsonrpcserver as one
+    batch), and the sizes of the batches it sent."""
+    dispatcher = make_dispatcher(max_pending=max_pending)
+    rpc = dispatcher.invoke
+    assert isinstance(rpc, JsonRpc)
+    sizes: list[int] = []
+
+    def counted(messages: Any, each: Any) -> int:
+        sizes.append(len(messages))
+        return rpc.batch(messages, each)
+
+    dispatcher.run_batch = counted
+    return dispatcher, sizes
+
+
+def replies_together(dispatcher: Dispatcher, frames: list[bytes]) -> list[Any]:
+    """The reply to each frame, read in one chunk (handle_frames), in order; None: unanswered."""
+    replies: list[Any] = []
+    dispatcher.handle_frames(frames, lambda reply_of: replies.append(plain(reply_of())))
+    return replies
+
+
+VOLATILE = frozenset({"activation_id", "message_id", "created_at", "updated_at"})
+
+
+def steady(value: Any) -> Any:
+    """A reply with what differs between two services (new ids, clock readings) blanked."""
+    if isinstance(value, dict):
+        return {k: "…" if k in VOLATILE else steady(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [steady(v) for v in value]
+    return value
+
+
+def frame(method: str, params: Any = None, request_id: Any = None) -> bytes:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        message["params"] = params
+    if request_id is not None:
+        message["id"] = request_id
+    return msgspec.json.encode(message)
+
+
+MIXED = [
+    frame("agents/open", {"agent_id": "r"}, 1),
+    frame("agents/spawn", {"caller": "r", "label": "t", "prompt": "go", "child_id": "c"}, 2),
+    frame("agents/get", {"agent_id": "nobody"}, 3),  # refused inside the run
+    frame("agents/get", {"agent_id": 5}, 4),  # invalid params inside the run
+    b'{"jsonrpc": ',  # a parse error ends the run
+    frame("tools/call", {"name": "list_agents", "_meta": {"subagentd/caller": "r"}}, 5),
+    frame("send_message", {"caller": "r", "subagent_id": "c", "message": "hi"}, 6),
+    frame("agents/open", {"agent_id": "quiet"}),  # a notification ends the run
+    frame("ping", None, 7),
+    frame("no/such", None, 8),  # jsonrpcserver's own "Method not found"
+    frame("agents/get", {"agent_id": "quiet"}, 9),
+    b"[" + frame("ping", None, 10) + b"]",  # a batch frame is answered as one
+    frame("agents/get", {"agent_id": "r"}, 11),
+    frame("agents/get", {"agent_id": "c"}, 12),
+]
+
+
+def test_requests_read_together_run_as_one_batch_and_are_answered_as_one_by_one():
+    together, sizes = batching_dispatcher()
+    one_by_one = make_dispatcher()
+    got = replies_together(together, MIXED)
+    expected = [plain(one_by_one.handle_frame(f)) for f in MIXED]
+    assert sizes == [4, 2, 2]  # runs of two or more requests for known methods
+    assert len(got) == len(expected) == len(MIXED)
+    assert steady(got) == steady(expected)
+    assert got[2] == error(
+        Code.UNKNOWN_AGENT, got[2]["error"]["message"], 3, got[2]["error"]["data"]
+    )
+    assert got[3]["error"]["code"] == Code.INVALID_PARAMS.value
+    assert got[7] is None and got[9] == error(
+        Code.METHOD_NOT_FOUND, "Method not found", 8, "no/such"
+    )
+    assert got[12]["result"]["agent_id"] == "r" and got[13]["result"]["agent_id"] == "c"
+
+
+def test_in_a_batch_each_request_sees_the_state_the_ones_before_it_left():
+    """Admission is frame by frame: the second close with the same id is refused while the
+    first waits, and the bound on waiting replies counts the ones admitted earlier in the run."""
+    dispatcher, sizes = batching_dispatcher(max_pending=2)
+    for root in ("a", "b", "c"):
+        request(dispatcher, "agents/open", {"agent_id": root})
+        request(dispatcher, "agents/spawn", {"caller": root, "label": "t", "prompt": "go"})
+    frames = [
+        frame("agents/close", {"agent_id": "a"}, "x"),
+        frame("agents/close", {"agent_id": "b"}, "x"),
+        frame("agents/close", {"agent_id": "b"}, "y"),
+        frame("agents/close", {"agent_id": "c"}, "z"),
+    ]
+    got = replies_together(dispatcher, frames)
+    assert sizes == [4]
+    assert isinstance(got[0], Pending) and isinstance(got[2], Pending)
+    assert got[1] == error(
+        Code.INVALID_REQUEST,
+        'Invalid Request: id "x" is already used by a request that is still waiting',
+        "x",
+    )
+    assert got[3] == error(
+        Code.OVERLOADED,
+        "too many requests waiting (2); retry with backoff",
+        "z",
+        {"reason": "OVERLOADED"},
+    )
+
+
+def test_an_unexpected_failure_in_a_batch_member_is_answered_alone(monkeypatch, caplog):
+    def explode(call, params):
+        raise RuntimeError("secret detail")
+
+    monkeypatch.setitem(METHODS, "agents/get", handlers.Handler(explode, None, None, writes=False))
+    dispatcher, sizes = batching_dispatcher()
+    got = replies_together(
+        dispatcher, [frame("ping", None, 1), frame("agents/get", {}, 2), frame("ping", None, 3)]
+    )
+    assert sizes == [3]
+    assert got == [
+        {"jsonrpc": "2.0", "result": {}, "id": 1},
+        error(Code.INTERNAL_ERROR, "Internal error", 2),
+        {"jsonrpc": "2.0", "result": {}, "id": 3},
+    ]
+    assert "secret detail" in caplog.text
+
+
 # --- the error table ---------------------------------------------------------------------------
 
 

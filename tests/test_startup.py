@@ -68,6 +68,44 @@ def wait_for(condition, what: str, timeout: float = TIMEOUT) -> None:
         time.sleep(0.02)
 
 
+def imported_modules(db) -> set[str]:
+    """The modules a whole run (handshake, then end of input) imported, by `-X importtime`."""
+    proc = subprocess.run(
+        [PYTHON, "-X", "importtime", "-m", "subagentd", "--db", str(db)],
+        input=HANDSHAKE,
+        capture_output=True,
+        timeout=30,
+    )
+    assert proc.returncode == 0 and b'"result"' in proc.stdout, proc.stderr[-2000:]
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in proc.stderr.decode().splitlines()
+        if line.startswith("import time:")
+    }
+
+
+def test_serving_an_up_to_date_database_never_imports_sqlite_utils(tmp_path):
+    db = tmp_path / "current.db"
+    assert "sqlite_utils" in imported_modules(db)  # a new file: the migrations ran
+    served = imported_modules(db)
+    assert "subagentd.storage.database" in served and "jsonrpcserver" in served
+    assert "sqlite_utils" not in served and "click" not in served
+
+
+def test_what_answers_the_handshake_imports_neither_core_nor_jsonrpcserver():
+    """The prelude is imported before the loader thread starts (server/prelude.py): whatever it
+    pulls in delays the initialize reply in full."""
+    code = (
+        "import sys, subagentd.cli.serving, subagentd.server.prelude\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('subagentd.core.service',"
+        " 'subagentd.core.engine', 'subagentd.server.handlers', 'subagentd.storage.leases',"
+        " 'jsonrpcserver', 'anyio', 'sqlite_utils'))))"
+    )
+    proc = subprocess.run([PYTHON, "-c", code], capture_output=True, timeout=30, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
 # --- refused at start, in one line, before any reply -------------------------------------------
 
 

@@ -80,7 +80,6 @@ def serve(options: dict[str, Any]) -> int:
     from subagentd.server.envelope import Session
     from subagentd.server.framing import FrameReader
     from subagentd.server.prelude import Started, answer_handshake
-    from subagentd.storage.leases import new_owner, owner_alive
 
     settings = Settings(
         report_delivery=options["report_delivery"],
@@ -88,8 +87,6 @@ def serve(options: dict[str, Any]) -> int:
         interrupt_grace=options["interrupt_grace"],
         report_rate=options["report_rate"],
         idempotency_retention=options["idempotency_retention"],
-        owner=new_owner(),
-        owner_alive=owner_alive,
         lease_ttl=options["lease_ttl"],
         tools=TOOL_NAMES if options["tools"] is None else options["tools"],
         report_window=options["report_window"],
@@ -157,7 +154,10 @@ def _load(opened: Any, options: dict[str, Any], settings: Any, loaded: dict[str,
         from subagentd.core.service import Service
         from subagentd.server import connection  # noqa: F401  (imports jsonrpcserver, anyio)
         from subagentd.storage.database import SqliteStore
+        from subagentd.storage.leases import new_owner, owner_alive
 
+        # here, not before the handshake: the handshake needs neither (leases imports socket, uuid)
+        settings.owner, settings.owner_alive = new_owner(), owner_alive
         store = SqliteStore(opened)
         no_timers: Any = None  # the Connection sets them before anything is timed
         service: Any = Service(

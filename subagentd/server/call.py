@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from subagentd.core.service import Service
-from subagentd.core.settings import Settings
 from subagentd.errors import InvalidParamsError, LeaseLostError, StorageFailedError
 from subagentd.server.envelope import Session
 from subagentd.server.waiting import Deferred, Ledger
+
+if TYPE_CHECKING:  # start-up runs the handshake methods before core is imported
+    from subagentd.core.service import Service
+    from subagentd.core.settings import Settings
 
 
 @dataclass(frozen=True, slots=True)

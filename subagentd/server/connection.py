@@ -20,9 +20,9 @@ from subagentd.errors import (
 )
 from subagentd.schema.codes import Code
 from subagentd.server.boundary import INTERNAL_MESSAGE, refusal
-from subagentd.server.dispatcher import Dispatcher
+from subagentd.server.dispatcher import Dispatcher, Reply
 from subagentd.server.envelope import Session
-from subagentd.server.framing import Frame, FrameReader, encode_frame
+from subagentd.server.framing import FrameReader, encode_frame
 from subagentd.server.handlers import METHODS
 from subagentd.server.memory import Trimmer
 from subagentd.server.prelude import Started
@@ -66,13 +66,15 @@ class Connection:
         self.outbox: list[bytes | memoryview] = []  # committed output, ready to write
         self.outbox_bytes = 0
         self.ledger = Ledger(self._frame, self._held)  # output held back until its commit
+        rpc = JsonRpc(METHODS)
         self.dispatcher = Dispatcher(
             self.session,
             service.settings,
-            JsonRpc(METHODS),
+            rpc,
             service=service,
             frame=self._frame,
             ledger=self.ledger,
+            run_batch=rpc.batch,
         )
         self.notes = self.dispatcher.notes  # notifications of the work done since the last flush
         self._wake: anyio.Event  # set when there is output to commit and write (made in serve)
@@ -266,8 +268,8 @@ class Connection:
                 return
 
     async def _read_loop(self) -> None:
-        for frame in self.started.frames:  # read before the server was up (see prelude)
-            self.handle_frame_safely(frame)
+        # read before the server was up (see prelude)
+        self.dispatcher.handle_frames(self.started.frames, self.deliver)
         self._flush_inline()
         while not self.started.input_ended:
             if self.outbox_bytes + self.ledger.size > OUTBOX_LIMIT:
@@ -275,24 +277,23 @@ class Connection:
                 continue
             data = await self.reader.read()
             if not data:
-                for frame in self.framer.finish():
-                    self.handle_frame_safely(frame)
+                self.dispatcher.handle_frames(self.framer.finish(), self.deliver)
                 self._wake.set()
                 log.info("end of input: shutting down")
                 return
             self._reading = True
             try:
-                for frame in self.framer.feed(data):
-                    self.handle_frame_safely(frame)
+                self.dispatcher.handle_frames(self.framer.feed(data), self.deliver)
             finally:
                 self._reading = False
             self._flush_inline()
 
-    def handle_frame_safely(self, frame: Frame) -> None:
-        """One frame; a failure outside the dispatcher's boundary (e.g. an unencodable result)
-        must not end the connection: it is logged and answered -32603 with no detail."""
+    def deliver(self, reply_of: Callable[[], Reply | None]) -> None:
+        """One frame's reply, held for its commit; a failure outside the dispatcher's boundary
+        (e.g. an unencodable result) must not end the connection: it is logged and answered
+        -32603 with no detail."""
         try:
-            self.ledger.answer(self.dispatcher.handle_frame(frame))
+            self.ledger.answer(reply_of())
         except Exception:
             log.exception("unexpected failure while handling a frame")
             self.ledger.reply(refusal(SubagentdError(INTERNAL_MESSAGE)))

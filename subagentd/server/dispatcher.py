@@ -5,20 +5,20 @@ runs, batches, notifications, cancellation, the lifecycle and the bounds; every 
 raised SubagentdError that server/boundary.py puts on the wire. The method itself runs through an
 `Invoke`: jsonrpcserver's dispatch in the server (server/rpc.py), a direct call at start-up
 (`invoke_directly`: the prelude answers the handshake before jsonrpcserver is even imported).
-The connection is only the I/O loop around it. Light to import: no jsonrpcserver, no anyio.
+The connection is only the I/O loop around it. Light to import: no jsonrpcserver, no anyio, no
+core (start-up answers the handshake with it while those load).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from time import perf_counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from subagentd.core.service import Service
-from subagentd.core.settings import Settings
 from subagentd.errors import (
     FrameUnparsableError,
     InvalidRequestError,
@@ -34,15 +34,22 @@ from subagentd.server.boundary import failure, refusal
 from subagentd.server.call import Call, Handler
 from subagentd.server.envelope import Session, success_reply, valid_id
 from subagentd.server.framing import BadHeader, Frame, Oversize
-from subagentd.server.handlers import METHODS
 from subagentd.server.requestlog import log_request
 from subagentd.server.waiting import Kept, Ledger, Pending
+
+if TYPE_CHECKING:  # not imported at start-up: the handshake needs neither core nor its settings
+    from subagentd.core.service import Service
+    from subagentd.core.settings import Settings
 
 log = logging.getLogger("subagentd")
 
 One = dict[str, Any] | Pending  # the reply to one request: a reply object, or one still owed
 Reply = One | list[One]
 Invoke = Callable[[Call, Handler | None, dict[str, Any]], dict[str, Any] | None]
+# runs requests as one batch, calling back with each from inside its method; returns how many ran
+RunBatch = Callable[[list[dict[str, Any]], Callable[[dict[str, Any]], None]], int]
+# takes one frame's reply, computed when the connection calls it (it catches what escapes)
+Deliver = Callable[[Callable[[], "Reply | None"]], None]
 
 _decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
@@ -78,19 +85,25 @@ class Dispatcher:
         invoke: Invoke,
         *,
         service: Service | None = None,
-        methods: Mapping[str, Handler] = METHODS,
+        methods: Mapping[str, Handler] | None = None,
         frame: Callable[[Any], bytes] = _encode,
         ledger: Ledger | None = None,
         max_pending: int = MAX_PENDING,
+        run_batch: RunBatch | None = None,
     ) -> None:
         self.session = session
         self.settings = settings
         self.service = service
-        self.methods = methods
+        if methods is None:  # every method (start-up passes the handshake ones only)
+            from subagentd.server.handlers import METHODS
+
+            methods = METHODS
+        self.methods: Mapping[str, Handler] = methods
         self.invoke = invoke
         self.frame = frame  # a message as the bytes written to the host
         self.ledger = ledger or Ledger(frame, lambda size: None)
         self.max_pending = max_pending
+        self.run_batch = run_batch  # None: every frame goes to `invoke` on its own
         self.notes: list[bytes] = []  # notifications not yet held for the host
 
     def emit(self, method: str, params: msgspec.Struct) -> None:
@@ -104,6 +117,44 @@ class Dispatcher:
             return refusal(exc)
         return self.dispatch(message)
 
+    def handle_frames(self, frames: Iterable[Frame], deliver: Deliver) -> None:
+        """Frames read together, each answered through `deliver` in arrival order, exactly as
+        `handle_frame` answers it. Consecutive requests for known methods run as one batch
+        through `run_batch` (jsonrpcserver's per-dispatch work is then paid once per run); each
+        is still checked, admitted and answered frame by frame from inside its method's entry,
+        so a frame sees the state (lifecycle, waiting replies, a lost group) the ones before
+        it left."""
+        run: list[dict[str, Any]] = []
+        for frame in frames:
+            try:
+                message = decode(frame)
+            except SubagentdError as exc:
+                self._answer_run(run, deliver)
+                deliver(partial(refusal, exc))
+                continue
+            if self.run_batch is not None and self._batchable(message):
+                run.append(message)
+                continue
+            self._answer_run(run, deliver)
+            deliver(partial(self.dispatch, message))
+        self._answer_run(run, deliver)
+
+    def _batchable(self, message: Any) -> bool:
+        """A request a batch can carry: an object with an id, for a method with an entry."""
+        if type(message) is not dict or "id" not in message:
+            return False
+        method = message.get("method")
+        return type(method) is str and method in self.methods and method not in CANCEL
+
+    def _answer_run(self, run: list[dict[str, Any]], deliver: Deliver) -> None:
+        if len(run) > 1 and self.run_batch is not None:
+            direct = partial(self.dispatch_one, invoke=invoke_directly)  # inside its entry
+            served = self.run_batch(run, lambda message: deliver(partial(direct, message)))
+            del run[:served]
+        for message in run:  # one alone, or any jsonrpcserver did not run
+            deliver(partial(self.dispatch_one, message))
+        run.clear()
+
     def dispatch(self, message: Any) -> Reply | None:
         """The reply to a decoded message or batch; None when nothing is answered."""
         if not isinstance(message, list):
@@ -113,9 +164,10 @@ class Dispatcher:
         replies = [r for r in map(self.dispatch_one, message) if r is not None]
         return replies or None
 
-    def dispatch_one(self, message: Any) -> One | None:
+    def dispatch_one(self, message: Any, invoke: Invoke | None = None) -> One | None:
         """One request or notification. Refusals before the method runs are Kept: they stand
-        even if the commit group is lost. Once it is lost, the rest is refused without running."""
+        even if the commit group is lost. Once it is lost, the rest is refused without running.
+        `invoke` runs the method (default: the dispatcher's; directly when inside a batch)."""
         if not isinstance(message, dict):
             return refusal(InvalidRequestError("Invalid Request: not an object"))
         request_id = message.get("id")
@@ -125,13 +177,15 @@ class Dispatcher:
             )
         is_request = "id" in message
         try:
-            return self._run(message, request_id, is_request)
+            return self._run(message, request_id, is_request, invoke or self.invoke)
         except SubagentdError as exc:  # refused before the method ran
             if is_request or isinstance(exc, InvalidRequestError):  # a broken envelope is told
                 return Kept(refusal(exc, request_id))
             return None
 
-    def _run(self, message: dict[str, Any], request_id: Any, is_request: bool) -> One | None:
+    def _run(
+        self, message: dict[str, Any], request_id: Any, is_request: bool, invoke: Invoke
+    ) -> One | None:
         method = message.get("method")
         if message.get("jsonrpc") != "2.0":
             raise InvalidRequestError('Invalid Request: "jsonrpc" must be "2.0"')
@@ -172,10 +226,10 @@ class Dispatcher:
         )
         if log.isEnabledFor(logging.DEBUG):  # --log-level debug: a line per request
             started = perf_counter()
-            reply = self.invoke(call, handler, message)
+            reply = invoke(call, handler, message)
             log_request(method, request_id, is_request, started)
         else:
-            reply = self.invoke(call, handler, message)
+            reply = invoke(call, handler, message)
         if reply is None:  # a notification
             return None
         if "error" in reply:

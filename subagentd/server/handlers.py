@@ -1,27 +1,29 @@
-"""Thin handlers: typed params -> service -> result. One table of every method subagentd serves."""
+"""Thin handlers: typed params -> service -> result, registered in the one method table.
+
+The handshake methods live in server/lifecycle.py (start-up serves them before core loads);
+importing this module registers them first, then the host API, the tools and the MCP bridge.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar, overload
+from typing import Any
 
 import msgspec
 
-import subagentd
 from subagentd.core import texts
 from subagentd.errors import (
     CallerUnauthorizedError,
     InvalidParamsError,
-    InvalidRequestError,
     StorageBusyError,
     StorageFailedError,
     SubagentdError,
 )
 from subagentd.schema import host_methods as h
-from subagentd.schema import lifecycle as lc
 from subagentd.schema import stats as st
 from subagentd.schema import tools as t
 from subagentd.schema.base import Params
+from subagentd.server import lifecycle  # noqa: F401  (registers the handshake methods first)
 from subagentd.server.call import Call, Handler
 from subagentd.server.mcp import (
     ACTIVATION_META,
@@ -33,101 +35,10 @@ from subagentd.server.mcp import (
     run_tool,
     tool_definitions,
 )
+from subagentd.server.methods import METHODS as METHODS  # the full table, once this is imported
+from subagentd.server.methods import method
 
-INSTRUCTIONS = (
-    "subagentd keeps a tree of agents: spawn children, queue their next turns with send_message,"
-    " stop a descendant's turn with interrupt_agent, see the tree with list_agents; a continuable"
-    " child reports to its parent with report."
-)
-
-
-METHODS: dict[str, Handler] = {}
-RawParams = dict[str, Any]  # what a method registered without a params Struct gets
 HOST_CALLER = ""  # idempotency namespace of agents/followup: no agent id is empty (migration m007)
-
-
-S = TypeVar("S", bound=msgspec.Struct)
-R = TypeVar("R")
-
-
-@overload
-def method(
-    name: str, params: type[S], result: type | None, **flags: bool
-) -> Callable[[Callable[[Call, S], R]], Callable[[Call, S], R]]: ...
-@overload
-def method(
-    name: str, params: None, result: type | None, **flags: bool
-) -> Callable[[Callable[[Call, RawParams], R]], Callable[[Call, RawParams], R]]: ...
-def method(
-    name: str, params: type[msgspec.Struct] | None, result: type | None, **flags: bool
-) -> Callable[[Callable[[Call, Any], Any]], Callable[[Call, Any], Any]]:
-    """Registers a handler under `name`; it takes the `params` Struct (None: the raw dict)."""
-
-    def register(run: Callable[[Call, Any], Any]) -> Callable[[Call, Any], Any]:
-        METHODS[name] = Handler(run, params, result, **flags)
-        return run
-
-    return register
-
-
-# --- lifecycle ------------------------------------------------------------------------------
-
-
-def server_info() -> lc.Implementation:
-    return lc.Implementation(name="subagentd", version=subagentd.__version__)
-
-
-def capabilities(call: Call) -> dict[str, Any]:
-    return {
-        "tools": {"listChanged": False},
-        "experimental": {
-            "subagentd": {
-                "protocol": subagentd.PROTOCOL,
-                "reportDelivery": call.settings.report_delivery,
-            }
-        },
-    }
-
-
-@method("initialize", lc.InitializeParams, lc.InitializeResult, writes=False, confined=True)
-def initialize(call: Call, p: lc.InitializeParams) -> lc.InitializeResult:
-    if call.session.initialized:
-        raise InvalidRequestError("initialize was already called on this connection")
-    requested = p.protocolVersion
-    version = requested if requested in lc.HANDSHAKE_VERSIONS else lc.HANDSHAKE_VERSIONS[0]
-    wanted = ((p.capabilities or {}).get("experimental") or {}).get("subagentd") or {}
-    if isinstance(wanted, dict):
-        if wanted.get("statusEvents") is True:
-            call.settings.status_events = True
-        if wanted.get("reportDelivery") in ("wakeup", "quiet"):
-            call.settings.report_delivery = wanted["reportDelivery"]
-    call.session.initialized = True
-    return lc.InitializeResult(
-        protocolVersion=version,
-        serverInfo=server_info(),
-        capabilities=capabilities(call),
-        instructions=INSTRUCTIONS,
-    )
-
-
-@method("notifications/initialized", None, None, writes=False, confined=True)
-def initialized(call: Call, p: RawParams) -> None:
-    return None
-
-
-@method("server/discover", Params, lc.DiscoverResult, writes=False, confined=True)
-def discover(call: Call, p: Params) -> lc.DiscoverResult:
-    return lc.DiscoverResult(
-        supportedVersions=list(lc.SUPPORTED_VERSIONS),
-        capabilities=capabilities(call),
-        serverInfo=server_info(),
-        instructions=INSTRUCTIONS,
-    )
-
-
-@method("ping", Params, h.Empty, writes=False, confined=True)
-def ping(call: Call, p: Params) -> h.Empty:
-    return h.Empty()
 
 
 # --- host API -------------------------------------------------------------------------------

@@ -2,8 +2,10 @@
 
 The first response a host waits for (`initialize`, or `server/discover` / `ping`) needs no state,
 so it is answered from here — by the server's own Dispatcher, serving only those three methods and
-running them directly — while another thread imports jsonrpcserver and the storage layer and opens
-the database. Any other frame, a batch, a notification and any refusal are left to the full
+running them directly — while another thread imports jsonrpcserver, core and the storage layer and
+opens the database. What this module imports is all the handshake needs (no core, no
+jsonrpcserver, no anyio), and it is imported before that thread starts, so the two do not compete
+for the interpreter lock over the handshake's own imports. Any other frame, a batch, a notification and any refusal are left to the full
 server unchanged (it answers them the usual way).
 """
 
@@ -18,12 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from subagentd.errors import SubagentdError
+from subagentd.server.dispatcher import LIFECYCLE, Dispatcher, decode, invoke_directly
 from subagentd.server.envelope import Session
 from subagentd.server.framing import Frame, FrameReader, encode_frame
+from subagentd.server.lifecycle import METHODS
 
 if TYPE_CHECKING:
     from subagentd.core.settings import Settings
-    from subagentd.server.dispatcher import Dispatcher
 
 log = logging.getLogger("subagentd")
 _encode = msgspec.json.Encoder().encode
@@ -62,10 +66,6 @@ def answer_handshake(in_fd: int, out_fd: int, started: Started, settings: Settin
             started.frames = started.framer.finish()
         else:
             started.frames = started.framer.feed(data)
-    # imported while the loader thread imports jsonrpcserver and storage: no handler needs them
-    from subagentd.server.dispatcher import LIFECYCLE, Dispatcher, invoke_directly
-    from subagentd.server.handlers import METHODS
-
     dispatcher = Dispatcher(
         started.session,
         settings,
@@ -86,9 +86,6 @@ def answer_handshake(in_fd: int, out_fd: int, started: Started, settings: Settin
 
 def _answer(dispatcher: Dispatcher, frame: Frame) -> Any:
     """The reply to a handshake request, or None to leave the frame to the full server."""
-    from subagentd.errors import SubagentdError
-    from subagentd.server.dispatcher import LIFECYCLE, decode
-
     try:
         message = decode(frame)
     except SubagentdError:

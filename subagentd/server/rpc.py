@@ -10,6 +10,11 @@ through private attributes only; this skips `dispatch_to_serializable`'s convers
 per-call `typing.cast`), about 20 calls per message (docs/architecture.md).
 Entries carry a precomputed `__signature__`: jsonrpcserver checks the arguments of every call
 with `inspect.signature`, which would otherwise rebuild it each time.
+
+Requests read together go through one `dispatch_to_response` as a JSON-RPC batch (`batch`): its
+per-dispatch work (the Either chain, `compose`, `extract_list`) is then paid once per run of
+frames, not once per frame. The context is then the run's `Members`, and each entry answers its
+member through the dispatcher's own per-frame path (server/dispatcher.py `handle_frames`).
 """
 
 from __future__ import annotations
@@ -40,11 +45,42 @@ _SIGNATURE = inspect.signature(_takes_anything)
 _DONE = Success(None)  # a method succeeded; its result is in the reply it put on its Call
 
 
+class Members:
+    """The context of a batch: its requests in order, each answered by `each` from inside the
+    entry jsonrpcserver runs for it (jsonrpcserver runs a batch's members one by one, in order)."""
+
+    def __init__(self, messages: list[dict[str, Any]], each: Callable[[dict[str, Any]], None]):
+        self.messages = messages
+        self.each = each
+        self.served = 0
+
+    def answer(self, method: str) -> None:
+        message = self.messages[self.served]
+        if message["method"] != method:  # never: jsonrpcserver keeps the batch's order
+            raise AssertionError(f"batch member {self.served} is {message['method']}, not {method}")
+        self.served += 1
+        self.each(message)
+
+
 class JsonRpc:
     """The Invoke of the server: the method named by a checked message, run by jsonrpcserver."""
 
     def __init__(self, methods: Mapping[str, Handler]) -> None:
-        self.entries = {name: entry(handler) for name, handler in methods.items()}
+        self.entries = {name: entry(name, handler) for name, handler in methods.items()}
+
+    def batch(self, messages: list[dict[str, Any]], each: Callable[[dict[str, Any]], None]) -> int:
+        """Requests with an entry, checked already, run as one batch; `each(message)` answers
+        one from inside its entry. Returns how many were answered (all, unless jsonrpcserver
+        stopped early; the caller answers the rest one by one)."""
+        members = Members(messages, each)
+        dispatch_to_response(
+            cast(str, messages),  # decoded already (see __call__)
+            self.entries,
+            context=members,
+            deserializer=_as_is,
+            validator=_as_is,
+        )
+        return members.served
 
     def __call__(
         self, call: Call, handler: Handler | None, message: dict[str, Any]
@@ -69,12 +105,16 @@ class JsonRpc:
         return call.reply
 
 
-def entry(handler: Handler) -> Callable[..., Any]:
+def entry(name: str, handler: Handler) -> Callable[..., Any]:
     """A jsonrpcserver method for one handler: Success, or Error(code, message, data); the
-    reply itself goes on the Call."""
+    reply itself goes on the Call (or, in a batch, to the dispatcher through Members)."""
 
     def run(*args: Any, **params: Any) -> Any:
-        call: Call = args[0]
+        context = args[0]
+        if type(context) is Members:
+            context.answer(name)
+            return _DONE
+        call: Call = context
         try:
             value = call.run(handler, args[1:], params)
         except Exception as exc:

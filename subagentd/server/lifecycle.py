@@ -1,0 +1,80 @@
+"""The handshake methods (initialize, ping, server/discover) and notifications/initialized.
+
+They need no state and nothing of core, so start-up answers them before the rest is loaded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import subagentd
+from subagentd.errors import InvalidRequestError
+from subagentd.schema import host_methods as h
+from subagentd.schema import lifecycle as lc
+from subagentd.schema.base import Params
+from subagentd.server.call import Call
+from subagentd.server.methods import METHODS as METHODS  # with at least these registered
+from subagentd.server.methods import RawParams, method
+
+INSTRUCTIONS = (
+    "subagentd keeps a tree of agents: spawn children, queue their next turns with send_message,"
+    " stop a descendant's turn with interrupt_agent, see the tree with list_agents; a continuable"
+    " child reports to its parent with report."
+)
+
+
+def server_info() -> lc.Implementation:
+    return lc.Implementation(name="subagentd", version=subagentd.__version__)
+
+
+def capabilities(call: Call) -> dict[str, Any]:
+    return {
+        "tools": {"listChanged": False},
+        "experimental": {
+            "subagentd": {
+                "protocol": subagentd.PROTOCOL,
+                "reportDelivery": call.settings.report_delivery,
+            }
+        },
+    }
+
+
+@method("initialize", lc.InitializeParams, lc.InitializeResult, writes=False, confined=True)
+def initialize(call: Call, p: lc.InitializeParams) -> lc.InitializeResult:
+    if call.session.initialized:
+        raise InvalidRequestError("initialize was already called on this connection")
+    requested = p.protocolVersion
+    version = requested if requested in lc.HANDSHAKE_VERSIONS else lc.HANDSHAKE_VERSIONS[0]
+    wanted = ((p.capabilities or {}).get("experimental") or {}).get("subagentd") or {}
+    if isinstance(wanted, dict):
+        if wanted.get("statusEvents") is True:
+            call.settings.status_events = True
+        if wanted.get("reportDelivery") in ("wakeup", "quiet"):
+            call.settings.report_delivery = wanted["reportDelivery"]
+    call.session.initialized = True
+    return lc.InitializeResult(
+        protocolVersion=version,
+        serverInfo=server_info(),
+        capabilities=capabilities(call),
+        instructions=INSTRUCTIONS,
+    )
+
+
+@method("notifications/initialized", None, None, writes=False, confined=True)
+def initialized(call: Call, p: RawParams) -> None:
+    return None
+
+
+@method("server/discover", Params, lc.DiscoverResult, writes=False, confined=True)
+def discover(call: Call, p: Params) -> lc.DiscoverResult:
+    return lc.DiscoverResult(
+        supportedVersions=list(lc.SUPPORTED_VERSIONS),
+        capabilities=capabilities(call),
+        serverInfo=server_info(),
+        instructions=INSTRUCTIONS,
+    )
+
+
+@method("ping", Params, h.Empty, writes=False, confined=True)
+def ping(call: Call, p: Params) -> h.Empty:
+    return h.Empty()
