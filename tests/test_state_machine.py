@@ -335,9 +335,9 @@ class SchedulingMachine(RuleBasedStateMachine):
     @rule()
     def open_new_root(self) -> None:
         root = Agent(self.fresh("r"), None, "root", 0)
-        self.agents[root.id] = root
         allowed = self.room_for(None)
-        if allowed:
+        if allowed:  # refused by a quota, the session is never created: the model has none
+            self.agents[root.id] = root
             self.activate(root)
         self.expect(self.step(self.core.open, root.id), allowed, f"open {root.id}")
 
