@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sqlite3
 import sys
 import time
 from collections.abc import Iterator
 
 import msgspec
+
+from subagentd.core.stamps import mint  # the ids the server mints, the same way
 
 _encode = msgspec.json.Encoder().encode
 _INSERT = (
@@ -38,15 +39,6 @@ def connect(path: str, durability: str) -> sqlite3.Connection:
     conn.execute(f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}")
     conn.execute("PRAGMA foreign_keys = OFF")
     return conn
-
-
-def mint() -> str:
-    """A random version 4 UUID as text, as core/stamps.py mints message ids."""
-    raw = bytearray(os.urandom(16))
-    raw[6] = (raw[6] & 0x0F) | 0x40
-    raw[8] = (raw[8] & 0x3F) | 0x80
-    h = raw.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 _second = [-1, ""]  # the last whole second formatted, reused as core/stamps.py does
