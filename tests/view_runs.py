@@ -10,7 +10,13 @@ def large_run(path: str, leads: int = 20, workers: int = 49) -> CoreHost:
     """root -> `leads` leads -> `workers` workers each (1 + 20 + 980 = 1001 agents by default):
     every worker's turn ends (completed, aborted after an interrupt, or error) and settles, each
     lead reads its notices in later turns, some leads are left with a turn open."""
-    core = CoreHost(store=SqliteStore(path), max_live_per_root=4 * (leads * workers + leads))
+    agents = 1 + leads + leads * workers
+    core = CoreHost(
+        store=SqliteStore(path),
+        max_live_per_root=agents,
+        max_live=agents,
+        max_children=max(leads, workers),
+    )
     with core.svc.transaction():
         core.open("root", label="conductor")
         core.spawn("root", "lead-0", label="lead 0", prompt="start")

@@ -18,7 +18,9 @@ from subagentd.inspect import DRAWN_LEVELS, Session, short
 from subagentd.terminal import printable
 from subagentd.view.snapshot import Last, Snapshot
 
-SIBLINGS_SHOWN = 8  # idle siblings kept around the busy ones before the rest fold into a count
+SIBLINGS_SHOWN = 8  # past this many siblings (when the tree does not fit), idle ones fold
+IDLE_SHOWN = 2  # the latest idle siblings kept beside the busy ones (when they fit)
+TOO_MANY = "give a ROOT, or use a taller terminal"
 STATUS_STYLE = {"open turn": "bold blue", "ready": "green"}
 
 
@@ -73,51 +75,86 @@ class Row:
     prefix: str
     node: Node | None = None
     folded: str = ""  # a summary line instead of a session
+    detail: str = ""  # what the folded agents ended with
+    agents: int = 1  # how many agents the row stands for
+
+
+@dataclass(slots=True)
+class Fold:
+    """Idle siblings drawn as one line."""
+
+    nodes: list[Node]
+
+    def text(self) -> str:
+        return f"… {len(self.nodes)} more idle"
+
+    def detail(self) -> str:
+        ends: dict[str, int] = {}
+        stack = list(self.nodes)
+        while stack:
+            node = stack.pop()
+            reason = node.session.last_reason or "no turn yet"
+            ends[reason] = ends.get(reason, 0) + 1
+            stack.extend(node.kids)
+        listed = ", ".join(f"{n} {r}" for r, n in sorted(ends.items(), key=lambda e: -e[1]))
+        return f"{sum(ends.values())} agent(s): {listed}"
 
 
 def lay_out(roots: list[Node], budget: int) -> list[Row]:
-    """Rows for at most `budget` lines: everything when it fits, else busy paths first."""
-    total = sum(r.size for r in roots)
-    collapse = total > budget
+    """Rows for at most `budget` lines: everything when it fits; else idle subtrees and runs of
+    idle siblings folded, keeping the latest idle ones if there is room; else cut at the end."""
+    for idle_shown in (None, IDLE_SHOWN, 0):
+        rows, hidden = _rows(roots, budget, idle_shown)
+        if not hidden:
+            return rows
+    rows[-1:] = [Row("", folded=f"… {hidden} more agent(s) not shown", detail=TOO_MANY)]
+    return rows
+
+
+def _rows(roots: list[Node], budget: int, idle_shown: int | None) -> tuple[list[Row], int]:
+    """One layout (idle_shown None: nothing folded) and how many agents did not fit."""
     rows: list[Row] = []
-    # (node or folded line, prefix, last sibling, depth), popped in drawing order: no recursion
-    pending = list(reversed(_siblings(roots, collapse, "", 0)))
-    while pending and len(rows) < budget:
+    # (node or fold, prefix, last sibling, depth), popped in drawing order: no recursion
+    pending = list(reversed(_siblings(roots, idle_shown, "", 0)))
+    while pending and len(rows) <= budget:
         item, prefix, last, depth = pending.pop()
         branch = "" if depth == 0 else ("└─ " if last else "├─ ")
         if len(prefix) > DRAWN_LEVELS * 3:  # a deep chain: its last levels
             prefix = "…" + prefix[-DRAWN_LEVELS * 3 :]
-        if isinstance(item, str):
-            rows.append(Row(prefix + branch, folded=item))
+        if isinstance(item, Fold):
+            size = sum(n.size for n in item.nodes)
+            rows.append(Row(prefix + branch, folded=item.text(), detail=item.detail(), agents=size))
             continue
         rows.append(Row(prefix + branch, item))
-        if collapse and item.busy == 0 and item.size > 1:
+        if idle_shown is not None and item.busy == 0 and item.size > 1:
             rows[-1].folded = f"+{item.size - 1} below, all idle"
+            rows[-1].agents = item.size
             continue
         below = prefix + ("" if depth == 0 else ("   " if last else "│  "))
-        pending.extend(reversed(_siblings(item.kids, collapse, below, depth + 1)))
-    if pending:
-        cut = rows.pop()
-        hidden = sum(item.size for item, *_ in pending if isinstance(item, Node))
-        hidden += (cut.node.size if cut.folded else 1) if cut.node is not None else 0
-        note = f"… {hidden} more agent(s) not shown: give a ROOT or use a taller terminal"
-        rows.append(Row("", folded=note))
-    return rows
+        pending.extend(reversed(_siblings(item.kids, idle_shown, below, depth + 1)))
+    if len(rows) <= budget:
+        return rows, 0
+    cut = rows[budget - 1 :]
+    hidden = sum(
+        item.size if isinstance(item, Node) else sum(n.size for n in item.nodes)
+        for item, *_ in pending
+    )
+    hidden += sum(r.agents for r in cut)
+    return rows[:budget], hidden
 
 
 def _siblings(
-    kids: list[Node], collapse: bool, prefix: str, depth: int
-) -> list[tuple[Node | str, str, bool, int]]:
-    """The children to draw, in order: all, or the busy ones, a few idle ones, and a count."""
-    shown: list[Node | str] = list(kids)
-    if collapse and len(kids) > SIBLINGS_SHOWN:
+    kids: list[Node], idle_shown: int | None, prefix: str, depth: int
+) -> list[tuple[Node | Fold, str, bool, int]]:
+    """The children to draw, in order: all, or the busy ones, the latest idle ones, a fold."""
+    shown: list[Node | Fold] = list(kids)
+    if idle_shown is not None and len(kids) > SIBLINGS_SHOWN:
         idle = [k for k in kids if k.busy == 0]
-        keep_idle = set(map(id, idle[-max(SIBLINGS_SHOWN - (len(kids) - len(idle)), 1) :]))
-        shown = [k for k in kids if k.busy or id(k) in keep_idle]
-        hidden = [k for k in kids if not (k.busy or id(k) in keep_idle)]
+        kept = set(map(id, idle[len(idle) - idle_shown :]))
+        shown = [k for k in kids if k.busy or id(k) in kept]
+        hidden = [k for k in idle if id(k) not in kept]
         if hidden:
-            agents = sum(k.size for k in hidden)
-            shown.append(f"… {len(hidden)} more idle sibling(s), {agents} agent(s) in all")
+            shown.append(Fold(hidden))
     return [(item, prefix, i == len(shown) - 1, depth) for i, item in enumerate(shown)]
 
 
@@ -161,7 +198,9 @@ def frame(snapshot: Snapshot, title: str, height: int, now: float | None = None)
 
 def cells(row: Row, last: dict[str, Last], now: float) -> tuple[Text, ...]:
     if row.node is None:
-        return (Text(row.prefix + printable(row.folded), style="dim"),)
+        blank = Text("")
+        fold = Text(row.prefix + printable(row.folded), style="dim")
+        return (fold, blank, blank, blank, blank, Text(row.detail, style="dim"))
     s = row.node.session
     name = Text(row.prefix, style="dim")
     name.append(printable(s.id), style="bold" if busy(s) else "")
@@ -177,8 +216,11 @@ def cells(row: Row, last: dict[str, Last], now: float) -> tuple[Text, ...]:
     event = Text(printable(seen.kind), style="magenta")
     if seen.at is not None:
         event.append(f" {ago(seen.at, now)} ago", style="dim")
-    if seen.summary:
-        event.append(" " + printable(short(seen.summary, 120)))
+    summary = seen.summary
+    if summary.startswith(seen.kind):  # "settled (last turn …)": the kind is said once
+        summary = summary[len(seen.kind) :].lstrip()
+    if summary:
+        event.append(" " + printable(short(summary, 120)))
     return (
         name,
         status,
