@@ -144,10 +144,16 @@ class Browser:
         assert "exceptionDetails" not in result, result["exceptionDetails"]
         return result["result"].get("value")
 
-    def screenshot(self, path: Path, full_page: bool = False) -> bytes:
+    def screenshot(self, path: Path, selector: str | None = None) -> bytes:
+        """A PNG of the window, or of the element `selector` finds."""
         params: dict[str, Any] = {"format": "png"}
-        if full_page:
-            params["captureBeyondViewport"] = True
+        if selector is not None:
+            box = self.evaluate(
+                f"(() => {{ const r = document.querySelector({json.dumps(selector)})"
+                ".getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; })()"
+            )
+            x, y, width, height = box
+            params["clip"] = {"x": x, "y": y, "width": width, "height": height, "scale": 1}
         data = base64.b64decode(self.call("Page.captureScreenshot", session=True, **params)["data"])
         path.write_bytes(data)
         return data

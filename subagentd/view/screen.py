@@ -217,8 +217,8 @@ def cells(row: Row, last: dict[str, Last], now: float) -> tuple[Text, ...]:
     if seen.at is not None:
         event.append(f" {ago(seen.at, now)} ago", style="dim")
     summary = seen.summary
-    if summary.startswith(seen.kind):  # "settled (last turn …)": the kind is said once
-        summary = summary[len(seen.kind) :].lstrip()
+    if summary.startswith(seen.kind + " "):  # "settled (last turn …)": the kind is said once
+        summary = summary[len(seen.kind) + 1 :]
     if summary:
         event.append(" " + printable(short(summary, 120)))
     return (
