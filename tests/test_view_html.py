@@ -191,6 +191,24 @@ def test_a_thousand_agents_render_fast_and_are_all_drawn(browser, tmp_path):
     assert len(drawn["agents"]) == 1001
     assert took < 30 and loaded < 60  # generous: the machine is shared (measured ~0.5 s and ~1.5 s)
     browser.screenshot(tmp_path / "large.png")
+    # folding: a click on lead-0's name hides its 49 workers' lanes, another shows them again
+    count = (
+        "[document.querySelectorAll('#names text[data-agent]').length,"
+        " document.querySelectorAll('#lanes rect.turn').length]"
+    )
+    click(browser, '#names text[data-agent="lead-0"]')
+    assert browser.evaluate(count) == [1001 - 49, len(drawn["turns"]) - 49]
+    assert "▸ +49" in browser.evaluate(
+        "document.querySelector('#names [data-agent=\"lead-0\"]').textContent"
+    )
+    click(browser, '#names text[data-agent="lead-0"]')
+    assert browser.evaluate(count) == [1001, len(drawn["turns"])]
+    click(browser, "#foldall")  # the root, its 20 leads
+    assert browser.evaluate(count)[0] == 21
+    browser.screenshot(tmp_path / "large-folded.png")
+    click(browser, "#unfoldall")
+    assert browser.evaluate(count)[0] == 1001
+    assert browser.problems() == []
 
 
 def test_model_written_text_stays_text(browser, tmp_path):
