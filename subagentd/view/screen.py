@@ -38,35 +38,32 @@ def busy(s: Session) -> bool:
 
 def build_tree(sessions: dict[str, Session]) -> list[Node]:
     """Roots (and orphans, and cycle members) with their children in creation order."""
-    nodes = {sid: Node(s) for sid, s in sessions.items()}
+    ordered = sorted(sessions.values(), key=lambda s: (s.created_at, s.id))
+    nodes = {s.id: Node(s) for s in ordered}
     roots: list[Node] = []
-    for node in nodes.values():
+    for node in nodes.values():  # in creation order, so every list of children is too
         parent = node.session.parent_id
         if parent is None or parent not in nodes or parent == node.session.id:
             roots.append(node)
         else:
             nodes[parent].kids.append(node)
-    order = lambda n: (n.session.created_at, n.session.id)  # noqa: E731
-    roots.sort(key=order)
-    # sizes bottom-up, without recursion (deep chains): children come after parents in `walk`
+    # parents before children, without recursion (deep chains); then sizes bottom-up
     walk: list[Node] = []
+    reached: set[str] = set()
     stack = list(roots)
-    seen: set[int] = set()
     while stack:
         node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        node.kids.sort(key=order)
-        walk.append(node)
-        stack.extend(node.kids)
+        if node.session.id not in reached:
+            reached.add(node.session.id)
+            walk.append(node)
+            stack.extend(node.kids)
     for node in reversed(walk):
         node.busy += busy(node.session)
         for kid in node.kids:
             node.size += kid.size
             node.busy += kid.busy
     # parent cycles leave members unreached: show them as roots
-    roots += [n for n in nodes.values() if id(n) not in seen]
+    roots += [n for n in nodes.values() if n.session.id not in reached]
     return roots
 
 

@@ -1,7 +1,8 @@
 """`subagentd watch`: the live tree beside a running server, redrawn when the database changes.
 
 The watcher looks at `PRAGMA data_version` every LOOK seconds (no table is read while nothing
-changed) and redraws within one look of a commit; the clocks of open turns tick once a second.
+changed) and redraws within one look of a commit (a frame of 10k agents takes ~80 ms, so looks
+are spaced by at least a frame's cost); the clocks of open turns tick once a second.
 rich (the `watch` extra) draws it.
 """
 
@@ -45,12 +46,14 @@ def run(path: str, root: str | None, once: bool) -> int:
             return frame(snapshot, title, console.size.height)
 
         with Live(draw(), console=console, screen=True, auto_refresh=False) as screen:
-            drawn = time.monotonic()
+            drawn, cost = time.monotonic(), 0.0
             while True:
-                time.sleep(LOOK)
+                time.sleep(max(LOOK, cost))  # a big tree's frame costs more: half a CPU at most
                 if snapshot.refresh() or time.monotonic() - drawn >= TICK:
+                    began = time.monotonic()
                     screen.update(draw(), refresh=True)
                     drawn = time.monotonic()
+                    cost = drawn - began
     except sqlite3.DatabaseError as exc:
         print(f"subagentd watch: cannot read {path}: {exc}", file=sys.stderr)
         return 2
