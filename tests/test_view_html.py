@@ -253,3 +253,19 @@ def test_the_console_check_sees_a_broken_page(browser, tmp_path):
     assert "console.log: hello" in problems
     assert any(p.startswith("exception: ReferenceError: missing is not defined") for p in problems)
     assert "http://example.invalid/a.png" in browser.requests()
+
+
+def test_inspect_html_refuses_what_it_cannot_read_or_write(demo_db, tmp_path):
+    missing = cli("inspect", "--db", str(tmp_path / "none.db"), "--html", str(tmp_path / "x.html"))
+    assert missing.returncode == 2
+    assert missing.stderr == f"subagentd inspect: no database file at {tmp_path / 'none.db'}\n"
+    not_db = tmp_path / "not.db"
+    not_db.write_text("hello")
+    refused = cli("inspect", "--db", str(not_db), "--html", str(tmp_path / "x.html"))
+    assert refused.returncode == 2
+    assert refused.stderr.startswith(f"subagentd inspect: {not_db} is not a subagentd database")
+    unwritable = tmp_path / "no" / "such" / "dir.html"
+    failed = cli("inspect", "--db", demo_db, "--html", str(unwritable))
+    assert failed.returncode == 1
+    assert failed.stderr.startswith(f"subagentd inspect: cannot write {unwritable}: ")
+    assert not (tmp_path / "x.html").exists()
