@@ -73,7 +73,8 @@ def demo(ctx: click.Context, /, db: str | None, **_: Any) -> None:
 def inspect(
     ctx: click.Context, /, agent_id: str | None, as_json: bool, html: str | None, **_: Any
 ) -> None:
-    """Show the sessions of a database as a tree, or one agent's transcript."""
+    """Show the sessions of a database as a tree, or one agent's transcript (--html: a page with
+    the tree and a timeline)."""
     path = effective(ctx, "db") or default_database()
     if html is not None:
         from subagentd.view import page

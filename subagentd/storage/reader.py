@@ -99,6 +99,14 @@ class StoreReader:
             (position,),
         ).fetchall()
 
+    def last_seq(self) -> int:
+        """The newest event's seq (0 when there is none)."""
+        return int(self.conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
+
+    def last_position(self) -> int:
+        """The newest inbox row's position (0 when there is none)."""
+        return int(self.conn.execute("SELECT coalesce(max(position), 0) FROM inbox").fetchone()[0])
+
     def sessions_of(self, ids: Iterable[str]) -> list[SessionRecord]:
         """The rows of these sessions (those that exist)."""
         return [r for r in (self.get_session(i) for i in ids) if r is not None]

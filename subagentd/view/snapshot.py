@@ -44,13 +44,14 @@ class Snapshot:
 
     def reload(self) -> None:
         """Read everything (at start, and when most of the tree changed at once)."""
+        # where the reads start, taken first: what commits during them is read again next look
         self.version = self.reader.data_version()
+        seq, position = self.reader.last_seq(), self.reader.last_position()
         self.sessions = load(self.reader)
         self.last = {}
-        self.seq = 0
         for row in self.reader.last_events():
             self.note(row)
-        self.position = max((m[0] for m in self.reader.messages_after(self.position)), default=0)
+        self.seq, self.position = seq, position
         opened = [s.id for s in self.sessions.values() if s.status == "open turn"]
         for sid, at in self.reader.turn_starts(opened).items():
             self.last.setdefault(sid, Last()).turn_started = seconds(at)
@@ -58,7 +59,7 @@ class Snapshot:
 
     def refresh(self) -> bool:
         """Catch up with what other connections committed; False when nothing did."""
-        version = self.reader.data_version()
+        version = self.reader.data_version()  # before the reads: a commit during them is seen
         if version == self.version:
             return False
         self.version = version
@@ -78,12 +79,12 @@ class Snapshot:
         return True
 
     def note(self, row: EventRow) -> None:
-        session_id, seq, turn_id, kind, raw, at = row
+        session_id, seq, _turn_id, kind, raw, at = row
         self.seq = max(self.seq, seq)
         last = self.last.setdefault(session_id, Last())
         try:
             data = json.loads(raw) if raw is not None else None
-        except ValueError:
+        except (ValueError, TypeError):
             data = raw
         last.kind, last.summary, last.at = kind, summarize(kind, data), seconds(at)
         if kind == "turn_start":
