@@ -133,7 +133,16 @@ def test_the_demo_timeline_draws_every_agent_and_turn_and_shows_texts(demo_db, b
         "(() => { const d = JSON.parse(document.getElementById('timeline-data').textContent);"
         " return [...document.querySelectorAll('#lanes [data-m]')].map(e => d.marks[+e.dataset.m].kind); })()"
     )
-    for kind in ("task", "message", "report", "notice", "interrupt", "settled"):
+    for kind in (
+        "task",
+        "message",
+        "report",
+        "notice",
+        "interrupt",
+        "settled",
+        "resumed",
+        "closed",
+    ):
         assert kind in kinds, kind
     assert browser.evaluate("document.querySelectorAll('#lanes rect.wait.parked').length") == 2
     shot = browser.screenshot(tmp_path / "timeline.png")
@@ -162,6 +171,13 @@ def test_the_demo_timeline_draws_every_agent_and_turn_and_shows_texts(demo_db, b
     text = click(browser, f'#lanes circle[data-m="{report}"]', move_only=True)
     assert "report: g1 “bug-finder” → c1 “researcher”" in text
     assert "Oldest open bug: #12 (2019)." in text
+    # the cold resume after the restart is marked on the researcher's lane
+    resumed = browser.evaluate(
+        "(() => { const d = JSON.parse(document.getElementById('timeline-data').textContent);"
+        " return d.marks.findIndex(m => m.kind === 'resumed'); })()"
+    )
+    text = click(browser, f'#lanes circle[data-m="{resumed}"]', move_only=True)
+    assert "c1 “researcher” resumed" in text and "cold resume: rebuilt from storage" in text
     assert browser.problems() == []
 
 

@@ -138,6 +138,10 @@ class Builder:
                 self.mark(
                     "settled", when, lane, lane, text=f"settled (last turn {data.get('reason')})"
                 )
+            elif kind == "activated" and data.get("resume"):
+                self.mark("resumed", when, lane, lane, text="cold resume: rebuilt from storage")
+            elif kind == "closed":
+                self.mark("closed", when, lane, lane, text="closed by the host")
             elif kind in ("message", "notice"):
                 self.message_event(lane, data, when)
 
