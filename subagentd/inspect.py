@@ -11,6 +11,7 @@ import json
 import os
 import sqlite3
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -54,17 +55,18 @@ def kind_of(session_kind: str, body: str | bytes | None) -> str:
         return f"{problem.reason} descriptor"
 
 
-def load(reader: StoreReader, only: str | None = None) -> dict[str, Session]:
-    """Every session (or only one) with its kind, status and inbox counts: one query per table."""
+def load(reader: StoreReader, only: str | Iterable[str] | None = None) -> dict[str, Session]:
+    """Every session (or only some) with its kind, status and inbox counts: one query per table
+    (per session for some)."""
     if only is None:
         records = reader.all_sessions()
         bodies = reader.all_descriptors()
         counts = reader.all_inbox_counts()
     else:
-        record = reader.get_session(only)
-        records = [record] if record is not None else []
-        bodies = {only: reader.get_descriptor(only)}
-        counts = {only: reader.inbox_counts(only)}
+        ids = [only] if isinstance(only, str) else list(only)
+        records = reader.sessions_of(ids)
+        bodies = {i: reader.get_descriptor(i) for i in ids}
+        counts = {i: reader.inbox_counts(i) for i in ids}
     sessions: dict[str, Session] = {}
     for r in records:
         queued, parked = counts.get(r.id, (0, 0))

@@ -100,6 +100,16 @@ def inspect_may_import(name: str) -> bool:
     )
 
 
+def view_may_import(name: str) -> bool:
+    """The views (watch, the HTML timeline) read as inspect does, and draw with rich."""
+    return (
+        inspect_may_import(name)
+        or top(name) == "rich"
+        or within(name, "subagentd.inspect")
+        or within(name, "subagentd.view")
+    )
+
+
 def client_may_import(name: str) -> bool:
     """The public Python client speaks the wire: its types (schema), never the server's insides."""
     return (
@@ -129,6 +139,7 @@ RULES = {
     "core": (None, ("subagentd.server", "jsonrpcserver", "sqlite_utils", "anyio")),
     "server": (None, ("subagentd.storage", "sqlite_utils")),
     "inspect.py": (inspect_may_import, ()),
+    "view": (view_may_import, ()),
     "terminal.py": (terminal_may_import, ()),
     "client": (client_may_import, ()),
     "demo.py": (demo_may_import, ()),
@@ -150,6 +161,7 @@ def test_every_subpackage_is_covered_by_a_rule():
         "server",
         "client",
         "cli",
+        "view",
     }  # cli wires everything: no rule
     subpackages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and not p.name.startswith("__")}
     assert subpackages <= covered, f"layers without a rule: {subpackages - covered}"
@@ -172,9 +184,13 @@ def test_the_checker_sees_a_forbidden_import(tmp_path, monkeypatch):
     ]
 
 
-def test_inspect_holds_no_sql():
-    """inspect reads through storage's queries (storage/reader.py): no statement of its own."""
-    tree = ast.parse((PACKAGE / "inspect.py").read_text())
+@pytest.mark.parametrize("layer", ["inspect.py", "view"])
+def test_inspect_and_the_views_hold_no_sql(layer):
+    """inspect and the views read through storage's queries (storage/reader.py): no statement of
+    their own."""
+    tree = ast.Module(
+        body=[ast.parse(path.read_text()) for path in modules(layer)], type_ignores=[]
+    )
     verbs = ("SELECT", "INSERT", "UPDATE", "DELETE", "PRAGMA", "WITH")
     statements = [
         node.value

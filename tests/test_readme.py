@@ -50,6 +50,9 @@ def test_the_sh_block_runs_against_this_checkout(tmp_path):
     assert '"ready": 4' in done.stdout  # subagentd stats
     assert "pruned 0 settled tree(s)" in done.stdout  # nothing is 30 days old yet
     assert (tmp_path / "demo.db").is_file()
+    assert "wrote demo.html: 4 agent(s)" in done.stderr
+    assert (tmp_path / "demo.html").read_text().startswith("<!DOCTYPE html>")
+    assert "subagentd watch demo.db  4 agent(s): 0 in a turn, 4 ready" in done.stdout
 
 
 def run_script(tmp_path, body: str) -> list[str]:

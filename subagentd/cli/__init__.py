@@ -1,4 +1,4 @@
-"""Command line: `subagentd [serve]`, `demo`, `inspect`, `schema`, `stats`, `prune`.
+"""Command line: `subagentd [serve]`, `demo`, `inspect`, `watch`, `schema`, `stats`, `prune`.
 
 A plain serve invocation starts without importing click (fastpath.py); everything else goes
 through the click commands (commands.py)."""

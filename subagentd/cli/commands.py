@@ -1,4 +1,4 @@
-"""The click commands: `subagentd [serve]`, `demo`, `inspect`, `schema`, `stats`, `prune`."""
+"""The click commands: `subagentd [serve]`, `demo`, `inspect`, `watch`, `schema`, `stats`, `prune`."""
 
 from __future__ import annotations
 
@@ -63,14 +63,39 @@ def demo(ctx: click.Context, /, db: str | None, **_: Any) -> None:
 @click.argument("agent_id", required=False, metavar="[AGENT_ID]")
 @database_option("SQLite database path (opened read-only)  [default: the state directory's]")
 @option("--json", "as_json", is_flag=True, help="print machine-readable JSON")
+@option(
+    "--html",
+    metavar="OUT.html",
+    help="write the tree and a timeline as one self-contained HTML page (AGENT_ID: its subtree)",
+)
 @logging_options
 @click.pass_context
-def inspect(ctx: click.Context, /, agent_id: str | None, as_json: bool, **_: Any) -> None:
-    """Show the sessions of a database as a tree, or one agent's transcript."""
+def inspect(
+    ctx: click.Context, /, agent_id: str | None, as_json: bool, html: str | None, **_: Any
+) -> None:
+    """Show the sessions of a database as a tree, or one agent's transcript (--html: a page with
+    the tree and a timeline)."""
+    path = effective(ctx, "db") or default_database()
+    if html is not None:
+        from subagentd.view import page
+
+        ctx.exit(page.run(path, agent_id, html))
     from subagentd import inspect as inspecting
 
-    path = effective(ctx, "db") or default_database()
     ctx.exit(inspecting.run(path, agent_id, as_json=as_json))
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("root", required=False, metavar="[ROOT]")
+@database_option("SQLite database path (opened read-only)  [default: the state directory's]")
+@option("--once", is_flag=True, help="print one frame and exit (for scripts)")
+@logging_options
+@click.pass_context
+def watch(ctx: click.Context, /, root: str | None, once: bool, **_: Any) -> None:
+    """Watch the tree (or the one below ROOT) live beside a running server (needs rich)."""
+    from subagentd.view import watch as watching
+
+    ctx.exit(watching.run(effective(ctx, "db") or default_database(), root, once))
 
 
 @cli.command(context_settings=CONTEXT)

@@ -1,4 +1,5 @@
-"""A database opened read-only for `subagentd inspect`: the store's own queries, never a write.
+"""A database opened read-only for `subagentd inspect` and `watch`: the store's own queries and
+the few whole-table reads the views need, never a write.
 
 It needs only the tables and columns of the first migration, so a database an older subagentd
 wrote can be read as it is (nothing here migrates).
@@ -8,8 +9,10 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Iterable
 from urllib.parse import quote
 
+from subagentd.schema.records import SessionRecord
 from subagentd.storage.events import Events
 from subagentd.storage.inbox import Inbox
 from subagentd.storage.sessions import Sessions
@@ -51,6 +54,69 @@ class StoreReader:
 
     def close(self) -> None:
         self.conn.close()
+
+    def data_version(self) -> int:
+        """Changes whenever another connection commits (SQLite's PRAGMA data_version): one
+        check of the WAL header, no table read."""
+        return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def all_events(self) -> list[EventRow]:
+        """Every event of every session, in commit order (the HTML timeline)."""
+        return self.events_after(0)
+
+    def events_after(self, seq: int) -> list[EventRow]:
+        """The events committed after `seq` (a range of the primary key)."""
+        return self.conn.execute(_EVENT_ROWS + " WHERE seq > ? ORDER BY seq", (seq,)).fetchall()
+
+    def last_events(self) -> list[EventRow]:
+        """Each session's latest event (one per session)."""
+        return self.conn.execute(
+            _EVENT_ROWS + " WHERE seq IN (SELECT max(seq) FROM events GROUP BY session_id)"
+        ).fetchall()
+
+    def turn_starts(self, ids: Iterable[str]) -> dict[str, str]:
+        """When each session's latest turn started: session id -> its turn_start event's time."""
+        found: dict[str, str] = {}
+        for session_id in ids:
+            row = self.conn.execute(
+                "SELECT at FROM events WHERE session_id = ? AND type = 'turn_start'"
+                " ORDER BY seq DESC LIMIT 1",
+                (session_id,),
+            ).fetchone()
+            if row is not None:
+                found[session_id] = row[0]
+        return found
+
+    def all_messages(self) -> list[MessageRow]:
+        """Every inbox row with its sender and time, in position order (the HTML timeline)."""
+        return self.messages_after(0)
+
+    def messages_after(self, position: int) -> list[MessageRow]:
+        """The inbox rows added after `position`."""
+        return self.conn.execute(
+            "SELECT position, message_id, session_id, content, source, state, turn_id, created_at"
+            " FROM inbox WHERE position > ? ORDER BY position",
+            (position,),
+        ).fetchall()
+
+    def last_seq(self) -> int:
+        """The newest event's seq (0 when there is none)."""
+        return int(self.conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
+
+    def last_position(self) -> int:
+        """The newest inbox row's position (0 when there is none)."""
+        return int(self.conn.execute("SELECT coalesce(max(position), 0) FROM inbox").fetchone()[0])
+
+    def sessions_of(self, ids: Iterable[str]) -> list[SessionRecord]:
+        """The rows of these sessions (those that exist)."""
+        return [r for r in (self.get_session(i) for i in ids) if r is not None]
+
+
+# (session_id, seq, turn_id, type, data, at)
+EventRow = tuple[str, int, str | None, str, str | None, str]
+# (position, message_id, session_id, content, source, state, turn_id, created_at)
+MessageRow = tuple[int, str, str, str, str, str, str | None, str]
+_EVENT_ROWS = "SELECT session_id, seq, turn_id, type, data, at FROM events"
 
 
 def open_read_only(path: str) -> sqlite3.Connection:

@@ -1,0 +1,1 @@
+"""Views of a database for people: the live terminal tree (`watch`) and the HTML timeline."""

@@ -1,0 +1,65 @@
+"""`subagentd inspect --html`: the timeline as one self-contained HTML file (no network, no assets).
+
+The page is timeline.html (its CSS and JavaScript inline) with the run's data put in as JSON.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import sqlite3
+import sys
+import time
+from importlib.resources import files
+from typing import Any
+
+from subagentd.storage.reader import StoreReader, UnreadableDatabaseError
+from subagentd.view.timeline import build
+
+DATA_MARK = "/*DATA*/null"
+TITLE_MARK = "<!--TITLE-->"
+
+
+def render(timeline: dict[str, Any], title: str) -> str:
+    """The page with `timeline` embedded; `</` is escaped so no text can close the script."""
+    template = files("subagentd.view").joinpath("timeline.html").read_text(encoding="utf-8")
+    data = json.dumps(timeline, ensure_ascii=True, separators=(",", ":")).replace("</", "<\\/")
+    return template.replace(TITLE_MARK, html.escape(title)).replace(DATA_MARK, data)
+
+
+def write_page(reader: StoreReader, path: str, out: str, root: str | None) -> int:
+    """Write the page for the database at `path` (or the tree below `root`) to `out`; the number
+    of agents drawn."""
+    timeline = build(reader, root)
+    title = f"subagentd timeline: {path}" + (f" below {root}" if root else "")
+    text = render(timeline, title)
+    with open(out, "w", encoding="utf-8") as f:
+        f.write(text)
+    return len(timeline["agents"])
+
+
+def run(path: str, root: str | None, out: str) -> int:
+    """`subagentd inspect --html OUT [ROOT]`: the exit status; one line on stderr says what was
+    written (stdout stays empty)."""
+    began = time.monotonic()
+    try:
+        reader = StoreReader(path)
+    except UnreadableDatabaseError as exc:
+        print(f"subagentd inspect: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if root is not None and reader.get_session(root) is None:
+            print(f"subagentd inspect: no agent {root!r} in {path}", file=sys.stderr)
+            return 1
+        drawn = write_page(reader, path, out, root)
+    except sqlite3.DatabaseError as exc:
+        print(f"subagentd inspect: cannot read {path}: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"subagentd inspect: cannot write {out}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        reader.close()
+    took = time.monotonic() - began
+    print(f"wrote {out}: {drawn} agent(s) in {took:.2f}s", file=sys.stderr)
+    return 0

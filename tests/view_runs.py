@@ -1,0 +1,42 @@
+"""Runs for the view tests: a large tree driven through core (fast), left in a database file."""
+
+from __future__ import annotations
+
+from subagentd.storage.database import SqliteStore
+from tests.core_host import CoreHost
+
+
+def large_run(path: str, leads: int = 20, workers: int = 49) -> CoreHost:
+    """root -> `leads` leads -> `workers` workers each (1 + 20 + 980 = 1001 agents by default):
+    every worker's turn ends (completed, aborted after an interrupt, or error) and settles, each
+    lead reads its notices in later turns, some leads are left with a turn open."""
+    agents = 1 + leads + leads * workers
+    core = CoreHost(
+        store=SqliteStore(path),
+        max_live_per_root=agents,
+        max_live=agents,
+        max_children=max(leads, workers),
+    )
+    with core.svc.transaction():
+        core.open("root", label="conductor")
+        core.spawn("root", "lead-0", label="lead 0", prompt="start")
+        for i in range(leads):
+            lead = f"lead-{i}"
+            if i:
+                core.spawn("root", lead, label=f"lead {i}", prompt=f"part {i}")
+            for j in range(workers):
+                worker = f"w{i}-{j}"
+                core.spawn(lead, worker, label=f"worker {j}", prompt=f"item {i}.{j}")
+                if j % 7 == 3:
+                    core.interrupt(lead, worker)
+                    core.end(worker, "aborted")
+                elif j % 11 == 5:
+                    core.end(worker, "error")
+                else:
+                    core.end(worker, output=f"item {i}.{j} done")
+            core.end(lead, output=f"part {i} dispatched")
+            if i % 5 != 4:  # the notices: one more turn, then done
+                while core.turn(lead) is not None:
+                    core.end(lead, output=f"part {i} collected")
+    core.svc.commit()
+    return core
