@@ -1,0 +1,1 @@
+"""The PostgreSQL backend (`--db postgresql://...`): one package, the same Store as SQLite."""

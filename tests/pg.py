@@ -1,0 +1,117 @@
+"""A throwaway PostgreSQL server for the tests: Debian's PostgreSQL 15 binaries, `initdb` into a
+temp directory, `pg_ctl start` on a free port (TCP on 127.0.0.1 and a unix socket in that
+directory), one server per test session, a fresh database per store a test asks for, and stopped
+at the end. The binaries refuse to run as root: as root they run as the `postgres` user.
+
+It never skips: when PostgreSQL cannot start, the tests that need it fail with the reason.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+BIN_DIRS = (
+    "/usr/lib/postgresql/15/bin",
+    "/usr/lib/postgresql/16/bin",
+    "/usr/lib/postgresql/17/bin",
+)
+TEMPLATE = "subagentd_template"  # migrated once: every test database is a copy of it
+
+
+def _bin(name: str) -> str:
+    for directory in BIN_DIRS:
+        path = os.path.join(directory, name)
+        if os.access(path, os.X_OK):
+            return path
+    found = shutil.which(name)
+    if found is None:
+        raise RuntimeError(f"PostgreSQL's {name} was not found (looked in {', '.join(BIN_DIRS)})")
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class PostgresServer:
+    """One `postgres` process on a temp directory; `url(name)` for its databases."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="subagentd-pg-"))
+        self.data = self.root / "data"
+        self.port = _free_port()
+        self._names = itertools.count(1)
+        self._as: list[str] = []
+        if os.geteuid() == 0:  # initdb and postgres refuse root
+            user = "postgres"
+            entry = pwd.getpwnam(user)
+            os.chown(self.root, entry.pw_uid, entry.pw_gid)
+            self._as = ["runuser", "-u", user, "--"]
+        self.user = pwd.getpwuid(os.geteuid()).pw_name if not self._as else "postgres"
+        self._run(
+            _bin("initdb"), "-D", str(self.data), "-U", self.user, "-A", "trust", "-E", "UTF8",
+            "--no-locale", "--no-sync",
+        )  # fmt: skip
+        options = (
+            f"-c port={self.port} -c listen_addresses=127.0.0.1"
+            f" -c unix_socket_directories={self.root} -c max_connections=400 -c fsync=off"
+            " -c full_page_writes=off -c synchronous_commit=on -c shared_buffers=32MB"
+        )
+        self._run(
+            _bin("pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log"), "-o", options,
+            "-w", "-t", "60", "start",
+        )  # fmt: skip
+        self.admin = self.url("postgres")
+        from subagentd.storage.postgres.store import PostgresStore
+
+        self.execute(f"CREATE DATABASE {TEMPLATE}")
+        PostgresStore(self.url(TEMPLATE)).close()  # migrated once, copied per test
+
+    def _run(self, *argv: str) -> None:
+        done = subprocess.run(
+            [*self._as, *argv], capture_output=True, text=True, timeout=120, cwd=self.root
+        )
+        if done.returncode != 0:
+            log = self.root / "log"
+            tail = log.read_text()[-2000:] if log.exists() else ""
+            raise RuntimeError(
+                f"PostgreSQL could not start: {' '.join(argv[:1])} exited {done.returncode}:"
+                f" {done.stderr.strip() or done.stdout.strip()} {tail}"
+            )
+
+    def url(self, database: str, *, tcp: bool = False) -> str:
+        """A libpq URL of one database: over TCP (as from another host) or the unix socket."""
+        if tcp:
+            return f"postgresql://{self.user}@127.0.0.1:{self.port}/{database}"
+        return f"postgresql://{self.user}@/{database}?host={self.root}&port={self.port}"
+
+    def execute(self, sql: str) -> None:
+        import psycopg
+
+        with psycopg.connect(self.admin, autocommit=True) as conn:
+            conn.execute(sql)
+
+    def new_database(self) -> str:
+        """A fresh, migrated database (a copy of the template); its name."""
+        name = f"t{os.getpid()}_{next(self._names)}"
+        self.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE} STRATEGY FILE_COPY")
+        return name
+
+    def drop_database(self, name: str) -> None:
+        self.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+    def stop(self) -> None:
+        try:
+            self._run(_bin("pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
