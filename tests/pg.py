@@ -115,3 +115,38 @@ class PostgresServer:
             self._run(_bin("pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+class PostgresStores:
+    """One test's stores on the server: a fresh database for each store made without a path (an
+    in-memory SQLite store's stand-in), one database per path (the file simulated processes
+    share); all closed and dropped at the end."""
+
+    def __init__(self, server: PostgresServer) -> None:
+        self.server = server
+        self.databases: dict[str, str] = {}
+        self.stores: list[object] = []
+
+    def url(self, path: str | None = None, *, tcp: bool = False) -> str:
+        """The URL standing for `path` (a new database for None)."""
+        key = path if path is not None else f"#{len(self.databases)}"
+        if key not in self.databases:
+            self.databases[key] = self.server.new_database()
+        return self.server.url(self.databases[key], tcp=tcp)
+
+    def __call__(self, path: str | None, clock: object = None) -> object:
+        from subagentd.storage.postgres.store import PostgresStore
+
+        url = self.url(path)
+        store = PostgresStore(url) if clock is None else PostgresStore(url, clock=clock)  # type: ignore[arg-type]
+        self.stores.append(store)
+        return store
+
+    def close(self) -> None:
+        for store in self.stores:
+            try:
+                store.close()  # type: ignore[attr-defined]
+            except Exception:  # a test may have closed it, or left it failed on purpose
+                pass
+        for name in self.databases.values():
+            self.server.drop_database(name)
