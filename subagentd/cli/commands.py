@@ -70,6 +70,7 @@ def inspect(ctx: click.Context, /, agent_id: str | None, as_json: bool, **_: Any
     from subagentd import inspect as inspecting
 
     path = effective(ctx, "db") or default_database()
+    _refuse_postgres(ctx, path, "inspect")
     ctx.exit(inspecting.run(path, agent_id, as_json=as_json))
 
 
@@ -91,7 +92,9 @@ def stats(ctx: click.Context, /, **_: Any) -> None:
     """Print a database's figures as JSON: sessions by status, queues, size (see server/stats)."""
     from subagentd.cli.operator import print_stats
 
-    ctx.exit(print_stats(effective(ctx, "db") or default_database()))
+    path = effective(ctx, "db") or default_database()
+    _refuse_postgres(ctx, path, "stats")
+    ctx.exit(print_stats(path))
 
 
 @cli.command(context_settings=CONTEXT)
@@ -108,7 +111,18 @@ def prune(ctx: click.Context, /, older_than: float, **_: Any) -> None:
     """Delete the events and messages of trees settled and untouched for --older-than."""
     from subagentd.cli.operator import run_prune
 
-    ctx.exit(run_prune(effective(ctx, "db") or default_database(), older_than))
+    path = effective(ctx, "db") or default_database()
+    _refuse_postgres(ctx, path, "prune")
+    ctx.exit(run_prune(path, older_than))
+
+
+def _refuse_postgres(ctx: click.Context, path: str, command: str) -> None:
+    """The operator commands read SQLite files only: a PostgreSQL URL gets one clear line."""
+    from subagentd.storage.postgres import is_postgres, sqlite_only
+
+    if is_postgres(path):
+        click.echo(sqlite_only(command), err=True)
+        ctx.exit(1)
 
 
 def run(argv: list[str]) -> int:

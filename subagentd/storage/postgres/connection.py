@@ -32,13 +32,12 @@ class PgConnection:
         self.raw = conn
         self._sql: dict[str, str] = {}
 
-    def execute(
-        self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None
-    ) -> psycopg.Cursor[Any]:
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> Any:
+        """The psycopg cursor of the statement (typed loosely, as sqlite3's rows are)."""
         text = self._sql.get(sql)
         if text is None:
             text = self._sql[sql] = to_psycopg(sql)
-        return self.raw.execute(text, params)  # type: ignore[arg-type]  # built from our own SQL
+        return self.raw.execute(text, params)
 
     def cursor(self) -> psycopg.Cursor[Any]:
         return self.raw.cursor()

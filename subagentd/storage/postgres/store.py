@@ -21,13 +21,6 @@ from subagentd.storage.postgres.tables import PgEvents, PgInbox, PgLeases, PgSes
 from subagentd.storage.signals import Signals
 from subagentd.storage.stats import _age
 
-URL_PREFIXES = ("postgresql://", "postgres://")
-
-
-def is_postgres(db: str) -> bool:
-    """Whether `--db` names a PostgreSQL database (a libpq URL) rather than a SQLite file."""
-    return db.startswith(URL_PREFIXES)
-
 
 def shown(url: str) -> str:
     """The URL as logs and errors show it: without its password."""
