@@ -30,13 +30,13 @@ def shown(url: str) -> str:
         return "a PostgreSQL URL that libpq cannot parse"
     params.pop("password", None)
     user = f"{params.pop('user')}@" if "user" in params else ""
-    host = params.pop("host", "")
+    host = str(params.pop("host", ""))
+    if host.startswith("/"):  # a unix socket's directory: shown as libpq takes it, a parameter
+        params["host"], host = host, ""
     port = f":{params.pop('port')}" if "port" in params else ""
     name = params.pop("dbname", "")
-    rest = "&".join(f"{k}={v}" for k, v in sorted(params.items()))
-    return f"postgresql://{user}{'' if '/' in str(host) else host}{port}/{name}" + (
-        f"?{rest}" if rest else ""
-    )
+    rest = "&".join(f"{key}={value}" for key, value in sorted(params.items()))
+    return f"postgresql://{user}{host}{port}/{name}" + (f"?{rest}" if rest else "")
 
 
 @dataclass
