@@ -27,6 +27,7 @@ BOTH_BACKENDS = {
     "test_rules_stats",
     "test_rules_tool_details",
     "test_scenarios",
+    "test_cross_process_notice",
 }
 
 
