@@ -3,7 +3,8 @@ import pytest
 from tests.spawned import InProcessServer, ServerProcess
 
 # Test modules run against both backends (issue 14 point 4): each of their tests runs twice,
-# [sqlite] and [postgres], on a throwaway PostgreSQL server (tests/pg.py).
+# [sqlite] and [postgres], on a throwaway PostgreSQL server (tests/pg.py). Modules with their own
+# ways (test_multiprocess, test_crash, test_scripts, test_state_machine, test_postgres) are not here.
 BOTH_BACKENDS = {
     "test_rules_boundaries",
     "test_rules_engine_events",
@@ -41,11 +42,10 @@ def pytest_generate_tests(metafunc):
 @pytest.fixture(scope="session")
 def pg_server():
     """One throwaway PostgreSQL server for the whole session (fails, never skips, without one)."""
-    from tests.pg import PostgresServer
+    from tests.pg import shared_server, stop_shared_server
 
-    server = PostgresServer()
-    yield server
-    server.stop()
+    yield shared_server()
+    stop_shared_server()
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ It never skips: when PostgreSQL cannot start, the tests that need it fail with t
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
 import pwd
@@ -115,6 +116,36 @@ class PostgresServer:
             self._run(_bin("pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+_shared: PostgresServer | None = None
+
+
+def shared_server() -> PostgresServer:
+    """The session's one server, started on first use (the pg_server fixture, or a test class
+    outside fixtures such as the state machine's); stopped by stop_shared_server()."""
+    global _shared
+    if _shared is None:
+        _shared = PostgresServer()
+        atexit.register(stop_shared_server)  # also when no fixture stopped it
+    return _shared
+
+
+def stop_shared_server() -> None:
+    global _shared
+    if _shared is not None:
+        server, _shared = _shared, None
+        server.stop()
+
+
+def release(store: object) -> None:
+    """A PostgresStore's side connections (renewal thread, doorbell) let go without close(): a
+    simulated crash leaves its owner row behind but must not leak connections."""
+    group = getattr(store, "group", None)
+    if group is not None and getattr(group, "_renewer", None) is not None:
+        group._renewer.stop()
+    if group is not None and getattr(group, "doorbell", None) is not None:
+        group.doorbell.close()
 
 
 class PostgresStores:
