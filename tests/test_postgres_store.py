@@ -121,3 +121,31 @@ def test_an_output_postgresql_cannot_store_fails_only_its_own_request(pg_stores)
         core.end("c1", output="ok")
     core.svc.commit()
     assert core.store.get_session("c1").last_output == "ok"
+
+
+def test_a_lost_connection_is_opened_anew_at_the_heartbeat_and_the_doorbell_goes_quiet(pg_stores):
+    """The server dropped every connection of the store (a restart, a failover): the doorbell's
+    number neither stays readable nor closes, the lost group fails, and the next heartbeat
+    (check_file) connects again, so writes work; the renewal thread connects again too."""
+    store = pg_stores(None)
+    store.hold("me", 60.0, lambda: None)
+    fd = store.doorbell()
+    with psycopg.connect(pg_stores.url(next(iter(pg_stores.databases)))) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    assert readable(fd, 30.0)  # the server's goodbye, then the end of file
+    for _ in range(2):  # as the server's doorbell loop would: at most two rounds
+        store.drain_doorbell()
+        if not readable(fd, 0.2):
+            break
+    assert not readable(fd, 0.5)  # quiet now: the server's wait sleeps
+    with pytest.raises(StorageFailedError):
+        with store.atomic():
+            store.insert_session(session("a"))
+    assert store.check_file() is True  # the heartbeat
+    with store.atomic():
+        store.insert_session(session("a"))
+    store.commit()
+    assert store.get_session("a") == session("a")

@@ -52,5 +52,10 @@ class PgConnection:
         """The open transaction was aborted by a failed statement (COMMIT would roll it back)."""
         return self.raw.info.transaction_status == pq.TransactionStatus.INERROR
 
+    @property
+    def lost(self) -> bool:
+        """The server dropped the connection (a restart, a failover, a network failure)."""
+        return self.raw.closed or self.raw.pgconn.status == pq.ConnStatus.BAD
+
     def close(self) -> None:
         self.raw.close()

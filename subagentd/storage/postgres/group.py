@@ -14,6 +14,7 @@ import logging
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg
 from psycopg import errors
@@ -36,10 +37,16 @@ class PgGroupCommit:
     """One connection whose writes gather into one transaction until `commit` (group commit)."""
 
     def __init__(
-        self, conn: PgConnection, url: str, lock_wait_ms: int, clock: Callable[[], float]
+        self,
+        conn: PgConnection,
+        url: str,
+        lock_wait_ms: int,
+        clock: Callable[[], float],
+        connect: Callable[[], psycopg.Connection[Any]],
     ) -> None:
         self.conn = conn
         self.url = url
+        self._connect = connect  # a new main connection, set up as the first one
         self._savepoints = 0
         self._open = False  # a group was begun and not yet committed or rolled back
         self._busy = False  # the last BEGIN waited past the limit for the writer lock
@@ -52,7 +59,19 @@ class PgGroupCommit:
         self.doorbell: Listener | None = None
 
     def check_file(self) -> bool:
-        """There is no file to lose: a server gone shows as failed statements."""
+        """Called with every heartbeat. There is no file to lose; a main connection the server
+        dropped is opened anew here (outside a group: the lost group already failed), so writes
+        work again once the server is back. True: writes are not refused for good."""
+        if self.conn.lost and not self.conn.in_transaction:
+            try:
+                fresh = self._connect()
+            except psycopg.Error as exc:
+                log.warning("the database is unreachable (%s); retrying at the next heartbeat", exc)
+            else:
+                self.conn.raw.close()
+                self.conn.raw = fresh
+                self._open = False
+                log.warning("reconnected to the database after a lost connection")
         return True
 
     def limit_lock_wait(self, milliseconds: int) -> None:
@@ -72,16 +91,18 @@ class PgGroupCommit:
             raise StorageFailedError("error")
         conn = self.conn
         try:
-            conn.execute("BEGIN")
             if self._busy:
+                conn.execute("BEGIN")
                 (got,) = conn.execute(
                     "SELECT pg_try_advisory_xact_lock(?)", (WRITER_LOCK,)
                 ).fetchone()
                 if not got:
                     raise errors.LockNotAvailable("writer lock held")
-            else:
-                conn.execute(f"SET LOCAL lock_timeout = {self._lock_wait_ms}")
-                conn.execute("SELECT pg_advisory_xact_lock(?)", (WRITER_LOCK,))
+            else:  # one round trip (no parameters: several statements may go in one query)
+                conn.execute(
+                    f"BEGIN; SET LOCAL lock_timeout = {int(self._lock_wait_ms)};"
+                    f" SELECT pg_advisory_xact_lock({WRITER_LOCK})"
+                )
         except errors.LockNotAvailable:
             self._busy = True
             self._rollback_quietly()

@@ -45,19 +45,26 @@ class OpenedPostgres:
 
     conn: psycopg.Connection[Any]
     url: str
+    durability: str = "normal"
     applied: set[str] = field(default_factory=set)
+
+
+def connect(url: str, durability: str) -> psycopg.Connection[Any]:
+    """A main connection: autocommit (the group commit begins and ends its transactions)."""
+    conn = psycopg.connect(url, autocommit=True)
+    if durability == "full":  # each COMMIT waits for its WAL flush (also if the default is off)
+        conn.execute("SET synchronous_commit = on")
+    return conn
 
 
 def open_postgres(url: str, *, durability: str = "normal") -> OpenedPostgres:
     """Connect and migrate; refused in one line (DatabaseRefusedError) when unusable."""
     try:
-        conn = psycopg.connect(url, autocommit=True)
+        conn = connect(url, durability)
     except psycopg.Error as exc:
         reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
         raise DatabaseRefusedError(f"database {shown(url)} cannot be opened: {reason}") from None
     try:
-        if durability == "full":  # each COMMIT waits for its WAL flush (also if the default is off)
-            conn.execute("SET synchronous_commit = on")
         before = migrations.migrate(conn)
     except psycopg.Error as exc:
         conn.close()
@@ -69,7 +76,7 @@ def open_postgres(url: str, *, durability: str = "normal") -> OpenedPostgres:
             f"database {shown(url)} was written by a newer subagentd:"
             f" unknown migration {', '.join(unknown)}"
         )
-    return OpenedPostgres(conn, url, set(migrations.NAMES))
+    return OpenedPostgres(conn, url, durability, set(migrations.NAMES))
 
 
 class PostgresStore:
@@ -91,7 +98,13 @@ class PostgresStore:
         self.url = opened.url
         self.path = shown(opened.url)
         self.conn = PgConnection(opened.conn)
-        self.group = group = PgGroupCommit(self.conn, opened.url, busy_timeout_ms, clock)
+        self.group = group = PgGroupCommit(
+            self.conn,
+            opened.url,
+            busy_timeout_ms,
+            clock,
+            lambda: connect(opened.url, opened.durability),
+        )
         self._now = clock
         self.atomic = group.atomic
         self.commit = group.commit
