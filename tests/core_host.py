@@ -15,6 +15,18 @@ from subagentd.schema.tools import InterruptAgentArgs, ListAgentsArgs, ReportArg
 from subagentd.storage.database import SqliteStore
 
 
+def sqlite_store(path: str | None, clock: Any = None) -> Any:
+    """A SQLite store: in memory, or on `path` shared by the simulated processes."""
+    if path is None:
+        return SqliteStore(":memory:")
+    return SqliteStore(path) if clock is None else SqliteStore(path, clock=clock)
+
+
+# How CoreHost and process() make their stores: (path or None, clock or None) -> Store. The
+# `backend` fixture (tests/conftest.py) swaps it for PostgreSQL, where a path names a database.
+make_store: Any = sqlite_store
+
+
 class ManualTimers:
     """Timers that fire only when the test says so."""
 
@@ -41,8 +53,8 @@ class ManualTimers:
 
 
 class CoreHost:
-    def __init__(self, store: SqliteStore | None = None, **settings: Any) -> None:
-        self.store = store or SqliteStore(":memory:")
+    def __init__(self, store: Any = None, **settings: Any) -> None:
+        self.store = store or make_store(None)
         self.notes: list[tuple[str, dict[str, Any]]] = []
         self.timers = ManualTimers()
         self.svc = Service(
@@ -160,7 +172,7 @@ class FakeClock:
 
 def process(path: str, clock: FakeClock, owner: str, **settings: Any) -> CoreHost:
     """A service with its own store on the shared file, as one process; nothing left open."""
-    core = CoreHost(store=SqliteStore(path, clock=clock), owner=owner, lease_ttl=TTL, **settings)
+    core = CoreHost(store=make_store(str(path), clock), owner=owner, lease_ttl=TTL, **settings)
     core.svc.commit()
     return core
 

@@ -24,8 +24,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
 import pytest
+from psycopg.rows import dict_row
 
+from subagentd.storage.postgres import is_postgres
 from tests.spawned import ServerProcess
 
 ROUNDS = int(os.environ.get("SUBAGENTD_CRASH_ROUNDS", "30"))
@@ -352,8 +355,11 @@ class Snapshot:
 
 
 def snapshot(db: str) -> Snapshot:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=WAIT)
-    conn.row_factory = sqlite3.Row
+    if is_postgres(db):
+        conn: Any = psycopg.connect(db, row_factory=dict_row, autocommit=True)
+    else:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=WAIT)
+        conn.row_factory = sqlite3.Row
     try:
         sessions = {r["id"]: dict(r) for r in conn.execute("SELECT * FROM sessions")}
         descriptors = {
@@ -627,10 +633,18 @@ def start(db: str) -> ServerProcess:
     return proc
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def crash_db(request, tmp_path):
+    """The database the rounds share: a SQLite file, or a PostgreSQL database's URL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "crash.db")
+    return request.getfixturevalue("pg_stores").url()
+
+
 @pytest.mark.timeout(max(300, int(BUDGET) * 5))
-def test_acknowledged_work_survives_kill_nine_under_pipelined_load(tmp_path, record_property):
+def test_acknowledged_work_survives_kill_nine_under_pipelined_load(crash_db, record_property):
     rng = random.Random(SEED)
-    db = str(tmp_path / "crash.db")
+    db = crash_db
     ledger = Ledger()
     started = time.monotonic()
     proc = start(db)

@@ -2,6 +2,7 @@
 
 Every process here is a real `python -m subagentd` over pipes; stalls are SIGSTOP/SIGCONT. Waits
 are on events (replies, notifications, rows in the shared database), each bounded generously.
+Each test runs on a shared SQLite file and on a shared PostgreSQL database (tests/pg.py).
 """
 
 import fcntl
@@ -13,9 +14,13 @@ import struct
 import termios
 import time
 
+import psycopg
 import pytest
 
 from subagentd.schema.codes import Code
+from subagentd.storage.postgres import is_postgres
+from subagentd.storage.postgres.connection import to_psycopg
+from subagentd.storage.postgres.group import WRITER_LOCK
 from tests.spawned import RpcError, ServerProcess
 
 LOST = (
@@ -66,13 +71,43 @@ def unless_busy(host, method, params, patience=30.0):
         time.sleep(0.05)
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared(request, tmp_path):
+    """The database the test's processes share: a SQLite file, or a PostgreSQL database's URL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "shared.db")
+    return request.getfixturevalue("pg_stores").url()
+
+
 def query(db, sql, *params):
-    """Rows of the shared database, read from the test's own connection."""
-    conn = sqlite3.connect(db, timeout=PATIENCE)
+    """Rows of the shared database, read (or written) on the test's own connection."""
+    if is_postgres(db):
+        with psycopg.connect(db, autocommit=True) as pg:
+            cursor = pg.execute(to_psycopg(sql), params)
+            return [tuple(row) for row in cursor.fetchall()] if cursor.description else []
+    conn = sqlite3.connect(db, timeout=PATIENCE, isolation_level=None)
     try:
         return conn.execute(sql, params).fetchall()
     finally:
         conn.close()
+
+
+def writer_lock_free(db):
+    """No process holds the write lock right now (SQLite's, or the writer advisory lock)."""
+    if is_postgres(db):
+        with psycopg.connect(db) as pg:  # a transaction: the lock, if taken, goes with it
+            [[free]] = pg.execute("SELECT pg_try_advisory_xact_lock(%s)", (WRITER_LOCK,))
+            pg.rollback()
+            return free
+    probe = sqlite3.connect(db, timeout=0, isolation_level=None)
+    try:
+        probe.execute("BEGIN IMMEDIATE")
+        probe.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        probe.close()
 
 
 def owner_of(db, session_id):
@@ -103,16 +138,10 @@ def stop_outside_a_transaction(proc, db):
         assert time.monotonic() < deadline, "never found the database unlocked"
         os.kill(pid, signal.SIGSTOP)
         wait_for(lambda: _state(pid) in "Tt", "the process stopped")
-        probe = sqlite3.connect(db, timeout=0, isolation_level=None)
-        try:
-            probe.execute("BEGIN IMMEDIATE")
-            probe.execute("ROLLBACK")
+        if writer_lock_free(db):
             return
-        except sqlite3.OperationalError:  # it (or the other process) holds the lock right now
-            os.kill(pid, signal.SIGCONT)
-            time.sleep(0.01)
-        finally:
-            probe.close()
+        os.kill(pid, signal.SIGCONT)  # it (or the other process) holds the lock right now
+        time.sleep(0.01)
 
 
 def unread(host):
@@ -125,8 +154,8 @@ def _state(pid):
         return stat.read().rpartition(")")[2].split()[0]
 
 
-def test_a_session_live_in_one_process_is_never_activated_by_another(tmp_path, spawn_process):
-    db = str(tmp_path / "shared.db")
+def test_a_session_live_in_one_process_is_never_activated_by_another(shared, spawn_process):
+    db = shared
     a = start(spawn_process, db)
     b = start(spawn_process, db)
     a.host.open("root")
@@ -139,8 +168,8 @@ def test_a_session_live_in_one_process_is_never_activated_by_another(tmp_path, s
     assert b.host.call("agents/get", {"agent_id": "c1"})["status"] == "running"
 
 
-def test_a_killed_process_leaves_its_sessions_resumable_elsewhere(tmp_path, spawn_process):
-    db = str(tmp_path / "shared.db")
+def test_a_killed_process_leaves_its_sessions_resumable_elsewhere(shared, spawn_process):
+    db = shared
     a = start(spawn_process, db, "--lease-ttl", "0.6")
     b = start(spawn_process, db, "--lease-ttl", "0.6")
     a.host.open("root")
@@ -166,9 +195,9 @@ def test_a_killed_process_leaves_its_sessions_resumable_elsewhere(tmp_path, spaw
 
 
 def test_a_process_stalled_past_the_ttl_is_fenced_and_never_writes_to_its_sessions_again(
-    tmp_path, spawn_process
+    shared, spawn_process
 ):
-    db = str(tmp_path / "shared.db")
+    db = shared
     # TTL 1 s: a renewal thread that a loaded machine delays by 0.6 s still renews in time (b
     # must keep its lease while it takes a's over)
     a = start(spawn_process, db, "--lease-ttl", "1")
@@ -271,10 +300,10 @@ def frames_back_to_back(host, requests):
 
 @pytest.mark.parametrize("shape", [one_batch_frame, frames_back_to_back])
 def test_a_process_busy_for_several_ttls_keeps_its_leases_and_reaps_nobody(
-    tmp_path, spawn_process, shape
+    shared, spawn_process, shape
 ):
     ttl = 1.0  # renewed every third of it: a renewal thread delayed by 0.6 s still holds
-    db = str(tmp_path / "shared.db")
+    db = shared
     # thousands of live children under one root: the live-agent quotas (SECURITY.md) are lifted
     unbounded = ("--max-children=0", "--max-live-per-root=0", "--max-live=0")
     a = start(spawn_process, db, "--lease-ttl", str(ttl), *unbounded)
@@ -337,11 +366,11 @@ def test_a_process_busy_for_several_ttls_keeps_its_leases_and_reaps_nobody(
 
 
 def test_a_host_that_stops_reading_never_keeps_the_write_lock_from_another_process(
-    tmp_path, spawn_process
+    shared, spawn_process
 ):
     """Output waiting for a slow host must not hold a write transaction open: while a's writes
     to its stdout are stuck, what a does meanwhile is still committed at once, so b can write."""
-    db = str(tmp_path / "shared.db")
+    db = shared
     a = start(spawn_process, db)
     b = start(spawn_process, db)
     a.host.open("root")
@@ -369,9 +398,9 @@ def test_a_host_that_stops_reading_never_keeps_the_write_lock_from_another_proce
     assert a.host.response("spawn", PATIENCE)["result"]["child_id"] == "c1"
 
 
-def test_a_quiet_process_keeps_its_leases_past_the_ttl(tmp_path, spawn_process):
+def test_a_quiet_process_keeps_its_leases_past_the_ttl(shared, spawn_process):
     ttl = 3.0  # renewals every second: a renewal may come two seconds late before anything lapses
-    db = str(tmp_path / "shared.db")
+    db = shared
     # thousands of live children under one root: the live-agent quotas (SECURITY.md) are lifted
     unbounded = ("--max-children=0", "--max-live-per-root=0", "--max-live=0")
     a = start(spawn_process, db, "--lease-ttl", str(ttl), *unbounded)
@@ -398,10 +427,16 @@ def test_a_quiet_process_keeps_its_leases_past_the_ttl(tmp_path, spawn_process):
 # --- the four tools between two live processes -------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory):
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def pair(tmp_path_factory, request):
     """Two processes on one database, shared by the tests below (each uses its own agents)."""
-    db = str(tmp_path_factory.mktemp("pair") / "shared.db")
+    if request.param == "sqlite":
+        db = str(tmp_path_factory.mktemp("pair") / "shared.db")
+    else:
+        server = request.getfixturevalue("pg_server")
+        name = server.new_database()
+        request.addfinalizer(lambda: server.drop_database(name))
+        db = server.url(name)
     a = ServerProcess(db=db)
     ready(a.host)
     b = ServerProcess(db=db)
@@ -456,10 +491,7 @@ def test_send_message_to_a_child_live_in_another_process_is_delivered_there(two)
     process; the state is made here by removing the parent's lease row behind a's back, so b can
     open the parent while a still runs the child. b commits the message and a runs it."""
     a, b, db, root, c1, child = two
-    conn = sqlite3.connect(db, timeout=PATIENCE)
-    with conn:
-        conn.execute("DELETE FROM leases WHERE session_id = ?", (root,))
-    conn.close()
+    query(db, "DELETE FROM leases WHERE session_id = ?", root)
     b.open(root)
     # the same answer as for a local child, through the MCP bridge as the model sees it
     result = b.call(
@@ -484,10 +516,10 @@ def test_send_message_to_a_child_live_in_another_process_is_delivered_there(two)
     assert [block["text"] for block in start["messages"][0]["content"]] == ["from b"]
 
 
-def test_agents_followup_to_an_agent_live_in_another_process_starts_its_turn_there(tmp_path):
+def test_agents_followup_to_an_agent_live_in_another_process_starts_its_turn_there(shared):
     """An idle agent live in a: b's follow-up is committed by b, a is woken by its doorbell (not
     its heartbeat: the lease TTL here makes that one come every 100 s) and starts the turn."""
-    db = str(tmp_path / "shared.db")
+    db = shared
     a = ServerProcess("--lease-ttl", "300", db=db)
     b = ServerProcess("--lease-ttl", "300", db=db)
     try:

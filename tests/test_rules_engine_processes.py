@@ -174,6 +174,8 @@ def test_a_message_to_a_child_live_in_another_process_is_run_there(tmp_path):
     assert first.store.get_message(sent.message_id).state == "claimed"
 
 
+# a deleted database file
+@pytest.mark.sqlite_only
 def test_the_heartbeat_reaps_a_stalled_process_and_stops_once_the_file_is_gone(tmp_path):
     path, clock = str(tmp_path / "shared.db"), FakeClock()
     first = process(path, clock, "p1")

@@ -110,6 +110,8 @@ def test_unreadable_descriptors_become_diagnostics_and_the_walk_continues(body, 
     assert result.agents[0].reason == reason
 
 
+# SQLite stores text that is not UTF-8; PostgreSQL refuses it at the write
+@pytest.mark.sqlite_only
 def test_a_descriptor_that_cannot_be_read_becomes_unavailable_and_the_rest_is_listed():
     core = CoreHost()
     insert_session(core, "garbled", "r", "2026-01-01T00:00:01Z")
@@ -289,6 +291,8 @@ def thousands_of_sessions(core: CoreHost, *, with_paths: bool) -> list[str]:
     return order
 
 
+# SQLite's query plans (EXPLAIN QUERY PLAN of the traced statements)
+@pytest.mark.sqlite_only
 @pytest.mark.parametrize("with_paths", [True, False], ids=["range-scan", "level-walk"])
 def test_listing_thousands_of_sessions_uses_the_index(with_paths):
     core = CoreHost()

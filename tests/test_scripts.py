@@ -95,9 +95,9 @@ def match(expected: Any, actual: Any, captures: dict[str, Any], path: str = "$")
         raise ScriptMismatch(f"{path}: expected {expected!r}, got {actual!r}")
 
 
-def replay(path: Path) -> None:
+def replay(path: Path, db: str = ":memory:") -> None:
     steps = load(path)
-    server = ServerProcess(db=":memory:")
+    server = ServerProcess(db=db)
     host = server.host
     captures: dict[str, Any] = {}
     try:
@@ -142,9 +142,11 @@ def replay(path: Path) -> None:
         server.stop()
 
 
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
 @pytest.mark.parametrize("path", sorted(SCRIPTS.glob("*.jsonl")), ids=lambda p: p.stem)
-def test_script_replays_against_the_real_server(path):
-    replay(path)
+def test_script_replays_against_the_real_server(path, store, request):
+    """Each transcript on SQLite (in memory) and on a new PostgreSQL database: the same frames."""
+    replay(path, ":memory:" if store == "sqlite" else request.getfixturevalue("pg_stores").url())
 
 
 def test_scripts_directory_holds_the_expected_transcripts():

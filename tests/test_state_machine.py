@@ -128,14 +128,15 @@ class SchedulingMachine(RuleBasedStateMachine):
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
 
+    def new_store(self) -> Any:
+        return SqliteStore(self.path)
+
     def new_core(self) -> CoreHost:
         """A fresh service on the same file, as a new process: earlier owners count as dead."""
         if "owner_alive" not in Settings.__dataclass_fields__:  # before multi-process leases
-            return CoreHost(SqliteStore(self.path))
+            return CoreHost(self.new_store())
         owner = f"state-machine:{self.restarts}"
-        return CoreHost(
-            SqliteStore(self.path), owner=owner, owner_alive=lambda o: o == owner, **QUOTAS
-        )
+        return CoreHost(self.new_store(), owner=owner, owner_alive=lambda o: o == owner, **QUOTAS)
 
     # --- model helpers -------------------------------------------------------------------
 
@@ -666,6 +667,39 @@ class SchedulingMachine(RuleBasedStateMachine):
 
 TestScheduling = SchedulingMachine.TestCase
 TestScheduling.settings = PROFILE
+
+
+class PostgresSchedulingMachine(SchedulingMachine):
+    """The same programs on PostgreSQL (tests/pg.py): a new database per program, a new store on
+    it per restart (the old one's connections dropped as a killed process's would be)."""
+
+    def __init__(self) -> None:
+        from tests.pg import shared_server
+
+        self.server = shared_server()
+        self.database = self.server.new_database()
+        super().__init__()
+
+    def new_store(self) -> Any:
+        from subagentd.storage.postgres.store import PostgresStore
+        from tests.pg import release
+
+        if hasattr(self, "core"):
+            release(self.core.store)
+        return PostgresStore(self.server.url(self.database))
+
+    def teardown(self) -> None:
+        from tests.pg import release
+
+        try:
+            super().teardown()
+        finally:
+            release(self.core.store)
+            self.server.drop_database(self.database)
+
+
+TestSchedulingOnPostgres = PostgresSchedulingMachine.TestCase
+TestSchedulingOnPostgres.settings = PROFILE
 
 if STATS is not None:
     import atexit

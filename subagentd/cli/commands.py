@@ -76,6 +76,7 @@ def inspect(
     """Show the sessions of a database as a tree, or one agent's transcript (--html: a page with
     the tree and a timeline)."""
     path = effective(ctx, "db") or default_database()
+    _refuse_postgres(ctx, path, "inspect")
     if html is not None:
         from subagentd.view import page
 
@@ -95,7 +96,9 @@ def watch(ctx: click.Context, /, root: str | None, once: bool, **_: Any) -> None
     """Watch the tree (or the one below ROOT) live beside a running server (needs rich)."""
     from subagentd.view import watch as watching
 
-    ctx.exit(watching.run(effective(ctx, "db") or default_database(), root, once))
+    path = effective(ctx, "db") or default_database()
+    _refuse_postgres(ctx, path, "watch")
+    ctx.exit(watching.run(path, root, once))
 
 
 @cli.command(context_settings=CONTEXT)
@@ -116,7 +119,9 @@ def stats(ctx: click.Context, /, **_: Any) -> None:
     """Print a database's figures as JSON: sessions by status, queues, size (see server/stats)."""
     from subagentd.cli.operator import print_stats
 
-    ctx.exit(print_stats(effective(ctx, "db") or default_database()))
+    path = effective(ctx, "db") or default_database()
+    _refuse_postgres(ctx, path, "stats")
+    ctx.exit(print_stats(path))
 
 
 @cli.command(context_settings=CONTEXT)
@@ -133,7 +138,18 @@ def prune(ctx: click.Context, /, older_than: float, **_: Any) -> None:
     """Delete the events and messages of trees settled and untouched for --older-than."""
     from subagentd.cli.operator import run_prune
 
-    ctx.exit(run_prune(effective(ctx, "db") or default_database(), older_than))
+    path = effective(ctx, "db") or default_database()
+    _refuse_postgres(ctx, path, "prune")
+    ctx.exit(run_prune(path, older_than))
+
+
+def _refuse_postgres(ctx: click.Context, path: str, command: str) -> None:
+    """The operator commands read SQLite files only: a PostgreSQL URL gets one clear line."""
+    from subagentd.storage.postgres import is_postgres, sqlite_only
+
+    if is_postgres(path):
+        click.echo(sqlite_only(command), err=True)
+        ctx.exit(1)
 
 
 def run(argv: list[str]) -> int:

@@ -65,16 +65,15 @@ def serve(options: dict[str, Any]) -> int:
         log.error("cannot start: %s", exc)
         return 1
 
-    from subagentd.storage.opening import DatabaseRefusedError, open_database
+    from subagentd.storage.opening import DatabaseRefusedError
 
     path = options["db"]
     try:
-        _make_state_directory(path)
-        opened = open_database(path, durability=options["durability"])
+        opened, shown = _open_database(path, options)
     except (DatabaseRefusedError, OSError) as exc:
         log.error("cannot start: %s", exc)
         return 1
-    log.info("subagentd %s serving on stdin/stdout; database %s", subagentd.__version__, path)
+    log.info("subagentd %s serving on stdin/stdout; database %s", subagentd.__version__, shown)
 
     from subagentd.core.settings import TOOL_NAMES, Settings
     from subagentd.server.envelope import Session
@@ -103,7 +102,7 @@ def serve(options: dict[str, Any]) -> int:
         log.error("cannot start: %s", error)
         return 1
     if isinstance(error, BaseException):
-        log.error("cannot start: %s (database %s)", error, path, exc_info=error)
+        log.error("cannot start: %s (database %s)", error, shown, exc_info=error)
         return 1
     service: Any = loaded["service"]
 
@@ -140,6 +139,25 @@ def serve(options: dict[str, Any]) -> int:
     return 0
 
 
+def _open_database(path: str, options: dict[str, Any]) -> tuple[Any, str]:
+    """The database `--db` names, opened and checked before the handshake: a SQLite file, or a
+    PostgreSQL database for a `postgresql://` (or `postgres://`) URL, connected and migrated;
+    with how logs name it (a URL without its password)."""
+    from subagentd.storage.opening import DatabaseRefusedError
+    from subagentd.storage.postgres import is_postgres
+
+    if is_postgres(path):
+        if options["retention"] is not None:
+            raise DatabaseRefusedError("--retention prunes SQLite databases only")
+        from subagentd.storage.postgres.store import open_postgres, shown
+
+        return open_postgres(path, durability=options["durability"]), shown(path)
+    from subagentd.storage.opening import open_database
+
+    _make_state_directory(path)
+    return open_database(path, durability=options["durability"]), path
+
+
 def _make_state_directory(path: str) -> None:
     """The default database's directory (the user's state directory) is created, private."""
     from subagentd.cli.table import default_database
@@ -153,12 +171,20 @@ def _load(opened: Any, options: dict[str, Any], settings: Any, loaded: dict[str,
     try:
         from subagentd.core.service import Service
         from subagentd.server import connection  # noqa: F401  (imports jsonrpcserver, anyio)
-        from subagentd.storage.database import SqliteStore
         from subagentd.storage.leases import new_owner, owner_alive
+        from subagentd.storage.opening import OpenedDatabase
 
         # here, not before the handshake: the handshake needs neither (leases imports socket, uuid)
         settings.owner, settings.owner_alive = new_owner(), owner_alive
-        store = SqliteStore(opened)
+        store: Any
+        if isinstance(opened, OpenedDatabase):
+            from subagentd.storage.database import SqliteStore
+
+            store = SqliteStore(opened)
+        else:
+            from subagentd.storage.postgres.store import PostgresStore
+
+            store = PostgresStore(opened)
         no_timers: Any = None  # the Connection sets them before anything is timed
         service: Any = Service(
             store, emit=lambda method, params: None, timers=no_timers, settings=settings

@@ -171,7 +171,7 @@ GLOBAL = (  # accepted before or after any command
         "--db",
         "str",
         None,
-        "SQLite database path, or :memory:",
+        "SQLite database path, or :memory:, or a PostgreSQL URL (postgresql://USER@HOST:PORT/DBNAME)",
         metavar="PATH",
         default_shown="$XDG_STATE_HOME/subagentd/subagentd.db, else"
         " ~/.local/state/subagentd/subagentd.db",

@@ -1,0 +1,127 @@
+"""The table objects where PostgreSQL's SQL differs from SQLite's: generated keys come back through
+RETURNING, booleans are counted with FILTER, NULL parameters need a type, `IN ()` is `= ANY`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from subagentd.errors import StorageFailedError
+from subagentd.schema.records import TreeRecord
+from subagentd.storage.events import Events
+from subagentd.storage.inbox import Inbox
+from subagentd.storage.leases import Leases
+from subagentd.storage.paths import END
+from subagentd.storage.sessions import Sessions
+from subagentd.storage.trees import Trees
+
+if TYPE_CHECKING:
+    from subagentd.schema.listing import Status
+
+
+class PgSessions(Sessions):
+    def end_turn(self, session_id: str, reason: str, output: str | None) -> None:
+        """As on SQLite; an output holding U+0000 (which PostgreSQL text cannot store) fails this
+        request alone, before any statement of it could abort the shared group."""
+        if output is not None and "\x00" in output:
+            raise StorageFailedError("error")
+        super().end_turn(session_id, reason, output)
+
+    def get_descriptors(self, session_ids: list[str]) -> dict[str, str | bytes | None]:
+        return dict(
+            self._db.conn.execute(
+                "SELECT session_id, body FROM descriptors WHERE session_id = ANY(?)",
+                (list(session_ids),),
+            ).fetchall()
+        )
+
+
+class PgInbox(Inbox):
+    def insert_message(
+        self, message_id: str, session_id: str, content: str, source: str, state: str, at: str
+    ) -> int:
+        db = self._db
+        db.begin()
+        row = db.conn.execute(
+            "INSERT INTO inbox (message_id, session_id, content, source, state, created_at)"
+            " VALUES (?,?,?,?,?,?) RETURNING position",
+            (message_id, session_id, content, source, state, at),
+        ).fetchone()
+        return int(row[0])
+
+    def inbox_counts(self, session_id: str) -> tuple[int, int]:
+        row = self._db.conn.execute(
+            "SELECT count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state ="
+            " 'parked') FROM inbox WHERE session_id = ? AND state IN ('queued', 'parked')",
+            (session_id,),
+        ).fetchone()
+        return int(row[0]), int(row[1])
+
+
+class PgEvents(Events):
+    def append_events(
+        self,
+        session_id: str,
+        turn_id: str | None,
+        events: Sequence[tuple[str, str | None]],
+        at: str,
+    ) -> int:
+        db = self._db
+        db.begin()
+        if not events:
+            return 0
+        row = db.conn.execute(
+            "INSERT INTO events (session_id, turn_id, type, data, at)"
+            " SELECT ?, ?, t, d, ? FROM unnest(CAST(? AS text[]), CAST(? AS text[]))"
+            " WITH ORDINALITY AS e(t, d, n) ORDER BY n RETURNING seq",
+            (session_id, turn_id, at, [t for t, _ in events], [d for _, d in events]),
+        ).fetchall()
+        return int(max(seq for (seq,) in row))
+
+
+class PgLeases(Leases):
+    def fence(self, owner: str, expired_by: float | None) -> bool:
+        db = self._db
+        db.begin()
+        if expired_by is None:
+            db.conn.execute("UPDATE owners SET fenced = 1 WHERE owner = ? AND fenced = 0", (owner,))
+        else:
+            db.conn.execute(
+                "UPDATE owners SET fenced = 1 WHERE owner = ? AND fenced = 0 AND expires_at <= ?",
+                (owner, expired_by),
+            )
+        state = self.owner_state(owner)
+        if state is not None and not state[1]:
+            return False
+        db.conn.execute("DELETE FROM leases WHERE owner = ?", (owner,))
+        db.conn.execute("DELETE FROM signals WHERE owner = ?", (owner,))  # inputs stay queued
+        return True
+
+    def foreign_leases(self, owner: str, now: float) -> list[tuple[str, str, Status]]:
+        return self._db.conn.execute(
+            "SELECT l.session_id, l.owner, l.status FROM owners o JOIN leases l"
+            " ON l.owner = o.owner WHERE o.owner != ? AND o.fenced = 0 AND o.expires_at > ?",
+            (owner, now),
+        ).fetchall()
+
+
+_SUBTREE_SQL = """
+SELECT b.id, b.parent_id, b.depth - ?, b.kind, b.label, {mode}, {body} FROM sessions b
+WHERE b.path > ? AND b.path < ? ORDER BY b.path
+"""
+
+
+class PgTrees(Trees):
+    def subtree(self, root_id: str, parts: dict[str, str]) -> list[TreeRecord] | None:
+        """One range scan over paths (storage/trees.py), or None when some session has none."""
+        conn = self._db.conn
+        top = conn.execute("SELECT path, depth FROM sessions WHERE id = ?", (root_id,)).fetchone()
+        if top is None or top[0] is None:
+            return None
+        if conn.execute("SELECT 1 FROM sessions WHERE path IS NULL LIMIT 1").fetchone():
+            return None
+        low, base = top
+        rows = conn.execute(_SUBTREE_SQL.format(**parts), (base, low, low + END)).fetchall()
+        return msgspec.convert(rows, list[TreeRecord])

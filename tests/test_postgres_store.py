@@ -1,0 +1,151 @@
+"""PostgresStore's own promises, where they differ in mechanism from SQLite's: the writer advisory
+lock (busy refusal), a failed statement abandoning its group, BEGIN-time fencing, and the
+LISTEN/NOTIFY doorbell that rings only once the sender's group committed."""
+
+from __future__ import annotations
+
+import select
+
+import psycopg
+import pytest
+
+from subagentd.errors import LeaseLostError, StorageBusyError, StorageFailedError
+from subagentd.schema.records import SessionRecord
+from subagentd.storage.postgres.group import WRITER_LOCK
+from tests.core_host import FakeClock
+
+
+def session(session_id: str) -> SessionRecord:
+    return SessionRecord(
+        id=session_id,
+        parent_id=None,
+        kind="root",
+        label=None,
+        created_at="2026-01-01T00:00:00Z",
+        depth=0,
+        parked=False,
+        open_turn_id=None,
+        last_reason=None,
+        last_output=None,
+    )
+
+
+def readable(fd: int, timeout: float) -> bool:
+    return bool(select.select([fd], [], [], timeout)[0])
+
+
+def test_a_group_waits_for_another_writer_past_the_limit_as_a_busy_refusal(pg_stores):
+    store = pg_stores(None)
+    store.limit_lock_wait(50)
+    with psycopg.connect(pg_stores.url(next(iter(pg_stores.databases)))) as other:
+        other.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))  # a group in progress
+        for _ in range(2):  # the second attempt does not wait at all
+            with pytest.raises(StorageBusyError):
+                with store.atomic():
+                    store.insert_session(session("a"))
+            assert not store.dirty
+        other.rollback()
+    with store.atomic():
+        store.insert_session(session("a"))
+    store.commit()
+    assert store.get_session("a") == session("a")
+
+
+def test_a_failed_statement_abandons_the_whole_group(pg_stores):
+    store = pg_stores(None)
+    with store.atomic():
+        store.insert_session(session("first"))  # another request's write in the same group
+    with pytest.raises(StorageFailedError) as failed:
+        with store.atomic():
+            store.insert_session(session("first"))  # a duplicate key
+    assert failed.value.data == {"reason": "error"}
+    store.commit()  # nothing left to commit
+    assert store.get_session("first") is None
+
+
+def test_a_fenced_owner_writes_nothing_more_and_lets_go(pg_stores):
+    clock, lost = FakeClock(), []
+    mine, theirs = pg_stores("shared", clock), pg_stores("shared", clock)
+    mine.hold("mine", 10.0, lambda: lost.append(True))
+    theirs.hold("theirs", 10.0, lambda: None)
+    clock.advance(11.0)
+    with theirs.atomic():
+        assert theirs.fence("mine", theirs.clock()) is True
+    theirs.commit()
+    with pytest.raises(LeaseLostError):
+        with mine.atomic():
+            mine.insert_session(session("late"))
+    assert lost == [True]
+    assert theirs.get_session("late") is None
+    assert dict((o, f) for o, _, f in theirs.owners()) == {"mine": 1, "theirs": 0}
+
+
+def test_the_doorbell_rings_at_the_senders_commit_and_drains(pg_stores):
+    owner, sender = pg_stores("shared"), pg_stores("shared")
+    owner.hold("owner", 60.0, lambda: None)
+    sender.hold("sender", 60.0, lambda: None)
+    owner.drain_doorbell()
+    fd = owner.doorbell()
+    assert fd is not None
+    with sender.atomic():
+        sender.put_signal("owner", "root", "input", None)
+    assert not readable(fd, 0.3)  # NOTIFY is delivered at commit, not before
+    sender.commit()
+    assert readable(fd, 30.0)
+    owner.drain_doorbell()
+    assert not readable(fd, 0.1)
+    with owner.atomic():
+        assert owner.take_signals("owner") == [("root", "input", None)]
+    owner.commit()
+    assert owner.take_signals("owner") == []
+
+
+def test_an_output_postgresql_cannot_store_fails_only_its_own_request(pg_stores):
+    from tests.core_host import CoreHost
+
+    core = CoreHost(store=pg_stores(None))
+    core.open("root")
+    core.spawn("root", "c1")
+    core.spawn("root", "c2")
+    core.svc.commit()
+    with core.svc.transaction():
+        core.end("c2", output="fine")  # another request of the same group
+    with pytest.raises(StorageFailedError) as failed:  # PostgreSQL text cannot hold U+0000
+        with core.svc.transaction():
+            core.end("c1", output="a\x00b")
+    assert failed.value.data == {"reason": "error"}
+    core.svc.commit()
+    assert core.status("c1") == "running"
+    assert core.store.get_session("c2").last_output == "fine"
+    with core.svc.transaction():
+        core.end("c1", output="ok")
+    core.svc.commit()
+    assert core.store.get_session("c1").last_output == "ok"
+
+
+def test_a_lost_connection_is_opened_anew_at_the_heartbeat_and_the_doorbell_goes_quiet(pg_stores):
+    """The server dropped every connection of the store (a restart, a failover): the doorbell's
+    number neither stays readable nor closes, the lost group fails, and the next heartbeat
+    (check_file) connects again, so writes work; the renewal thread connects again too."""
+    store = pg_stores(None)
+    store.hold("me", 60.0, lambda: None)
+    fd = store.doorbell()
+    with psycopg.connect(pg_stores.url(next(iter(pg_stores.databases)))) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    assert readable(fd, 30.0)  # the server's goodbye, then the end of file
+    for _ in range(2):  # as the server's doorbell loop would: at most two rounds
+        store.drain_doorbell()
+        if not readable(fd, 0.2):
+            break
+    assert not readable(fd, 0.5)  # quiet now: the server's wait sleeps
+    with pytest.raises(StorageFailedError):
+        with store.atomic():
+            store.insert_session(session("a"))
+    assert store.check_file() is True  # the heartbeat
+    with store.atomic():
+        store.insert_session(session("a"))
+    store.commit()
+    assert store.get_session("a") == session("a")
