@@ -157,33 +157,37 @@ def evaluate(raw: dict[str, Any]) -> list[Metric]:
             m.target = "(informational)"
         metrics.append(m)
 
-    for n, entry in (raw.get("shared_sends") or {}).items():
-        m = Metric(
-            f"shared_send_{n}_per_s",
-            f"durable send_message pipelined, {n} process(es) sharing one file",
-            "msg/s",
-        )
-        m.values = {"subagentd": entry["per_s"]}
-        m.target = "(informational)"
-        m.note = f"{entry['requests']:,} sent, {entry['refused']:,} refused 1011 busy"
-        metrics.append(m)
-
-    cross = raw.get("cross_process")
-    for label in ("p50", "p99"):
-        m = Metric(
-            f"cross_process_{label}_ms",
-            f"input across processes, followup → turn/start in the other process {label}",
-            "ms",
-        )
-        if cross:
-            m.values = {"subagentd": cross[f"{label}_s"] * 1e3}
-            m.note = f"{cross['samples']} samples, SQLite file, idle owner"
-        if label == "p50":
-            m.target = "≤ 5 ms"
-            m.met = bool(cross) and m.values["subagentd"] <= 5
-        else:
+    for suffix, store in (("", "one file"), ("_postgres", "one PostgreSQL database")):
+        for n, entry in (raw.get(f"shared_sends{suffix}") or {}).items():
+            m = Metric(
+                f"shared_send{suffix}_{n}_per_s",
+                f"durable send_message pipelined, {n} process(es) sharing {store}",
+                "msg/s",
+            )
+            m.values = {"subagentd": entry["per_s"]}
             m.target = "(informational)"
-        metrics.append(m)
+            m.note = f"{entry['requests']:,} sent, {entry['refused']:,} refused 1011 busy"
+            metrics.append(m)
+
+    for suffix, store in (("", "SQLite file"), ("_postgres", "PostgreSQL")):
+        cross = raw.get(f"cross_process{suffix}")
+        if suffix and not cross:
+            continue  # PostgreSQL rows only when --postgres ran them
+        for label in ("p50", "p99"):
+            m = Metric(
+                f"cross_process{suffix}_{label}_ms",
+                f"input across processes ({store}), followup → turn/start in the other {label}",
+                "ms",
+            )
+            if cross:
+                m.values = {"subagentd": cross[f"{label}_s"] * 1e3}
+                m.note = f"{cross['samples']} samples, idle owner"
+            if label == "p50" and not suffix:
+                m.target = "≤ 5 ms"
+                m.met = bool(cross) and m.values["subagentd"] <= 5
+            else:
+                m.target = "(informational)"
+            metrics.append(m)
 
     restart = raw.get("restart")
     m = Metric("restart_first_response_ms", "restart → initialize response", "ms")

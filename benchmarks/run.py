@@ -138,6 +138,7 @@ class Bench:
         self.prefix = prefix  # e.g. a profiler wrapped around subagentd
         self.raw: dict[str, Any] = {}
         self.failures: list[str] = []
+        self.postgres: Any = None  # a tests/pg.py PostgresServer, with --postgres
         self._n = 0
 
     def db_path(self, tag: str) -> str:
@@ -243,11 +244,11 @@ class Bench:
             "seq_p99_s": pct(samples, 99),
         }
 
-    def cross_process(self) -> dict[str, Any]:
+    def cross_process(self, backend: str = "sqlite") -> dict[str, Any]:
         """Input across processes (PROTOCOL.md, "Input across processes"): two processes on one
         file; b sends `agents/followup` to a's idle root; timed from the request written to b
         until a's `turn/start` for it is read, then a ends the turn (the root is idle again)."""
-        db = self.db_path("cross")
+        db = self.database("cross", backend)
         owner, sender = self.start("subagentd", db), self.start("subagentd", db)
         try:
             owner.initialize()
@@ -272,12 +273,19 @@ class Bench:
             owner.kill()
         return {"samples": len(samples), "p50_s": median(samples), "p99_s": pct(samples, 99)}
 
-    def shared_sends(self, processes: int) -> dict[str, Any]:
+    def database(self, tag: str, backend: str) -> str:
+        """A new database for one scenario: a file here, or one on the throwaway PostgreSQL."""
+        if backend == "sqlite":
+            return self.db_path(tag)
+        assert self.postgres is not None, "--postgres starts the PostgreSQL server"
+        return self.postgres.url(self.postgres.new_database())
+
+    def shared_sends(self, processes: int, backend: str = "sqlite") -> dict[str, Any]:
         """Durable send_message with several processes on one file DB (`--durability normal`):
         each runs its own root and busy child and is sent its share of the burst, pipelined, all
         at the same time; accepted messages per second over the whole burst. A write that finds
         the lock taken past the wait is refused 1011 busy (PROTOCOL.md section 1): counted."""
-        db = self.db_path(f"shared-{processes}")
+        db = self.database(f"shared-{processes}", backend)
         servers = [self.start("subagentd", db) for _ in range(processes)]
         try:
             for k, server in enumerate(servers):
@@ -605,6 +613,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, under a minute")
     parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="also run the shared and cross scenarios on a throwaway PostgreSQL 15 server"
+        " (fsync on; Debian's binaries, as the tests use them)",
+    )
+    parser.add_argument(
         "--out",
         default=os.path.join(ROOT, "benchmarks", "results"),
         help="directory for latest.md / latest.json",
@@ -707,8 +721,33 @@ def main(argv: list[str] | None = None) -> int:
                 if (r := bench.guarded(f"send_message, {n} processes", bench.shared_sends, n))
                 is not None
             }
+        if args.postgres and (want("shared") or want("cross")):
+            sys.path.insert(0, ROOT)
+            from tests.pg import PostgresServer
+
+            bench.postgres = bench.guarded(
+                "PostgreSQL server", functools.partial(PostgresServer, durable=True)
+            )
+        if want("shared") and bench.postgres is not None:
+            raw["shared_sends_postgres"] = {
+                str(n): r
+                for n in (1, 2, 4)
+                if (
+                    r := bench.guarded(
+                        f"send_message, {n} processes, PostgreSQL",
+                        bench.shared_sends,
+                        n,
+                        "postgres",
+                    )
+                )
+                is not None
+            }
         if want("cross"):
             raw["cross_process"] = bench.guarded("cross-process delivery", bench.cross_process)
+            if bench.postgres is not None:
+                raw["cross_process_postgres"] = bench.guarded(
+                    "cross-process delivery, PostgreSQL", bench.cross_process, "postgres"
+                )
             each_variant("cross_process", "cross-process delivery", Bench.cross_process)
         if want("live"):
             raw["live_agents"] = bench.guarded("live agents RSS", bench.live_agents)
@@ -720,6 +759,8 @@ def main(argv: list[str] | None = None) -> int:
             raw["restart"] = bench.guarded("restart", bench.restart)
             each_variant("restart", "restart", Bench.restart)
     finally:
+        if bench.postgres is not None:
+            bench.postgres.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     total = time.perf_counter() - t0
     metrics = evaluate(raw)

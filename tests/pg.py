@@ -47,7 +47,9 @@ def _free_port() -> int:
 class PostgresServer:
     """One `postgres` process on a temp directory; `url(name)` for its databases."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, durable: bool = False) -> None:
+        """`durable`: fsync and full-page writes on, as a real server has them (the benchmarks);
+        the tests run without (nothing of a test must outlive a power cut)."""
         self.root = Path(tempfile.mkdtemp(prefix="subagentd-pg-"))
         self.data = self.root / "data"
         self.port = _free_port()
@@ -65,8 +67,9 @@ class PostgresServer:
         )  # fmt: skip
         options = (
             f"-c port={self.port} -c listen_addresses=127.0.0.1"
-            f" -c unix_socket_directories={self.root} -c max_connections=400 -c fsync=off"
-            " -c full_page_writes=off -c synchronous_commit=on -c shared_buffers=32MB"
+            f" -c unix_socket_directories={self.root} -c max_connections=400"
+            + ("" if durable else " -c fsync=off -c full_page_writes=off")
+            + " -c synchronous_commit=on -c shared_buffers=32MB"
         )
         self._run(
             _bin("pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log"), "-o", options,
