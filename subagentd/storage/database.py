@@ -17,6 +17,7 @@ from subagentd.storage.opening import (
     open_database,
     refuse_unknown,
 )
+from subagentd.storage.parts import BoundParts
 from subagentd.storage.sessions import Sessions
 from subagentd.storage.signals import Signals
 from subagentd.storage.stats import stats_of
@@ -26,7 +27,7 @@ from subagentd.storage.trees import Trees
 MIGRATION_WAIT_MS = 60_000  # how long start-up waits for another process's migrations
 
 
-class SqliteStore:
+class SqliteStore(BoundParts):
     """Everything subagentd keeps durably; knows nothing about JSON-RPC or the agent rules.
 
     Its methods are its parts' own, bound once here (no call in between on the hot paths):
@@ -52,60 +53,16 @@ class SqliteStore:
             _migrate(opened.conn, opened.path)
         self.group = group = GroupCommit(opened, busy_timeout_ms, clock)
         self._now = clock  # wall-clock seconds (storage/stats.py reads by it)
-        self.atomic = group.atomic
-        self.commit = group.commit
-        self.rollback = group.rollback
-        self.close = group.close
-        self.check_file = group.check_file
-        self.limit_lock_wait = group.limit_lock_wait
-        self.hold = group.hold
-        self.clock = group.clock
-
-        sessions = Sessions(group)
-        self.get_session = sessions.get_session
-        self.insert_session = sessions.insert_session
-        self.get_descriptor = sessions.get_descriptor
-        self.get_descriptors = sessions.get_descriptors
-        self.set_open_turn = sessions.set_open_turn
-        self.end_turn = sessions.end_turn
-        self.open_turns = sessions.open_turns
-        self.tree = Trees(group).tree
-
-        inbox = Inbox(group)
-        self.insert_message = inbox.insert_message
-        self.next_queued = inbox.next_queued
-        self.claim_message = inbox.claim_message
-        self.cancel_message = inbox.cancel_message
-        self.set_parked = inbox.set_parked
-        self.inbox_counts = inbox.inbox_counts
-        self.get_message = inbox.get_message
-
-        events = Events(group)
-        self.append_events = events.append_events
-        self.read_events = events.read_events
-
-        leases = Leases(group)
-        self.owners = leases.owners
-        self.owner_state = leases.owner_state
-        self.fence = leases.fence
-        self.prune_owners = leases.prune_owners
-        self.orphaned_turns = leases.orphaned_turns
-        self.get_lease = leases.get_lease
-        self.put_lease = leases.put_lease
-        self.set_lease_status = leases.set_lease_status
-        self.live_agents = leases.live_agents
-        self.live_record = leases.live_record
-        self.drop_lease = leases.drop_lease
-        self.foreign_leases = leases.foreign_leases
-
-        signals = Signals(group)
-        self.put_signal = signals.put_signal
-        self.take_signals = signals.take_signals
-
-        keys = IdempotencyKeys(group)
-        self.get_idempotent = keys.get_idempotent
-        self.put_idempotent = keys.put_idempotent
-        self.prune_idempotent = keys.prune_idempotent
+        self.bind_parts(
+            group,
+            Sessions(group),
+            Trees(group),
+            Inbox(group),
+            Events(group),
+            Leases(group),
+            Signals(group),
+            IdempotencyKeys(group),
+        )
 
     @property
     def conn(self) -> sqlite3.Connection:

@@ -14,6 +14,7 @@ from subagentd.schema.stats import SessionCounts, StatsResult
 from subagentd.storage.connected import Connected
 from subagentd.storage.idempotency import IdempotencyKeys
 from subagentd.storage.opening import DatabaseRefusedError
+from subagentd.storage.parts import BoundParts
 from subagentd.storage.postgres import migrations
 from subagentd.storage.postgres.connection import PgConnection
 from subagentd.storage.postgres.group import PgGroupCommit
@@ -79,7 +80,7 @@ def open_postgres(url: str, *, durability: str = "normal") -> OpenedPostgres:
     return OpenedPostgres(conn, url, durability, set(migrations.NAMES))
 
 
-class PostgresStore:
+class PostgresStore(BoundParts):
     """Everything subagentd keeps durably, in PostgreSQL; its methods are its parts' own."""
 
     def __init__(
@@ -106,61 +107,17 @@ class PostgresStore:
             lambda: connect(opened.url, opened.durability),
         )
         self._now = clock
-        self.atomic = group.atomic
-        self.commit = group.commit
-        self.rollback = group.rollback
-        self.close = group.close
-        self.check_file = group.check_file
-        self.limit_lock_wait = group.limit_lock_wait
-        self.hold = group.hold
-        self.clock = group.clock
         db = cast(Connected, group)  # the tables' SQL runs unchanged over PgConnection
-
-        sessions = PgSessions(db)
-        self.get_session = sessions.get_session
-        self.insert_session = sessions.insert_session
-        self.get_descriptor = sessions.get_descriptor
-        self.get_descriptors = sessions.get_descriptors
-        self.set_open_turn = sessions.set_open_turn
-        self.end_turn = sessions.end_turn
-        self.open_turns = sessions.open_turns
-        self.tree = PgTrees(db).tree
-
-        inbox = PgInbox(db)
-        self.insert_message = inbox.insert_message
-        self.next_queued = inbox.next_queued
-        self.claim_message = inbox.claim_message
-        self.cancel_message = inbox.cancel_message
-        self.set_parked = inbox.set_parked
-        self.inbox_counts = inbox.inbox_counts
-        self.get_message = inbox.get_message
-
-        events = PgEvents(db)
-        self.append_events = events.append_events
-        self.read_events = events.read_events
-
-        leases = PgLeases(db)
-        self.owners = leases.owners
-        self.owner_state = leases.owner_state
-        self.fence = leases.fence
-        self.prune_owners = leases.prune_owners
-        self.orphaned_turns = leases.orphaned_turns
-        self.get_lease = leases.get_lease
-        self.put_lease = leases.put_lease
-        self.set_lease_status = leases.set_lease_status
-        self.live_agents = leases.live_agents
-        self.live_record = leases.live_record
-        self.drop_lease = leases.drop_lease
-        self.foreign_leases = leases.foreign_leases
-
-        signals = Signals(db)  # its ring is a NOTIFY in the group (PgGroupCommit.ring_after_commit)
-        self.put_signal = signals.put_signal
-        self.take_signals = signals.take_signals
-
-        keys = IdempotencyKeys(db)
-        self.get_idempotent = keys.get_idempotent
-        self.put_idempotent = keys.put_idempotent
-        self.prune_idempotent = keys.prune_idempotent
+        self.bind_parts(
+            group,
+            PgSessions(db),
+            PgTrees(db),
+            PgInbox(db),
+            PgEvents(db),
+            PgLeases(db),
+            Signals(db),  # its ring is a NOTIFY in the group (PgGroupCommit.ring_after_commit)
+            IdempotencyKeys(db),
+        )
 
     @property
     def dirty(self) -> bool:
