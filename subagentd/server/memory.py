@@ -10,7 +10,6 @@ fault every page back in (measured: +40 ms on a 10k-row listing).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import time
 from collections.abc import Callable
 
@@ -21,9 +20,10 @@ IDLE_SECONDS = 0.5
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's malloc_trim, looked up among the symbols the process has loaded (not through
+    ctypes.util.find_library, which imports ~0.8 MiB of modules and may run `ldconfig -p`)."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc.malloc_trim
+        return ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim
         return None
 
