@@ -239,6 +239,27 @@ def test_a_method_jsonrpcserver_answered_without_its_reply_is_internal_error(dis
     assert request(dispatcher, "ping", None, 10) == {"jsonrpc": "2.0", "result": {}, "id": 10}
 
 
+@pytest.mark.parametrize(
+    ("args", "params"),
+    [((), {}), (("call",), {}), (("call", 1, [2]), {}), (("call",), {"a": 1, "args": 2})],
+)
+def test_an_entry_binds_every_call_exactly_as_its_generic_signature_would(args, params):
+    """jsonrpcserver checks each call with `inspect.signature(entry).bind`: the entries' signature
+    binds without the generic walk, to the same arguments."""
+    import inspect
+
+    entry = JsonRpc(METHODS).entries["ping"]
+    signature = inspect.signature(entry)
+    assert [p.kind for p in signature.parameters.values()] == [
+        inspect.Parameter.VAR_POSITIONAL,
+        inspect.Parameter.VAR_KEYWORD,
+    ]
+    generic = inspect.Signature(list(signature.parameters.values()))
+    fast, slow = signature.bind(*args, **params), generic.bind(*args, **params)
+    assert fast == slow and fast.arguments == slow.arguments
+    assert fast.args == slow.args and fast.kwargs == slow.kwargs
+
+
 # --- the lifecycle and the bounds ------------------------------------------------------------
 
 
