@@ -109,6 +109,37 @@ def test_migrating_imports_sqlite_utils_without_numpy_or_pandas_even_when_instal
     assert "numpy" not in imported and "pandas" not in imported
 
 
+def test_the_server_never_imports_jsonschema(tmp_path):
+    """jsonrpcserver builds a default validator from jsonschema at import; the server passes
+    its own, so jsonschema (~4 MiB, ~90 ms) stays out (server/jsonrpcserver_import.py)."""
+    db = tmp_path / "new.db"
+    for imported in (imported_modules(db), imported_modules(db)):  # migrating, then current
+        assert "jsonrpcserver" in imported and "subagentd.server.rpc" in imported
+        assert not {name for name in imported if name.split(".")[0] == "jsonschema"}
+
+
+def test_jsonrpcserver_without_jsonschema_refuses_a_dispatch_that_brings_no_validator():
+    """The stand-in only answers jsonrpcserver's import: a dispatch relying on the default
+    validator is refused, and a later `import jsonschema` loads the real one."""
+    code = (
+        "import json, sys\n"
+        "import subagentd.server.rpc\n"
+        "assert 'jsonrpcserver' in sys.modules and 'jsonschema' not in sys.modules\n"
+        "from jsonrpcserver import Success, dispatch\n"
+        "reply = dispatch('{\"jsonrpc\": \"2.0\", \"method\": \"m\", \"id\": 1}',"
+        " {'m': lambda: Success(1)})\n"
+        "print(json.loads(reply)['error']['message'])\n"
+        "import jsonschema\n"
+        "jsonschema.Draft202012Validator({'type': 'object'}).validate({})\n"
+        "print(jsonschema.__file__)\n"
+    )
+    proc = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    message, path = proc.stdout.splitlines()
+    assert message == "Invalid request"
+    assert path.endswith("jsonschema/__init__.py")
+
+
 def test_hiding_numpy_from_sqlite_utils_leaves_it_importable_afterwards(tmp_path):
     code = (
         "import sqlite3, sys\n"
