@@ -422,6 +422,36 @@ def test_requests_read_together_run_as_one_batch_and_are_answered_as_one_by_one(
     assert got[12]["result"]["agent_id"] == "r" and got[13]["result"]["agent_id"] == "c"
 
 
+def test_frames_read_together_read_other_processes_leases_once_while_nothing_is_written():
+    """The chunk is one snapshot for what other processes hold (core/agents.py `elsewhere`):
+    three listings read the leases once; a chunk of one frame is not a snapshot; a write in the
+    chunk makes the next listing read again; the snapshot ends with the chunk."""
+    dispatcher = make_dispatcher()
+    assert dispatcher.service is not None
+    store, agents = dispatcher.service.store, dispatcher.service.agents
+    request(dispatcher, "agents/open", {"agent_id": "r"})
+    dispatcher.service.commit()  # as the connection does after each chunk
+    reads: list[bool] = []
+    foreign_leases = store.foreign_leases
+
+    def counted(owner: str, now: float) -> list:
+        reads.append(agents.in_snapshot)
+        return foreign_leases(owner, now)
+
+    store.foreign_leases = counted  # type: ignore[method-assign]
+    listing = {"name": "list_agents", "_meta": {"subagentd/caller": "r"}}
+    three = [frame("tools/call", listing, i) for i in range(3)]
+    assert all("result" in reply for reply in replies_together(dispatcher, three))
+    assert reads == [True] and agents.in_snapshot is False
+    replies_together(dispatcher, three[:1])
+    assert reads == [True, False]
+    spawn = {"caller": "r", "label": "t", "prompt": "go", "child_id": "c"}
+    mixed = [three[0], frame("agents/spawn", spawn, 9), three[1], three[2]]
+    got = replies_together(dispatcher, mixed)
+    assert "result" in got[1] and reads == [True, False, True, True, True]
+    assert got[3]["result"]["structuredContent"]["agents"][0]["id"] == "c"
+
+
 def test_in_a_batch_each_request_sees_the_state_the_ones_before_it_left():
     """Admission is frame by frame: the second close with the same id is refused while the
     first waits, and the bound on waiting replies counts the ones admitted earlier in the run."""

@@ -116,6 +116,11 @@ class SqliteStore:
     def conn(self, conn: sqlite3.Connection) -> None:
         self.group.conn = conn
 
+    def changes(self) -> int:
+        """Moves with every row this process writes, committed or rolled back (SQLite's
+        total_changes of the connection): core keeps what it read only while it stays put."""
+        return self.group.conn.total_changes
+
     @property
     def dirty(self) -> bool:
         """True while writes are waiting for the next commit."""

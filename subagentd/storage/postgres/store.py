@@ -3,6 +3,7 @@ psycopg connection, PostgreSQL's own migrations, group commit, leases and doorbe
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -106,6 +107,7 @@ class PostgresStore:
             lambda: connect(opened.url, opened.durability),
         )
         self._now = clock
+        self._reads = itertools.count()
         self.atomic = group.atomic
         self.commit = group.commit
         self.rollback = group.rollback
@@ -161,6 +163,11 @@ class PostgresStore:
         self.get_idempotent = keys.get_idempotent
         self.put_idempotent = keys.put_idempotent
         self.prune_idempotent = keys.prune_idempotent
+
+    def changes(self) -> int:
+        """A new number each call: psycopg counts no changes, so core reuses nothing it read
+        (SqliteStore.changes)."""
+        return next(self._reads)
 
     @property
     def dirty(self) -> bool:
