@@ -126,7 +126,7 @@ def test_jsonrpcserver_without_jsonschema_refuses_a_dispatch_that_brings_no_vali
         "import subagentd.server.rpc\n"
         "assert 'jsonrpcserver' in sys.modules and 'jsonschema' not in sys.modules\n"
         "from jsonrpcserver import Success, dispatch\n"
-        "reply = dispatch('{\"jsonrpc\": \"2.0\", \"method\": \"m\", \"id\": 1}',"
+        'reply = dispatch(\'{"jsonrpc": "2.0", "method": "m", "id": 1}\','
         " {'m': lambda: Success(1)})\n"
         "print(json.loads(reply)['error']['message'])\n"
         "import jsonschema\n"
