@@ -1,13 +1,16 @@
-"""jsonrpcserver, imported without jsonschema: ~4 MiB of RSS and ~90 ms of start-up kept out.
+"""jsonrpcserver, imported without the parts subagentd never runs: ~6 MiB of RSS kept out.
 
-jsonrpcserver builds a default request validator from jsonschema when it is imported. subagentd
-never uses it: every dispatch passes its own `validator` (server/rpc.py), since msgspec decoded
-the message and the dispatcher checked the envelope. So while jsonrpcserver imports, a stand-in
-answers its `from jsonschema.validators import validator_for`; its validator refuses every
-request (jsonrpcserver then answers "Invalid Request"), so a dispatch that forgot to pass
-`validator` fails loudly. Once jsonrpcserver is in, the stand-in is gone from `sys.modules`: a
-later `import jsonschema` loads the real one. When jsonrpcserver or jsonschema was imported
-already, nothing is stood in for.
+Importing jsonrpcserver imports two things the server never uses. Its `main` module builds a
+default request validator from jsonschema (~4 MiB, ~90 ms): every dispatch here passes its own
+`validator` (server/rpc.py), since msgspec decoded the message and the dispatcher checked the
+envelope. Its `server` module defines a development HTTP server on `http.server`, which pulls in
+`http.client`, `email`, `socketserver` and `mimetypes` (~2.4 MiB, ~17 ms).
+
+So while jsonrpcserver imports, stand-ins answer those two imports. They fail loudly if used: the
+default validator refuses every request (jsonrpcserver then answers "Invalid request"), and the
+HTTP server classes cannot be instantiated. Once jsonrpcserver is in, the stand-ins are gone from
+`sys.modules`, so a later `import jsonschema` or `import http.server` loads the real module. A
+module imported already is not stood in for, and neither is anything once jsonrpcserver is.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import sys
 import types
 from typing import Any
 
-STAND_IN = ("jsonschema", "jsonschema.validators")
+UNUSED = "{} is not loaded in subagentd (server/jsonrpcserver_import.py): {}"
 
 
 class NoDefaultValidator:
@@ -30,29 +33,51 @@ class NoDefaultValidator:
         """jsonrpcserver checks its bundled schema once at import: nothing to check here."""
 
     def validate(self, instance: Any) -> None:
-        raise RuntimeError("subagentd loads no jsonschema: pass jsonrpcserver a validator")
+        raise RuntimeError(UNUSED.format("jsonschema", "pass jsonrpcserver a validator"))
 
 
 def validator_for(schema: Any) -> type[NoDefaultValidator]:
     return NoDefaultValidator
 
 
-def import_jsonrpcserver() -> types.ModuleType:
-    """The jsonrpcserver package, imported with the stand-in when it is not loaded yet."""
-    if "jsonrpcserver" in sys.modules or any(name in sys.modules for name in STAND_IN):
-        import jsonrpcserver
+class NoHttpServer:
+    """Stands in for http.server's BaseHTTPRequestHandler and HTTPServer (jsonrpcserver.serve)."""
 
-        return jsonrpcserver
-    package = types.ModuleType("jsonschema", "stand-in while jsonrpcserver imports")
-    package.__path__ = []
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError(UNUSED.format("http.server", "jsonrpcserver.serve is not available"))
+
+
+def _stand_ins() -> dict[str, types.ModuleType]:
+    jsonschema = types.ModuleType("jsonschema", "stand-in while jsonrpcserver imports")
+    jsonschema.__path__ = []
     validators = types.ModuleType("jsonschema.validators")
     validators.validator_for = validator_for  # type: ignore[attr-defined]
-    package.validators = validators  # type: ignore[attr-defined]
-    sys.modules.update({"jsonschema": package, "jsonschema.validators": validators})
-    try:
-        import jsonrpcserver
-    finally:
-        for name, module in (("jsonschema", package), ("jsonschema.validators", validators)):
-            if sys.modules.get(name) is module:
-                del sys.modules[name]
+    jsonschema.validators = validators  # type: ignore[attr-defined]
+    http_server = types.ModuleType("http.server", "stand-in while jsonrpcserver imports")
+    http_server.BaseHTTPRequestHandler = NoHttpServer  # type: ignore[attr-defined]
+    http_server.HTTPServer = NoHttpServer  # type: ignore[attr-defined]
+    return {
+        "jsonschema": jsonschema,
+        "jsonschema.validators": validators,
+        "http.server": http_server,
+    }
+
+
+def import_jsonrpcserver() -> types.ModuleType:
+    """The jsonrpcserver package, imported with the stand-ins when it is not loaded yet."""
+    if "jsonrpcserver" not in sys.modules:
+        stand_ins = _stand_ins()
+        if "jsonschema" in sys.modules or "jsonschema.validators" in sys.modules:
+            del stand_ins["jsonschema"], stand_ins["jsonschema.validators"]
+        if "http.server" in sys.modules:
+            del stand_ins["http.server"]
+        sys.modules.update(stand_ins)
+        try:
+            import jsonrpcserver
+        finally:
+            for name, module in stand_ins.items():
+                if sys.modules.get(name) is module:
+                    del sys.modules[name]
+    import jsonrpcserver
+
     return jsonrpcserver

@@ -30,7 +30,7 @@ from subagentd.server.call import Call, Handler
 from subagentd.server.envelope import result_value
 from subagentd.server.jsonrpcserver_import import import_jsonrpcserver
 
-import_jsonrpcserver()  # first: without jsonschema (see there)
+import_jsonrpcserver()  # first: without the parts subagentd never runs (see there)
 
 from jsonrpcserver import (  # noqa: E402
     Error,
