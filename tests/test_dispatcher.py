@@ -239,6 +239,27 @@ def test_a_method_jsonrpcserver_answered_without_its_reply_is_internal_error(dis
     assert request(dispatcher, "ping", None, 10) == {"jsonrpc": "2.0", "result": {}, "id": 10}
 
 
+@pytest.mark.parametrize(
+    ("args", "params"),
+    [((), {}), (("call",), {}), (("call", 1, [2]), {}), (("call",), {"a": 1, "args": 2})],
+)
+def test_an_entry_binds_every_call_exactly_as_its_generic_signature_would(args, params):
+    """jsonrpcserver checks each call with `inspect.signature(entry).bind`: the entries' signature
+    binds without the generic walk, to the same arguments."""
+    import inspect
+
+    entry = JsonRpc(METHODS).entries["ping"]
+    signature = inspect.signature(entry)
+    assert [p.kind for p in signature.parameters.values()] == [
+        inspect.Parameter.VAR_POSITIONAL,
+        inspect.Parameter.VAR_KEYWORD,
+    ]
+    generic = inspect.Signature(list(signature.parameters.values()))
+    fast, slow = signature.bind(*args, **params), generic.bind(*args, **params)
+    assert fast == slow and fast.arguments == slow.arguments
+    assert fast.args == slow.args and fast.kwargs == slow.kwargs
+
+
 # --- the lifecycle and the bounds ------------------------------------------------------------
 
 
@@ -399,6 +420,36 @@ def test_requests_read_together_run_as_one_batch_and_are_answered_as_one_by_one(
         Code.METHOD_NOT_FOUND, "Method not found", 8, "no/such"
     )
     assert got[12]["result"]["agent_id"] == "r" and got[13]["result"]["agent_id"] == "c"
+
+
+def test_frames_read_together_read_other_processes_leases_once_while_nothing_is_written():
+    """The chunk is one snapshot for what other processes hold (core/agents.py `elsewhere`):
+    three listings read the leases once; a chunk of one frame is not a snapshot; a write in the
+    chunk makes the next listing read again; the snapshot ends with the chunk."""
+    dispatcher = make_dispatcher()
+    assert dispatcher.service is not None
+    store, agents = dispatcher.service.store, dispatcher.service.agents
+    request(dispatcher, "agents/open", {"agent_id": "r"})
+    dispatcher.service.commit()  # as the connection does after each chunk
+    reads: list[bool] = []
+    foreign_leases = store.foreign_leases
+
+    def counted(owner: str, now: float) -> list:
+        reads.append(agents.in_snapshot)
+        return foreign_leases(owner, now)
+
+    store.foreign_leases = counted  # type: ignore[method-assign]
+    listing = {"name": "list_agents", "_meta": {"subagentd/caller": "r"}}
+    three = [frame("tools/call", listing, i) for i in range(3)]
+    assert all("result" in reply for reply in replies_together(dispatcher, three))
+    assert reads == [True] and agents.in_snapshot is False
+    replies_together(dispatcher, three[:1])
+    assert reads == [True, False]
+    spawn = {"caller": "r", "label": "t", "prompt": "go", "child_id": "c"}
+    mixed = [three[0], frame("agents/spawn", spawn, 9), three[1], three[2]]
+    got = replies_together(dispatcher, mixed)
+    assert "result" in got[1] and reads == [True, False, True, True, True]
+    assert got[3]["result"]["structuredContent"]["agents"][0]["id"] == "c"
 
 
 def test_in_a_batch_each_request_sees_the_state_the_ones_before_it_left():

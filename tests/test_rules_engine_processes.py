@@ -107,6 +107,46 @@ def test_the_status_of_an_agent_live_in_another_process_is_its_lease_while_that_
     assert owners(second)["p1"][1] == 0
 
 
+@pytest.mark.sqlite_only  # PostgresStore.changes() moves on every call: it keeps no reading
+def test_requests_read_together_share_one_reading_of_other_leases_until_this_process_writes(
+    tmp_path,
+):
+    """Within a snapshot (frames read in one chunk, server/dispatcher.py) the other processes'
+    leases are read once: those requests all arrived before it was taken. A write of this
+    process, or the end of the snapshot, makes the next lookup read them again; a reading made
+    inside an open write group is not kept (the group may still roll back)."""
+    path, clock = str(tmp_path / "shared.db"), FakeClock()
+    first = process(path, clock, "p1")
+    second = process(path, clock, "p2")
+    step(first, first.open, "root")
+    step(first, first.spawn, "root", "c1")
+    reads: list[float] = []
+    foreign_leases = second.store.foreign_leases
+
+    def counted(owner: str, now: float) -> list:
+        reads.append(now)
+        return foreign_leases(owner, now)
+
+    second.store.foreign_leases = counted
+    agents = second.svc.agents
+    assert (second.status("c1"), len(reads)) == ("running", 1)
+    assert (second.status("c1"), len(reads)) == ("running", 2)  # no snapshot: read every time
+    agents.in_snapshot = True
+    assert (second.status("c1"), second.status("c2"), len(reads)) == ("running", "ready", 3)
+    step(first, first.spawn, "root", "c2")  # another process's write
+    assert (second.status("c2"), len(reads)) == ("ready", 3)  # the snapshot's reading
+    step(second, second.open, "mine")  # this process wrote: read again
+    assert (second.status("c2"), second.status("c1"), len(reads)) == ("running", "running", 4)
+    with second.svc.transaction():
+        second.open("other")
+        assert (second.status("c2"), second.status("c2"), len(reads)) == ("running", "running", 6)
+    second.store.rollback()
+    step(first, first.spawn, "root", "c3")
+    assert (second.status("c3"), len(reads)) == ("running", 7)  # the open group's was not kept
+    agents.end_snapshot()
+    assert (agents.in_snapshot, second.status("c3"), len(reads)) == (False, "running", 8)
+
+
 def test_an_agent_live_in_another_process_is_not_activated_or_resumed_here(tmp_path):
     path, clock = str(tmp_path / "shared.db"), FakeClock()
     first = process(path, clock, "p1")

@@ -68,13 +68,14 @@ def wait_for(condition, what: str, timeout: float = TIMEOUT) -> None:
         time.sleep(0.02)
 
 
-def imported_modules(db) -> set[str]:
+def imported_modules(db, env: dict[str, str] | None = None) -> set[str]:
     """The modules a whole run (handshake, then end of input) imported, by `-X importtime`."""
     proc = subprocess.run(
         [PYTHON, "-X", "importtime", "-m", "subagentd", "--db", str(db)],
         input=HANDSHAKE,
         capture_output=True,
         timeout=30,
+        env=None if env is None else {**os.environ, **env},
     )
     assert proc.returncode == 0 and b'"result"' in proc.stdout, proc.stderr[-2000:]
     return {
@@ -90,6 +91,85 @@ def test_serving_an_up_to_date_database_never_imports_sqlite_utils(tmp_path):
     served = imported_modules(db)
     assert "subagentd.storage.database" in served and "jsonrpcserver" in served
     assert "sqlite_utils" not in served and "click" not in served
+
+
+def test_migrating_imports_sqlite_utils_without_numpy_or_pandas_even_when_installed(tmp_path):
+    """sqlite-utils imports them when it can (for column types no migration uses): numpy alone
+    would stay ~14 MiB of the server's RSS. Stand-ins on the path prove they were importable."""
+    installed = tmp_path / "site"
+    for name in ("numpy", "pandas"):
+        (installed / name).mkdir(parents=True)
+        (installed / name / "__init__.py").write_text("int8 = int\n")
+    env = {"PYTHONPATH": os.pathsep.join([str(installed), *sys.path])}
+    probe = [PYTHON, "-c", "import numpy, pandas; print(numpy.__file__)"]
+    proc = subprocess.run(probe, env={**os.environ, **env}, capture_output=True, text=True)
+    assert proc.stdout.startswith(str(installed)), proc.stderr  # the stand-ins would be found
+    imported = imported_modules(tmp_path / "new.db", env)
+    assert "sqlite_utils" in imported  # a new file: the migrations ran
+    assert "numpy" not in imported and "pandas" not in imported
+
+
+def test_the_server_never_imports_jsonschema_or_http_server(tmp_path):
+    """jsonrpcserver builds a default validator from jsonschema and defines an HTTP server on
+    http.server when imported; the server uses neither, so both stay out (~6 MiB of RSS;
+    server/jsonrpcserver_import.py)."""
+    db = tmp_path / "new.db"
+    for imported in (imported_modules(db), imported_modules(db)):  # migrating, then current
+        assert "jsonrpcserver" in imported and "subagentd.server.rpc" in imported
+        assert not {name for name in imported if name.split(".")[0] in ("jsonschema", "http")}
+        assert "email" not in imported
+
+
+def test_jsonrpcserver_without_its_unused_parts_fails_loudly_if_they_are_used():
+    """The stand-ins only answer jsonrpcserver's imports: a dispatch relying on the default
+    validator is refused, its HTTP server does not start, and later imports of jsonschema and
+    http.server load the real modules."""
+    code = (
+        "import json, sys\n"
+        "import subagentd.server.rpc\n"
+        "assert 'jsonrpcserver' in sys.modules\n"
+        "assert not {'jsonschema', 'http.server'} & set(sys.modules)\n"
+        "from jsonrpcserver import Success, dispatch, serve\n"
+        'reply = dispatch(\'{"jsonrpc": "2.0", "method": "m", "id": 1}\','
+        " {'m': lambda: Success(1)})\n"
+        "print(json.loads(reply)['error']['message'])\n"
+        "try:\n"
+        "    serve('127.0.0.1', 0)\n"
+        "except RuntimeError as exc:\n"
+        "    print(exc)\n"
+        "import jsonschema, http.server\n"
+        "jsonschema.Draft202012Validator({'type': 'object'}).validate({})\n"
+        "print(jsonschema.__file__)\n"
+        "print(http.server.SimpleHTTPRequestHandler.__name__)\n"
+    )
+    proc = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    message, refusal, path, handler = proc.stdout.splitlines()
+    assert message == "Invalid request"
+    assert refusal == (
+        "http.server is not loaded in subagentd (server/jsonrpcserver_import.py):"
+        " jsonrpcserver.serve is not available"
+    )
+    assert path.endswith("jsonschema/__init__.py") and handler == "SimpleHTTPRequestHandler"
+
+
+def test_hiding_numpy_from_sqlite_utils_leaves_it_importable_afterwards(tmp_path):
+    code = (
+        "import sqlite3, sys\n"
+        "from subagentd.storage.migrations import sqlite_utils_database\n"
+        "sqlite_utils_database(sqlite3.connect(':memory:'))\n"
+        "import sqlite_utils.db\n"
+        "assert sqlite_utils.db.np is None and 'numpy' not in sys.modules\n"
+        "import numpy\n"
+        "print(numpy.__file__)\n"
+    )
+    installed = tmp_path / "site"
+    (installed / "numpy").mkdir(parents=True)
+    (installed / "numpy" / "__init__.py").write_text("")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(installed), *sys.path])}
+    proc = subprocess.run([PYTHON, "-c", code], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(installed / "numpy" / "__init__.py")
 
 
 def test_what_answers_the_handshake_imports_neither_core_nor_jsonrpcserver():

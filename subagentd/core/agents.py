@@ -45,6 +45,8 @@ class Agents:
         self.shutting_down = False
         self.closing: dict[str, list[Callable[[], None]]] = {}  # closing root -> waiters
         self.closing_committed: dict[str, list[Callable[[], None]]] = {}  # `closing` at commit
+        self.in_snapshot = False  # answering requests read together (Service.snapshot)
+        self._elsewhere: tuple[int, dict[str, Status]] | None = None  # (store.changes(), statuses)
 
     # --- lookups (SEMANTICS.md section 2: the caller, the target, admissions) ---------------
 
@@ -85,13 +87,7 @@ class Agents:
 
     def status_lookup(self) -> Callable[[str], Status]:
         """Status by id: this process's registry, else another live process's lease, else ready."""
-        alive: dict[str, bool] = {}
-        elsewhere = {}
-        for session_id, owner, leased in self.store.foreign_leases(self.owner, self.store.clock()):
-            if owner not in alive:
-                alive[owner] = self.settings.owner_alive(owner)
-            if alive[owner]:
-                elsewhere[session_id] = leased
+        elsewhere = self.elsewhere()
         live = self.registry.lookup
 
         def status(agent_id: str) -> Status:
@@ -99,6 +95,31 @@ class Agents:
             return agent.status if agent is not None else elsewhere.get(agent_id, "ready")
 
         return status
+
+    def elsewhere(self) -> dict[str, Status]:
+        """Statuses of the sessions other live processes hold, by id (their valid leases).
+
+        Requests read together may share one reading (a snapshot: they all arrived before it was
+        taken), kept while this process writes nothing: a write of its own (a fence, a lease
+        taken over) moves `store.changes()`, and a reading made inside an open write group is
+        not kept, since that group may still roll back."""
+        kept = self._elsewhere
+        if kept is not None and kept[0] == self.store.changes():
+            return kept[1]
+        alive: dict[str, bool] = {}
+        elsewhere: dict[str, Status] = {}
+        for session_id, owner, leased in self.store.foreign_leases(self.owner, self.store.clock()):
+            if owner not in alive:
+                alive[owner] = self.settings.owner_alive(owner)
+            if alive[owner]:
+                elsewhere[session_id] = leased
+        if self.in_snapshot and not self.store.dirty:
+            self._elsewhere = (self.store.changes(), elsewhere)
+        return elsewhere
+
+    def end_snapshot(self) -> None:
+        self.in_snapshot = False
+        self._elsewhere = None
 
     # --- what every change writes --------------------------------------------------------
 

@@ -12,7 +12,7 @@ core (start-up answers the handshake with it while those load).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
@@ -117,13 +117,25 @@ class Dispatcher:
             return refusal(exc)
         return self.dispatch(message)
 
-    def handle_frames(self, frames: Iterable[Frame], deliver: Deliver) -> None:
+    def handle_frames(self, frames: Sequence[Frame], deliver: Deliver) -> None:
         """Frames read together, each answered through `deliver` in arrival order, exactly as
         `handle_frame` answers it. Consecutive requests for known methods run as one batch
         through `run_batch` (jsonrpcserver's per-dispatch work is then paid once per run); each
         is still checked, admitted and answered frame by frame from inside its method's entry,
         so a frame sees the state (lifecycle, waiting replies, a lost group) the ones before
-        it left."""
+        it left. They all arrived before the first is answered, so they may share one reading
+        of what other processes hold (core/agents.py `elsewhere`)."""
+        agents = None if self.service is None or len(frames) < 2 else self.service.agents
+        if agents is None:
+            self._handle_frames(frames, deliver)
+            return
+        agents.in_snapshot = True
+        try:
+            self._handle_frames(frames, deliver)
+        finally:
+            agents.end_snapshot()
+
+    def _handle_frames(self, frames: Sequence[Frame], deliver: Deliver) -> None:
         run: list[dict[str, Any]] = []
         for frame in frames:
             try:

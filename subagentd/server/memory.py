@@ -9,8 +9,6 @@ fault every page back in (measured: +40 ms on a 10k-row listing).
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import time
 from collections.abc import Callable
 
@@ -21,9 +19,13 @@ IDLE_SECONDS = 0.5
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's malloc_trim, looked up among the symbols the process has loaded (not through
+    ctypes.util.find_library, which imports ~0.8 MiB of modules and may run `ldconfig -p`).
+    Looked up at the first trim, not at start: ctypes is ~0.4 MiB an idle server does not need."""
+    import ctypes
+
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc.malloc_trim
+        return ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim
         return None
 
@@ -36,7 +38,8 @@ class Trimmer:
         trim: Callable[[int], int] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._trim = trim or _malloc_trim()
+        self._trim = trim  # None: looked up when first due (or not glibc: nothing to trim)
+        self._look_up = trim is None
         self._clock = clock
         self.pending = 0
         self.last_output = clock()
@@ -47,11 +50,11 @@ class Trimmer:
 
     def tick(self) -> None:
         """Called every IDLE_SECONDS while nothing is being written."""
-        if (
-            self._trim is not None
-            and self.pending >= TRIM_AFTER_BYTES
-            and self._clock() - self.last_output >= IDLE_SECONDS
-        ):
+        if self.pending < TRIM_AFTER_BYTES or self._clock() - self.last_output < IDLE_SECONDS:
+            return
+        if self._trim is None and self._look_up:
+            self._trim, self._look_up = _malloc_trim(), False
+        if self._trim is not None:
             self._trim(0)
             self.pending = 0
 

@@ -10,7 +10,7 @@ from subagentd.storage.events import Events
 from subagentd.storage.idempotency import IdempotencyKeys
 from subagentd.storage.inbox import Inbox
 from subagentd.storage.leases import Leases
-from subagentd.storage.migrations import migrations
+from subagentd.storage.migrations import migrations, sqlite_utils_database
 from subagentd.storage.opening import (
     OpenedDatabase,
     applied_migrations,
@@ -73,6 +73,11 @@ class SqliteStore(BoundParts):
     def conn(self, conn: sqlite3.Connection) -> None:
         self.group.conn = conn
 
+    def changes(self) -> int:
+        """Moves with every row this process writes, committed or rolled back (SQLite's
+        total_changes of the connection): core keeps what it read only while it stays put."""
+        return self.group.conn.total_changes
+
     @property
     def dirty(self) -> bool:
         """True while writes are waiting for the next commit."""
@@ -105,9 +110,7 @@ def _migrate(conn: sqlite3.Connection, path: str) -> None:
 
     sqlite-utils is imported here only: serving an up-to-date database never needs it (its
     import, with click, costs ~60 ms of start-up and ~3 MiB; docs/architecture.md)."""
-    from sqlite_utils import Database
-
-    db = Database(conn, execute_plugins=False)
+    db = sqlite_utils_database(conn)
     (patience,) = conn.execute("PRAGMA busy_timeout").fetchone()
     conn.execute(f"PRAGMA busy_timeout = {MIGRATION_WAIT_MS}")  # another's run may be long
     try:

@@ -3,6 +3,7 @@ psycopg connection, PostgreSQL's own migrations, group commit, leases and doorbe
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -107,6 +108,7 @@ class PostgresStore(BoundParts):
             lambda: connect(opened.url, opened.durability),
         )
         self._now = clock
+        self._reads = itertools.count()
         db = cast(Connected, group)  # the tables' SQL runs unchanged over PgConnection
         self.bind_parts(
             group,
@@ -118,6 +120,11 @@ class PostgresStore(BoundParts):
             Signals(db),  # its ring is a NOTIFY in the group (PgGroupCommit.ring_after_commit)
             IdempotencyKeys(db),
         )
+
+    def changes(self) -> int:
+        """A new number each call: psycopg counts no changes, so core reuses nothing it read
+        (SqliteStore.changes)."""
+        return next(self._reads)
 
     @property
     def dirty(self) -> bool:
