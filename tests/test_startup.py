@@ -109,50 +109,6 @@ def test_migrating_imports_sqlite_utils_without_numpy_or_pandas_even_when_instal
     assert "numpy" not in imported and "pandas" not in imported
 
 
-def test_the_server_never_imports_jsonschema_or_http_server(tmp_path):
-    """jsonrpcserver builds a default validator from jsonschema and defines an HTTP server on
-    http.server when imported; the server uses neither, so both stay out (~6 MiB of RSS;
-    server/jsonrpcserver_import.py)."""
-    db = tmp_path / "new.db"
-    for imported in (imported_modules(db), imported_modules(db)):  # migrating, then current
-        assert "jsonrpcserver" in imported and "subagentd.server.rpc" in imported
-        assert not {name for name in imported if name.split(".")[0] in ("jsonschema", "http")}
-        assert "email" not in imported
-
-
-def test_jsonrpcserver_without_its_unused_parts_fails_loudly_if_they_are_used():
-    """The stand-ins only answer jsonrpcserver's imports: a dispatch relying on the default
-    validator is refused, its HTTP server does not start, and later imports of jsonschema and
-    http.server load the real modules."""
-    code = (
-        "import json, sys\n"
-        "import subagentd.server.rpc\n"
-        "assert 'jsonrpcserver' in sys.modules\n"
-        "assert not {'jsonschema', 'http.server'} & set(sys.modules)\n"
-        "from jsonrpcserver import Success, dispatch, serve\n"
-        'reply = dispatch(\'{"jsonrpc": "2.0", "method": "m", "id": 1}\','
-        " {'m': lambda: Success(1)})\n"
-        "print(json.loads(reply)['error']['message'])\n"
-        "try:\n"
-        "    serve('127.0.0.1', 0)\n"
-        "except RuntimeError as exc:\n"
-        "    print(exc)\n"
-        "import jsonschema, http.server\n"
-        "jsonschema.Draft202012Validator({'type': 'object'}).validate({})\n"
-        "print(jsonschema.__file__)\n"
-        "print(http.server.SimpleHTTPRequestHandler.__name__)\n"
-    )
-    proc = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=30)
-    assert proc.returncode == 0, proc.stderr
-    message, refusal, path, handler = proc.stdout.splitlines()
-    assert message == "Invalid request"
-    assert refusal == (
-        "http.server is not loaded in subagentd (server/jsonrpcserver_import.py):"
-        " jsonrpcserver.serve is not available"
-    )
-    assert path.endswith("jsonschema/__init__.py") and handler == "SimpleHTTPRequestHandler"
-
-
 def test_hiding_numpy_from_sqlite_utils_leaves_it_importable_afterwards(tmp_path):
     code = (
         "import sqlite3, sys\n"

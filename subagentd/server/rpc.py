@@ -24,20 +24,12 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
+from jsonrpcserver import Error, Success, dispatch_to_response, dispatch_to_serializable
+
 from subagentd.errors import SubagentdError
 from subagentd.server.boundary import INTERNAL_MESSAGE, failure, refusal
 from subagentd.server.call import Call, Handler
 from subagentd.server.envelope import result_value
-from subagentd.server.jsonrpcserver_import import import_jsonrpcserver
-
-import_jsonrpcserver()  # first: without the parts subagentd never runs (see there)
-
-from jsonrpcserver import (  # noqa: E402
-    Error,
-    Success,
-    dispatch_to_response,
-    dispatch_to_serializable,
-)
 
 
 def _as_is(message: Any) -> Any:
