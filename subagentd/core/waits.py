@@ -47,14 +47,13 @@ class Waits:
         describe: Callable[[], str] | None = None,
     ) -> Waiter:
         waiter = Waiter(check, monotonic() + timeout_ms / 1000, timeout_ms, token, describe)
-        self._arm(waiter)
+        self._arm(waiter, timeout_ms / 1000)
         if token is not None:
             self._progress(waiter)
         return waiter
 
-    def _arm(self, waiter: Waiter) -> None:
+    def _arm(self, waiter: Waiter, delay: float) -> None:
         self.pending.append(waiter)
-        delay = max(0.0, waiter.deadline - monotonic())
         waiter.stop_timer = self.agents.timers.call_later(delay, lambda: self._expire(waiter))
 
     def _expire(self, waiter: Waiter) -> None:
@@ -101,6 +100,6 @@ class Waits:
     def rearm(self, waiter: Waiter, done: Callable[[Any], None]) -> None:
         """Its answer was lost with a commit group (rolled back): wait again until the deadline."""
         waiter.done = done
-        self._arm(waiter)
+        self._arm(waiter, max(0.0, waiter.deadline - monotonic()))
         if waiter.token is not None:
             self._progress(waiter)
