@@ -163,3 +163,20 @@ def test_a_parked_child_shows_in_agents_list_and_list_agents(make_server):
     assert host.tool("list_agents", "root")["text"] == "c1 [idle, 1 parked] — worker"
     [row] = host.call("agents/list", {"root_id": "root"})["agents"]
     assert (row["status"], row["parked"]) == ("idle", 1)
+
+
+def test_list_agents_and_interrupt_agent_descriptions_say_what_seed_000_says(make_server):
+    host = make_server().host
+    host.open("root")
+    tools = {
+        t["name"]: t["description"]
+        for t in host.call("tools/list", {"_meta": {"subagentd/caller": "root"}})["tools"]
+    }
+    listing = tools["list_agents"]
+    assert "Only depth-1 entries (your direct children) can take `send_message`" in listing
+    assert "deeper entries can only be interrupted with `interrupt_agent`" in listing
+    assert "Do not poll this list to learn when work is done" in listing
+    assert "not a result waiting to be collected" in listing
+    assert "`[idle, 2 parked]`" in listing
+    interrupt = tools["interrupt_agent"]
+    assert "it resumes with them, in order, at its next waking input" in interrupt
