@@ -180,3 +180,25 @@ def test_list_agents_and_interrupt_agent_descriptions_say_what_seed_000_says(mak
     assert "`[idle, 2 parked]`" in listing
     interrupt = tools["interrupt_agent"]
     assert "it resumes with them, in order, at its next waking input" in interrupt
+
+
+def test_a_childs_tool_filter_binds_spawn_agent_and_wait_agents(make_server):
+    host = make_server(tools=served_tools(None, True)).host
+    host.open("root")
+    host.spawn("root", "c1", tool_filter={"deny": ["spawn_agent", "wait_agents"]})
+    names = [
+        t["name"] for t in host.call("tools/list", {"_meta": {"subagentd/caller": "c1"}})["tools"]
+    ]
+    assert names == ["send_message", "interrupt_agent", "list_agents", "report"]
+    for name, arguments in [("spawn_agent", {"label": "l", "prompt": "p"}), ("wait_agents", {})]:
+        result = host.result(tool_call(host, name, "c1", arguments=arguments))
+        assert result == {
+            "content": [
+                {
+                    "type": "text",
+                    "text": f'Error: tool "{name}" is not available to agent "c1":'
+                    " its tool_filter excludes it",
+                }
+            ],
+            "isError": True,
+        }
