@@ -85,11 +85,13 @@ class Inbox:
         ]
 
     def parked_counts(self) -> dict[str, int]:
-        """Parked messages per session holding any (through the partial index of m010)."""
+        """Parked messages per session holding any, through the partial index of m010 (named:
+        for the GROUP BY, SQLite would rather scan all of inbox_by_session)."""
         return {
             row[0]: int(row[1])
             for row in self._db.conn.execute(
-                "SELECT session_id, count(*) FROM inbox WHERE state = 'parked' GROUP BY session_id"
+                "SELECT session_id, count(*) FROM inbox INDEXED BY inbox_parked"
+                " WHERE state = 'parked' GROUP BY session_id"
             )
         }
 
