@@ -61,12 +61,11 @@ class PgInbox(Inbox):
 
     def parked_counts(self) -> dict[str, int]:
         """As SQLite's, without its INDEXED BY (the planner takes the partial index itself)."""
-        return {
-            row[0]: int(row[1])
-            for row in self._db.conn.execute(
+        return dict(
+            self._db.conn.execute(
                 "SELECT session_id, count(*) FROM inbox WHERE state = 'parked' GROUP BY session_id"
-            )
-        }
+            ).fetchall()
+        )
 
 
 class PgEvents(Events):
