@@ -202,3 +202,21 @@ def test_a_childs_tool_filter_binds_spawn_agent_and_wait_agents(make_server):
             ],
             "isError": True,
         }
+
+
+def test_a_pending_wait_is_answered_at_shutdown(spawn_process):
+    proc = spawn_process("--caller", "root", "--spawn-tool", "on")
+    host = proc.host
+    host.initialize()
+    spawned = tool_call(host, "spawn_agent", "root", arguments={"label": "l", "prompt": "p"})
+    child = host.result(spawned)["structuredContent"]["child_id"]
+    waiting = tool_call(host, "wait_agents", "root", arguments={"timeout_ms": 600000})
+    assert host.call("ping") == {}
+    proc.close_stdin()  # EOF: the tree drains, the root leaves, the wait is answered
+    answer = host.result(waiting)  # the child left (its notice to a closing root is recorded)
+    assert answer == {
+        "content": [{"type": "text", "text": "none of the subagents waited for is still working"}],
+        "structuredContent": {"agents": [{"agent_id": child, "status": "ready"}]},
+        "isError": False,
+    }
+    assert proc.wait() == 0
