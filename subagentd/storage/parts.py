@@ -67,6 +67,8 @@ class BoundParts:
         self.set_parked = inbox.set_parked
         self.inbox_counts = inbox.inbox_counts
         self.get_message = inbox.get_message
+        self.waiting_messages = inbox.waiting_messages
+        self.parked_counts = inbox.parked_counts
 
         self.append_events = events.append_events
         self.read_events = events.read_events
