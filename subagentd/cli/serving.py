@@ -87,6 +87,7 @@ def serve(options: dict[str, Any]) -> int:
         report_rate=options["report_rate"],
         idempotency_retention=options["idempotency_retention"],
         lease_ttl=options["lease_ttl"],
+        lock_wait=options["lock_wait_ms"] / 1000,
         tools=TOOL_NAMES if options["tools"] is None else options["tools"],
         report_window=options["report_window"],
         **{name: options[name] for name in QUOTA_NAMES},

@@ -7,6 +7,7 @@ importing this module registers them first, then the host API, the tools and the
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import msgspec
@@ -209,3 +210,13 @@ def tools_call(call: Call, p: t.ToolsCallParams) -> t.CallToolResult:
     except msgspec.ValidationError as exc:
         return call_tool_result(None, InvalidParamsError(f"invalid _meta: {exc}"))
     return call_tool_result(result, None)
+
+
+def _tool_writes(params: Any) -> bool:
+    """Whether a tools/call writes (the connection then takes the write lock before it runs)."""
+    name = params.get("name") if type(params) is dict else None
+    spec = TOOLS.get(name) if type(name) is str else None
+    return spec is not None and spec.writes
+
+
+METHODS["tools/call"] = replace(METHODS["tools/call"], writes_if=_tool_writes)

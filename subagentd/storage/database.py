@@ -58,6 +58,8 @@ class SqliteStore:
         self.close = group.close
         self.check_file = group.check_file
         self.limit_lock_wait = group.limit_lock_wait
+        self.take_lock = group.take_lock
+        self.give_up_lock = group.give_up_lock
         self.hold = group.hold
         self.clock = group.clock
 

@@ -43,6 +43,7 @@ class GroupCommit:
         self._open = False  # a group transaction was begun and not yet committed or rolled back
         self._cause = "error"  # why a group SQLite rolled back by itself was lost
         self._busy = False  # the last BEGIN was refused because another process held the lock
+        self._checked = True  # the open group's fencing check was done (see _check_fence)
         self._lock_wait_ms = int(busy_timeout_ms)
         self._busy_timeout_ms = int(busy_timeout_ms)  # the renewal thread's wait
         self._holding: Holding | None = None  # this process's owner row (hold)
@@ -95,9 +96,31 @@ class GroupCommit:
         """Join the open group transaction, or open one for the first writer since the commit."""
         if not self.conn.in_transaction:
             self._open_group()
+        elif not self._checked:
+            self._check_fence()
+
+    def take_lock(self) -> bool:
+        """Take the write lock for the next group now, without waiting: the server waits for it
+        with its event loop running and asks again (server/lockwait.py). False only while another
+        process holds it; True once held, after a given-up wait (the write is then refused busy
+        without waiting), or when the write will fail its own way (a lost file or group)."""
+        if self.conn.in_transaction or self._open or self.lost is not None:
+            return True
+        try:
+            self._lock(wait=False)
+        except StorageBusyError:
+            return self._busy
+        except StorageFailedError:
+            return True
+        return True
+
+    def give_up_lock(self) -> None:
+        """The server waited its patience (--lock-wait-ms) for the lock: until one write gets it,
+        writes are refused busy without waiting."""
+        self._busy = True
 
     def _open_group(self) -> None:
-        """BEGIN IMMEDIATE for the first writer since the last commit.
+        """BEGIN IMMEDIATE for the first writer since the last commit, then the fencing check.
 
         Refused with StorageFailedError when the previous group was rolled back behind our back
         (a failed statement) and nobody has taken notice yet; with StorageBusyError when another
@@ -107,27 +130,42 @@ class GroupCommit:
         if self._open:
             raise StorageFailedError(self._cause)
         try:
-            if self._busy:
-                self.conn.execute("PRAGMA busy_timeout = 0")
-                try:
-                    self.conn.execute("BEGIN IMMEDIATE")
-                finally:
-                    self.conn.execute(f"PRAGMA busy_timeout = {self._lock_wait_ms}")
+            self._lock(wait=True)
+        except StorageBusyError:
+            self._busy = True
+            raise
+        self._check_fence()
+
+    def _lock(self, wait: bool) -> None:
+        """BEGIN IMMEDIATE: the write lock of a new group, waiting up to busy_timeout for another
+        process's (`wait`, unless a refusal since the last success said not to) or not at all."""
+        conn = self.conn
+        try:
+            if wait and not self._busy:
+                conn.execute("BEGIN IMMEDIATE")
             else:
-                self.conn.execute("BEGIN IMMEDIATE")
+                conn.execute("PRAGMA busy_timeout = 0")
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                finally:
+                    conn.execute(f"PRAGMA busy_timeout = {self._lock_wait_ms}")
         except sqlite3.Error as exc:
             if _code(exc) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-                self._busy = True
                 raise StorageBusyError() from None
             raise StorageFailedError(_cause(exc)) from exc
         self._busy = False
         self._open = True
         self._cause = "error"
-        # fencing: unless this process's lease is known to be valid still, its owner row is read
-        # under the lock; fenced or gone, nothing more is written
-        self._began = began = self._now()
+        self._checked = False
+        self._began = self._now()
+
+    def _check_fence(self) -> None:
+        """Fencing, once per group before its first write: unless this process's lease is known
+        to be valid still, its owner row is read under the lock; fenced or gone, nothing more is
+        written (the group is rolled back, the process lets go, LeaseLostError)."""
+        self._checked = True
         holding = self._holding
-        if holding is not None and holding.expires <= began:
+        if holding is not None and holding.expires <= self._began:
             row = self.conn.execute(
                 "SELECT fenced FROM owners WHERE owner = ?", (holding.owner,)
             ).fetchone()
@@ -154,6 +192,8 @@ class GroupCommit:
                 self.rollback()
                 raise
             return
+        if not self._checked:  # the lock was taken ahead of this first writer (take_lock)
+            self._check_fence()
         self._savepoints += 1
         name = f"r{self._savepoints}"
         try:
