@@ -130,11 +130,10 @@ class PgGroupCommit:
                     f"BEGIN; SET LOCAL lock_timeout = {int(self._lock_wait_ms)};"
                     f" SELECT pg_advisory_xact_lock({WRITER_LOCK})"
                 )
-            else:
-                conn.execute("BEGIN")
-                (got,) = conn.execute(
-                    "SELECT pg_try_advisory_xact_lock(?)", (WRITER_LOCK,)
-                ).fetchone()
+            else:  # one round trip too: the lock's answer is the second result
+                cursor = conn.execute(f"BEGIN; SELECT pg_try_advisory_xact_lock({WRITER_LOCK})")
+                cursor.nextset()
+                (got,) = cursor.fetchone()
                 if not got:
                     raise errors.LockNotAvailable("writer lock held")
         except errors.LockNotAvailable:
