@@ -295,19 +295,17 @@ class Connection:
         """Frames read together, in order. A write that finds another process holding the write
         lock waits for it here, the event loop serving on; the frames after it wait behind it
         (reading pauses meanwhile), so effects and answers keep the order of the requests."""
+        take_lock = self.service.store.take_lock
         while True:
             self._reading = True
             try:
-                frames = self.dispatcher.handle_frames(frames, self.deliver, self._locked)
+                frames = self.dispatcher.handle_frames(frames, self.deliver, take_lock)
             finally:
                 self._reading = False
             if not frames:
                 return
             self._flush_inline()  # what came before it is answered now (no group is open)
             await self.lock()
-
-    def _locked(self) -> bool:
-        return self.service.store.take_lock()
 
     def deliver(self, reply_of: Callable[[], Reply | None]) -> None:
         """One frame's reply, held for its commit; a failure outside the dispatcher's boundary
