@@ -44,7 +44,8 @@ class GroupCommit:
         self._cause = "error"  # why a group SQLite rolled back by itself was lost
         self._busy = False  # the last BEGIN was refused because another process held the lock
         self._checked = True  # the open group's fencing check was done (see _check_fence)
-        self._lock_wait_ms = int(busy_timeout_ms)
+        self._lock_wait_ms = int(busy_timeout_ms)  # a write not taken ahead waits this long
+        self._rest_ms = int(busy_timeout_ms)  # the connection's busy_timeout between statements
         self._busy_timeout_ms = int(busy_timeout_ms)  # the renewal thread's wait
         self._holding: Holding | None = None  # this process's owner row (hold)
         self._on_lost: Callable[[], None] = lambda: None
@@ -87,10 +88,24 @@ class GroupCommit:
         return self.conn.in_transaction
 
     def limit_lock_wait(self, milliseconds: int) -> None:
-        """From now on wait at most this long for another process's write lock (the event loop
-        must not stall); start-up keeps the constructor's longer `busy_timeout_ms`."""
+        """Serving: the event loop must not stall. The lock is taken without waiting (take_lock,
+        the connection's busy_timeout 0, so the common path flips nothing) and only a write not
+        taken ahead waits, at most this long; start-up keeps the constructor's longer wait."""
         self._lock_wait_ms = int(milliseconds)
-        self.conn.execute(f"PRAGMA busy_timeout = {self._lock_wait_ms}")
+        self._rest_ms = 0
+        self.conn.execute("PRAGMA busy_timeout = 0")
+
+    @contextmanager
+    def _waiting(self, milliseconds: int) -> Iterator[None]:
+        """SQLite's busy handler waits up to `milliseconds` for the statements inside."""
+        if milliseconds == self._rest_ms:
+            yield
+            return
+        self.conn.execute(f"PRAGMA busy_timeout = {milliseconds}")
+        try:
+            yield
+        finally:
+            self.conn.execute(f"PRAGMA busy_timeout = {self._rest_ms}")
 
     def begin(self) -> None:
         """Join the open group transaction, or open one for the first writer since the commit."""
@@ -139,16 +154,13 @@ class GroupCommit:
     def _lock(self, wait: bool) -> None:
         """BEGIN IMMEDIATE: the write lock of a new group, waiting up to busy_timeout for another
         process's (`wait`, unless a refusal since the last success said not to) or not at all."""
-        conn = self.conn
+        patience = self._lock_wait_ms if wait and not self._busy else 0
         try:
-            if wait and not self._busy:
-                conn.execute("BEGIN IMMEDIATE")
+            if patience == self._rest_ms:  # serving, taken ahead: nothing to switch
+                self.conn.execute("BEGIN IMMEDIATE")
             else:
-                conn.execute("PRAGMA busy_timeout = 0")
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                finally:
-                    conn.execute(f"PRAGMA busy_timeout = {self._lock_wait_ms}")
+                with self._waiting(patience):
+                    self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             if _code(exc) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
                 raise StorageBusyError() from None
@@ -182,18 +194,22 @@ class GroupCommit:
         request: SQLite may already have rolled all of it back (SQLITE_FULL, SQLITE_IOERR), and
         the caller rebuilds its memory from what is committed. It surfaces as StorageFailedError.
         """
-        if not self.conn.in_transaction:  # first writer since the last commit: no savepoint needed
-            self._open_group()
-            try:
+        if not (self.conn.in_transaction and self._checked):  # the group's first writer
+            taken_ahead = self.conn.in_transaction  # by take_lock, before the frame ran
+            if taken_ahead:
+                self._check_fence()
+            else:
+                self._open_group()
+            try:  # no savepoint needed: nothing else is in the group
                 yield
             except sqlite3.Error as exc:
                 raise self._abandon(exc) from exc
             except BaseException:
                 self.rollback()
+                if taken_ahead:  # frames after it were let in under the lock: keep it
+                    self.take_lock()
                 raise
             return
-        if not self._checked:  # the lock was taken ahead of this first writer (take_lock)
-            self._check_fence()
         self._savepoints += 1
         name = f"r{self._savepoints}"
         try:
@@ -284,7 +300,8 @@ class GroupCommit:
                 self._renewer.stopped.set()
             if holding is not None:
                 try:
-                    self.conn.execute("BEGIN IMMEDIATE")
+                    with self._waiting(self._lock_wait_ms):
+                        self.conn.execute("BEGIN IMMEDIATE")
                     self.conn.execute("DELETE FROM leases WHERE owner = ?", (holding.owner,))
                     self.conn.execute("DELETE FROM signals WHERE owner = ?", (holding.owner,))
                     self.conn.execute("DELETE FROM owners WHERE owner = ?", (holding.owner,))
@@ -305,10 +322,11 @@ class GroupCommit:
             self.doorbell = Doorbell()
             weakref.finalize(self, self.doorbell.close)  # a store dropped without close()
         wake = None if self.doorbell is None else self.doorbell.address
-        self.conn.execute(
-            "INSERT INTO owners (owner, expires_at, fenced, wake) VALUES (?, ?, 0, ?)",
-            (owner, now + ttl, wake),
-        )
+        with self._waiting(self._lock_wait_ms):  # a write outside any group (autocommit)
+            self.conn.execute(
+                "INSERT INTO owners (owner, expires_at, fenced, wake) VALUES (?, ?, 0, ?)",
+                (owner, now + ttl, wake),
+            )
         if self.path == ":memory:":  # one connection, one process: nobody else can fence it
             return
         if self._holding is None:

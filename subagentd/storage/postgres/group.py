@@ -166,18 +166,22 @@ class PgGroupCommit:
         """One request's writes: all or nothing, inside the shared group transaction; a storage
         error abandons the whole group (StorageFailedError), as on SQLite."""
         conn = self.conn
-        if not conn.in_transaction:
-            self._open_group()
-            try:
+        if not (conn.in_transaction and self._checked):  # the group's first writer
+            taken_ahead = conn.in_transaction  # by take_lock, before the frame ran
+            if taken_ahead:
+                self._check_fence()
+            else:
+                self._open_group()
+            try:  # no savepoint needed (two round trips saved): nothing else is in the group
                 yield
             except psycopg.Error as exc:
                 raise self._abandon(exc) from exc
             except BaseException:
                 self.rollback()
+                if taken_ahead:  # frames after it were let in under the lock: keep it
+                    self.take_lock()
                 raise
             return
-        if not self._checked:  # the lock was taken ahead of this first writer (take_lock)
-            self._check_fence()
         self._savepoints += 1
         name = f"r{self._savepoints}"
         try:
