@@ -13,7 +13,10 @@ from contextlib import contextmanager
 import psycopg
 import pytest
 
+from subagentd.core.settings import Settings
 from subagentd.errors import LeaseLostError
+from subagentd.server.dispatcher import Dispatcher
+from subagentd.server.envelope import Session
 from subagentd.storage.database import SqliteStore
 from subagentd.storage.postgres import is_postgres
 from subagentd.storage.postgres.group import WRITER_LOCK
@@ -180,3 +183,44 @@ def test_a_lock_taken_ahead_of_a_write_still_checks_fencing_before_it(tmp_path):
     assert theirs.get_message("late") is None
     mine.close()
     theirs.close()
+
+
+def test_reads_and_read_only_tools_never_wait_for_another_process_lock(shared, spawn_process):
+    db = shared
+    proc = start(spawn_process, db)
+    host = proc.host
+    host.open("root")
+    host.spawn("root", "c1", label="worker")
+    listing = {
+        "name": "list_agents",
+        "arguments": {},
+        "_meta": {"subagentd/caller": "root"},
+    }
+    with foreign_lock(db):  # held until every answer below came: none of them waits for it
+        assert host.call("ping") == {}
+        assert host.call("agents/get", {"agent_id": "c1"})["status"] == "running"
+        assert host.call("tools/call", listing)["content"][0]["text"] == "c1 [running] — worker"
+        assert host.call("list_agents", {"caller": "root"})["text"] == "c1 [running] — worker"
+
+
+def test_a_frame_takes_the_lock_ahead_only_when_its_method_writes():
+    dispatcher = Dispatcher(Session(), Settings(), invoke=lambda call, handler, message: None)
+
+    def request(method, **params):
+        return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+
+    def tool(name):
+        return request("tools/call", name=name, arguments={})
+
+    writes = dispatcher.writes
+    assert writes(request("send_message", caller="r", subagent_id="c", message="m"))
+    assert writes(request("agents/spawn")) and writes(request("turns/end"))
+    assert writes(tool("send_message")) and writes(tool("report"))
+    assert writes(tool("interrupt_agent"))
+    assert not writes(tool("list_agents")) and not writes(tool("no such tool"))
+    assert not writes(request("tools/call", name=["not", "a", "name"]))
+    for read in ("ping", "initialize", "agents/get", "agents/list", "transcript/read"):
+        assert not writes(request(read)), read
+    assert not writes(request("no/such/method")) and not writes("not an object")
+    assert writes([request("ping"), tool("send_message")])  # a batch with one writer
+    assert not writes([request("ping"), tool("list_agents")])
