@@ -4,7 +4,7 @@ The schema comes from the server itself (it is started once on the empty file so
 run); rows then go in with plain sqlite3 `executemany`, mimicking storage/sessions.py and
 core/host_api.py spawn(): kind "subagent", descriptor `{"version":1,"mode":"continuable","label":…}`,
 ISO `created_at` strings, the sortable path of storage/paths.py, a fan-out-10 tree below one
-ordinary root.
+ordinary root. `build_tree_postgres` writes the same rows into a PostgreSQL database.
 """
 
 from __future__ import annotations
@@ -45,20 +45,8 @@ def parent_of(k: int) -> str:
     return ROOT_ID if k < FANOUT else child_id(k // FANOUT - 1)
 
 
-def build_tree(
-    path: str,
-    sessions: int,
-    events: int = 0,
-    open_turns: int = 0,
-    env: dict[str, str] | None = None,
-) -> dict[str, int]:
-    """A root plus `sessions` subagent sessions; `events` event rows spread over them."""
-    create_schema(path, env)
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = OFF")
-    columns_now = {row[1] for row in conn.execute("PRAGMA table_info(sessions)")}
-    conn.execute("BEGIN")
+def _tree_rows(sessions: int, open_turns: int) -> tuple[list[tuple], list[tuple], int]:
+    """The session rows (columns SESSION_COLUMNS), descriptor rows and the deepest depth."""
     depths = {ROOT_ID: 0}
     paths = {ROOT_ID: segment(_iso(0), ROOT_ID)}
     session_rows = [
@@ -97,7 +85,28 @@ def build_tree(
                 ),
             )
         )
-    names = "id, parent_id, kind, label, created_at, depth, parked, open_turn_id, path, mode"
+    return session_rows, descriptor_rows, max_depth
+
+
+SESSION_COLUMNS = "id, parent_id, kind, label, created_at, depth, parked, open_turn_id, path, mode"
+
+
+def build_tree(
+    path: str,
+    sessions: int,
+    events: int = 0,
+    open_turns: int = 0,
+    env: dict[str, str] | None = None,
+) -> dict[str, int]:
+    """A root plus `sessions` subagent sessions; `events` event rows spread over them."""
+    create_schema(path, env)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = OFF")
+    columns_now = {row[1] for row in conn.execute("PRAGMA table_info(sessions)")}
+    conn.execute("BEGIN")
+    session_rows, descriptor_rows, max_depth = _tree_rows(sessions, open_turns)
+    names = SESSION_COLUMNS
     keep = [i for i, name in enumerate(names.split(", ")) if name in columns_now]  # for --at
     columns = ", ".join(names.split(", ")[i] for i in keep)
     session_rows = [tuple(row[i] for i in keep) for row in session_rows]
@@ -114,6 +123,32 @@ def build_tree(
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
     return {"sessions": sessions + 1, "events": events, "max_depth": max_depth}
+
+
+def build_tree_postgres(
+    url: str, sessions: int, env: dict[str, str] | None = None
+) -> dict[str, int]:
+    """The same tree in a PostgreSQL database (the server migrates it first): the same rows,
+    the path as bytea, written with COPY in one transaction, then ANALYZE (as autovacuum would
+    soon after such a load) so the planner sees the table as it is."""
+    import psycopg
+
+    create_schema(url, env)
+    session_rows, descriptor_rows, max_depth = _tree_rows(sessions, 0)
+    with psycopg.connect(url) as conn:
+        with conn.cursor() as cur:
+            # descriptors first, as the server writes them: their trigger clears a session's mode
+            with cur.copy("COPY descriptors (session_id, body) FROM STDIN") as copy:
+                for row in descriptor_rows:
+                    copy.write_row(row)
+            with cur.copy(f"COPY sessions ({SESSION_COLUMNS}) FROM STDIN") as copy:
+                for row in session_rows:
+                    copy.write_row(row)
+        conn.commit()
+        conn.autocommit = True
+        conn.execute("ANALYZE sessions")
+        conn.execute("ANALYZE descriptors")
+    return {"sessions": sessions + 1, "events": 0, "max_depth": max_depth}
 
 
 def _events(sessions: int, count: int):

@@ -157,6 +157,17 @@ def evaluate(raw: dict[str, Any]) -> list[Metric]:
             m.target = "(informational)"
         metrics.append(m)
 
+    for size, entry in (raw.get("list_scaling_postgres") or {}).items():
+        m = Metric(
+            f"list_descendants_postgres_{size}_ms",
+            f"list_agents descendants, {int(size):,} persisted sessions, PostgreSQL",
+            "ms",
+        )
+        m.values = {"subagentd": entry["median_s"] * 1e3}
+        m.target = "(informational)"
+        m.note = f"{entry['rows_listed']:,} rows, {entry['response_bytes'] / 1024:.0f} KiB response"
+        metrics.append(m)
+
     for suffix, store in (("", "one file"), ("_postgres", "one PostgreSQL database")):
         for n, entry in (raw.get(f"shared_sends{suffix}") or {}).items():
             m = Metric(

@@ -35,7 +35,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import msgspec  # noqa: E402
-from dbgen import ROOT_ID, build_tree, create_schema  # noqa: E402
+from dbgen import ROOT_ID, build_tree, build_tree_postgres, create_schema  # noqa: E402
 from harness import PEERS as PEERS_DIR  # noqa: E402
 from harness import PYTHON, ROOT, Server, ServerFailure, server_command  # noqa: E402
 from report import (  # noqa: E402
@@ -399,12 +399,18 @@ class Bench:
             "kib_per_agent": (rested - before) / n,
         }
 
-    def list_scaling(self) -> dict[str, Any]:
+    def list_scaling(self, backend: str = "sqlite") -> dict[str, Any]:
+        """list_agents descendants over trees of each size (on PostgreSQL: the 10k one only,
+        the same rows in a fresh database of the --postgres server)."""
         out: dict[str, Any] = {}
-        for size in self.sizes.list_sizes:
-            db = self.db_path(f"list{size}")
+        for size in self.sizes.list_sizes if backend == "sqlite" else (10000,):
             t0 = time.perf_counter()
-            shape = build_tree(db, size, env=self.env)
+            if backend == "sqlite":
+                db = self.db_path(f"list{size}")
+                shape = build_tree(db, size, env=self.env)
+            else:
+                db = self.database(f"list{size}", backend)
+                shape = build_tree_postgres(db, size, env=self.env)
             built = time.perf_counter() - t0
             server = self.start("subagentd", db)
             try:
@@ -439,7 +445,9 @@ class Bench:
                 "median_s": median(samples),
                 "samples_s": samples,
             }
-            log(f"  list_agents descendants over {size}: {median(samples) * 1e3:.1f} ms")
+            log(
+                f"  list_agents descendants over {size} ({backend}): {median(samples) * 1e3:.1f} ms"
+            )
         return out
 
     def restart(self) -> dict[str, Any]:
@@ -615,7 +623,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--postgres",
         action="store_true",
-        help="also run the shared and cross scenarios on a throwaway PostgreSQL 15 server"
+        help="also run the shared, cross and list (10k) scenarios on a throwaway PostgreSQL 15 server"
         " (fsync on; Debian's binaries, as the tests use them)",
     )
     parser.add_argument(
@@ -721,7 +729,7 @@ def main(argv: list[str] | None = None) -> int:
                 if (r := bench.guarded(f"send_message, {n} processes", bench.shared_sends, n))
                 is not None
             }
-        if args.postgres and (want("shared") or want("cross")):
+        if args.postgres and (want("shared") or want("cross") or want("list")):
             sys.path.insert(0, ROOT)
             from tests.pg import PostgresServer
 
@@ -754,6 +762,10 @@ def main(argv: list[str] | None = None) -> int:
             each_variant("live_agents", "live agents RSS", Bench.live_agents)
         if want("list"):
             raw["list_scaling"] = bench.guarded("list_agents scaling", bench.list_scaling)
+            if bench.postgres is not None:
+                raw["list_scaling_postgres"] = bench.guarded(
+                    "list_agents over 10k, PostgreSQL", bench.list_scaling, "postgres"
+                )
             each_variant("list_scaling", "list_agents scaling", Bench.list_scaling)
         if want("restart"):
             raw["restart"] = bench.guarded("restart", bench.restart)

@@ -684,8 +684,10 @@ def test_a_write_blocked_by_another_process_lock_is_answered_busy_and_other_work
     tmp_path,
 ):
     db = str(tmp_path / "busy.db")
-    proc = start_server(db)
+    # a write waits up to --lock-wait-ms for the lock (tests/test_lock_wait.py), then is refused
+    proc = ServerProcess("--max-queued=0", "--lock-wait-ms=200", db=db, preexec_fn=ignore_sigxfsz)
     host = proc.host
+    host.initialize()
     other = sqlite3.connect(db, isolation_level=None)
     try:
         host.open("root")
@@ -720,7 +722,7 @@ def test_a_write_blocked_by_another_process_lock_is_answered_busy_and_other_work
         assert tool_reply["error"]["code"] == 1011 and tool_reply["error"]["data"]["reason"] == (
             "busy"
         )
-        # 41 refused writes, without 5 s of busy_timeout each (one wait of at most 50 ms)
+        # 41 refused writes, without 200 ms each: after the first wait, none waits again
         assert elapsed < 5.0, elapsed
         other.execute("ROLLBACK")
         host.tool("send_message", "root", subagent_id="c1", message="after")

@@ -93,6 +93,7 @@ def serve(options: dict[str, Any]) -> int:
         report_rate=options["report_rate"],
         idempotency_retention=options["idempotency_retention"],
         lease_ttl=options["lease_ttl"],
+        lock_wait=options["lock_wait_ms"] / 1000,
         tools=served_tools(options["tools"], spawn_tool_served(options)),
         report_window=options["report_window"],
         **{name: options[name] for name in QUOTA_NAMES},

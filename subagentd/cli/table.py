@@ -137,6 +137,15 @@ SERVE = (
         low_open=True,
     ),
     Spec(
+        "--lock-wait-ms",
+        "int",
+        5000,
+        "milliseconds a write waits for the write lock of another process sharing --db"
+        " (the event loop serving on) before it is refused 1011 busy",
+        low=0,
+        metavar="MS",
+    ),
+    Spec(
         "--tools",
         "tools",
         None,

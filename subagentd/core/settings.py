@@ -46,6 +46,7 @@ class Settings:
     idempotency_retention: float = 7.0  # days an idempotency key is kept
     owner: str = ""  # this process's lease owner id ("" mints one)
     lease_ttl: float = 15.0  # seconds a lease outlives its last heartbeat
+    lock_wait: float = 5.0  # seconds a write waits for another process's lock (--lock-wait-ms)
     owner_alive: Callable[[str], bool] = lambda owner: True  # is that owner's process still there?
     tools: tuple[str, ...] = DEFAULT_TOOLS  # the served set (--tools, --spawn-tool: served_tools)
     # Quotas (SECURITY.md gives each default and why); 0 means no bound.

@@ -29,6 +29,8 @@ class Handler:
     tool: bool = False  # errors carry the model-visible `text` (direct tool methods)
     defers: bool = False  # the reply waits (bounded by MAX_PENDING in the dispatcher)
     confined: bool = False  # also served to a confined MCP client (a connection with --caller)
+    # whether a request writes, when its params decide it (tools/call: its tool); else `writes`
+    writes_if: Callable[[Any], bool] | None = None
 
 
 @dataclass(slots=True)

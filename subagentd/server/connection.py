@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -22,8 +22,9 @@ from subagentd.schema.codes import Code
 from subagentd.server.boundary import INTERNAL_MESSAGE, refusal
 from subagentd.server.dispatcher import Dispatcher, Reply
 from subagentd.server.envelope import Session
-from subagentd.server.framing import FrameReader, encode_frame
+from subagentd.server.framing import Frame, FrameReader, encode_frame
 from subagentd.server.handlers import METHODS
+from subagentd.server.lockwait import wait_for_lock
 from subagentd.server.memory import Trimmer
 from subagentd.server.prelude import Started
 from subagentd.server.rpc import JsonRpc
@@ -83,7 +84,7 @@ class Connection:
         self._writing = False
         self._reading = False  # handling a chunk of input (its flush follows inline)
         self.trimmer = Trimmer()
-        self.timers = Timers(self.run_work)
+        self.timers = Timers(self.run_work, self.lock)
         service.agents.emit = self.dispatcher.emit
         service.agents.timers = self.timers
 
@@ -199,6 +200,10 @@ class Connection:
 
     # --- work outside a request -----------------------------------------------------------
 
+    async def lock(self) -> None:
+        """Wait (the loop serving on) for another process's write lock, up to --lock-wait-ms."""
+        await wait_for_lock(self.service.store, self.service.settings.lock_wait)
+
     def run_work(self, callback: Callable[[], None]) -> bool:
         """A timer's (or the heartbeat's, or shutdown's) work in its own transaction of the
         current group. False when another process's write lock refused it."""
@@ -257,8 +262,10 @@ class Connection:
         while True:
             await anyio.wait_readable(fd)
             store.drain_doorbell()
+            await self.lock()
             while not self.run_work(self.service.scheduler.take_signals):
-                await anyio.sleep(BUSY_RETRY)  # another process holds the write lock
+                await anyio.sleep(BUSY_RETRY)  # another process held the write lock past patience
+                await self.lock()
 
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -269,7 +276,7 @@ class Connection:
 
     async def _read_loop(self) -> None:
         # read before the server was up (see prelude)
-        self.dispatcher.handle_frames(self.started.frames, self.deliver)
+        await self._handle(self.started.frames)
         self._flush_inline()
         while not self.started.input_ended:
             if self.outbox_bytes + self.ledger.size > OUTBOX_LIMIT:
@@ -277,16 +284,28 @@ class Connection:
                 continue
             data = await self.reader.read()
             if not data:
-                self.dispatcher.handle_frames(self.framer.finish(), self.deliver)
+                await self._handle(self.framer.finish())
                 self._wake.set()
                 log.info("end of input: shutting down")
                 return
+            await self._handle(self.framer.feed(data))
+            self._flush_inline()
+
+    async def _handle(self, frames: Sequence[Frame]) -> None:
+        """Frames read together, in order. A write that finds another process holding the write
+        lock waits for it here, the event loop serving on; the frames after it wait behind it
+        (reading pauses meanwhile), so effects and answers keep the order of the requests."""
+        take_lock = self.service.store.take_lock
+        while True:
             self._reading = True
             try:
-                self.dispatcher.handle_frames(self.framer.feed(data), self.deliver)
+                frames = self.dispatcher.handle_frames(frames, self.deliver, take_lock)
             finally:
                 self._reading = False
-            self._flush_inline()
+            if not frames:
+                return
+            self._flush_inline()  # what came before it is answered now (no group is open)
+            await self.lock()
 
     def deliver(self, reply_of: Callable[[], Reply | None]) -> None:
         """One frame's reply, held for its commit; a failure outside the dispatcher's boundary
@@ -310,8 +329,10 @@ class Connection:
             lambda: self.service.settlement.force_end_all("shutdown"),
         ):
             with anyio.move_on_after(self.grace):
+                await self.lock()
                 while not self.run_work(step):
-                    await anyio.sleep(BUSY_RETRY)  # another process holds the write lock
+                    await anyio.sleep(BUSY_RETRY)  # another process held the write lock
+                    await self.lock()
         with anyio.move_on_after(self.grace):
             while self.outbox or self.ledger.frames or self._writing:
                 self._wake.set()

@@ -117,39 +117,68 @@ class Dispatcher:
             return refusal(exc)
         return self.dispatch(message)
 
-    def handle_frames(self, frames: Sequence[Frame], deliver: Deliver) -> None:
+    def handle_frames(
+        self,
+        frames: Sequence[Frame],
+        deliver: Deliver,
+        locked: Callable[[], bool] | None = None,
+    ) -> list[Frame]:
         """Frames read together, each answered through `deliver` in arrival order, exactly as
         `handle_frame` answers it. Consecutive requests for known methods run as one batch
         through `run_batch` (jsonrpcserver's per-dispatch work is then paid once per run); each
         is still checked, admitted and answered frame by frame from inside its method's entry,
         so a frame sees the state (lifecycle, waiting replies, a lost group) the ones before
         it left. They all arrived before the first is answered, so they may share one reading
-        of what other processes hold (core/agents.py `elsewhere`)."""
+        of what other processes hold (core/agents.py `elsewhere`). A frame that writes first
+        asks `locked` for the write lock (taken without waiting): refused, the frames before it
+        are answered and it and the rest are returned unhandled, for the connection to wait for
+        the lock and hand them back."""
         agents = None if self.service is None or len(frames) < 2 else self.service.agents
         if agents is None:
-            self._handle_frames(frames, deliver)
-            return
+            return self._handle_frames(frames, deliver, locked)
         agents.in_snapshot = True
         try:
-            self._handle_frames(frames, deliver)
+            return self._handle_frames(frames, deliver, locked)
         finally:
             agents.end_snapshot()
 
-    def _handle_frames(self, frames: Sequence[Frame], deliver: Deliver) -> None:
+    def _handle_frames(
+        self, frames: Sequence[Frame], deliver: Deliver, locked: Callable[[], bool] | None
+    ) -> list[Frame]:
+        """handle_frames' work; returns the frames left for the connection to hand back."""
         run: list[dict[str, Any]] = []
-        for frame in frames:
+        rest = iter(frames)
+        for frame in rest:
             try:
                 message = decode(frame)
             except SubagentdError as exc:
                 self._answer_run(run, deliver)
                 deliver(partial(refusal, exc))
                 continue
+            if locked is not None and self.writes(message) and not locked():
+                self._answer_run(run, deliver)  # none of them writes: the lock is not held
+                return [frame, *rest]
             if self.run_batch is not None and self._batchable(message):
                 run.append(message)
                 continue
             self._answer_run(run, deliver)
             deliver(partial(self.dispatch, message))
         self._answer_run(run, deliver)
+        return []
+
+    def writes(self, message: Any) -> bool:
+        """Whether a decoded frame (a request, or a batch with one) runs a method that writes."""
+        if type(message) is list:
+            return any(map(self.writes, message))
+        if type(message) is not dict:
+            return False
+        name = message.get("method")
+        handler = self.methods.get(name) if type(name) is str else None
+        if handler is None:
+            return False
+        if handler.writes_if is not None:
+            return handler.writes_if(message.get("params"))
+        return handler.writes
 
     def _batchable(self, message: Any) -> bool:
         """A request a batch can carry: an object with an id, for a method with an entry."""

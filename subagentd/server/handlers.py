@@ -7,6 +7,7 @@ importing this module registers them first, then the host API, the tools and the
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import msgspec
@@ -233,3 +234,13 @@ def tools_call(call: Call, p: t.ToolsCallParams) -> Any:
     if spec.waits and isinstance(result, Waiter):
         return call.wait_for(result, lambda answer: call_tool_result(answer, None))
     return call_tool_result(result, None)  # type: ignore[arg-type]  # a Waiter only when spec.waits
+
+
+def _tool_writes(params: Any) -> bool:
+    """Whether a tools/call writes (the connection then takes the write lock before it runs)."""
+    name = params.get("name") if type(params) is dict else None
+    spec = TOOLS.get(name) if type(name) is str else None
+    return spec is not None and spec.writes
+
+
+METHODS["tools/call"] = replace(METHODS["tools/call"], writes_if=_tool_writes)

@@ -23,14 +23,14 @@ R = TypeVar("R")
 
 @overload
 def method(
-    name: str, params: type[S], result: type | None, **flags: bool
+    name: str, params: type[S], result: type | None, **flags: Any
 ) -> Callable[[Callable[[Call, S], R]], Callable[[Call, S], R]]: ...
 @overload
 def method(
-    name: str, params: None, result: type | None, **flags: bool
+    name: str, params: None, result: type | None, **flags: Any
 ) -> Callable[[Callable[[Call, RawParams], R]], Callable[[Call, RawParams], R]]: ...
 def method(
-    name: str, params: type[msgspec.Struct] | None, result: type | None, **flags: bool
+    name: str, params: type[msgspec.Struct] | None, result: type | None, **flags: Any
 ) -> Callable[[Callable[[Call, Any], Any]], Callable[[Call, Any], Any]]:
     """Registers a handler under `name`; it takes the `params` Struct (None: the raw dict)."""
 

@@ -1,12 +1,14 @@
 """core's timers and the lease heartbeat, as tasks of the connection's task group.
 
-Each callback runs as its own piece of work in the current commit group (`run`, which is
-Connection.run_work); work another process's write lock refused runs again BUSY_RETRY later.
+Each callback waits for the write lock if another process holds it (`lock`, the event loop serving
+on), then runs as its own piece of work in the current commit group (`run`, which is
+Connection.run_work); work refused because the lock stayed held past the patience runs again
+BUSY_RETRY later.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import anyio
 import anyio.abc
@@ -21,8 +23,9 @@ Work = Callable[[Callable[[], None]], bool]  # runs a callback; False when the l
 class Timers:
     """core.settings.Timers: `call_later` on the task group `start` hands over."""
 
-    def __init__(self, run: Work) -> None:
+    def __init__(self, run: Work, lock: Callable[[], Awaitable[None]]) -> None:
         self._run = run
+        self._lock = lock
         self._tg: anyio.abc.TaskGroup | None = None
 
     def start(self, tg: anyio.abc.TaskGroup) -> None:
@@ -34,6 +37,7 @@ class Timers:
         async def later() -> None:
             with scope:
                 await anyio.sleep(delay)
+                await self._lock()
                 if not self._run(callback):
                     self.call_later(BUSY_RETRY, callback)
 
@@ -45,6 +49,6 @@ class Timers:
         """Reap what processes that died or stalled left; a fenced idle process finds out here."""
         while True:
             await anyio.sleep(service.settings.lease_ttl / 3)
-            self._run(
-                service.recovery.heartbeat
-            )  # refused by another process's lock: the next one retries
+            await self._lock()
+            # refused (the lock held past the patience): the next one retries
+            self._run(service.recovery.heartbeat)

@@ -43,7 +43,9 @@ class GroupCommit:
         self._open = False  # a group transaction was begun and not yet committed or rolled back
         self._cause = "error"  # why a group SQLite rolled back by itself was lost
         self._busy = False  # the last BEGIN was refused because another process held the lock
-        self._lock_wait_ms = int(busy_timeout_ms)
+        self._checked = True  # the open group's fencing check was done (see _check_fence)
+        self._lock_wait_ms = int(busy_timeout_ms)  # a write not taken ahead waits this long
+        self._rest_ms = int(busy_timeout_ms)  # the connection's busy_timeout between statements
         self._busy_timeout_ms = int(busy_timeout_ms)  # the renewal thread's wait
         self._holding: Holding | None = None  # this process's owner row (hold)
         self._on_lost: Callable[[], None] = lambda: None
@@ -86,18 +88,54 @@ class GroupCommit:
         return self.conn.in_transaction
 
     def limit_lock_wait(self, milliseconds: int) -> None:
-        """From now on wait at most this long for another process's write lock (the event loop
-        must not stall); start-up keeps the constructor's longer `busy_timeout_ms`."""
+        """Serving: the event loop must not stall. The lock is taken without waiting (take_lock,
+        the connection's busy_timeout 0, so the common path flips nothing) and only a write not
+        taken ahead waits, at most this long; start-up keeps the constructor's longer wait."""
         self._lock_wait_ms = int(milliseconds)
-        self.conn.execute(f"PRAGMA busy_timeout = {self._lock_wait_ms}")
+        self._rest_ms = 0
+        self.conn.execute("PRAGMA busy_timeout = 0")
+
+    @contextmanager
+    def _waiting(self, milliseconds: int) -> Iterator[None]:
+        """SQLite's busy handler waits up to `milliseconds` for the statements inside."""
+        if milliseconds == self._rest_ms:
+            yield
+            return
+        self.conn.execute(f"PRAGMA busy_timeout = {milliseconds}")
+        try:
+            yield
+        finally:
+            self.conn.execute(f"PRAGMA busy_timeout = {self._rest_ms}")
 
     def begin(self) -> None:
         """Join the open group transaction, or open one for the first writer since the commit."""
         if not self.conn.in_transaction:
             self._open_group()
+        elif not self._checked:
+            self._check_fence()
+
+    def take_lock(self) -> bool:
+        """Take the write lock for the next group now, without waiting: the server waits for it
+        with its event loop running and asks again (server/lockwait.py). False only while another
+        process holds it; True once held, after a given-up wait (the write is then refused busy
+        without waiting), or when the write will fail its own way (a lost file or group)."""
+        if self.conn.in_transaction or self._open or self.lost is not None:
+            return True
+        try:
+            self._lock(wait=False)
+        except StorageBusyError:
+            return self._busy
+        except StorageFailedError:
+            return True
+        return True
+
+    def give_up_lock(self) -> None:
+        """The server waited its patience (--lock-wait-ms) for the lock: until one write gets it,
+        writes are refused busy without waiting."""
+        self._busy = True
 
     def _open_group(self) -> None:
-        """BEGIN IMMEDIATE for the first writer since the last commit.
+        """BEGIN IMMEDIATE for the first writer since the last commit, then the fencing check.
 
         Refused with StorageFailedError when the previous group was rolled back behind our back
         (a failed statement) and nobody has taken notice yet; with StorageBusyError when another
@@ -107,27 +145,39 @@ class GroupCommit:
         if self._open:
             raise StorageFailedError(self._cause)
         try:
-            if self._busy:
-                self.conn.execute("PRAGMA busy_timeout = 0")
-                try:
-                    self.conn.execute("BEGIN IMMEDIATE")
-                finally:
-                    self.conn.execute(f"PRAGMA busy_timeout = {self._lock_wait_ms}")
-            else:
+            self._lock(wait=True)
+        except StorageBusyError:
+            self._busy = True
+            raise
+        self._check_fence()
+
+    def _lock(self, wait: bool) -> None:
+        """BEGIN IMMEDIATE: the write lock of a new group, waiting up to busy_timeout for another
+        process's (`wait`, unless a refusal since the last success said not to) or not at all."""
+        patience = self._lock_wait_ms if wait and not self._busy else 0
+        try:
+            if patience == self._rest_ms:  # serving, taken ahead: nothing to switch
                 self.conn.execute("BEGIN IMMEDIATE")
+            else:
+                with self._waiting(patience):
+                    self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             if _code(exc) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-                self._busy = True
                 raise StorageBusyError() from None
             raise StorageFailedError(_cause(exc)) from exc
         self._busy = False
         self._open = True
         self._cause = "error"
-        # fencing: unless this process's lease is known to be valid still, its owner row is read
-        # under the lock; fenced or gone, nothing more is written
-        self._began = began = self._now()
+        self._checked = False
+        self._began = self._now()
+
+    def _check_fence(self) -> None:
+        """Fencing, once per group before its first write: unless this process's lease is known
+        to be valid still, its owner row is read under the lock; fenced or gone, nothing more is
+        written (the group is rolled back, the process lets go, LeaseLostError)."""
+        self._checked = True
         holding = self._holding
-        if holding is not None and holding.expires <= began:
+        if holding is not None and holding.expires <= self._began:
             row = self.conn.execute(
                 "SELECT fenced FROM owners WHERE owner = ?", (holding.owner,)
             ).fetchone()
@@ -144,14 +194,20 @@ class GroupCommit:
         request: SQLite may already have rolled all of it back (SQLITE_FULL, SQLITE_IOERR), and
         the caller rebuilds its memory from what is committed. It surfaces as StorageFailedError.
         """
-        if not self.conn.in_transaction:  # first writer since the last commit: no savepoint needed
-            self._open_group()
-            try:
+        if not (self.conn.in_transaction and self._checked):  # the group's first writer
+            taken_ahead = self.conn.in_transaction  # by take_lock, before the frame ran
+            if taken_ahead:
+                self._check_fence()
+            else:
+                self._open_group()
+            try:  # no savepoint needed: nothing else is in the group
                 yield
             except sqlite3.Error as exc:
                 raise self._abandon(exc) from exc
             except BaseException:
                 self.rollback()
+                if taken_ahead:  # frames after it were let in under the lock: keep it
+                    self.take_lock()
                 raise
             return
         self._savepoints += 1
@@ -244,7 +300,8 @@ class GroupCommit:
                 self._renewer.stopped.set()
             if holding is not None:
                 try:
-                    self.conn.execute("BEGIN IMMEDIATE")
+                    with self._waiting(self._lock_wait_ms):
+                        self.conn.execute("BEGIN IMMEDIATE")
                     self.conn.execute("DELETE FROM leases WHERE owner = ?", (holding.owner,))
                     self.conn.execute("DELETE FROM signals WHERE owner = ?", (holding.owner,))
                     self.conn.execute("DELETE FROM owners WHERE owner = ?", (holding.owner,))
@@ -265,10 +322,11 @@ class GroupCommit:
             self.doorbell = Doorbell()
             weakref.finalize(self, self.doorbell.close)  # a store dropped without close()
         wake = None if self.doorbell is None else self.doorbell.address
-        self.conn.execute(
-            "INSERT INTO owners (owner, expires_at, fenced, wake) VALUES (?, ?, 0, ?)",
-            (owner, now + ttl, wake),
-        )
+        with self._waiting(self._lock_wait_ms):  # a write outside any group (autocommit)
+            self.conn.execute(
+                "INSERT INTO owners (owner, expires_at, fenced, wake) VALUES (?, ?, 0, ?)",
+                (owner, now + ttl, wake),
+            )
         if self.path == ":memory:":  # one connection, one process: nobody else can fence it
             return
         if self._holding is None:

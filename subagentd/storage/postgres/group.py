@@ -5,7 +5,8 @@ transaction-scoped advisory lock (`pg_advisory_xact_lock(WRITER_LOCK)`) right af
 processes sharing a database write one group at a time, exactly as under SQLite's single write
 lock: every rule's read-then-write inside a group sees the latest committed state (READ COMMITTED
 reads what committed before each statement, and nobody else commits meanwhile). A wait for that
-lock past `lock_timeout` is the busy refusal (StorageBusyError, 1011).
+lock past `lock_timeout` is the busy refusal (StorageBusyError, 1011); the server takes the lock
+ahead of a write without waiting (`take_lock`) and waits for it itself, its event loop running.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class PgGroupCommit:
         self._savepoints = 0
         self._open = False  # a group was begun and not yet committed or rolled back
         self._busy = False  # the last BEGIN waited past the limit for the writer lock
+        self._checked = True  # the open group's fencing check was done (see _check_fence)
         self._lock_wait_ms = self._renew_wait_ms = int(lock_wait_ms)
         self._holding: Holding | None = None
         self._on_lost: Callable[[], None] = lambda: None
@@ -83,28 +85,58 @@ class PgGroupCommit:
         """Join the open group transaction, or open one for the first writer since the commit."""
         if not self.conn.in_transaction:
             self._open_group()
+        elif not self._checked:
+            self._check_fence()
+
+    def take_lock(self) -> bool:
+        """Take the writer lock for the next group now, without waiting (as on SQLite: the
+        server waits with its event loop running and asks again). False only while another
+        process holds it; True once held, after a given-up wait, or when the write will fail
+        its own way."""
+        if self.conn.in_transaction or self._open:
+            return True
+        try:
+            self._lock(wait=False)
+        except StorageBusyError:
+            return self._busy
+        except StorageFailedError:
+            return True
+        return True
+
+    def give_up_lock(self) -> None:
+        """The server waited its patience for the lock: until one group gets it, writes are
+        refused busy without waiting."""
+        self._busy = True
 
     def _open_group(self) -> None:
         """BEGIN, then the writer lock (after a busy refusal, tried without waiting until one
         succeeds), then the fencing check of this process's owner row."""
         if self._open:
             raise StorageFailedError("error")
+        try:
+            self._lock(wait=True)
+        except StorageBusyError:
+            self._busy = True
+            raise
+        self._check_fence()
+
+    def _lock(self, wait: bool) -> None:
+        """BEGIN and the writer lock, waiting up to `lock_timeout` (`wait`, unless a refusal since
+        the last success said not to) or not at all (pg_try_advisory_xact_lock)."""
         conn = self.conn
         try:
-            if self._busy:
-                conn.execute("BEGIN")
-                (got,) = conn.execute(
-                    "SELECT pg_try_advisory_xact_lock(?)", (WRITER_LOCK,)
-                ).fetchone()
-                if not got:
-                    raise errors.LockNotAvailable("writer lock held")
-            else:  # one round trip (no parameters: several statements may go in one query)
+            if wait and not self._busy:  # one round trip (several statements in one query)
                 conn.execute(
                     f"BEGIN; SET LOCAL lock_timeout = {int(self._lock_wait_ms)};"
                     f" SELECT pg_advisory_xact_lock({WRITER_LOCK})"
                 )
+            else:  # one round trip too: the lock's answer is the second result
+                cursor = conn.execute(f"BEGIN; SELECT pg_try_advisory_xact_lock({WRITER_LOCK})")
+                cursor.nextset()
+                (got,) = cursor.fetchone()
+                if not got:
+                    raise errors.LockNotAvailable("writer lock held")
         except errors.LockNotAvailable:
-            self._busy = True
             self._rollback_quietly()
             raise StorageBusyError() from None
         except psycopg.Error as exc:
@@ -112,10 +144,16 @@ class PgGroupCommit:
             raise StorageFailedError(cause_of(exc)) from exc
         self._busy = False
         self._open = True
-        self._began = began = self._now()
+        self._checked = False
+        self._began = self._now()
+
+    def _check_fence(self) -> None:
+        """Once per group before its first write: this process's owner row, read under the
+        writer lock unless its lease is known valid; fenced or gone, LeaseLostError."""
+        self._checked = True
         holding = self._holding
-        if holding is not None and holding.expires <= began:
-            row = conn.execute(
+        if holding is not None and holding.expires <= self._began:
+            row = self.conn.execute(
                 "SELECT fenced FROM owners WHERE owner = ?", (holding.owner,)
             ).fetchone()
             if row is None or row[0]:
@@ -128,14 +166,20 @@ class PgGroupCommit:
         """One request's writes: all or nothing, inside the shared group transaction; a storage
         error abandons the whole group (StorageFailedError), as on SQLite."""
         conn = self.conn
-        if not conn.in_transaction:
-            self._open_group()
-            try:
+        if not (conn.in_transaction and self._checked):  # the group's first writer
+            taken_ahead = conn.in_transaction  # by take_lock, before the frame ran
+            if taken_ahead:
+                self._check_fence()
+            else:
+                self._open_group()
+            try:  # no savepoint needed (two round trips saved): nothing else is in the group
                 yield
             except psycopg.Error as exc:
                 raise self._abandon(exc) from exc
             except BaseException:
                 self.rollback()
+                if taken_ahead:  # frames after it were let in under the lock: keep it
+                    self.take_lock()
                 raise
             return
         self._savepoints += 1
