@@ -1,0 +1,319 @@
+"""The turn runner (`serve --runner`): the turns below the root run as processes (in-process server,
+real runner processes: tests/scripts/runner.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from subagentd.cli.running import Running
+from subagentd.server.relay import REFUSED
+from subagentd.server.runner import STDERR_TAIL
+from tests.spawned import TIMEOUT, InProcessServer
+
+RUNNER = [sys.executable, str(Path(__file__).parent / "scripts" / "runner.py")]
+
+
+class RunnerServer(InProcessServer):
+    """An in-process server with the runner; root `root` is opened (not held: the host sees
+    the root's turns, and only those)."""
+
+    def __init__(self, max_running: int = 4, **settings: Any) -> None:
+        self.running: Running | None = None
+
+        def serve_with(connection: Any) -> Any:
+            options = {
+                "db": ":memory:",
+                "caller": "root",
+                "max_running": max_running,
+                "max_frame_bytes": 1 << 20,
+            }
+            self.running = Running(connection, options, RUNNER)
+            return self.running.serve
+
+        super().__init__(serve_with=serve_with, **settings)
+        self.host.initialize(statusEvents=True)
+        self.host.open("root")
+
+    def spawn(self, child_id: str, steps: list[dict[str, Any]] | str, caller: str = "root") -> None:
+        prompt = steps if isinstance(steps, str) else json.dumps({"steps": steps})
+        self.host.call(
+            "agents/spawn", {"caller": caller, "child_id": child_id, "label": "t", "prompt": prompt}
+        )
+
+    def ended(self, agent_id: str) -> dict[str, Any]:
+        """Wait for the agent's turn_end event; the events of that turn by type."""
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            events = self.host.call("transcript/read", {"agent_id": agent_id})["events"]
+            ends = [e for e in events if e["type"] == "turn_end"]
+            if ends:
+                turn = ends[0]["data"]["turn_id"]
+                return {e["type"]: e.get("data") for e in events if e.get("turn_id") == turn}
+            assert time.monotonic() < deadline, f"{agent_id}'s turn did not end"
+            self.host.notification("agent/status", agent_id=agent_id)
+
+
+@pytest.fixture
+def server():
+    made: list[RunnerServer] = []
+
+    def make(**kwargs: Any) -> RunnerServer:
+        made.append(RunnerServer(**kwargs))
+        return made[-1]
+
+    yield make
+    for srv in made:
+        srv.stop()
+
+
+def wait_lines(path: Path, count: int) -> list[str]:
+    """The file's lines once it has `count` (written by runner processes; bounded)."""
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        lines = path.read_text().splitlines() if path.exists() else []
+        if len(lines) >= count:
+            return lines
+        assert time.monotonic() < deadline, f"{path} has {lines}"
+        time.sleep(0.01)
+
+
+def test_exit_0_completes_the_turn_with_trimmed_stdout_and_no_turn_start_reaches_the_host(server):
+    srv = server()
+    srv.spawn("c1", [{"print": "  \n the answer \n\n"}])
+    events = srv.ended("c1")
+    assert events["turn_end"]["reason"] == "completed"
+    assert events["turn_end"]["output"] == "the answer"
+    assert events["runner_exit"] == {"exit_code": 0}
+    settled = srv.host.notification("agent/settled", agent_id="c1")
+    assert settled["reason"] == "completed"
+    starts = [
+        json.loads(line)
+        for line in srv.host.raw
+        if b'"turn/start"' in line and b'"agent_id":"c1"' in line
+    ]
+    assert starts == []
+    # the root is not run by the runner: its settlement notice reaches the host as turn/start
+    start = srv.host.notification("turn/start", agent_id="root")
+    assert start["messages"][0]["content"][0]["text"].startswith("Background subagent c1 finished")
+
+
+def test_nonzero_exit_ends_the_turn_error_with_the_stderr_tail_in_the_transcript(server):
+    srv = server()
+    noise = "x" * 5000 + "the last words"
+    srv.spawn("c1", [{"print": "partial"}, {"stderr": noise}, {"exit": 3}])
+    events = srv.ended("c1")
+    assert events["turn_end"]["reason"] == "error"
+    assert events["turn_end"]["output"] == "partial"
+    assert events["runner_exit"]["exit_code"] == 3
+    tail = events["runner_exit"]["stderr"]
+    assert len(tail) == STDERR_TAIL and noise.endswith(tail)
+    start = srv.host.notification("turn/start", agent_id="root")
+    assert start["messages"][0]["content"][0]["text"] == (
+        "Background subagent c1 failed before it finished."
+    )
+
+
+def test_the_turn_is_on_stdin_and_the_environment_names_agent_turn_db_and_token(server):
+    srv = server()
+    srv.spawn("c1", [{"env": True}])
+    events = srv.ended("c1")
+    seen = json.loads(events["turn_end"]["output"])
+    turn_id = events["turn_end"]["turn_id"]
+    env = seen["env"]
+    assert env["SUBAGENTD_AGENT_ID"] == "c1"
+    assert env["SUBAGENTD_TURN_ID"] == turn_id
+    assert env["SUBAGENTD_DB"] == ":memory:"
+    assert len(env["SUBAGENTD_TOKEN"]) >= 43  # 32 random bytes, URL-safe base64
+    assert env["SUBAGENTD_SOCKET"].endswith("relay.sock")
+    turn = seen["turn"]
+    assert set(turn) == {"agent_id", "turn_id", "messages", "instructions"}
+    assert (turn["agent_id"], turn["turn_id"]) == ("c1", turn_id)
+    assert turn["messages"][0]["content"] == [
+        {"type": "text", "text": json.dumps({"steps": [{"env": True}]})}
+    ]
+    assert turn["messages"][0]["source"] == {
+        "kind": "coordinator",
+        "form": "spawn",
+        "sender_session_id": "root",
+    }
+    assert "report" in turn["instructions"]
+
+
+def test_interrupt_sends_sigterm_and_the_turn_ends_aborted(server, tmp_path):
+    srv = server()
+    log = tmp_path / "log"
+    srv.spawn("c1", [{"append": str(log), "text": "started"}, {"wait_term": True}])
+    wait_lines(log, 1)
+    srv.host.call("agents/interrupt", {"agent_id": "c1"})
+    events = srv.ended("c1")
+    assert events["turn_end"]["reason"] == "aborted"
+    assert events["turn_end"]["output"] == "waiting\nterminated"
+    assert events["runner_exit"] == {"exit_code": 143, "interrupted": True}
+
+
+def test_a_process_that_ignores_sigterm_is_killed_after_the_grace(server, tmp_path):
+    srv = server(interrupt_grace=1.0)
+    log = tmp_path / "log"
+    steps = [{"ignore_term": True}, {"append": str(log), "text": "started"}, {"sleep": 120}]
+    srv.spawn("c1", steps)
+    wait_lines(log, 1)
+    started = time.monotonic()
+    srv.host.call("agents/interrupt", {"agent_id": "c1"})
+    events = srv.ended("c1")
+    assert events["turn_end"]["reason"] == "aborted"
+    assert srv.running is not None
+    deadline = time.monotonic() + TIMEOUT
+    while srv.running.runner.running:  # its process is gone: killed, not left to sleep 120 s
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert time.monotonic() - started < 60
+
+
+def test_max_running_bounds_the_processes_and_the_rest_run_in_start_order(server, tmp_path):
+    srv = server(max_running=1)
+    log, go = tmp_path / "log", tmp_path / "go"
+    first = [
+        {"append": str(log), "text": "start {agent}"},
+        {"wait_file": str(go)},
+        {"append": str(log), "text": "end {agent}"},
+    ]
+    rest = [
+        {"append": str(log), "text": "start {agent}"},
+        {"append": str(log), "text": "end {agent}"},
+    ]
+    srv.spawn("c1", first)
+    srv.spawn("c2", rest)
+    srv.spawn("c3", rest)
+    assert wait_lines(log, 1) == ["start c1"]
+    assert srv.running is not None
+    runner = srv.running.runner
+    deadline = time.monotonic() + TIMEOUT
+    while [job.start.agent_id for job in list(runner.waiting)] != ["c2", "c3"]:
+        assert time.monotonic() < deadline, list(runner.waiting)
+        time.sleep(0.01)
+    assert list(runner.running) and len(runner.running) == 1
+    go.touch()
+    assert wait_lines(log, 6) == ["start c1", "end c1", "start c2", "end c2", "start c3", "end c3"]
+
+
+def test_an_interrupted_turn_still_waiting_for_a_slot_never_starts(server, tmp_path):
+    srv = server(max_running=1)
+    log, go = tmp_path / "log", tmp_path / "go"
+    srv.spawn("c1", [{"append": str(log), "text": "start {agent}"}, {"wait_file": str(go)}])
+    srv.spawn("c2", [{"append": str(log), "text": "start {agent}"}])
+    wait_lines(log, 1)
+    srv.host.call("agents/interrupt", {"agent_id": "c2"})
+    events = srv.ended("c2")
+    assert events["turn_end"]["reason"] == "aborted"
+    assert events["runner_exit"] == {"interrupted": True}
+    go.touch()
+    srv.ended("c1")
+    assert log.read_text().splitlines() == ["start c1"]
+
+
+def test_a_command_that_cannot_start_ends_the_turn_error(server):
+    srv = server()
+    assert srv.running is not None
+    srv.running.runner.command = ["/nonexistent/runner"]
+    srv.spawn("c1", "hello")
+    events = srv.ended("c1")
+    assert events["turn_end"]["reason"] == "error"
+    assert events["runner_exit"]["stderr"].startswith("subagentd could not start the runner:")
+
+
+# --- `subagentd tool`: the token proves the agent --------------------------------------
+
+
+def tool_lines(output: str) -> list[str]:
+    return output.splitlines()
+
+
+def test_a_runner_reports_as_its_own_agent_with_its_token(server):
+    srv = server()
+    srv.spawn("c1", [{"tool": "report", "args": {"output": "found it"}}])
+    events = srv.ended("c1")
+    (line,) = tool_lines(events["turn_end"]["output"])
+    assert line.startswith("report -> 0: report accepted by the agent that started you as message ")
+    start = srv.host.notification("turn/start", agent_id="root")
+    assert [b["text"] for b in start["messages"][0]["content"]] == [
+        "Background subagent c1 reported:",
+        "found it",
+    ]
+
+
+@pytest.mark.parametrize("who", ["root", "sibling", "parent"])
+def test_a_token_cannot_act_as_the_parent_the_root_or_a_sibling(server, tmp_path, who):
+    srv = server()
+    log = tmp_path / "log"
+    # c1 stays running (live) so that acting as it would otherwise be possible
+    srv.spawn("c1", [{"append": str(log), "text": "c1"}, {"wait_file": str(tmp_path / "go")}])
+    wait_lines(log, 1)
+    if who == "parent":
+        agent, caller, args = "g1", "c1", {"output": "as my parent"}
+        srv.spawn("g1", [{"tool": "report", "args": args, "caller": caller}], caller="c1")
+        tool = "report"
+    elif who == "sibling":
+        agent, caller = "c2", "c1"
+        srv.spawn("c2", [{"tool": "report", "args": {"output": "x"}, "caller": caller}])
+        tool = "report"
+    else:
+        agent, caller = "c2", "root"
+        args = {"subagent_id": "c1", "message": "as the root"}
+        srv.spawn("c2", [{"tool": "send_message", "args": args, "caller": caller}])
+        tool = "send_message"
+    events = srv.ended(agent)
+    assert events["turn_end"]["output"] == (
+        f"{tool} -> 2: subagentd tool: " + REFUSED.format(caller=caller)
+    )
+    (tmp_path / "go").touch()
+
+
+def test_the_token_of_an_ended_activation_is_refused(server):
+    srv = server()
+    srv.spawn("c1", [{"env": True}])
+    old = json.loads(srv.ended("c1")["turn_end"]["output"])["env"]["SUBAGENTD_TOKEN"]
+    srv.host.notification("agent/settled", agent_id="c1")  # its activation ended
+    steps = [{"tool": "list_agents", "caller": "c1", "token": old}]
+    srv.spawn("c2", steps)
+    assert srv.ended("c2")["turn_end"]["output"] == (
+        "list_agents -> 2: subagentd tool: " + REFUSED.format(caller="c1")
+    )
+
+
+def test_a_wrong_token_is_refused_and_the_tools_refusals_keep_their_texts(server):
+    srv = server()
+    steps = [
+        {"tool": "list_agents", "token": "not-the-token"},
+        {"tool": "send_message", "args": {"subagent_id": "nobody", "message": "hi"}},
+        {"tool": "interrupt_agent", "args": {"agent_id": "c1"}},
+    ]
+    srv.spawn("c1", steps)
+    lines = tool_lines(srv.ended("c1")["turn_end"]["output"])
+    assert lines == [
+        "list_agents -> 2: subagentd tool: " + REFUSED.format(caller="c1"),
+        'send_message -> 1: Error: message not delivered: subagent "nobody" is unavailable',
+        'interrupt_agent -> 1: Error: agent "c1" cannot interrupt itself',
+    ]
+
+
+def test_the_tool_verb_outside_a_runner_says_what_it_needs():
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SUBAGENTD_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "subagentd", "tool", "report", '{"output": "x"}', "--caller", "c1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.startswith("subagentd tool: SUBAGENTD_SOCKET is not set;")
