@@ -33,6 +33,7 @@ class RunnerServer(InProcessServer):
                 "caller": "root",
                 "max_running": max_running,
                 "max_frame_bytes": 1 << 20,
+                "shutdown_grace": 5.0,
             }
             self.running = Running(connection, options, RUNNER)
             return self.running.serve

@@ -34,6 +34,7 @@ class Running:
         from subagentd.server.runner import Runner
 
         self.connection = connection
+        self.grace = options["shutdown_grace"]
         service = connection.service
         self.directory = tempfile.mkdtemp(prefix="subagentd-")  # 0700: only this user reaches it
         self.path = os.path.join(self.directory, SOCKET_NAME)
@@ -62,6 +63,7 @@ class Running:
                 tg.start_soon(self.relay.serve, listener)
                 tg.start_soon(self.runner.serve)
                 await self.connection.serve()
+                await self.runner.stop(self.grace)
                 tg.cancel_scope.cancel()
         finally:
             shutil.rmtree(self.directory, ignore_errors=True)

@@ -75,6 +75,7 @@ class Runner:
         self._wake: anyio.Event | None = None
         self._host_emit: Callable[[str, msgspec.Struct], None] = lambda method, params: None
         self._connection: Connection | None = None
+        self._stopped: anyio.Event | None = None  # set when the last process exits after stop()
 
     # --- what the core emits -----------------------------------------------------------
 
@@ -118,6 +119,18 @@ class Runner:
         finally:
             for job in list(self.running.values()):
                 _signal(job, signal.SIGKILL)
+
+    async def stop(self, grace: float) -> None:
+        """At shutdown (the turns are already ended): SIGTERM to every runner process, and up to
+        `grace` seconds for them to exit; the rest get SIGKILL when serve() is cancelled."""
+        self.waiting.clear()
+        if not self.running:
+            return
+        self._stopped = anyio.Event()
+        for job in list(self.running.values()):
+            _signal(job, signal.SIGTERM)
+        with anyio.move_on_after(grace):
+            await self._stopped.wait()
 
     def _current(self, agent_id: str, turn_id: str) -> bool:
         agent = self.service.agents.registry.get(agent_id)
@@ -217,6 +230,8 @@ class Runner:
                 _signal(job, signal.SIGKILL)
             self.running.pop(start.turn_id, None)
             self._launch(tg)
+            if not self.running and self._stopped is not None:
+                self._stopped.set()
 
     async def _end(self, job: Job, reason: str, output: str | None, report: RunnerExit) -> None:
         """Record how the process ended and end its turn (unless the turn ended otherwise)."""

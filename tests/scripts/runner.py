@@ -10,7 +10,9 @@ text is answered `done: <text>`; a JSON object {"steps": [...]} runs each step i
                           otherwise); print `<name> -> <status>: <text>` on stdout
   {"append": path, "text": s}   append a line to a file (s may use {agent} and {turn})
   {"wait_file": path}     block until the file exists (bounded, 60 s)
-  {"wait_term": true}     block until SIGTERM, then print "terminated" and exit 143
+  {"wait_term": true, "log"?: path}
+                          block until SIGTERM, then print "terminated" (and append it to the
+                          log) and exit 143
   {"ignore_term": true}   ignore SIGTERM from now on
   {"sleep": seconds}      sleep (only to keep a process alive for SIGKILL)
   {"env": true}           print the SUBAGENTD_* variables and the turn as one JSON line
@@ -35,8 +37,14 @@ if not isinstance(plan, dict) or "steps" not in plan:
     sys.exit(0)
 
 
+term_log = None  # {"wait_term": true, "log": path} also appends "terminated" there
+
+
 def on_term(signum, frame):
     print("terminated", flush=True)
+    if term_log:
+        with open(term_log, "a") as f:
+            f.write("terminated\n")
     sys.exit(143)
 
 
@@ -67,6 +75,7 @@ for step in plan["steps"]:
         while not os.path.exists(step["wait_file"]) and time.monotonic() < deadline:
             time.sleep(0.02)
     elif "wait_term" in step:
+        term_log = step.get("log")
         signal.signal(signal.SIGTERM, on_term)
         print("waiting", flush=True)
         while True:
