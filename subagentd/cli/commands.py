@@ -153,10 +153,17 @@ def prune(ctx: click.Context, /, older_than: float, **_: Any) -> None:
     metavar="AGENT_ID",
     help="the agent to act as: the runner's own (SUBAGENTD_TOKEN proves it)",
 )
+@click.option("--idempotency-key", metavar="KEY", help="a retry with the same key runs once")
 @option("--json", "as_json", is_flag=True, help="print the whole MCP tool result as JSON")
 @click.pass_context
 def tool(
-    ctx: click.Context, /, name: str, arguments: str, caller: str | None, as_json: bool
+    ctx: click.Context,
+    /,
+    name: str,
+    arguments: str,
+    caller: str | None,
+    idempotency_key: str | None,
+    as_json: bool,
 ) -> None:
     """Call tool NAME as the agent whose turn a `serve --runner` command is running (relayed to
     that serving process; SUBAGENTD_SOCKET and SUBAGENTD_TOKEN come from the runner)."""
@@ -170,6 +177,7 @@ def tool(
         caller,
         os.environ.get("SUBAGENTD_SOCKET"),
         os.environ.get("SUBAGENTD_TOKEN"),
+        idempotency_key,
     )
     ctx.exit(show(status, outcome, as_json))
 

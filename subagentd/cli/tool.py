@@ -20,7 +20,12 @@ NOT_IN_RUNNER = (
 
 
 def call(
-    name: str, arguments: str, caller: str | None, socket_path: str | None, token: str | None
+    name: str,
+    arguments: str,
+    caller: str | None,
+    socket_path: str | None,
+    token: str | None,
+    idempotency_key: str | None = None,
 ) -> tuple[int, dict[str, Any] | str]:
     """The exit status, and the tool's result (or why there is none)."""
     for variable, value in (("SUBAGENTD_SOCKET", socket_path), ("SUBAGENTD_TOKEN", token)):
@@ -32,6 +37,9 @@ def call(
         args = json.loads(arguments)
     except ValueError as exc:
         return 2, f"subagentd tool: JSON-ARGS is not JSON ({exc})"
+    meta = {"subagentd/caller": caller, "subagentd/token": token}
+    if idempotency_key is not None:
+        meta["subagentd/idempotency_key"] = idempotency_key
     request = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -39,7 +47,7 @@ def call(
         "params": {
             "name": name,
             "arguments": args,
-            "_meta": {"subagentd/caller": caller, "subagentd/token": token},
+            "_meta": meta,
         },
     }
     assert socket_path is not None
