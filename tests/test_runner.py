@@ -18,13 +18,14 @@ from subagentd.server.runner import STDERR_TAIL
 from tests.spawned import TIMEOUT, InProcessServer
 
 RUNNER = [sys.executable, str(Path(__file__).parent / "scripts" / "runner.py")]
+EXAMPLE = [sys.executable, str(Path(__file__).parents[1] / "examples" / "turn_runner.py")]
 
 
 class RunnerServer(InProcessServer):
     """An in-process server with the runner; root `root` is opened (not held: the host sees
     the root's turns, and only those)."""
 
-    def __init__(self, max_running: int = 4, **settings: Any) -> None:
+    def __init__(self, max_running: int = 4, command: list[str] = RUNNER, **settings: Any) -> None:
         self.running: Running | None = None
 
         def serve_with(connection: Any) -> Any:
@@ -35,7 +36,7 @@ class RunnerServer(InProcessServer):
                 "max_frame_bytes": 1 << 20,
                 "shutdown_grace": 5.0,
             }
-            self.running = Running(connection, options, RUNNER)
+            self.running = Running(connection, options, command)
             return self.running.serve
 
         super().__init__(serve_with=serve_with, **settings)
@@ -318,3 +319,44 @@ def test_the_tool_verb_outside_a_runner_says_what_it_needs():
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.startswith("subagentd tool: SUBAGENTD_SOCKET is not set;")
+
+
+# --- examples/turn_runner.py, the README's runner ------------------------------------------
+
+FAKE_AGENT = """
+import subprocess, sys
+prompt = sys.stdin.read()
+how = next(line for line in prompt.splitlines() if line.startswith("To report, run: "))
+command = how[len("To report, run: "):].replace("<your report>", "progress from the fake agent")
+subprocess.run(command, shell=True, check=True, capture_output=True)
+print(f"answer {prompt.count('[You answered]') + 1}: {prompt.strip().splitlines()[-1]}")
+"""
+
+
+def test_the_example_runner_runs_a_command_line_agent_that_reports_and_remembers(
+    server, tmp_path, monkeypatch
+):
+    agent = tmp_path / "fake_agent.py"
+    agent.write_text(FAKE_AGENT)
+    monkeypatch.setenv("AGENT_COMMAND", f"{sys.executable} {agent}")
+    monkeypatch.setenv("RUNNER_STATE", str(tmp_path / "state"))
+    srv = server(command=EXAMPLE)
+    srv.spawn("c1", "Find the oldest open bug.")
+    events = srv.ended("c1")
+    assert events["turn_end"]["output"] == "answer 1: Find the oldest open bug."
+    report = srv.host.notification("turn/start", agent_id="root")
+    assert [b["text"] for b in report["messages"][0]["content"]] == [
+        "Background subagent c1 reported:",
+        "progress from the fake agent",
+    ]
+    srv.host.notification("agent/settled", agent_id="c1")
+    srv.host.call("send_message", {"caller": "root", "subagent_id": "c1", "message": "And then?"})
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        events = srv.host.call("transcript/read", {"agent_id": "c1"})["events"]
+        outputs = [e["data"].get("output") for e in events if e["type"] == "turn_end"]
+        if len(outputs) == 2:
+            break
+        assert time.monotonic() < deadline
+        srv.host.notification("agent/status", agent_id="c1")
+    assert outputs[1] == "answer 2: And then?"  # it saw its first turn
