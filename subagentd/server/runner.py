@@ -103,6 +103,8 @@ class Runner:
         """Act on committed turn starts and interrupts until cancelled; then kill what runs."""
         assert self._connection is not None, "attach() first"
         self._wake = anyio.Event()
+        if self._events:  # emitted before this task started
+            self._wake.set()
         try:
             async with anyio.create_task_group() as tg:
                 while True:
