@@ -32,6 +32,7 @@ class Running:
     def __init__(self, connection: Any, options: dict[str, Any], argv: list[str]) -> None:
         from subagentd.server.relay import Relay, Tokens
         from subagentd.server.runner import Runner
+        from subagentd.storage.postgres import is_postgres
 
         self.connection = connection
         self.grace = options["shutdown_grace"]
@@ -39,7 +40,11 @@ class Running:
         self.directory = tempfile.mkdtemp(prefix="subagentd-")  # 0700: only this user reaches it
         self.path = os.path.join(self.directory, SOCKET_NAME)
         db = options["db"]
-        if "://" not in db and db != ":memory:":
+        if is_postgres(db):  # it is already connected: the runs need no password
+            from subagentd.storage.postgres.store import shown
+
+            db = shown(db)
+        elif db != ":memory:":
             db = os.path.abspath(db)
         tokens = Tokens(service)
         self.runner = Runner(
