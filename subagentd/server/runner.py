@@ -110,8 +110,8 @@ class Runner:
                 while True:
                     await self._wake.wait()
                     self._wake = anyio.Event()
+                    events, self._events = self._events, []  # later ones: the next round
                     await self._connection.committed()
-                    events, self._events = self._events, []
                     for event in events:
                         if isinstance(event, TurnStart):
                             self.waiting.append(Job(event))
