@@ -9,7 +9,8 @@ from subagentd.schema.codes import Code
 from subagentd.storage.database import SqliteStore
 from tests.spawned import RpcError, ServerProcess
 
-ALL_TOOLS = ["send_message", "interrupt_agent", "list_agents", "report"]
+ALL_TOOLS = ["send_message", "interrupt_agent", "list_agents", "report", "wait_agents"]
+NOT_REPORT = ["send_message", "interrupt_agent", "list_agents", "wait_agents"]
 CRASH_NOTICE = ["Background subagent c1 failed before it finished.", "It left no closing message."]
 
 
@@ -87,7 +88,10 @@ def test_the_caller_root_holds_queued_input_and_no_turn_starts_unannounced(tmp_p
     [
         ({"allow": []}, ["report"]),
         ({"allow": ["list_agents"]}, ["list_agents", "report"]),
-        ({"deny": ["send_message", "report"]}, ["interrupt_agent", "list_agents", "report"]),
+        (
+            {"deny": ["send_message", "report"]},
+            ["interrupt_agent", "list_agents", "report", "wait_agents"],
+        ),
         ({"allow": ["send_message", "nonsense"], "deny": ["send_message"]}, ["report"]),
         ({}, ALL_TOOLS),
     ],
@@ -96,7 +100,7 @@ def test_a_childs_tool_filter_shapes_its_tools_list_and_report_survives(host, to
     host.open("root")
     host.spawn("root", "c1", tool_filter=tool_filter)
     assert tool_names(host, "c1") == offered
-    assert tool_names(host, "root") == ALL_TOOLS[:3]
+    assert tool_names(host, "root") == NOT_REPORT
 
 
 def test_a_filtered_tool_called_anyway_is_a_tool_error_naming_it(host):
@@ -137,7 +141,7 @@ def test_a_cold_resumed_child_keeps_its_tool_filter(host):
     host.notification("agent/settled", agent_id="c1")
     host.tool("send_message", "root", subagent_id="c1", message="again")
     host.notification("turn/start", agent_id="c1")
-    assert tool_names(host, "c1") == ["send_message", "interrupt_agent", "report"]
+    assert tool_names(host, "c1") == ["send_message", "interrupt_agent", "report", "wait_agents"]
 
 
 def test_report_is_not_offered_to_a_child_being_disposed(host):
@@ -146,7 +150,7 @@ def test_report_is_not_offered_to_a_child_being_disposed(host):
     assert tool_names(host, "c1") == ALL_TOOLS
     closing = host.start("agents/close", {"agent_id": "root"})
     host.notification("turn/interrupt", agent_id="c1")
-    assert tool_names(host, "c1") == ALL_TOOLS[:3]
+    assert tool_names(host, "c1") == NOT_REPORT
     result = call(host, "report", "c1", output="too late")
     assert result["content"] == [
         {
@@ -174,9 +178,9 @@ def test_the_served_tool_set_leaves_out_tools(spawn_process):
 
 
 def test_an_unknown_name_in_the_served_tool_set_is_refused_at_start(tmp_path):
-    proc = ServerProcess("--tools", "send_message,spawn_agent")
+    proc = ServerProcess("--tools", "send_message,spawn_agents")
     try:
         assert proc.wait() == 2
-        assert "unknown tool(s) spawn_agent" in proc.stderr_text()
+        assert "unknown tool(s) spawn_agents" in proc.stderr_text()
     finally:
         proc.stop()

@@ -144,12 +144,13 @@ def test_report_is_offered_only_to_the_current_activation_of_a_continuable_child
     core.open("root")
     core.spawn("root", "c1")
     activation = core.svc.agents.registry.get("c1").activation_id
-    every = ("send_message", "interrupt_agent", "list_agents", "report")
+    every = ("send_message", "interrupt_agent", "list_agents", "report", "wait_agents")
+    others = ("send_message", "interrupt_agent", "list_agents", "wait_agents")
     assert core.svc.tools.offered_tools("c1", None) == every
     assert core.svc.tools.offered_tools("c1", activation) == every
-    assert core.svc.tools.offered_tools("c1", "an-older-activation") == every[:3]
-    assert core.svc.tools.offered_tools("root", None) == every[:3]
-    assert core.svc.tools.offered_tools(None, None) == every[:3]
+    assert core.svc.tools.offered_tools("c1", "an-older-activation") == others
+    assert core.svc.tools.offered_tools("root", None) == others
+    assert core.svc.tools.offered_tools(None, None) == others
 
 
 # --- report: the inbox bound applies only to wakeups, the event names the turn ---------------
@@ -201,11 +202,11 @@ def test_a_childs_tool_filter_binds_it_live_and_when_it_is_not_live():
     core.open("root")
     core.spawn("root", "c1", tool_filter=ToolFilter(deny=["list_agents"]))
     refusal = 'tool "list_agents" is not available to agent "c1": its tool_filter excludes it'
-    offered = ("send_message", "interrupt_agent")
+    offered = ("send_message", "interrupt_agent", "report", "wait_agents")
     # live: the filter its activation holds, even when the stored descriptor becomes unreadable
     core.store.conn.execute("UPDATE descriptors SET body = '{' WHERE session_id = 'c1'")
     assert core.refusal(core.svc.tools.check_tool_allowed, "c1", "list_agents").message == refusal
-    assert core.svc.tools.offered_tools("c1", None) == (*offered, "report")
+    assert core.svc.tools.offered_tools("c1", None) == offered
     core.store.conn.execute(
         "UPDATE descriptors SET body = ? WHERE session_id = 'c1'",
         ('{"version":1,"mode":"continuable","label":"t","tool_filter":{"deny":["list_agents"]}}',),
@@ -215,7 +216,11 @@ def test_a_childs_tool_filter_binds_it_live_and_when_it_is_not_live():
     error = core.refusal(core.svc.tools.check_tool_allowed, "c1", "list_agents")
     assert (error.code, error.message) == (Code.UNAUTHORIZED, refusal)
     core.svc.tools.check_tool_allowed("c1", "send_message")
-    assert core.svc.tools.offered_tools("c1", None) == offered
+    assert core.svc.tools.offered_tools("c1", None) == (
+        "send_message",
+        "interrupt_agent",
+        "wait_agents",
+    )
     core.svc.tools.check_tool_allowed("root", "list_agents")  # an ordinary session has no filter
     core.svc.tools.check_tool_allowed("nobody", "list_agents")
 

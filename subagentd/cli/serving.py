@@ -46,6 +46,12 @@ def open_default_caller(service: Any, agent_id: str) -> None:
         log.warning("--caller %s was not opened: %s", agent_id, exc.message)
 
 
+def spawn_tool_served(options: dict[str, Any]) -> bool:
+    """--spawn-tool: on, off, or auto (on exactly when a turn runner runs the children's turns)."""
+    choice = options.get("spawn_tool", "auto")
+    return choice == "on" or (choice == "auto" and bool(options.get("runner")))
+
+
 def serve(options: dict[str, Any]) -> int:
     """Open the database, then answer the handshake while the dispatcher loads (see prelude)."""
     for signum in (signal.SIGTERM, signal.SIGINT):  # until the server's own handlers take over
@@ -81,7 +87,7 @@ def serve(options: dict[str, Any]) -> int:
     if isinstance(argv, str):
         log.error("cannot start: %s", argv)
         return 1
-    from subagentd.core.settings import TOOL_NAMES, Settings
+    from subagentd.core.settings import Settings, served_tools
     from subagentd.server.envelope import Session
     from subagentd.server.framing import FrameReader
     from subagentd.server.prelude import Started, answer_handshake
@@ -93,7 +99,7 @@ def serve(options: dict[str, Any]) -> int:
         report_rate=options["report_rate"],
         idempotency_retention=options["idempotency_retention"],
         lease_ttl=options["lease_ttl"],
-        tools=TOOL_NAMES if options["tools"] is None else options["tools"],
+        tools=served_tools(options["tools"], spawn_tool_served(options)),
         report_window=options["report_window"],
         **{name: options[name] for name in QUOTA_NAMES},
     )

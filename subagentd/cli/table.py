@@ -13,7 +13,14 @@ VERSION = (
 )
 
 MAX_DEPTH_CAP = 64  # a deeper chain costs quadratic storage (each path holds its ancestors')
-TOOL_NAMES = ("send_message", "interrupt_agent", "list_agents", "report")  # core/settings.py's
+TOOL_NAMES = (  # core/settings.py's
+    "send_message",
+    "interrupt_agent",
+    "list_agents",
+    "report",
+    "spawn_agent",
+    "wait_agents",
+)
 
 
 @dataclass(frozen=True)
@@ -136,7 +143,14 @@ SERVE = (
         "the tools served to models (tools/list, tools/call),"
         " comma-separated, e.g. send_message,interrupt_agent,report to leave out list_agents",
         metavar="NAMES",
-        default_shown="all four",
+        default_shown="all but spawn_agent",
+    ),
+    Spec(
+        "--spawn-tool",
+        "choice",
+        "auto",
+        "serve the spawn_agent tool too; auto: only when a turn runner is configured",
+        choices=("auto", "on", "off"),
     ),
     Spec(
         "--caller",

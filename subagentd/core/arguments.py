@@ -12,16 +12,28 @@ import msgspec
 from subagentd.core import texts
 from subagentd.errors import InvalidParamsError
 
+Rule = tuple[str, bool, Any]  # (name, required, allowed values | "str" | "int" | "list")
+
 
 @cache
-def _rules(struct: type[msgspec.Struct]) -> list[tuple[str, bool, tuple[str, ...] | None]]:
-    """(name, required, allowed values or None for "any string") per field, in schema order."""
+def _rules(struct: type[msgspec.Struct]) -> list[Rule]:
+    """(name, required, what it takes) per field, in schema order: a tuple of allowed strings,
+    "str", "int" (with its bounds from the schema) or "list" (of strings)."""
     info: msgspec.inspect.StructType = msgspec.inspect.type_info(struct)  # type: ignore[assignment]  # a Struct type's info is a StructType
-    rules = []
+    rules: list[Rule] = []
     for field in info.fields:
         hint = typing.get_type_hints(struct)[field.name]
-        choices = typing.get_args(hint) if typing.get_origin(hint) is Literal else None
-        rules.append((field.encode_name, field.required, choices))
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if typing.get_origin(hint) is Literal:
+            rules.append((field.encode_name, field.required, typing.get_args(hint)))
+        elif hint is int:
+            meta = getattr(field.type, "type", field.type)  # inside the description's Metadata
+            bounds = (getattr(meta, "ge", None) or 0, getattr(meta, "le", None) or 2**63 - 1)
+            rules.append((field.encode_name, field.required, ("int", *bounds)))
+        elif typing.get_origin(hint) is list or any(typing.get_origin(a) is list for a in args):
+            rules.append((field.encode_name, field.required, "list"))
+        else:
+            rules.append((field.encode_name, field.required, "str"))
     return rules
 
 
@@ -32,13 +44,28 @@ def check_arguments(struct: type[msgspec.Struct], arguments: Any) -> msgspec.Str
             texts.INVALID_ARGUMENTS.format(violations=texts.ARGUMENTS_NOT_OBJECT)
         )
     violations = []
-    values = {}
+    values: dict[str, Any] = {}
     for name, required, choices in _rules(struct):
         value = arguments.get(name)
         if value is None:
             if required:
                 violations.append(texts.MISSING_PROPERTY.format(name=name))
             continue
+        if choices == "list":
+            if isinstance(value, list) and all(isinstance(v, str) for v in value):
+                values[name] = value
+            else:
+                violations.append(texts.MUST_BE_STRINGS.format(name=name))
+            continue
+        if type(choices) is tuple and choices[:1] == ("int",):
+            low, high = choices[1], choices[2]
+            if type(value) is int and low <= value <= high:
+                values[name] = value
+            else:
+                violations.append(texts.MUST_BE_INTEGER.format(name=name, low=low, high=high))
+            continue
+        if choices == "str":
+            choices = None
         if not isinstance(value, str):
             violations.append(
                 texts.MUST_BE_STRING.format(name=name)

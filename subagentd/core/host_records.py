@@ -10,6 +10,7 @@ from subagentd.core import texts
 from subagentd.core.agents import Agents
 from subagentd.core.descriptors import DescriptorProblem, parse_descriptor
 from subagentd.core.listing import project
+from subagentd.core.parked import mark_parked
 from subagentd.core.stamps import now
 from subagentd.errors import InvalidParamsError
 from subagentd.schema.host_methods import (
@@ -109,7 +110,7 @@ class HostRecords:
             self.agents.status_lookup(),
             include_one_shot=params.include_one_shot,
         )
-        page = rows[offset : offset + limit]
+        page = mark_parked(self.store, rows[offset : offset + limit])
         more = offset + limit < len(rows)
         return ListResult(agents=page, next_cursor=str(offset + limit) if more else None)
 

@@ -99,11 +99,13 @@ def _lines(rows: list[AgentRow]) -> list[str]:
     for row in rows:  # runs once per listed agent: one format per line
         if row.depth is None:
             if isinstance(row, ChildRow):
-                append(f"{row.id} [{row.status}] — {row.label}")
+                status = row.status if row.parked is None else f"{row.status}, {row.parked} parked"
+                append(f"{row.id} [{status}] — {row.label}")
             else:
                 append(f"{row.id} [diagnostic: {row.reason}]")
         elif isinstance(row, ChildRow):
-            append(f"{row.id} [{row.status}] parent={row.parent} depth={row.depth} — {row.label}")
+            status = row.status if row.parked is None else f"{row.status}, {row.parked} parked"
+            append(f"{row.id} [{status}] parent={row.parent} depth={row.depth} — {row.label}")
         else:
             append(f"{row.id} [diagnostic: {row.reason}] parent={row.parent} depth={row.depth}")
     return lines

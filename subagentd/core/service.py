@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
@@ -10,6 +11,7 @@ import msgspec
 from subagentd.core.activation import Activator
 from subagentd.core.agents import Agents
 from subagentd.core.commits import COMMITS
+from subagentd.core.delegation import Delegation
 from subagentd.core.host_api import HostApi
 from subagentd.core.host_records import HostRecords
 from subagentd.core.leases import Leases
@@ -20,6 +22,7 @@ from subagentd.core.settlement import Settlement
 from subagentd.core.stamps import now
 from subagentd.core.store import Store
 from subagentd.core.tools import ToolRules
+from subagentd.core.waits import Waits
 from subagentd.errors import IdempotencyConflictError
 from subagentd.schema.records import IdempotencyRecord
 from subagentd.schema.stats import CommitLatency, StatsResult
@@ -34,7 +37,8 @@ class Service:
     """Everything subagentd decides; the server only translates the wire to these calls.
 
     It builds core's objects, each given its collaborators, and exposes them: the server calls
-    `host` and `records` (the host API), `tools` (the four tools), `recovery` (start-up, the
+    `host` and `records` (the host API), `tools` (the four tools), `delegation` (spawn_agent,
+    wait_agents, agents/wait_idle) with `waits`, `recovery` (start-up, the
     heartbeat, a lost group), `settlement` (shutdown), `scheduler` (signals from other processes)
     and `agents` (the live state), and
     brackets each request with `transaction` and `commit` here."""
@@ -61,14 +65,25 @@ class Service:
             agents, self.leases, activator, self.scheduler, self.settlement, self.records
         )
         self.tools = ToolRules(agents, self.leases, activator, self.scheduler, rate)
+        self.waits = Waits(agents)
+        self.delegation = Delegation(agents, self.host, self.scheduler, self.waits)
 
     # --- transactions (the server brackets each request; writes share one group commit) ---
 
     def transaction(self) -> AbstractContextManager[None]:
         """One request's writes, all or nothing. A process that another one fenced finds out as
         its next write transaction begins: the store calls lease_lost, then raises LeaseLostError
-        before anything of the request ran."""
+        before anything of the request ran. While a wait is pending (wait_agents,
+        agents/wait_idle) the transaction ends by answering the waits it ended."""
+        if self.waits.pending:
+            return self._checked_transaction()
         return self.store.atomic()
+
+    @contextmanager
+    def _checked_transaction(self) -> Iterator[None]:
+        with self.store.atomic():
+            yield
+            self.waits.check()
 
     def commit(self) -> None:
         """The group commit; raises StorageFailedError when it fails (then `recovery.rebuild`)."""

@@ -15,7 +15,23 @@ class Timers(Protocol):
         ...
 
 
-TOOL_NAMES = ("send_message", "interrupt_agent", "list_agents", "report")  # the four, in order
+TOOL_NAMES = (
+    "send_message",
+    "interrupt_agent",
+    "list_agents",
+    "report",
+    "spawn_agent",
+    "wait_agents",
+)  # every tool, in order
+DEFAULT_TOOLS = tuple(name for name in TOOL_NAMES if name != "spawn_agent")  # spawn_agent: opt-in
+
+
+def served_tools(names: tuple[str, ...] | None, spawn_tool: bool) -> tuple[str, ...]:
+    """The served set: `--tools` (default all but spawn_agent), plus spawn_agent with --spawn-tool."""
+    chosen = set(DEFAULT_TOOLS if names is None else names)
+    if spawn_tool:
+        chosen.add("spawn_agent")
+    return tuple(name for name in TOOL_NAMES if name in chosen)
 
 
 @dataclass(slots=True)
@@ -31,7 +47,7 @@ class Settings:
     owner: str = ""  # this process's lease owner id ("" mints one)
     lease_ttl: float = 15.0  # seconds a lease outlives its last heartbeat
     owner_alive: Callable[[str], bool] = lambda owner: True  # is that owner's process still there?
-    tools: tuple[str, ...] = TOOL_NAMES  # the served set (--tools)
+    tools: tuple[str, ...] = DEFAULT_TOOLS  # the served set (--tools, --spawn-tool: served_tools)
     # Quotas (SECURITY.md gives each default and why); 0 means no bound.
     max_children: int = 64  # live children per parent
     max_live_per_root: int = 256  # live agents in one tree (below its topmost live agent)

@@ -39,6 +39,8 @@ REPORT_NOT_DELIVERED = "report not delivered: {reason}"  # quota refusals (not i
 INVALID_ARGUMENTS = "invalid arguments: {violations}"
 MISSING_PROPERTY = 'missing required property "{name}"'
 MUST_BE_STRING = '"{name}" must be a string'
+MUST_BE_INTEGER = '"{name}" must be an integer from {low} to {high}'  # wait_agents' timeout_ms
+MUST_BE_STRINGS = '"{name}" must be an array of strings'  # wait_agents' agent_ids
 MUST_BE_ONE_OF = '"{name}" must be one of {choices}'
 ARGUMENTS_NOT_OBJECT = '"arguments" must be an object'
 NO_CALLER = "{tool} requires a calling agent (caller was not given)"
@@ -50,8 +52,23 @@ CALLER_OUTSIDE = (
     " this connection acts only for that tree (--caller)"
 )
 
-# --- spawn (PROTOCOL.md section 4) ---
+# --- spawn (PROTOCOL.md section 4; also the spawn_agent tool's result) ---
 SPAWN_OK = "started subagent {id}"
+
+# --- wait_agents (PROTOCOL.md section 5; not in SEMANTICS.md) ---
+WAIT_NOT_LIVE = (
+    'agent "{caller}" is not live or its activation is not current;'
+    " only a live agent can wait for its subagents"
+)
+WAIT_NOT_CHILD = (
+    'subagent "{id}" was not started by agent "{caller}";'
+    " wait_agents waits only for your own subagents"
+)
+WAIT_NO_SUBAGENTS = 'agent "{caller}" has no subagents to wait for'
+WAIT_STILL_WORKING = "still working: {ids}"
+WAIT_NONE_WORKING = "none of the subagents waited for is still working"
+WAIT_TIMED_OUT = "wait_agents timed out after {ms} ms; still working: {ids}"
+WAIT_PROGRESS = "waiting for {ids}"
 
 # --- settlement notices (section 8) ---
 SETTLED_FIRST_LINE = {

@@ -8,6 +8,7 @@ from subagentd.core.agents import Agents
 from subagentd.core.descriptors import DescriptorProblem, filtered_tools, parse_descriptor
 from subagentd.core.leases import Leases
 from subagentd.core.listing import project, render
+from subagentd.core.parked import mark_parked
 from subagentd.core.registry import CONTINUABLE, LiveAgent
 from subagentd.core.report_rate import ReportRate
 from subagentd.core.scheduling import Scheduler
@@ -205,6 +206,7 @@ class ToolRules:
             self.agents.status_lookup(),
             include_one_shot=False,
         )
+        mark_parked(self.store, rows)
         return ListAgentsResult(text=render(rows), agents=rows)
 
     def report(self, caller: str, activation: str | None, args: ReportArgs) -> ReportResult:

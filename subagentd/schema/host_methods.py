@@ -159,3 +159,19 @@ class MessageInfo(Wire, kw_only=True):
     state: MessageState
     turn_id: str | None = None
     source: Source
+
+
+WaitMs = Annotated[int, msgspec.Meta(ge=0, le=600_000)]  # schema/tools.py WAIT_MAX_MS
+
+
+class WaitIdleParams(Params, kw_only=True):
+    agent_id: str
+    timeout_ms: WaitMs = 30_000
+
+
+class WaitIdleResult(Wire, kw_only=True):
+    """agents/wait_idle: `idle`, or (on timeout) the agents still running or with input to run."""
+
+    idle: bool
+    running: list[str] | None = None
+    runnable: list[str] | None = None

@@ -19,6 +19,7 @@ class ChildRow(Wire, tag_field="kind", tag="child", kw_only=True, gc=False):
     mode: Mode | None = None  # set by the host's agents/list only
     parent: str | None = None
     depth: int | None = None
+    parked: int | None = None  # parked messages, when it holds any: `[idle, 2 parked]`
 
 
 class DiagnosticRow(Wire, tag_field="kind", tag="diagnostic", kw_only=True, gc=False):

@@ -47,10 +47,20 @@ class AgentStatus(Wire, kw_only=True):
     status: Status
 
 
+class Progress(Wire, kw_only=True):
+    """MCP `notifications/progress` for a waiting tools/call (wait_agents) that gave a token."""
+
+    progressToken: str | int
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
 NOTIFICATIONS: dict[str, type[Wire]] = {
     "turn/start": TurnStart,
     "turn/interrupt": TurnInterrupt,
     "agent/inject": AgentInject,
     "agent/settled": AgentSettled,
     "agent/status": AgentStatus,
+    "notifications/progress": Progress,
 }

@@ -15,6 +15,7 @@ from subagentd.server.waiting import Deferred, Ledger
 if TYPE_CHECKING:  # start-up runs the handshake methods before core is imported
     from subagentd.core.service import Service
     from subagentd.core.settings import Settings
+    from subagentd.core.waits import Waiter
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +54,21 @@ class Call:
     def defer(self, result: Any) -> Callable[[], None]:
         self.deferred = Deferred(result)
         return self.deferred.complete
+
+    def wait_for(self, waiter: Waiter, shape: Callable[[Any], Any]) -> Deferred:
+        """The reply waits for core's answer (shaped for the wire); a client cancellation ends
+        the wait, and an answer lost with its commit group is waited for again."""
+        deferred = self.deferred = Deferred(None)
+        waits = self.service.waits
+
+        def done(answer: Any) -> None:
+            deferred.result = shape(answer)
+            deferred.complete()
+
+        waiter.done = done
+        deferred.on_cancel = lambda: waits.cancel(waiter)
+        deferred.on_undone = lambda: waits.rearm(waiter, done)
+        return deferred
 
     def drop_notifications(self, error: BaseException) -> None:
         """A failed request's notifications are not sent; but when its transaction found this

@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from subagentd.core import texts
+from subagentd.core.waits import Waiter
 from subagentd.errors import (
     CallerUnauthorizedError,
     InvalidParamsError,
@@ -127,12 +128,18 @@ def messages_get(call: Call, p: h.MessageGetParams) -> h.MessageInfo:
     return call.service.records.get_message(p.message_id)
 
 
+@method("agents/wait_idle", h.WaitIdleParams, h.WaitIdleResult, writes=False, defers=True)
+def agents_wait_idle(call: Call, p: h.WaitIdleParams) -> Any:
+    answer = call.service.delegation.wait_idle(p.agent_id, p.timeout_ms)
+    return call.wait_for(answer, lambda a: a) if isinstance(answer, Waiter) else answer
+
+
 @method("server/stats", Params, st.StatsResult, writes=False)
 def server_stats(call: Call, p: Params) -> st.StatsResult:
     return call.service.stats()
 
 
-# --- the four tools, direct ---------------------------------------------------------------
+# --- the tools, direct ----------------------------------------------------------------------
 
 
 def _direct(spec_name: str) -> Callable[[Call, Any], Any]:
@@ -145,13 +152,24 @@ def _direct(spec_name: str) -> Callable[[Call, Any], Any]:
             {k: params.get(k) for k in ("caller", "activation", "idempotency_key", "_meta")},
             CallerIdentity,
         )
-        return run_tool(call.service, spec, params, identity)
+        if spec.waits and identity.meta is not None:
+            identity.progress = _progress_token(identity.meta)
+        result = run_tool(call.service, spec, params, identity)
+        return call.wait_for(result, lambda a: a) if isinstance(result, Waiter) else result
 
     return run
 
 
+def _progress_token(meta: dict[str, Any]) -> str | int | None:
+    """MCP `_meta.progressToken` (a string or an integer; anything else is ignored)."""
+    token = meta.get("progressToken")
+    return token if isinstance(token, str) or type(token) is int else None
+
+
 for _name, _spec in TOOLS.items():
-    METHODS[_name] = Handler(_direct(_name), None, _spec.result, writes=_spec.writes, tool=True)
+    METHODS[_name] = Handler(
+        _direct(_name), None, _spec.result, writes=_spec.writes, tool=True, defers=_spec.waits
+    )
 
 
 # --- the MCP bridge -------------------------------------------------------------------------
@@ -188,14 +206,16 @@ def tools_list(call: Call, p: t.ToolsListParams) -> t.ToolsListResult:
     return t.ToolsListResult(tools=tool_definitions(offered))
 
 
-@method("tools/call", t.ToolsCallParams, t.CallToolResult, writes=False, confined=True)
-def tools_call(call: Call, p: t.ToolsCallParams) -> t.CallToolResult:
+@method("tools/call", t.ToolsCallParams, t.CallToolResult, writes=False, confined=True, defers=True)
+def tools_call(call: Call, p: t.ToolsCallParams) -> Any:
     spec = TOOLS.get(p.name)
     if spec is None or p.name not in call.settings.tools:  # --tools: the served set
         raise InvalidParamsError(f"Unknown tool: {p.name}")
     arguments = {} if p.arguments is None else p.arguments
     try:
         identity = _identity(call, p.meta)
+        if spec.waits and p.meta is not None:
+            identity.progress = _progress_token(p.meta)
         if spec.writes:
             with call.service.transaction():
                 result = run_tool(call.service, spec, arguments, identity)
@@ -208,4 +228,6 @@ def tools_call(call: Call, p: t.ToolsCallParams) -> t.CallToolResult:
         return call_tool_result(None, error)
     except msgspec.ValidationError as exc:
         return call_tool_result(None, InvalidParamsError(f"invalid _meta: {exc}"))
+    if isinstance(result, Waiter):
+        return call.wait_for(result, lambda answer: call_tool_result(answer, None))
     return call_tool_result(result, None)

@@ -1,4 +1,4 @@
-"""The four tools as MCP `Tool`s and as direct methods: one definition, schemas from the Structs."""
+"""The tools as MCP `Tool`s and as direct methods: one definition, schemas from the Structs."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ import msgspec
 
 from subagentd.core import texts
 from subagentd.core.arguments import check_arguments
+from subagentd.core.delegation import Delegation
 from subagentd.core.service import Service
 from subagentd.core.tools import ToolRules
+from subagentd.core.waits import Waiter
 from subagentd.errors import CallerUnauthorizedError, SubagentdError
 from subagentd.schema import tools as t
 from subagentd.server.boundary import error_text
@@ -32,7 +34,9 @@ class ToolSpec:
     idempotent: bool
     writes: bool  # list_agents only reads: no write transaction, no commit to wait for
     description: str
-    run: Callable[..., msgspec.Struct]  # a ToolRules method: (tools, caller, activation, args)
+    run: Callable[..., Any]  # a method of service.<rules>: (rules, caller, activation, args)
+    rules: str = "tools"  # the Service attribute holding `run`'s object
+    waits: bool = False  # may answer later (a Waiter): takes the client's progress token
 
 
 TOOLS: dict[str, ToolSpec] = {
@@ -68,11 +72,12 @@ TOOLS: dict[str, ToolSpec] = {
             "Stop the current turn of a live continuable subagent below you (your child or a deeper"
             " descendant). It returns as soon as the stop is requested; the target may run briefly"
             " before it stops. Only that turn stops: messages already queued for the target are"
-            " held until it is next woken (your next `send_message` to it, or a report or"
-            " settlement notice from one of its own children), and agents it started keep running."
-            " If the target has nothing left to do it finishes and you get a notice. Interrupting"
-            " an agent that is not running, not live or unknown is a harmless no-op. You cannot"
-            " interrupt yourself, a sibling, or agents that are not below you.",
+            " parked, and it resumes with them, in order, at its next waking input (your next"
+            " `send_message` to it, or a report or settlement notice from one of its own"
+            " children); agents it started keep running. If the target has nothing left to do it"
+            " finishes and you get a notice. Interrupting an agent that is not running, not live"
+            " or unknown is a harmless no-op. You cannot interrupt yourself, a sibling, or agents"
+            " that are not below you.",
             ToolRules.interrupt_agent,
         ),
         ToolSpec(
@@ -84,11 +89,15 @@ TOOLS: dict[str, ToolSpec] = {
             False,
             False,
             "List the continuable subagents below you with their status: `running` (working on a"
-            " turn), `idle` (live, between turns or waiting on its own children) or `ready` (saved;"
-            ' `send_message` resumes it). scope "children" (default) lists your direct children;'
-            ' scope "descendants" lists the whole tree below you with parent and depth. A child'
-            " whose saved state cannot be read is shown as a diagnostic line. The listing is a"
-            " snapshot and may change right after.",
+            " turn), `idle` (live, between turns: waiting on its own children, or holding parked"
+            " messages, shown as `[idle, 2 parked]`) or `ready` (saved; resumable, not finished, and"
+            " not a result waiting to be collected). Only depth-1 entries (your direct children)"
+            " can take `send_message`; deeper entries can only be interrupted with"
+            " `interrupt_agent`. Do not poll this list to learn when work is done: you are told"
+            ' when a subagent reports or finishes. scope "children" (default) lists your direct'
+            ' children; scope "descendants" lists the whole tree below you with parent and depth.'
+            " A child whose saved state cannot be read is shown as a diagnostic line. The listing"
+            " is a snapshot and may change right after.",
             ToolRules.list_agents,
         ),
         ToolSpec(
@@ -105,6 +114,41 @@ TOOLS: dict[str, ToolSpec] = {
             " should do. Reporting does not end your turn. Success means the parent accepted the"
             " message, not that it has read it; it fails when your parent is not live.",
             ToolRules.report,
+        ),
+        ToolSpec(
+            "spawn_agent",
+            t.SpawnAgentArgs,
+            t.SpawnAgentOutput,
+            t.SpawnAgentResult,
+            t.SpawnAgentParams,
+            True,
+            True,
+            "Start a background subagent on a task and return at once with its id; it works while"
+            " you continue. A continuable subagent (the default) reports to you with `report`"
+            " and you get a notice when it finishes; it does not see your conversation, so the"
+            " prompt must say everything it needs. Give it more work later with `send_message`,"
+            " stop it with `interrupt_agent`, collect its reports and notices with `wait_agents`."
+            " It fails when you are too deep to start more agents, when your tree is being"
+            " closed, or when `child_id` is already taken.",
+            Delegation.spawn_agent,
+            "delegation",
+        ),
+        ToolSpec(
+            "wait_agents",
+            t.WaitAgentsArgs,
+            t.WaitAgentsOutput,
+            t.WaitAgentsResult,
+            t.WaitAgentsParams,
+            False,
+            True,
+            "Wait until your subagents have news: it returns as soon as one of them has reported"
+            ' or finished (mode "any", the default) or once all of them have finished (mode'
+            ' "all"), with their reports and finish notices, which then do not reach you again'
+            " as separate turns. On timeout it says which are still working. Use it instead of"
+            " polling `list_agents`.",
+            Delegation.wait_agents,
+            "delegation",
+            True,
         ),
     )
 }
@@ -142,6 +186,7 @@ class CallerIdentity(msgspec.Struct, kw_only=True):
     activation: str | None = None
     idempotency_key: str | None = None
     meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
+    progress: str | int | None = None  # the client's `_meta.progressToken` (waiting tools)
 
 
 def run_tool(
@@ -149,13 +194,17 @@ def run_tool(
     spec: ToolSpec,
     arguments: Any,
     identity: CallerIdentity,
-) -> msgspec.Struct:
-    """Validate (SEMANTICS.md section 3), find the caller, then apply the tool's rules."""
+) -> msgspec.Struct | Waiter:
+    """Validate (SEMANTICS.md section 3), find the caller, then apply the tool's rules; a
+    waiting tool may answer later (a Waiter, for `Call.wait_for`)."""
     args = check_arguments(spec.args, arguments)
     if not identity.caller:
         raise CallerUnauthorizedError(texts.NO_CALLER.format(tool=spec.name))
-    caller, activation, tools = identity.caller, identity.activation, service.tools
-    tools.check_tool_allowed(caller, spec.name)
+    caller, activation = identity.caller, identity.activation
+    service.tools.check_tool_allowed(caller, spec.name)
+    tools = service.tools if spec.rules == "tools" else getattr(service, spec.rules)
+    if spec.waits:
+        return spec.run(tools, caller, activation, args, identity.progress)  # type: ignore[no-any-return]
     if spec.idempotent:
         return service.idempotent(
             caller,
@@ -165,7 +214,8 @@ def run_tool(
             spec.result,
             lambda: spec.run(tools, caller, activation, args),
         )
-    return spec.run(tools, caller, activation, args)
+    result: msgspec.Struct = spec.run(tools, caller, activation, args)
+    return result
 
 
 def call_tool_result(
@@ -177,8 +227,11 @@ def call_tool_result(
     assert result is not None
     # every tool result Struct has `text`; a shared base class holding it would reorder fields
     text: str = result.text  # type: ignore[attr-defined]  # see above
+    blocks: list[str] | None = getattr(result, "blocks", None)  # wait_agents: one per block
     return t.CallToolResult(
-        content=[_text(text)], structuredContent=_structured(result), isError=False
+        content=[_text(b) for b in blocks] if blocks else [_text(text)],
+        structuredContent=_structured(result),
+        isError=False,
     )
 
 
@@ -195,7 +248,8 @@ def _structured(result: msgspec.Struct) -> dict[str, Any]:
 
 @cache
 def _output_fields(result_type: type[msgspec.Struct]) -> tuple[tuple[str, str, Any], ...]:
-    """(name, wire name, default) of every field but `text` (resolving them costs ~100 us)."""
+    """(name, wire name, default) of every field but `text` and `blocks` (the content), resolved
+    once (resolving them costs ~100 us)."""
     return tuple(
         (
             f.name,
@@ -203,7 +257,7 @@ def _output_fields(result_type: type[msgspec.Struct]) -> tuple[tuple[str, str, A
             f.default_factory() if f.default_factory is not msgspec.NODEFAULT else f.default,
         )
         for f in msgspec.structs.fields(result_type)
-        if f.name != "text"
+        if f.name not in ("text", "blocks")
     )
 
 

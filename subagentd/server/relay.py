@@ -13,6 +13,7 @@ from __future__ import annotations
 import hmac
 import logging
 import secrets
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -20,6 +21,7 @@ import anyio.abc
 import msgspec
 
 from subagentd.core.service import Service
+from subagentd.core.waits import Waiter
 from subagentd.errors import (
     CallerUnauthorizedError,
     InvalidParamsError,
@@ -120,7 +122,25 @@ class Relay:
                     line = await self._read_line(stream)
             except (TimeoutError, anyio.EndOfStream, anyio.BrokenResourceError, OSError):
                 return
-            reply = await self.answer(line)
+            reply: dict[str, Any] | None = None
+            async with anyio.create_task_group() as tg:
+
+                async def hang_up() -> None:  # the caller went away: stop waiting for it
+                    try:
+                        await stream.receive()
+                    except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                        pass
+                    tg.cancel_scope.cancel()
+
+                async def reply_to() -> None:
+                    nonlocal reply
+                    reply = await self.answer(line)
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(hang_up)
+                tg.start_soon(reply_to)
+            if reply is None:
+                return
             try:
                 await stream.send(_encode(reply) + b"\n")
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
@@ -175,7 +195,7 @@ class Relay:
         arguments = {} if params.arguments is None else params.arguments
         connection = self._connection
         notes = connection.notes
-        answer: list[t.CallToolResult] = []
+        answer: list[t.CallToolResult | Waiter] = []
 
         def work() -> None:
             mark = len(notes)
@@ -188,11 +208,39 @@ class Relay:
                 del notes[mark:]
                 answer.append(call_tool_result(None, error))
                 return
-            answer.append(call_tool_result(result, None))
+            answer.append(result if isinstance(result, Waiter) else call_tool_result(result, None))
 
-        while not connection.run_work(work):
-            await anyio.sleep(BUSY_RETRY)  # another process holds the write lock
+        await self._work(work)
         if not answer:  # the commit group was lost (logged by the connection)
             raise StorageFailedError("the commit group was lost")
+        outcome = answer[0]
+        if isinstance(outcome, Waiter):
+            return await self._wait(outcome)
         await connection.committed()
-        return answer[0]
+        return outcome
+
+    async def _work(self, work: Callable[[], None]) -> None:
+        assert self._connection is not None
+        while not self._connection.run_work(work):
+            await anyio.sleep(BUSY_RETRY)  # another process holds the write lock
+
+    async def _wait(self, waiter: Waiter) -> t.CallToolResult:
+        """wait_agents: core answers in the transaction that ends the wait; that one's commit
+        is awaited. The caller hanging up (or shutdown) cancels the wait: nothing is consumed."""
+        assert self._connection is not None
+        answered = anyio.Event()
+        box: list[Any] = []
+
+        def done(answer: Any) -> None:
+            box.append(answer)
+            answered.set()
+
+        waiter.done = done
+        try:
+            await answered.wait()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._work(lambda: self.service.waits.cancel(waiter))
+            raise
+        await self._connection.committed()
+        return call_tool_result(box[0], None)

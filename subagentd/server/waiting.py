@@ -1,4 +1,4 @@
-"""Replies owed later (agents/close waits for its drain), and the output of an uncommitted group."""
+"""Replies owed later (agents/close, wait_agents, agents/wait_idle), and the output of an uncommitted group."""
 
 from __future__ import annotations
 
@@ -17,12 +17,14 @@ class Kept(dict[str, Any]):
 
 
 class Deferred:
-    """A result that arrives later (agents/close waits for its drain)."""
+    """A result that arrives later (agents/close waits for its drain, a wait for its event)."""
 
     def __init__(self, result: Any) -> None:
         self.result = result
         self.done = False
         self.on_done: Callable[[], None] | None = None
+        self.on_cancel: Callable[[], None] | None = None  # the client cancelled: stop waiting
+        self.on_undone: Callable[[], None] | None = None  # its completion was rolled back
 
     def complete(self) -> None:
         self.done = True
@@ -147,6 +149,8 @@ class Ledger:
         if pending is None:
             return
         pending.cancelled = True
+        if pending.deferred.on_cancel is not None:
+            pending.deferred.on_cancel()
         if pending.deferred.on_done is not None:
             pending.deferred.on_done()
 
@@ -178,6 +182,8 @@ class Ledger:
             elif undone := [p for p in owed.waiting if p.done_in == failed_in]:
                 for p in undone:
                     p.deferred.done, p.done_in = False, -1
+                    if p.deferred.on_undone is not None:
+                        p.deferred.on_undone()
                 self.wait(owed, admitted=False)
             else:
                 answers.append(owed.reply())

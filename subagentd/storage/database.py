@@ -79,6 +79,8 @@ class SqliteStore:
         self.set_parked = inbox.set_parked
         self.inbox_counts = inbox.inbox_counts
         self.get_message = inbox.get_message
+        self.waiting_messages = inbox.waiting_messages
+        self.parked_counts = inbox.parked_counts
 
         events = Events(group)
         self.append_events = events.append_events

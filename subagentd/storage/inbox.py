@@ -73,6 +73,26 @@ class Inbox:
         ).fetchone()
         return int(row[0]), int(row[1])
 
+    def waiting_messages(self, session_id: str) -> list[InboxRecord]:
+        """A session's queued and parked messages, in FIFO order (wait_agents collects some)."""
+        return [
+            _inbox(row)
+            for row in self._db.conn.execute(
+                _MESSAGE + " WHERE session_id = ? AND state IN ('queued', 'parked')"
+                " ORDER BY position",
+                (session_id,),
+            )
+        ]
+
+    def parked_counts(self) -> dict[str, int]:
+        """Parked messages per session holding any (through the partial index of m010)."""
+        return {
+            row[0]: int(row[1])
+            for row in self._db.conn.execute(
+                "SELECT session_id, count(*) FROM inbox WHERE state = 'parked' GROUP BY session_id"
+            )
+        }
+
     def all_inbox_counts(self) -> dict[str, tuple[int, int]]:
         """(queued, parked) of every inbox that has any (`subagentd inspect`)."""
         return {

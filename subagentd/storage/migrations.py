@@ -221,3 +221,10 @@ def m009_cross_process_signals(db: Database) -> None:
         )"""
     )
     db.execute("CREATE INDEX signals_by_owner ON signals (owner, seq)")
+
+
+@migrations()
+def m010_parked_index(db: Database) -> None:
+    """Parked messages by session, so a listing shows `[idle, 2 parked]` without scanning the
+    inbox (only sessions holding parked messages are in this partial index)."""
+    db.execute("CREATE INDEX inbox_parked ON inbox (session_id) WHERE state = 'parked'")

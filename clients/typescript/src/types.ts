@@ -67,6 +67,7 @@ export interface ChildRow {
   depth?: number | null;
   mode?: "continuable" | "one-shot" | null;
   parent?: string | null;
+  parked?: number | null;
 }
 
 /** Group-commit latency over the most recent commits of this process, in milliseconds. */
@@ -141,6 +142,7 @@ export interface InitializeResult {
 }
 
 export interface InterruptAgentParams {
+  /** Id of a live agent below you: one of your children or a deeper descendant. */
   agent_id: string;
   _meta?: { [key: string]: unknown } | null;
   activation?: string | null;
@@ -167,6 +169,7 @@ export interface ListAgentsParams {
   _meta?: { [key: string]: unknown } | null;
   activation?: string | null;
   caller?: string | null;
+  /** "children" (default): your direct children, the ones send_message can reach; "descendants": the whole tree below you, each line with its parent and depth. */
   scope?: "children" | "descendants";
 }
 
@@ -229,7 +232,16 @@ export interface Params {
   _meta?: { [key: string]: unknown } | null;
 }
 
+/** MCP `notifications/progress` for a waiting tools/call (wait_agents) that gave a token. */
+export interface Progress {
+  progress: number;
+  progressToken: string | number;
+  message?: string | null;
+  total?: number | null;
+}
+
 export interface ReportParams {
+  /** Your report: self-contained, since the agent that started you does not see your transcript. */
   output: string;
   _meta?: { [key: string]: unknown } | null;
   activation?: string | null;
@@ -243,7 +255,9 @@ export interface ReportResult {
 }
 
 export interface SendMessageParams {
+  /** The message. It runs as the child's next turn; the child sees only this text. */
   message: string;
+  /** Id of one of your own direct children: a depth-1 entry of list_agents (deeper entries cannot take send_message). */
   subagent_id: string;
   _meta?: { [key: string]: unknown } | null;
   activation?: string | null;
@@ -273,6 +287,26 @@ export interface Source {
   kind: "coordinator" | "subagent-report" | "subagent-settled" | "user";
   sender_session_id?: string | null;
   summary?: string | null;
+}
+
+export interface SpawnAgentParams {
+  /** A short name for the subagent, shown in list_agents. */
+  label: string;
+  /** The task, as the subagent's first message. It sees nothing else of your conversation, so say everything it needs. */
+  prompt: string;
+  _meta?: { [key: string]: unknown } | null;
+  activation?: string | null;
+  caller?: string | null;
+  /** Id for the new subagent; it must not exist yet. Omit it to get a fresh one. */
+  child_id?: string | null;
+  idempotency_key?: string | null;
+  /** "continuable" (default): it reports to you, you are told when it finishes, and send_message gives it more work; "one-shot": one turn, then it is gone, without a report or a notice to you (only for work you do not need to hear back from). */
+  mode?: "continuable" | "one-shot";
+}
+
+export interface SpawnAgentResult {
+  child_id: string;
+  text: string;
 }
 
 export interface SpawnParams {
@@ -416,6 +450,47 @@ export interface TurnStart {
   resume?: Descriptor | null;
 }
 
+export interface WaitAgentsParams {
+  _meta?: { [key: string]: unknown } | null;
+  activation?: string | null;
+  /** Ids of your own subagents to wait for. Default: all your direct children. */
+  agent_ids?: string[] | null;
+  caller?: string | null;
+  /** "any" (default): return as soon as one of them has reported or finished; "all": return once every one of them has finished. */
+  mode?: "all" | "any";
+  /** The longest to wait, in milliseconds: default 30000, at most 600000; 0 only collects what has already arrived. */
+  timeout_ms?: number;
+}
+
+export interface WaitAgentsResult {
+  agents: WaitedAgent[];
+  text: string;
+  blocks?: string[];
+  timed_out?: boolean;
+}
+
+export interface WaitIdleParams {
+  agent_id: string;
+  _meta?: { [key: string]: unknown } | null;
+  timeout_ms?: number;
+}
+
+/** agents/wait_idle: `idle`, or (on timeout) the agents still running or with input to run. */
+export interface WaitIdleResult {
+  idle: boolean;
+  runnable?: string[] | null;
+  running?: string[] | null;
+}
+
+/** One waited-for subagent: its status now, and what this wait collected from it. */
+export interface WaitedAgent {
+  agent_id: string;
+  status: "idle" | "ready" | "running";
+  output?: string | null;
+  reason?: string | null;
+  reports?: string[] | null;
+}
+
 /** Every error code the server uses, by name. */
 export const ErrorCode = {
   /** The request was cancelled before it completed. */
@@ -484,10 +559,11 @@ export interface Methods {
   "agents/list": { params: ListParams; result: ListResult };
   "agents/open": { params: OpenParams; result: OpenResult };
   "agents/spawn": { params: SpawnParams; result: SpawnResult };
+  "agents/wait_idle": { params: WaitIdleParams; result: WaitIdleResult };
   "initialize": { params: InitializeParams; result: InitializeResult };
-  /** Stop the current turn of a live continuable subagent below you (your child or a deeper descendant). It returns as soon as the stop is requested; the target may run briefly before it stops. Only that turn stops: messages already queued for the target are held until it is next woken (your next `send_message` to it, or a report or settlement notice from one of its own children), and agents it started keep running. If the target has nothing left to do it finishes and you get a notice. Interrupting an agent that is not running, not live or unknown is a harmless no-op. You cannot interrupt yourself, a sibling, or agents that are not below you. */
+  /** Stop the current turn of a live continuable subagent below you (your child or a deeper descendant). It returns as soon as the stop is requested; the target may run briefly before it stops. Only that turn stops: messages already queued for the target are parked, and it resumes with them, in order, at its next waking input (your next `send_message` to it, or a report or settlement notice from one of its own children); agents it started keep running. If the target has nothing left to do it finishes and you get a notice. Interrupting an agent that is not running, not live or unknown is a harmless no-op. You cannot interrupt yourself, a sibling, or agents that are not below you. */
   "interrupt_agent": { params: InterruptAgentParams; result: InterruptAgentResult };
-  /** List the continuable subagents below you with their status: `running` (working on a turn), `idle` (live, between turns or waiting on its own children) or `ready` (saved; `send_message` resumes it). scope "children" (default) lists your direct children; scope "descendants" lists the whole tree below you with parent and depth. A child whose saved state cannot be read is shown as a diagnostic line. The listing is a snapshot and may change right after. */
+  /** List the continuable subagents below you with their status: `running` (working on a turn), `idle` (live, between turns: waiting on its own children, or holding parked messages, shown as `[idle, 2 parked]`) or `ready` (saved; resumable, not finished, and not a result waiting to be collected). Only depth-1 entries (your direct children) can take `send_message`; deeper entries can only be interrupted with `interrupt_agent`. Do not poll this list to learn when work is done: you are told when a subagent reports or finishes. scope "children" (default) lists your direct children; scope "descendants" lists the whole tree below you with parent and depth. A child whose saved state cannot be read is shown as a diagnostic line. The listing is a snapshot and may change right after. */
   "list_agents": { params: ListAgentsParams; result: ListAgentsResult };
   "messages/cancel": { params: MessageGetParams; result: MessageInfo };
   "messages/get": { params: MessageGetParams; result: MessageInfo };
@@ -498,12 +574,16 @@ export interface Methods {
   "send_message": { params: SendMessageParams; result: SendMessageResult };
   "server/discover": { params: Params; result: DiscoverResult };
   "server/stats": { params: Params; result: StatsResult };
+  /** Start a background subagent on a task and return at once with its id; it works while you continue. A continuable subagent (the default) reports to you with `report` and you get a notice when it finishes; it does not see your conversation, so the prompt must say everything it needs. Give it more work later with `send_message`, stop it with `interrupt_agent`, collect its reports and notices with `wait_agents`. It fails when you are too deep to start more agents, when your tree is being closed, or when `child_id` is already taken. */
+  "spawn_agent": { params: SpawnAgentParams; result: SpawnAgentResult };
   "tools/call": { params: ToolsCallParams; result: CallToolResult };
   "tools/list": { params: ToolsListParams; result: ToolsListResult };
   "transcript/append": { params: TranscriptAppendParams; result: SeqResult };
   "transcript/read": { params: TranscriptReadParams; result: TranscriptReadResult };
   "turns/begin": { params: TurnBeginParams; result: TurnBeginResult };
   "turns/end": { params: TurnEndParams; result: Empty };
+  /** Wait until your subagents have news: it returns as soon as one of them has reported or finished (mode "any", the default) or once all of them have finished (mode "all"), with their reports and finish notices, which then do not reach you again as separate turns. On timeout it says which are still working. Use it instead of polling `list_agents`. */
+  "wait_agents": { params: WaitAgentsParams; result: WaitAgentsResult };
 }
 export type MethodName = keyof Methods;
 
@@ -521,12 +601,14 @@ export interface ServerNotifications {
   "agent/inject": AgentInject;
   "agent/settled": AgentSettled;
   "agent/status": AgentStatus;
+  /** MCP `notifications/progress` for a waiting tools/call (wait_agents) that gave a token. */
+  "notifications/progress": Progress;
   "turn/interrupt": TurnInterrupt;
   "turn/start": TurnStart;
 }
 export type ServerNotificationName = keyof ServerNotifications;
 
 /** Every request method, in name order. */
-export const METHOD_NAMES = ["agents/close","agents/followup","agents/get","agents/interrupt","agents/list","agents/open","agents/spawn","initialize","interrupt_agent","list_agents","messages/cancel","messages/get","ping","report","send_message","server/discover","server/stats","tools/call","tools/list","transcript/append","transcript/read","turns/begin","turns/end"] as const;
+export const METHOD_NAMES = ["agents/close","agents/followup","agents/get","agents/interrupt","agents/list","agents/open","agents/spawn","agents/wait_idle","initialize","interrupt_agent","list_agents","messages/cancel","messages/get","ping","report","send_message","server/discover","server/stats","spawn_agent","tools/call","tools/list","transcript/append","transcript/read","turns/begin","turns/end","wait_agents"] as const;
 /** Every server-to-host notification, in name order. */
-export const SERVER_NOTIFICATION_NAMES = ["agent/inject","agent/settled","agent/status","turn/interrupt","turn/start"] as const;
+export const SERVER_NOTIFICATION_NAMES = ["agent/inject","agent/settled","agent/status","notifications/progress","turn/interrupt","turn/start"] as const;

@@ -114,6 +114,10 @@ CREATE INDEX signals_by_owner ON signals (owner, seq);
 """
         + _MODE_TRIGGERS,
     ),
+    (  # m010: parked messages by session (listings show them)
+        "p002_parked_index",
+        "CREATE INDEX inbox_parked ON inbox (session_id) WHERE state = 'parked';",
+    ),
 ]
 NAMES = [name for name, _ in MIGRATIONS]
 

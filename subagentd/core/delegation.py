@@ -1,0 +1,201 @@
+"""spawn_agent and wait_agents (the tools that let a model delegate alone), and agents/wait_idle."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import msgspec
+
+from subagentd.core import texts
+from subagentd.core.agents import Agents
+from subagentd.core.host_api import HostApi
+from subagentd.core.listing import project
+from subagentd.core.scheduling import Scheduler
+from subagentd.core.waits import Waiter, Waits
+from subagentd.errors import error_for
+from subagentd.schema.codes import Code
+from subagentd.schema.host_methods import SpawnParams, WaitIdleResult
+from subagentd.schema.listing import ChildRow, Status
+from subagentd.schema.messages import Message, Source, TextBlock
+from subagentd.schema.records import InboxRecord
+from subagentd.schema.tools import (
+    SpawnAgentArgs,
+    SpawnAgentResult,
+    WaitAgentsArgs,
+    WaitAgentsResult,
+    WaitedAgent,
+)
+
+_blocks_decoder: msgspec.json.Decoder[list[TextBlock]] = msgspec.json.Decoder(list[TextBlock])
+_source_decoder: msgspec.json.Decoder[Source] = msgspec.json.Decoder(Source)
+NEWS = ("subagent-report", "subagent-settled")  # what wait_agents collects from a child
+
+
+class Delegation:
+    """The two delegation tools and the host's quiet-tree wait; authority only from the caller."""
+
+    def __init__(self, agents: Agents, host: HostApi, scheduler: Scheduler, waits: Waits) -> None:
+        self.agents = agents
+        self.store = agents.store
+        self.registry = agents.registry
+        self.host = host
+        self.scheduler = scheduler
+        self.waits = waits
+
+    def spawn_agent(
+        self, caller: str, activation: str | None, args: SpawnAgentArgs
+    ) -> SpawnAgentResult:
+        """agents/spawn's path, rules and errors, for the calling agent."""
+        spawned = self.host.spawn(
+            SpawnParams(
+                caller=caller,
+                activation=activation,
+                label=args.label,
+                prompt=args.prompt,
+                mode=args.mode,
+                child_id=args.child_id,
+            )
+        )
+        return SpawnAgentResult(child_id=spawned.child_id, text=spawned.text)
+
+    # --- wait_agents ----------------------------------------------------------------------
+
+    def wait_agents(
+        self,
+        caller: str,
+        activation: str | None,
+        args: WaitAgentsArgs,
+        token: str | int | None = None,
+    ) -> WaitAgentsResult | Waiter:
+        """The answer now, or a Waiter the server completes (PROTOCOL.md section 5)."""
+        live = self.agents.live_caller(caller, activation)
+        if live is None:
+            raise error_for(
+                Code.UNAUTHORIZED, texts.WAIT_NOT_LIVE.format(caller=texts.shown(caller))
+            )
+        if args.agent_ids is None:
+            rows = project(self.store, caller, False, lambda _: "ready", include_one_shot=False)
+            ids = [row.id for row in rows if isinstance(row, ChildRow)]
+        else:
+            ids = list(dict.fromkeys(args.agent_ids))
+            for agent_id in ids:
+                record = self.store.get_session(agent_id)
+                if record is None or record.parent_id != caller or record.kind != "subagent":
+                    raise error_for(
+                        Code.UNAUTHORIZED,
+                        texts.WAIT_NOT_CHILD.format(
+                            id=texts.shown(agent_id), caller=texts.shown(caller)
+                        ),
+                    )
+        if not ids:
+            return WaitAgentsResult(
+                agents=[], text=texts.WAIT_NO_SUBAGENTS.format(caller=texts.shown(caller))
+            )
+        check = partial(self._collect, caller, live.activation_id, ids, args)
+        answer = check(args.timeout_ms == 0)
+        if answer is not None:
+            return answer
+        describe = partial(self._describe, ids)
+        return self.waits.add(check, args.timeout_ms, token, describe)
+
+    def _describe(self, ids: list[str]) -> str:
+        status = self.agents.status_lookup()
+        working = [texts.shown(i) for i in ids if status(i) != "ready"]
+        return texts.WAIT_PROGRESS.format(ids=", ".join(working) or "-")
+
+    def _collect(
+        self, caller: str, activation_id: str, ids: list[str], args: WaitAgentsArgs, timed_out: bool
+    ) -> WaitAgentsResult | None:
+        """The answer once the wait is over (else None); what it returns is consumed here."""
+        agent = self.registry.get(caller)
+        gone = agent is None or agent.activation_id != activation_id
+        status = self.agents.status_lookup()
+        statuses = {agent_id: status(agent_id) for agent_id in ids}
+        working = [agent_id for agent_id in ids if statuses[agent_id] != "ready"]
+        found = [] if gone else self._news(caller, set(ids))
+        finished = gone or not working or (args.mode == "any" and bool(found))
+        if not (finished or timed_out):
+            return None
+        if found and agent is not None:
+            turn_id = agent.turn.turn_id if agent.turn is not None else None
+            for record, message in found:
+                self.store.claim_message(record.message_id, turn_id)
+                self.agents.record(caller, turn_id, "message", message)
+            agent.pending -= len(found)
+            if agent.parked and agent.pending <= 0:
+                self.scheduler.set_parked(agent, False)
+            self.scheduler.pump(agent)
+        return _answer(ids, statuses, working, found, timed_out and not finished, args.timeout_ms)
+
+    def _news(self, caller: str, ids: set[str]) -> list[tuple[InboxRecord, Message]]:
+        """The caller's unconsumed reports and settlement notices from these children, in order."""
+        found = []
+        for record in self.store.waiting_messages(caller):
+            source = _source_decoder.decode(record.source)
+            if source.kind in NEWS and source.sender_session_id in ids:
+                content = _blocks_decoder.decode(record.content)
+                found.append(
+                    (record, Message(message_id=record.message_id, content=content, source=source))
+                )
+        return found
+
+    # --- agents/wait_idle -----------------------------------------------------------------
+
+    def wait_idle(self, agent_id: str, timeout_ms: int) -> WaitIdleResult | Waiter:
+        """Answered once no agent of the tree runs a turn or has input to run (or on timeout)."""
+        self.agents.require_session(agent_id)
+        check = partial(self._idle, agent_id)
+        answer = check(timeout_ms == 0)
+        return answer if answer is not None else self.waits.add(check, timeout_ms)
+
+    def _idle(self, root_id: str, timed_out: bool) -> WaitIdleResult | None:
+        root = self.registry.get(root_id)
+        tree = [] if root is None else [root, *self.registry.subtree(root)]
+        running = [a.agent_id for a in tree if a.turn is not None]
+        runnable = [a.agent_id for a in tree if a.pending and not (a.parked or a.held)]
+        idle = not running and not runnable
+        if not (idle or timed_out):
+            return None
+        return WaitIdleResult(idle=idle, running=running or None, runnable=runnable or None)
+
+
+def _answer(
+    ids: list[str],
+    statuses: dict[str, Status],
+    working: list[str],
+    found: list[tuple[InboxRecord, Message]],
+    timed_out: bool,
+    timeout_ms: int,
+) -> WaitAgentsResult:
+    """wait_agents' answer: the collected messages' blocks, then which are still working."""
+    entries = {i: WaitedAgent(agent_id=i, status=statuses[i]) for i in ids}
+    blocks: list[str] = []
+    for _, message in found:
+        parts = [block.text for block in message.content]
+        blocks += parts
+        sender = message.source.sender_session_id or ""
+        entry = entries[sender]
+        if message.source.kind == "subagent-report":
+            entry.reports = [*(entry.reports or []), parts[1] if len(parts) > 1 else ""]
+        else:
+            entry.reason = _reason(parts[0], sender)
+            entry.output = parts[2] if len(parts) > 2 else None
+    shown = ", ".join(texts.shown(i) for i in working)
+    if timed_out:
+        blocks.append(texts.WAIT_TIMED_OUT.format(ms=timeout_ms, ids=shown))
+    elif working:
+        blocks.append(texts.WAIT_STILL_WORKING.format(ids=shown))
+    else:
+        blocks.append(texts.WAIT_NONE_WORKING)
+    return WaitAgentsResult(
+        agents=list(entries.values()), timed_out=timed_out, text="\n".join(blocks), blocks=blocks
+    )
+
+
+def _reason(first_line: str, sender: str) -> str | None:
+    """The reason a settlement notice's first line stands for (SEMANTICS.md section 8)."""
+    shown = texts.shown(sender)
+    for reason, line in texts.SETTLED_FIRST_LINE.items():
+        if line.format(id=shown) == first_line:
+            return reason
+    return None
