@@ -151,8 +151,8 @@ def test_the_turn_is_on_stdin_and_the_environment_names_agent_turn_db_and_token(
 def test_interrupt_sends_sigterm_and_the_turn_ends_aborted(server, tmp_path):
     srv = server()
     log = tmp_path / "log"
-    srv.spawn("c1", [{"append": str(log), "text": "started"}, {"wait_term": True}])
-    wait_lines(log, 1)
+    srv.spawn("c1", [{"wait_term": True, "log": str(log)}])
+    assert wait_lines(log, 1) == ["waiting"]  # its SIGTERM handler is set
     srv.host.call("agents/interrupt", {"agent_id": "c1"})
     events = srv.ended("c1")
     assert events["turn_end"]["reason"] == "aborted"
@@ -360,3 +360,29 @@ def test_the_example_runner_runs_a_command_line_agent_that_reports_and_remembers
         assert time.monotonic() < deadline
         srv.host.notification("agent/status", agent_id="c1")
     assert outputs[1] == "answer 2: And then?"  # it saw its first turn
+
+
+def test_a_runner_spawns_and_waits_for_its_own_child_through_the_tool_verb(server):
+    srv = server(
+        tools=(
+            "send_message",
+            "interrupt_agent",
+            "list_agents",
+            "report",
+            "spawn_agent",
+            "wait_agents",
+        )
+    )
+    steps = [
+        {"tool": "spawn_agent", "args": {"label": "leaf", "prompt": "hi", "child_id": "g1"}},
+        {"tool": "wait_agents", "args": {"agent_ids": ["g1"], "timeout_ms": 60000}},
+    ]
+    srv.spawn("c1", steps)
+    spawned, waited = srv.ended("c1")["turn_end"]["output"].split("\n", 1)
+    assert spawned == "spawn_agent -> 0: started subagent g1"
+    assert waited.startswith("wait_agents -> 0: ")
+    assert "Background subagent g1 finished" in waited
+    assert "done: hi" in waited
+    g1 = srv.ended("g1")  # run by the runner too: it is below the root through c1
+    assert g1["turn_end"]["output"] == "done: hi"
+    assert g1["runner_exit"] == {"exit_code": 0}

@@ -88,7 +88,7 @@ def test_end_of_input_ends_the_turns_and_sends_the_runner_processes_sigterm(prep
     proc = ServerProcess("--caller", "root", "--runner", RUNNER, db=prepared_db)
     try:
         proc.host.initialize()
-        steps = [{"append": str(log), "text": "started"}, {"wait_term": True, "log": str(log)}]
+        steps = [{"wait_term": True, "log": str(log)}]
         send(proc, "c2", steps)
         deadline = time.monotonic() + TIMEOUT
         while not log.exists():
@@ -98,7 +98,7 @@ def test_end_of_input_ends_the_turns_and_sends_the_runner_processes_sigterm(prep
         assert proc.wait() == 0
     finally:
         proc.stop()
-    assert log.read_text().splitlines() == ["started", "terminated"]
+    assert log.read_text().splitlines() == ["waiting", "terminated"]
     end = last_turn_end(prepared_db, "c2")  # the host is gone: ended at once, as for any host
     assert (end["reason"], end["cause"]) == ("aborted", "shutdown")
 

@@ -11,6 +11,7 @@ text is answered `done: <text>`; a JSON object {"steps": [...]} runs each step i
   {"append": path, "text": s}   append a line to a file (s may use {agent} and {turn})
   {"wait_file": path}     block until the file exists (bounded, 60 s)
   {"wait_term": true, "log"?: path}
+                          print "waiting" (and append it to the log once SIGTERM is handled),
                           block until SIGTERM, then print "terminated" (and append it to the
                           log) and exit 143
   {"ignore_term": true}   ignore SIGTERM from now on
@@ -78,6 +79,9 @@ for step in plan["steps"]:
         term_log = step.get("log")
         signal.signal(signal.SIGTERM, on_term)
         print("waiting", flush=True)
+        if term_log:  # after the handler is set: a test may interrupt once it reads this
+            with open(term_log, "a") as f:
+                f.write("waiting\n")
         while True:
             signal.pause()
     elif "ignore_term" in step:
