@@ -43,9 +43,9 @@ def prompt_of(turn: dict, history: list) -> str:
     parts = []
     if turn.get("instructions"):
         parts.append(turn["instructions"])
-        parts.append(f"To report, run: {tool} report '{{\"output\": \"<your report>\"}}'")
+        parts.append(f'To report, run: {tool} report \'{{"output": "<your report>"}}\'')
     if turn.get("resume"):
-        parts.append(f"You are the subagent \"{turn['resume']['label']}\", resumed.")
+        parts.append(f'You are the subagent "{turn["resume"]["label"]}", resumed.')
     parts += [f"[{entry['role']}]\n{entry['text']}" for entry in history]
     for message in turn["messages"]:
         heading = HEADINGS.get(message["source"]["kind"], "Message")
