@@ -18,6 +18,14 @@ from subagentd.server.runner import STDERR_TAIL
 from tests.spawned import TIMEOUT, InProcessServer
 
 RUNNER = [sys.executable, str(Path(__file__).parent / "scripts" / "runner.py")]
+ALL_TOOLS = (
+    "send_message",
+    "interrupt_agent",
+    "list_agents",
+    "report",
+    "spawn_agent",
+    "wait_agents",
+)
 EXAMPLE = [sys.executable, str(Path(__file__).parents[1] / "examples" / "turn_runner.py")]
 
 
@@ -363,16 +371,7 @@ def test_the_example_runner_runs_a_command_line_agent_that_reports_and_remembers
 
 
 def test_a_runner_spawns_and_waits_for_its_own_child_through_the_tool_verb(server):
-    srv = server(
-        tools=(
-            "send_message",
-            "interrupt_agent",
-            "list_agents",
-            "report",
-            "spawn_agent",
-            "wait_agents",
-        )
-    )
+    srv = server(tools=ALL_TOOLS)
     steps = [
         {"tool": "spawn_agent", "args": {"label": "leaf", "prompt": "hi", "child_id": "g1"}},
         {"tool": "wait_agents", "args": {"agent_ids": ["g1"], "timeout_ms": 60000}},
@@ -386,3 +385,33 @@ def test_a_runner_spawns_and_waits_for_its_own_child_through_the_tool_verb(serve
     g1 = srv.ended("g1")  # run by the runner too: it is below the root through c1
     assert g1["turn_end"]["output"] == "done: hi"
     assert g1["runner_exit"] == {"exit_code": 0}
+
+
+def test_a_wait_through_the_verb_is_cancelled_when_its_run_is_interrupted(server, tmp_path):
+    srv = server(tools=ALL_TOOLS)
+    go = tmp_path / "go"
+    leaf = json.dumps({"steps": [{"wait_file": str(go)}, {"print": "leaf done"}]})
+    steps = [
+        {"tool": "spawn_agent", "args": {"label": "leaf", "prompt": leaf, "child_id": "g1"}},
+        {"tool": "wait_agents", "args": {"agent_ids": ["g1"], "timeout_ms": 600000}},
+    ]
+    srv.spawn("c1", steps)
+    deadline = time.monotonic() + TIMEOUT
+    while not srv.service.waits.pending:  # the verb is blocked in wait_agents
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    srv.host.call("agents/interrupt", {"agent_id": "c1"})  # SIGTERM: the run and its verb
+    assert srv.ended("c1")["turn_end"]["reason"] == "aborted"
+    while srv.service.waits.pending:  # the verb hung up: its wait is gone
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    go.touch()
+    # g1's settlement notice was not consumed by the cancelled wait: it wakes c1 as a turn
+    while True:
+        events = srv.host.call("transcript/read", {"agent_id": "c1"})["events"]
+        outputs = [e["data"].get("output") for e in events if e["type"] == "turn_end"]
+        if len(outputs) == 2:
+            break
+        assert time.monotonic() < deadline
+        srv.host.notification("agent/status", agent_id="c1")
+    assert outputs[1].startswith("done: Background subagent g1 finished")
