@@ -114,6 +114,16 @@ def test_exit_0_completes_the_turn_with_trimmed_stdout_and_no_turn_start_reaches
     assert start["messages"][0]["content"][0]["text"].startswith("Background subagent c1 finished")
 
 
+def test_the_turn_ends_when_the_command_exits_even_if_it_left_a_process_holding_stdout(server):
+    srv = server()
+    started = time.monotonic()
+    srv.spawn("c1", [{"background": 120}, {"print": "left one behind"}])
+    events = srv.ended("c1")
+    assert time.monotonic() - started < 30  # not held until the 120 s child closes stdout
+    assert events["turn_end"]["output"] == "left one behind"
+    assert events["runner_exit"] == {"exit_code": 0}
+
+
 def test_nonzero_exit_ends_the_turn_error_with_the_stderr_tail_in_the_transcript(server):
     srv = server()
     noise = "x" * 5000 + "the last words"

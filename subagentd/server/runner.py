@@ -36,7 +36,7 @@ log = logging.getLogger("subagentd")
 
 _encode = msgspec.json.Encoder().encode
 STDERR_TAIL = 4096  # bytes of a runner's stderr kept for its transcript
-READ_CHUNK = 65536
+OUTPUT_DRAIN = 1.0  # seconds to read what a runner's pipes hold after it exited
 
 
 @dataclass(slots=True, eq=False)
@@ -207,11 +207,22 @@ class Runner:
             stderr = bytearray()
             cut = [False]
             process = job.process
+            read = anyio.Event()
+
+            async def read_all() -> None:
+                async with anyio.create_task_group() as readers:
+                    readers.start_soon(_collect, process.stdout, stdout, limit, cut)
+                    readers.start_soon(_tail, process.stderr, stderr)
+                read.set()
+
             async with anyio.create_task_group() as io:
                 io.start_soon(_feed, process, _encode(turn))
-                io.start_soon(_collect, process.stdout, stdout, limit, cut)
-                io.start_soon(_tail, process.stderr, stderr)
+                io.start_soon(read_all)
                 await process.wait()
+                # what its pipes still hold; a process it left behind may keep them open
+                with anyio.move_on_after(OUTPUT_DRAIN):
+                    await read.wait()
+                io.cancel_scope.cancel()
             code = process.returncode
             job.done = True
             text = stdout.decode("utf-8", errors="replace" if not cut[0] else "ignore").strip()
@@ -228,8 +239,11 @@ class Runner:
             await self._end(job, reason, text or None, report)
         finally:
             job.done = True
-            if job.process is not None and job.process.returncode is None:
-                _signal(job, signal.SIGKILL)
+            if job.process is not None:
+                if job.process.returncode is None:
+                    _signal(job, signal.SIGKILL)
+                with anyio.CancelScope(shield=True):
+                    await job.process.aclose()  # its pipes, and its exit status reaped
             self.running.pop(start.turn_id, None)
             self._launch(tg)
             if not self.running and self._stopped is not None:

@@ -16,6 +16,7 @@ text is answered `done: <text>`; a JSON object {"steps": [...]} runs each step i
                           log) and exit 143
   {"ignore_term": true}   ignore SIGTERM from now on
   {"sleep": seconds}      sleep (only to keep a process alive for SIGKILL)
+  {"background": seconds} start `sleep seconds` holding our stdout and stderr, and go on
   {"env": true}           print the SUBAGENTD_* variables and the turn as one JSON line
 """
 
@@ -86,6 +87,8 @@ for step in plan["steps"]:
             signal.pause()
     elif "ignore_term" in step:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    elif "background" in step:  # a child left running with our stdout and stderr
+        subprocess.Popen(["sleep", str(step["background"])])
     elif "sleep" in step:
         time.sleep(step["sleep"])
     elif "env" in step:
