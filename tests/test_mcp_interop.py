@@ -51,7 +51,12 @@ def run_client(db, mode, *extra):
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 def test_official_python_client_lists_and_calls_tools(prepared_db, mode):
     tools, listing, sent, refused, invalid = run_client(prepared_db, mode, "--caller", "root")
-    assert [tool.name for tool in tools.tools] == ["send_message", "interrupt_agent", "list_agents"]
+    assert [tool.name for tool in tools.tools] == [
+        "send_message",
+        "interrupt_agent",
+        "list_agents",
+        "wait_agents",
+    ]
     assert listing.is_error is False
     assert listing.content[0].text == "c1 [ready] parent=root depth=1 — worker"
     assert listing.structured_content == {
@@ -113,3 +118,65 @@ def test_with_caller_option_a_meta_caller_outside_its_tree_is_a_tool_error(prepa
     )
     assert ready_child.is_error is True  # c1 is below root but not live
     assert own.is_error is False and own.content[0].text == "c1 [ready] — worker"
+
+
+def test_official_python_client_spawns_waits_with_progress_and_collects_the_notice(tmp_path):
+    """No turn runner: the child runs no turn, so the first wait times out; interrupted, the
+    child's turn is force-ended after --interrupt-grace and its notice is what the next wait gets."""
+    db = str(tmp_path / "spawn.db")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "subagentd", "--db", db, "--caller", "root", "--spawn-tool", "on"]
+        + ["--interrupt-grace", "0.2"],
+    )
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append((value, total, message))
+
+    async def session():
+        async with Client(params, mode="auto") as client:
+            tools = await client.list_tools()
+            spawned = await client.call_tool(
+                "spawn_agent", {"label": "worker", "prompt": "work", "child_id": "c1"}
+            )
+            timed_out = await client.call_tool(
+                "wait_agents", {"timeout_ms": 300}, progress_callback=on_progress
+            )
+            await client.call_tool("interrupt_agent", {"agent_id": "c1"})
+            settled = await client.call_tool(
+                "wait_agents", {"agent_ids": ["c1"]}, progress_callback=on_progress
+            )
+            listing = await client.call_tool("list_agents", {})
+            return tools, spawned, timed_out, settled, listing
+
+    tools, spawned, timed_out, settled, listing = anyio.run(session)
+    assert [tool.name for tool in tools.tools] == [
+        "send_message",
+        "interrupt_agent",
+        "list_agents",
+        "spawn_agent",
+        "wait_agents",
+    ]
+    assert spawned.is_error is False
+    assert spawned.content[0].text == "started subagent c1"
+    assert spawned.structured_content == {"child_id": "c1"}
+    assert timed_out.is_error is False
+    assert [c.text for c in timed_out.content] == [
+        "wait_agents timed out after 300 ms; still working: c1"
+    ]
+    assert timed_out.structured_content == {
+        "agents": [{"agent_id": "c1", "status": "running"}],
+        "timed_out": True,
+    }
+    assert (0, 300, "waiting for c1") in progress  # the first wait's first notification
+    assert settled.is_error is False
+    assert [c.text for c in settled.content] == [
+        "Background subagent c1 was stopped before it finished.",
+        "It left no closing message.",
+        "none of the subagents waited for is still working",
+    ]
+    assert settled.structured_content == {
+        "agents": [{"agent_id": "c1", "status": "ready", "reason": "aborted"}]
+    }
+    assert listing.content[0].text == "c1 [ready] — worker"

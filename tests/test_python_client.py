@@ -128,7 +128,7 @@ def test_the_four_tools_direct_and_through_tools_call(client):
     assert {"send_message", "interrupt_agent", "list_agents"} <= names
     listed = client.tools_call("list_agents", {"scope": "children"}, caller="root")
     assert listed.isError is False
-    assert listed.content == [{"type": "text", "text": "c1 [idle] — worker"}]
+    assert listed.content == [{"type": "text", "text": "c1 [idle, 1 parked] — worker"}]
     refused = client.tools_call(
         "send_message", {"subagent_id": "nobody", "message": "x"}, caller="root"
     )
@@ -409,3 +409,64 @@ def test_agent_host_run_stops_when_told_or_when_no_turn_starts_within_its_timeou
     host.run(until=lambda: True)  # checked before waiting: returns at once
     with pytest.raises(RequestTimeout):
         host.run(timeout=0.3)  # nothing was spawned: no turn/start comes
+
+
+def test_agents_wait_idle_blocks_until_the_tree_is_quiet(client):
+    client.agents_open("root")
+    client.agents_spawn("root", "task", "go", child_id="c1")
+    start = client.wait_for(TurnStart, agent_id="c1")
+    busy = client.agents_wait_idle("root", timeout_ms=0)
+    assert busy == h.WaitIdleResult(idle=False, running=["c1"])
+    answer: list[h.WaitIdleResult] = []
+    waiter = threading.Thread(target=lambda: answer.append(client.agents_wait_idle("root")))
+    waiter.start()
+    client.turns_end("c1", start.turn_id, output="done")  # settles; root runs the notice
+    root_turn = client.wait_for(TurnStart, agent_id="root")
+    assert answer == []  # the root's turn is open: not quiet yet
+    client.turns_end("root", root_turn.turn_id)
+    waiter.join(timeout=30)
+    assert answer == [h.WaitIdleResult(idle=True)]
+
+
+def test_async_agents_wait_idle():
+    async def main() -> tuple[h.WaitIdleResult, h.WaitIdleResult]:
+        async with AsyncClient.spawn(db=":memory:") as client:
+            await client.initialize()
+            await client.agents_open("root")
+            await client.agents_spawn("root", "task", "go", child_id="c1")
+            start = await client.wait_for(TurnStart, agent_id="c1")
+            busy = await client.agents_wait_idle("root", timeout_ms=10)
+            await client.turns_end("c1", start.turn_id)
+            root_turn = await client.wait_for(TurnStart, agent_id="root")
+            async with anyio.create_task_group() as tasks:
+                quiet: list[h.WaitIdleResult] = []
+
+                async def wait() -> None:
+                    quiet.append(await client.agents_wait_idle("root"))
+
+                tasks.start_soon(wait)
+                await client.ping()  # the wait is pending on the server now
+                await client.turns_end("root", root_turn.turn_id)
+            return busy, quiet[0]
+
+    busy, quiet = anyio.run(main)
+    assert busy == h.WaitIdleResult(idle=False, running=["c1"])
+    assert quiet == h.WaitIdleResult(idle=True)
+
+
+def test_spawn_agent_and_wait_agents_direct(client):
+    client.agents_open("root")
+    client.turns_begin("root", ["delegate"])  # root's model is at work: news waits for it
+    spawned = client.spawn_agent("worker", "go", child_id="c1", caller="root")
+    assert (spawned.child_id, spawned.text) == ("c1", "started subagent c1")
+    start = client.wait_for(TurnStart, agent_id="c1")
+    quick = client.wait_agents(timeout_ms=0, caller="root")
+    assert (quick.text, quick.timed_out) == (
+        "wait_agents timed out after 0 ms; still working: c1",
+        True,
+    )
+    client.report("found", caller="c1")
+    got = client.wait_agents(["c1"], caller="root")
+    assert got.blocks == ["Background subagent c1 reported:", "found", "still working: c1"]
+    assert got.agents == [t.WaitedAgent(agent_id="c1", status="running", reports=["found"])]
+    client.turns_end("c1", start.turn_id)

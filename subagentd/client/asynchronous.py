@@ -7,10 +7,11 @@ may be in flight at once from many tasks. The transport is `Streams`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from subagentd import __version__
 from subagentd.client.frames import DEFAULT_PROTOCOL_VERSION, tool_meta
+from subagentd.client.pipes import TIMEOUT
 from subagentd.client.streams import Streams
 from subagentd.schema import host_methods as h
 from subagentd.schema import lifecycle as lc
@@ -63,6 +64,14 @@ class AsyncClient(Streams):
     async def agents_close(self, agent_id: str) -> h.Empty:
         """Close a root; answered once its subtree has drained."""
         return await self.call("agents/close", h.AgentParams(agent_id=agent_id), result=h.Empty)
+
+    async def agents_wait_idle(self, agent_id: str, timeout_ms: int = 30_000) -> h.WaitIdleResult:
+        """Answered once no agent of the tree runs a turn or has input to run, or after
+        `timeout_ms` (then `idle` is false and `running` / `runnable` name the busy ones)."""
+        params = h.WaitIdleParams(agent_id=agent_id, timeout_ms=timeout_ms)
+        return await self.call(
+            "agents/wait_idle", params, result=h.WaitIdleResult, timeout=timeout_ms / 1000 + TIMEOUT
+        )
 
     async def agents_get(self, agent_id: str) -> h.AgentInfo:
         return await self.call("agents/get", h.AgentParams(agent_id=agent_id), result=h.AgentInfo)
@@ -212,6 +221,50 @@ class AsyncClient(Streams):
             output=output, caller=caller, activation=activation, idempotency_key=idempotency_key
         )
         return await self.call("report", params, result=t.ReportResult)
+
+    async def spawn_agent(
+        self,
+        label: str,
+        prompt: str,
+        *,
+        mode: Mode = "continuable",
+        child_id: str | None = None,
+        caller: str | None = None,
+        activation: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> t.SpawnAgentResult:
+        """The spawn_agent tool (agents/spawn's rules, as the calling agent)."""
+        params = t.SpawnAgentParams(
+            label=label,
+            prompt=prompt,
+            mode=mode,
+            child_id=child_id,
+            caller=caller,
+            activation=activation,
+            idempotency_key=idempotency_key,
+        )
+        return await self.call("spawn_agent", params, result=t.SpawnAgentResult)
+
+    async def wait_agents(
+        self,
+        agent_ids: list[str] | None = None,
+        *,
+        timeout_ms: int = t.WAIT_DEFAULT_MS,
+        mode: Literal["any", "all"] = "any",
+        caller: str | None = None,
+        activation: str | None = None,
+    ) -> t.WaitAgentsResult:
+        """The wait_agents tool: answered when the children have news (or after `timeout_ms`)."""
+        params = t.WaitAgentsParams(
+            agent_ids=agent_ids,
+            timeout_ms=timeout_ms,
+            mode=mode,
+            caller=caller,
+            activation=activation,
+        )
+        return await self.call(
+            "wait_agents", params, result=t.WaitAgentsResult, timeout=timeout_ms / 1000 + TIMEOUT
+        )
 
     # --- the same tools through the MCP bridge --------------------------------------------
 

@@ -14,7 +14,7 @@ import os
 import subprocess
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from subagentd import __version__
 from subagentd.client.frames import DEFAULT_PROTOCOL_VERSION, tool_meta
@@ -148,6 +148,14 @@ class Client(Pipes):
     def agents_close(self, agent_id: str) -> h.Empty:
         """Close a root; answered once its subtree has drained."""
         return self.call("agents/close", h.AgentParams(agent_id=agent_id), result=h.Empty)
+
+    def agents_wait_idle(self, agent_id: str, timeout_ms: int = 30_000) -> h.WaitIdleResult:
+        """Answered once no agent of the tree runs a turn or has input to run, or after
+        `timeout_ms` (then `idle` is false and `running` / `runnable` name the busy ones)."""
+        params = h.WaitIdleParams(agent_id=agent_id, timeout_ms=timeout_ms)
+        return self.call(
+            "agents/wait_idle", params, result=h.WaitIdleResult, timeout=timeout_ms / 1000 + TIMEOUT
+        )
 
     def agents_get(self, agent_id: str) -> h.AgentInfo:
         return self.call("agents/get", h.AgentParams(agent_id=agent_id), result=h.AgentInfo)
@@ -295,6 +303,50 @@ class Client(Pipes):
             output=output, caller=caller, activation=activation, idempotency_key=idempotency_key
         )
         return self.call("report", params, result=t.ReportResult)
+
+    def spawn_agent(
+        self,
+        label: str,
+        prompt: str,
+        *,
+        mode: Mode = "continuable",
+        child_id: str | None = None,
+        caller: str | None = None,
+        activation: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> t.SpawnAgentResult:
+        """The spawn_agent tool (agents/spawn's rules, as the calling agent)."""
+        params = t.SpawnAgentParams(
+            label=label,
+            prompt=prompt,
+            mode=mode,
+            child_id=child_id,
+            caller=caller,
+            activation=activation,
+            idempotency_key=idempotency_key,
+        )
+        return self.call("spawn_agent", params, result=t.SpawnAgentResult)
+
+    def wait_agents(
+        self,
+        agent_ids: list[str] | None = None,
+        *,
+        timeout_ms: int = t.WAIT_DEFAULT_MS,
+        mode: Literal["any", "all"] = "any",
+        caller: str | None = None,
+        activation: str | None = None,
+    ) -> t.WaitAgentsResult:
+        """The wait_agents tool: answered when the children have news (or after `timeout_ms`)."""
+        params = t.WaitAgentsParams(
+            agent_ids=agent_ids,
+            timeout_ms=timeout_ms,
+            mode=mode,
+            caller=caller,
+            activation=activation,
+        )
+        return self.call(
+            "wait_agents", params, result=t.WaitAgentsResult, timeout=timeout_ms / 1000 + TIMEOUT
+        )
 
     # --- the same tools through the MCP bridge --------------------------------------------
 

@@ -29,6 +29,7 @@ N = TypeVar("N", bound=msgspec.Struct)
 
 TIMEOUT = 30.0
 """Seconds any single wait lasts unless told otherwise: only a failure waits this long."""
+READ_SLICE = 0.05  # seconds a reader holds the lock waiting for a frame before letting others in
 KEEP_NOTIFICATIONS = 100_000
 """Notifications nobody took are kept up to this many (the oldest are dropped after)."""
 CHUNK = 1 << 16  # a pipe holds 64 KiB; a larger read only allocates (and frees) more
@@ -157,12 +158,23 @@ class Pipes:
         return request_id
 
     def response(self, request_id: Any, timeout: float = TIMEOUT) -> dict[str, Any]:
-        """The response frame to `request_id`, reading (and filing) frames until it comes."""
+        """The response frame to `request_id`, reading (and filing) frames until it comes.
+
+        The lock is let go every READ_SLICE seconds while nothing arrives, so other threads can
+        send meanwhile (a reply that waits, e.g. agents/wait_idle, must not stall the host)."""
         deadline = time.monotonic() + timeout
-        with self._io:
-            while request_id not in self.responses:
-                self.next_frame(max(0.0, deadline - time.monotonic()))
-            return self.responses.pop(request_id)
+        while True:
+            with self._io:
+                if request_id in self.responses:
+                    return self.responses.pop(request_id)
+                left = deadline - time.monotonic()
+                try:
+                    self.next_frame(max(0.0, min(left, READ_SLICE)))
+                except RequestTimeout:
+                    if left <= READ_SLICE:
+                        raise RequestTimeout(
+                            f"no frame from subagentd within {timeout:g} s"
+                        ) from None
 
     @overload
     def result(self, request_id: Any, result: type[T], method: str | None = None) -> T: ...

@@ -49,7 +49,7 @@ class Waits:
         waiter = Waiter(check, monotonic() + timeout_ms / 1000, timeout_ms, token, describe)
         self._arm(waiter, timeout_ms / 1000)
         if token is not None:
-            self._progress(waiter)
+            self._progress(waiter, first=True)
         return waiter
 
     def _arm(self, waiter: Waiter, delay: float) -> None:
@@ -60,10 +60,11 @@ class Waits:
         """The timeout: the transaction this runs in ends with `check`, which answers it."""
         waiter.timed_out = True
 
-    def _progress(self, waiter: Waiter) -> None:
-        """One progress notification now, the next in PROGRESS_EVERY seconds."""
+    def _progress(self, waiter: Waiter, first: bool = False) -> None:
+        """One progress notification now (progress: milliseconds waited, 0 the first time), the
+        next in PROGRESS_EVERY seconds."""
         assert waiter.token is not None
-        elapsed = waiter.total_ms - max(0.0, waiter.deadline - monotonic()) * 1000
+        elapsed = 0.0 if first else waiter.total_ms - (waiter.deadline - monotonic()) * 1000
         self.agents.emit(
             "notifications/progress",
             Progress(
