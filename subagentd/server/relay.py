@@ -11,7 +11,6 @@ written back after its commit (PROTOCOL.md, "The turn runner").
 from __future__ import annotations
 
 import hmac
-import logging
 import secrets
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -20,6 +19,7 @@ import anyio
 import anyio.abc
 import msgspec
 
+from subagentd.core import texts
 from subagentd.core.service import Service
 from subagentd.core.waits import Waiter
 from subagentd.errors import (
@@ -33,6 +33,7 @@ from subagentd.errors import (
 from subagentd.schema import tools as t
 from subagentd.server.boundary import failure
 from subagentd.server.mcp import (
+    CALLER_META,
     IDEMPOTENCY_META,
     TOOLS,
     CallerIdentity,
@@ -44,14 +45,8 @@ from subagentd.server.timers import BUSY_RETRY
 if TYPE_CHECKING:
     from subagentd.server.connection import Connection
 
-log = logging.getLogger("subagentd")
-
 TOKEN_META = "subagentd/token"
-CALLER_META = "subagentd/caller"
-REFUSED = (
-    'tool call refused: SUBAGENTD_TOKEN is not the token of the running activation of agent "{caller}"'
-    " (a runner's command can act only as its own agent, and only while that activation lasts)"
-)
+REFUSED = texts.RUNNER_TOKEN_REFUSED
 READ_TIMEOUT = 30.0  # seconds a client may take to send its one request line
 
 _encode = msgspec.json.Encoder().encode
