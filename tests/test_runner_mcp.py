@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -30,7 +31,8 @@ def texts(result: Any) -> list[str]:
     return [block.text for block in result.content]
 
 
-def test_an_mcp_client_spawns_waits_follows_up_interrupts_and_lists(tmp_path):
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_an_mcp_client_spawns_waits_follows_up_interrupts_and_lists(tmp_path, mode):
     db, log = str(tmp_path / "mcp-runner.db"), tmp_path / "log"
     params = StdioServerParameters(
         command=sys.executable,
@@ -39,7 +41,7 @@ def test_an_mcp_client_spawns_waits_follows_up_interrupts_and_lists(tmp_path):
     seen: dict[str, Any] = {}
 
     async def session() -> None:
-        async with Client(params) as client:
+        async with Client(params, mode=mode) as client:
             tools = await client.list_tools()
             seen["tools"] = [tool.name for tool in tools.tools]
             call = client.call_tool
