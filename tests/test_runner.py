@@ -124,6 +124,15 @@ def test_the_turn_ends_when_the_command_exits_even_if_it_left_a_process_holding_
     assert events["runner_exit"] == {"exit_code": 0}
 
 
+def test_stdout_past_max_text_bytes_is_cut_to_that_many_bytes(server):
+    srv = server(max_text_bytes=101)
+    srv.spawn("c1", [{"repeat": "é", "times": 200}])  # 400 bytes, cut after half a character
+    events = srv.ended("c1")
+    assert events["turn_end"]["reason"] == "completed"
+    assert events["turn_end"]["output"] == "é" * 50  # the half character is dropped
+    assert events["runner_exit"] == {"exit_code": 0, "stdout_cut": True}
+
+
 def test_nonzero_exit_ends_the_turn_error_with_the_stderr_tail_in_the_transcript(server):
     srv = server()
     noise = "x" * 5000 + "the last words"

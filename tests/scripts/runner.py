@@ -3,6 +3,7 @@
 It reads the turn (one JSON object) from stdin and acts on the text of its last message: plain
 text is answered `done: <text>`; a JSON object {"steps": [...]} runs each step in order:
   {"print": s}            write s to stdout (as given: the tests check the trimming)
+  {"repeat": s, "times": n}  write s n times to stdout
   {"stderr": s}           write s to stderr
   {"exit": n}             exit with status n
   {"tool": name, "args": {...}, "caller"?: id, "token"?: t, "env"?: {...}}
@@ -53,6 +54,9 @@ def on_term(signum, frame):
 for step in plan["steps"]:
     if "print" in step:
         sys.stdout.write(step["print"])
+        sys.stdout.flush()
+    elif "repeat" in step:
+        sys.stdout.write(step["repeat"] * step["times"])
         sys.stdout.flush()
     elif "stderr" in step:
         sys.stderr.write(step["stderr"])
