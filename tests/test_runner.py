@@ -57,6 +57,17 @@ class RunnerServer(InProcessServer):
             "agents/spawn", {"caller": caller, "child_id": child_id, "label": "t", "prompt": prompt}
         )
 
+    def outputs(self, agent_id: str, count: int) -> list[str | None]:
+        """Wait until the agent ended `count` turns; their outputs."""
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            events = self.host.call("transcript/read", {"agent_id": agent_id})["events"]
+            outputs = [e["data"].get("output") for e in events if e["type"] == "turn_end"]
+            if len(outputs) >= count:
+                return outputs
+            assert time.monotonic() < deadline, f"{agent_id} ended {len(outputs)} turn(s)"
+            self.host.notification("agent/status", agent_id=agent_id)
+
     def ended(self, agent_id: str) -> dict[str, Any]:
         """Wait for the agent's turn_end event; the events of that turn by type."""
         deadline = time.monotonic() + TIMEOUT
@@ -378,14 +389,7 @@ def test_the_example_runner_runs_a_command_line_agent_that_reports_and_remembers
     ]
     srv.host.notification("agent/settled", agent_id="c1")
     srv.host.call("send_message", {"caller": "root", "subagent_id": "c1", "message": "And then?"})
-    deadline = time.monotonic() + TIMEOUT
-    while True:
-        events = srv.host.call("transcript/read", {"agent_id": "c1"})["events"]
-        outputs = [e["data"].get("output") for e in events if e["type"] == "turn_end"]
-        if len(outputs) == 2:
-            break
-        assert time.monotonic() < deadline
-        srv.host.notification("agent/status", agent_id="c1")
+    outputs = srv.outputs("c1", 2)
     assert outputs[1] == "answer 2: And then?"  # it saw its first turn
 
 
@@ -426,11 +430,17 @@ def test_a_wait_through_the_verb_is_cancelled_when_its_run_is_interrupted(server
         time.sleep(0.01)
     go.touch()
     # g1's settlement notice was not consumed by the cancelled wait: it wakes c1 as a turn
-    while True:
-        events = srv.host.call("transcript/read", {"agent_id": "c1"})["events"]
-        outputs = [e["data"].get("output") for e in events if e["type"] == "turn_end"]
-        if len(outputs) == 2:
-            break
-        assert time.monotonic() < deadline
-        srv.host.notification("agent/status", agent_id="c1")
+    outputs = srv.outputs("c1", 2)
     assert outputs[1].startswith("done: Background subagent g1 finished")
+
+
+def test_a_cold_resumed_turn_carries_the_descriptor_on_stdin(server):
+    srv = server()
+    srv.spawn("c1", "hello")
+    srv.host.notification("agent/settled", agent_id="c1")
+    message = json.dumps({"steps": [{"env": True}]})
+    srv.host.call("send_message", {"caller": "root", "subagent_id": "c1", "message": message})
+    outputs = srv.outputs("c1", 2)
+    turn = json.loads(outputs[1])["turn"]
+    assert turn["resume"] == {"version": 1, "mode": "continuable", "label": "t"}
+    assert [m["content"][0]["text"] for m in turn["messages"]] == [message]
