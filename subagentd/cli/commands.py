@@ -165,8 +165,8 @@ def tool(
     idempotency_key: str | None,
     as_json: bool,
 ) -> None:
-    """Call tool NAME as the agent whose turn a `serve --runner` command is running (relayed to
-    that serving process; SUBAGENTD_SOCKET and SUBAGENTD_TOKEN come from the runner)."""
+    """Call a tool as the agent of this --runner turn (relayed to the serving subagentd with
+    the SUBAGENTD_SOCKET and SUBAGENTD_TOKEN the turn's environment holds)."""
     import os
 
     from subagentd.cli.tool import call, show

@@ -166,7 +166,7 @@ SERVE = (
         None,
         "run the turns of the agents below --caller as this command (split as a shell would,"
         " run without a shell): the turn as JSON on its stdin, its stdout the turn's output,"
-        " exit 0 completed, else error (PROTOCOL.md, The turn runner)",
+        " exit 0 completed, else error (PROTOCOL.md section 11)",
         metavar="COMMAND",
     ),
     Spec(
