@@ -55,8 +55,10 @@ def last_turn_end(db: str, agent_id: str) -> dict[str, Any]:
     return data
 
 
-def test_runner_output_never_reaches_stdout_and_the_root_is_held(prepared_db):
-    proc = ServerProcess("--caller", "root", "--runner", RUNNER, db=prepared_db)
+@pytest.mark.parametrize("loop", ["asyncio", "trio"])
+def test_runner_output_never_reaches_stdout_and_the_root_is_held(prepared_db, loop):
+    argv = ["--caller", "root", "--runner", RUNNER, "--event-loop", loop]
+    proc = ServerProcess(*argv, db=prepared_db)
     try:
         proc.host.initialize()
         steps = [{"print": "LEAK-MARKER on stdout\n"}, {"stderr": "LEAK-MARKER on stderr\n"}]
@@ -83,9 +85,13 @@ def test_runner_output_never_reaches_stdout_and_the_root_is_held(prepared_db):
     )
 
 
-def test_end_of_input_ends_the_turns_and_sends_the_runner_processes_sigterm(prepared_db, tmp_path):
+@pytest.mark.parametrize("loop", ["asyncio", "trio"])
+def test_end_of_input_ends_the_turns_and_sends_the_runner_processes_sigterm(
+    prepared_db, tmp_path, loop
+):
     log = tmp_path / "log"
-    proc = ServerProcess("--caller", "root", "--runner", RUNNER, db=prepared_db)
+    argv = ["--caller", "root", "--runner", RUNNER, "--event-loop", loop]
+    proc = ServerProcess(*argv, db=prepared_db)
     try:
         proc.host.initialize()
         steps = [{"wait_term": True, "log": str(log)}]
