@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from subagentd.cli.running import Running
+from subagentd.core import texts
 from subagentd.server.relay import REFUSED
 from subagentd.server.runner import STDERR_TAIL
 from tests.spawned import TIMEOUT, InProcessServer
@@ -444,3 +445,57 @@ def test_a_cold_resumed_turn_carries_the_descriptor_on_stdin(server):
     turn = json.loads(outputs[1])["turn"]
     assert turn["resume"] == {"version": 1, "mode": "continuable", "label": "t"}
     assert [m["content"][0]["text"] for m in turn["messages"]] == [message]
+
+
+def relay(path: str, data: bytes) -> dict[str, Any]:
+    """One request line to the relay socket; its reply."""
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(TIMEOUT)
+        conn.connect(path)
+        conn.sendall(data)
+        reply = b""
+        while not reply.endswith(b"\n"):
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+    answer: dict[str, Any] = json.loads(reply)
+    return answer
+
+
+def test_bad_input_on_the_relay_socket_gets_json_rpc_errors_and_it_keeps_serving(server):
+    srv = server()
+    assert srv.running is not None
+    path = srv.running.path
+    garbage = relay(path, b"not json\n")
+    assert garbage["error"]["code"] == -32600 and garbage["id"] is None
+    other = {"jsonrpc": "2.0", "id": 7, "method": "agents/open", "params": {"name": "x"}}
+    refused = relay(path, json.dumps(other).encode() + b"\n")
+    assert refused["id"] == 7
+    assert refused["error"]["code"] == -32600
+    assert refused["error"]["message"] == "only tools/call is relayed, not agents/open"
+    unknown = {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "nope"}}
+    assert relay(path, json.dumps(unknown).encode() + b"\n")["error"] == {
+        "code": -32602,
+        "message": "Unknown tool: nope",
+        "data": {"reason": "INVALID_PARAMS"},
+    }
+    tokenless = {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "method": "tools/call",
+        "params": {"name": "list_agents"},
+    }
+    assert relay(path, json.dumps(tokenless).encode() + b"\n")["error"] == {
+        "code": 1001,
+        "message": "list_agents requires a calling agent (caller was not given)",
+        "data": {"reason": "UNAUTHORIZED"},
+    }
+    tokenless["params"]["_meta"] = {"subagentd/caller": "root"}  # type: ignore[index]
+    assert relay(path, json.dumps(tokenless).encode() + b"\n")["error"]["message"] == (
+        texts.RUNNER_TOKEN_REFUSED.format(caller="root")
+    )
+    srv.spawn("c1", "still serving")
+    assert srv.ended("c1")["turn_end"]["output"] == "done: still serving"

@@ -176,9 +176,9 @@ class Relay:
             raise InvalidParamsError(f"Unknown tool: {params.name}")
         meta = params.meta or {}
         caller, token = meta.get(CALLER_META), meta.get(TOKEN_META)
-        if not isinstance(caller, str) or not isinstance(token, str):
-            raise CallerUnauthorizedError(REFUSED.format(caller=caller))
-        activation = self.tokens.activation(caller, token)
+        if not isinstance(caller, str):
+            raise CallerUnauthorizedError(texts.NO_CALLER.format(tool=params.name))
+        activation = self.tokens.activation(caller, token) if isinstance(token, str) else None
         if activation is None:
             raise CallerUnauthorizedError(REFUSED.format(caller=caller))
         key = meta.get(IDEMPOTENCY_META)
