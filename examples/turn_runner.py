@@ -6,7 +6,7 @@ instructions?, resume?}; what this prints becomes the turn's output (and, when t
 finishes, its closing message to the agent that started it); exit 0 means completed, anything
 else error. SIGTERM means the turn was interrupted.
 
-AGENT_COMMAND is the agent to run, e.g. "claude -p" or "codex exec" or "llm": it gets the
+AGENT_COMMAND is the agent to run, e.g. "claude -p" or "llm": any command that reads its
 prompt on stdin and prints its answer. Without it this script answers "(dry run) <the last
 line of the prompt>", to show the plumbing. Each subagent's conversation so far is kept in
 RUNNER_STATE (default: a `turns` folder beside the database) so its later turns see the
