@@ -499,3 +499,11 @@ def test_bad_input_on_the_relay_socket_gets_json_rpc_errors_and_it_keeps_serving
     )
     srv.spawn("c1", "still serving")
     assert srv.ended("c1")["turn_end"]["output"] == "done: still serving"
+
+
+def test_the_example_runner_without_an_agent_command_is_a_dry_run(server, tmp_path, monkeypatch):
+    monkeypatch.delenv("AGENT_COMMAND", raising=False)
+    monkeypatch.setenv("RUNNER_STATE", str(tmp_path / "state"))
+    srv = server(command=EXAMPLE)
+    srv.spawn("c1", "Find the oldest open bug.")
+    assert srv.ended("c1")["turn_end"]["output"] == "(dry run) Find the oldest open bug."
