@@ -1,4 +1,4 @@
-"""What a turn runner's command reads on stdin and what its exit records (PROTOCOL.md, runner)."""
+"""What a turn runner's command reads on stdin and what its exit records (PROTOCOL.md section 11)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ command's environment). `subagentd tool` sends one JSON-RPC `tools/call` line wi
 `subagentd/caller` and `subagentd/token`; the token must be the one this process gave that
 agent's current activation (SUBAGENTD_TOKEN), else the call is refused. The tool then runs here,
 as that caller with that activation, by the same rules as any `tools/call`, and the answer is
-written back after its commit (PROTOCOL.md, "The turn runner").
+written back after its commit (PROTOCOL.md section 11).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A turn that starts for an agent below the root is not sent to the host as `turn/
 start is committed, COMMAND runs with the turn on stdin (schema/runner.py RunnerTurn), its
 trimmed stdout becomes the turn's output and its exit status the reason; `turn/interrupt` sends
 SIGTERM to its process group, then SIGKILL after --interrupt-grace. At most `max_running`
-processes run at once; the other turns wait in start order (PROTOCOL.md, "The turn runner").
+processes run at once; the other turns wait in start order (PROTOCOL.md section 11).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import signal
 import subprocess
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -47,7 +47,6 @@ class Job:
     process: anyio.abc.Process | None = None
     interrupted: bool = False
     done: bool = False
-    killer: Callable[[], None] | None = field(default=None)
 
 
 class Runner:
