@@ -163,3 +163,60 @@ def test_a_parked_child_shows_in_agents_list_and_list_agents(make_server):
     assert host.tool("list_agents", "root")["text"] == "c1 [idle, 1 parked] — worker"
     [row] = host.call("agents/list", {"root_id": "root"})["agents"]
     assert (row["status"], row["parked"]) == ("idle", 1)
+
+
+def test_list_agents_and_interrupt_agent_descriptions_say_what_seed_000_says(make_server):
+    host = make_server().host
+    host.open("root")
+    tools = {
+        t["name"]: t["description"]
+        for t in host.call("tools/list", {"_meta": {"subagentd/caller": "root"}})["tools"]
+    }
+    listing = tools["list_agents"]
+    assert "Only depth-1 entries (your direct children) can take `send_message`" in listing
+    assert "deeper entries can only be interrupted with `interrupt_agent`" in listing
+    assert "Do not poll this list to learn when work is done" in listing
+    assert "not a result waiting to be collected" in listing
+    assert "`[idle, 2 parked]`" in listing
+    interrupt = tools["interrupt_agent"]
+    assert "it resumes with them, in order, at its next waking input" in interrupt
+
+
+def test_a_childs_tool_filter_binds_spawn_agent_and_wait_agents(make_server):
+    host = make_server(tools=served_tools(None, True)).host
+    host.open("root")
+    host.spawn("root", "c1", tool_filter={"deny": ["spawn_agent", "wait_agents"]})
+    names = [
+        t["name"] for t in host.call("tools/list", {"_meta": {"subagentd/caller": "c1"}})["tools"]
+    ]
+    assert names == ["send_message", "interrupt_agent", "list_agents", "report"]
+    for name, arguments in [("spawn_agent", {"label": "l", "prompt": "p"}), ("wait_agents", {})]:
+        result = host.result(tool_call(host, name, "c1", arguments=arguments))
+        assert result == {
+            "content": [
+                {
+                    "type": "text",
+                    "text": f'Error: tool "{name}" is not available to agent "c1":'
+                    " its tool_filter excludes it",
+                }
+            ],
+            "isError": True,
+        }
+
+
+def test_a_pending_wait_is_answered_at_shutdown(spawn_process):
+    proc = spawn_process("--caller", "root", "--spawn-tool", "on")
+    host = proc.host
+    host.initialize()
+    spawned = tool_call(host, "spawn_agent", "root", arguments={"label": "l", "prompt": "p"})
+    child = host.result(spawned)["structuredContent"]["child_id"]
+    waiting = tool_call(host, "wait_agents", "root", arguments={"timeout_ms": 600000})
+    assert host.call("ping") == {}
+    proc.close_stdin()  # EOF: the tree drains, the root leaves, the wait is answered
+    answer = host.result(waiting)  # the child left (its notice to a closing root is recorded)
+    assert answer == {
+        "content": [{"type": "text", "text": "none of the subagents waited for is still working"}],
+        "structuredContent": {"agents": [{"agent_id": child, "status": "ready"}]},
+        "isError": False,
+    }
+    assert proc.wait() == 0

@@ -523,7 +523,14 @@ def wrong_values(schema: dict[str, Any]) -> st.SearchStrategy[Any] | None:
     return st.one_of(options)
 
 
-TOOL_METHODS = {"send_message", "interrupt_agent", "list_agents", "report"}
+TOOL_METHODS = {
+    "send_message",
+    "interrupt_agent",
+    "list_agents",
+    "report",
+    "spawn_agent",
+    "wait_agents",
+}
 
 
 def valid_base(method: str, world: World) -> dict[str, Any]:

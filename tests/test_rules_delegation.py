@@ -373,3 +373,15 @@ def test_a_parked_agent_shows_its_parked_messages_in_every_listing():
     assert (row.status, row.parked) == ("idle", 2)
     core.send("root", "c1", "three")  # a waking input: they run again
     assert core.list("root").text == "c1 [running] — worker"
+
+
+def test_a_wait_whose_answer_was_rolled_back_waits_again():
+    core = held_root()
+    spawn(core, "root", "c1")
+    waiter, answers = wait(core)
+    act(core, core.report, "c1", "first")
+    assert len(answers) == 1 and core.svc.waits.pending == []
+    core.svc.waits.rearm(waiter, answers.append)  # what the server does after a lost group
+    assert core.svc.waits.pending == [waiter]
+    act(core, core.report, "c1", "second")
+    assert answers[1].blocks[:2] == ["Background subagent c1 reported:", "second"]

@@ -147,10 +147,17 @@ def test_report_is_listed_only_for_live_continuable_children(host):
         meta = {"subagentd/caller": caller} if caller else {}
         return [t["name"] for t in host.call("tools/list", {"_meta": meta})["tools"]]
 
-    assert names("root") == ["send_message", "interrupt_agent", "list_agents"]
-    assert names("once") == ["send_message", "interrupt_agent", "list_agents"]
-    assert names(None) == ["send_message", "interrupt_agent", "list_agents"]
-    assert names("c1") == ["send_message", "interrupt_agent", "list_agents", "report"]
+    others = ["send_message", "interrupt_agent", "list_agents", "wait_agents"]
+    assert names("root") == others
+    assert names("once") == others
+    assert names(None) == others
+    assert names("c1") == [
+        "send_message",
+        "interrupt_agent",
+        "list_agents",
+        "report",
+        "wait_agents",
+    ]
 
 
 def test_tool_schemas_are_top_level_objects(host):
@@ -324,7 +331,7 @@ def test_multi_level_tree_plays_out_over_the_wire(host):
     assert listing["text"] == (
         "c1 [running] parent=root depth=1 — researcher\n"
         "g1 [running] parent=c1 depth=2 — leaf\n"
-        "c2 [idle] parent=root depth=1 — writer"
+        "c2 [idle, 2 parked] parent=root depth=1 — writer"
     )
     host.end_turn("g1", g1["turn_id"], "completed", "leaf done")
     assert host.notification("agent/settled", agent_id="g1") == {

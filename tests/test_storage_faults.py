@@ -869,6 +869,26 @@ def test_a_close_admitted_in_a_lost_group_is_answered_storage_failed_and_forgott
     assert book.frames == []
 
 
+def test_a_wait_admitted_in_a_lost_group_stops_waiting_so_it_consumes_nothing():
+    book = ledger()
+    pending, deferred = waiting_close(book, "wait")
+    stopped: list[str] = []
+    deferred.on_cancel = lambda: stopped.append("cancelled")
+    assert book.answer_lost(lost_answer) == [{"id": "wait", "error": "STORAGE_FAILED"}]
+    assert stopped == ["cancelled"] and book.pending == {}
+
+
+def test_a_wait_answered_in_a_lost_group_is_waited_for_again():
+    book = ledger()
+    pending, deferred = waiting_close(book, "wait")
+    book.committed()
+    rearmed: list[str] = []
+    deferred.on_undone = lambda: rearmed.append("again")
+    deferred.complete()  # answered (what it consumed is in this group)...
+    assert book.answer_lost(lost_answer) == []
+    assert rearmed == ["again"] and book.pending == {"wait": pending}  # ...rolled back: again
+
+
 def test_a_rebuild_keeps_what_is_derived_not_stored_adoption_tool_filter_and_held_root():
     """Owner after an adoption, a child's tool_filter and the --caller root's hold are not lease
     columns: a rebuild must derive them again, and a lost group must not keep its adoption."""

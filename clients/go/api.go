@@ -21,6 +21,15 @@ func (c *Client) GetAgent(ctx context.Context, agentID string) (AgentInfo, error
 	return r, c.Call(ctx, "agents/get", map[string]string{"agent_id": agentID}, &r)
 }
 
+// WaitIdle waits until no agent of agentID's tree runs a turn or has input to run, at most
+// timeoutMs milliseconds (0 to 600000); on timeout Idle is false and Running and Runnable name
+// the busy agents (agents/wait_idle). ctx bounds the request as well.
+func (c *Client) WaitIdle(ctx context.Context, agentID string, timeoutMs int) (WaitIdleResult, error) {
+	var r WaitIdleResult
+	params := map[string]any{"agent_id": agentID, "timeout_ms": timeoutMs}
+	return r, c.Call(ctx, "agents/wait_idle", params, &r)
+}
+
 // Spawn starts a subagent of params.Caller (agents/spawn).
 func (c *Client) Spawn(ctx context.Context, params SpawnParams) (SpawnResult, error) {
 	var r SpawnResult

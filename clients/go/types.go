@@ -188,6 +188,13 @@ type ListAgentsParams struct {
 	Scope      string `json:"scope,omitempty"`
 }
 
+// WaitIdleResult is agents/wait_idle's result.
+type WaitIdleResult struct {
+	Idle     bool     `json:"idle"`
+	Running  []string `json:"running,omitempty"`
+	Runnable []string `json:"runnable,omitempty"`
+}
+
 // AgentRow is one list_agents row: Kind "child" (Label, Status, Mode) or "diagnostic" (Reason);
 // Parent and Depth with scope "descendants".
 type AgentRow struct {
@@ -195,6 +202,7 @@ type AgentRow struct {
 	ID     string `json:"id"`
 	Label  string `json:"label,omitempty"`
 	Status string `json:"status,omitempty"`
+	Parked int    `json:"parked,omitempty"` // parked messages it holds ("[idle, 2 parked]")
 	Mode   string `json:"mode,omitempty"`
 	Reason string `json:"reason,omitempty"`
 	Parent string `json:"parent,omitempty"`

@@ -79,15 +79,20 @@ class Waits:
         )
 
     def check(self) -> None:
-        """Answer every pending wait that is over (called inside a write transaction)."""
-        for waiter in list(self.pending):
-            if waiter.done is None:
-                continue  # its own request is still running: it was judged just now
-            answer = waiter.check(waiter.timed_out)
-            if answer is not None:
-                done = waiter.done
-                self.cancel(waiter)
-                done(answer)
+        """Answer every pending wait that is over (called inside a write transaction); again
+        after an answer, since consuming news may end another wait (e.g. a child settles)."""
+        answered = True
+        while answered:
+            answered = False
+            for waiter in list(self.pending):
+                if waiter.done is None:
+                    continue  # its own request is still running: it was judged just now
+                answer = waiter.check(waiter.timed_out)
+                if answer is not None:
+                    done = waiter.done
+                    self.cancel(waiter)
+                    done(answer)
+                    answered = True
 
     def cancel(self, waiter: Waiter) -> None:
         """Forget a wait (answered, or cancelled by the client): it consumes nothing more."""

@@ -155,7 +155,9 @@ def _direct(spec_name: str) -> Callable[[Call, Any], Any]:
         if spec.waits and identity.meta is not None:
             identity.progress = _progress_token(identity.meta)
         result = run_tool(call.service, spec, params, identity)
-        return call.wait_for(result, lambda a: a) if isinstance(result, Waiter) else result
+        if spec.waits and isinstance(result, Waiter):
+            return call.wait_for(result, lambda a: a)
+        return result
 
     return run
 
@@ -228,6 +230,6 @@ def tools_call(call: Call, p: t.ToolsCallParams) -> Any:
         return call_tool_result(None, error)
     except msgspec.ValidationError as exc:
         return call_tool_result(None, InvalidParamsError(f"invalid _meta: {exc}"))
-    if isinstance(result, Waiter):
+    if spec.waits and isinstance(result, Waiter):
         return call.wait_for(result, lambda answer: call_tool_result(answer, None))
-    return call_tool_result(result, None)
+    return call_tool_result(result, None)  # type: ignore[arg-type]  # a Waiter only when spec.waits

@@ -18,8 +18,9 @@ from subagentd.server.methods import RawParams, method
 
 INSTRUCTIONS = (
     "subagentd keeps a tree of agents: spawn children, queue their next turns with send_message,"
-    " stop a descendant's turn with interrupt_agent, see the tree with list_agents; a continuable"
-    " child reports to its parent with report."
+    " stop a descendant's turn with interrupt_agent, see the tree with list_agents, collect their"
+    " reports and finish notices with wait_agents; a continuable child reports to its parent"
+    " with report."
 )
 
 

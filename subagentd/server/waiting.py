@@ -173,6 +173,8 @@ class Ledger:
             if mark == ADMITTED:
                 for p in owed.waiting:
                     p.deferred.on_done = None
+                    if p.deferred.on_cancel is not None:  # a wait: it must consume nothing now
+                        p.deferred.on_cancel()
                     key = p.request_id  # not p.request_id below: mypy narrows p after `is p`
                     if self.pending.get(key) is p:
                         del self.pending[key]

@@ -32,6 +32,8 @@ import type {
   SendMessageResult,
   SeqResult,
   ServerNotifications,
+  SpawnAgentParams,
+  SpawnAgentResult,
   SpawnParams,
   SpawnResult,
   StatsResult,
@@ -44,6 +46,10 @@ import type {
   TurnBeginParams,
   TurnBeginResult,
   TurnEndParams,
+  WaitAgentsParams,
+  WaitAgentsResult,
+  WaitIdleParams,
+  WaitIdleResult,
   HostNotifications,
 } from "./types.js";
 
@@ -170,6 +176,12 @@ export class SubagentdClient extends EventEmitter {
     followup(params: FollowupParams, options?: RequestOptions): Promise<MessageIdResult>;
     interrupt(params: { agent_id: string } & Params, options?: RequestOptions): Promise<InterruptResult>;
     list(params: ListParams, options?: RequestOptions): Promise<ListResult>;
+    /**
+     * Answered once no agent of the tree runs a turn or has input to run, or after
+     * `timeout_ms` (default 30000; then `idle` is false and `running` / `runnable` name the busy
+     * ones). The request's own timeout defaults to `timeout_ms` plus the client's.
+     */
+    waitIdle(params: WaitIdleParams, options?: RequestOptions): Promise<WaitIdleResult>;
   };
   /** Typed wrappers for `turns/*`. */
   readonly turns: {
@@ -246,6 +258,8 @@ export class SubagentdClient extends EventEmitter {
       followup: call("agents/followup"),
       interrupt: call("agents/interrupt"),
       list: call("agents/list"),
+      waitIdle: (params, options) =>
+        this.request("agents/wait_idle", params, this.waitOptions(params.timeout_ms, options)),
     };
     this.turns = { begin: call("turns/begin"), end: call("turns/end") };
     this.transcript = { append: call("transcript/append"), read: call("transcript/read") };
@@ -507,6 +521,22 @@ export class SubagentdClient extends EventEmitter {
   /** The `report` tool as a direct method. */
   report(params: ReportParams, options?: RequestOptions): Promise<ReportResult> {
     return this.request("report", params, options);
+  }
+
+  /** The `spawn_agent` tool as a direct method (agents/spawn's rules, as the calling agent). */
+  spawnAgent(params: SpawnAgentParams, options?: RequestOptions): Promise<SpawnAgentResult> {
+    return this.request("spawn_agent", params, options);
+  }
+
+  /** The `wait_agents` tool as a direct method: answered when the children have news. */
+  waitAgents(params: WaitAgentsParams = {}, options?: RequestOptions): Promise<WaitAgentsResult> {
+    return this.request("wait_agents", params, this.waitOptions(params.timeout_ms, options));
+  }
+
+  /** A waiting request's options: its timeout covers the server's wait (default 30 s) too. */
+  private waitOptions(waitMs: number | undefined, options?: RequestOptions): RequestOptions {
+    if (options?.timeoutMs !== undefined || !this.requestTimeoutMs) return options ?? {};
+    return { ...options, timeoutMs: (waitMs ?? 30_000) + this.requestTimeoutMs };
   }
 
   /** Whether the connection is closed (the server exited or closed its stdout). */

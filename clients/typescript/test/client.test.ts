@@ -109,10 +109,35 @@ describe("SubagentdClient against the real server", () => {
     // c1 settled (it is not live): the host-level interrupt has nothing to stop.
     assert.deepEqual(await client.agents.interrupt({ agent_id: "c1" }), { accepted: false, previous_status: "ready" });
     const tools = await client.tools.list({ _meta: { "subagentd/caller": "root" } });
-    assert.deepEqual(tools.tools.map((t) => t.name), ["send_message", "interrupt_agent", "list_agents"]);
+    assert.deepEqual(tools.tools.map((t) => t.name), ["send_message", "interrupt_agent", "list_agents", "wait_agents"]);
     const called = await client.tools.call({ name: "list_agents", arguments: {}, _meta: { "subagentd/caller": "c1" } });
     assert.deepEqual(called.content, [{ type: "text", text: "(no subagents)" }]);
     assert.equal(called.isError, false);
+  });
+
+  test("agents.waitIdle answers once the tree is quiet, and names the busy on timeout", async () => {
+    const started = client.waitFor("turn/start", { agent_id: "w1" });
+    await client.agents.spawn({ caller: "root", child_id: "w1", label: "waiter", prompt: "go" });
+    const w1 = await started;
+    assert.deepEqual(await client.agents.waitIdle({ agent_id: "root", timeout_ms: 0 }), { idle: false, running: ["w1"] });
+    const quiet = client.agents.waitIdle({ agent_id: "root" });
+    const notice = client.waitFor("turn/start", { agent_id: "root" });
+    await client.turns.end({ agent_id: "w1", turn_id: w1.turn_id, reason: "completed" });
+    const rootTurn = await notice; // w1 settled: the root runs its notice
+    await client.turns.end({ agent_id: "root", turn_id: rootTurn.turn_id, reason: "completed" });
+    assert.deepEqual(await quiet, { idle: true });
+  });
+
+  test("spawnAgent and waitAgents as direct methods", async () => {
+    const { turn_id } = await client.turns.begin({ agent_id: "root", messages: ["delegate"] });
+    const started = client.waitFor("turn/start", { agent_id: "w2" });
+    const spawned = await client.spawnAgent({ caller: "root", label: "l", prompt: "p", child_id: "w2" });
+    assert.deepEqual([spawned.child_id, spawned.text], ["w2", "started subagent w2"]);
+    await started;
+    await client.report({ caller: "w2", output: "found" });
+    const news = await client.waitAgents({ caller: "root", agent_ids: ["w2"] });
+    assert.deepEqual(news.blocks, ["Background subagent w2 reported:", "found", "still working: w2"]);
+    await client.turns.end({ agent_id: "root", turn_id, reason: "completed" });
   });
 
   test("a request with a signal that aborts is rejected and cancelled", async () => {

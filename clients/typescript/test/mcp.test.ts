@@ -57,11 +57,11 @@ describe("official @modelcontextprotocol/sdk client over stdio", () => {
     assert.deepEqual(mcp.getServerCapabilities()?.tools, { listChanged: false });
   });
 
-  test("tools/list has the three tools for a root caller", async () => {
+  test("tools/list has the root's tools (report is a child's)", async () => {
     const { tools } = await mcp.listTools();
     assert.deepEqual(
       tools.map((t) => t.name),
-      ["send_message", "interrupt_agent", "list_agents"],
+      ["send_message", "interrupt_agent", "list_agents", "wait_agents"],
     );
     for (const tool of tools) {
       assert.equal(tool.inputSchema.type, "object");

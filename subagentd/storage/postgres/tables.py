@@ -59,6 +59,14 @@ class PgInbox(Inbox):
         ).fetchone()
         return int(row[0]), int(row[1])
 
+    def parked_counts(self) -> dict[str, int]:
+        """As SQLite's, without its INDEXED BY (the planner takes the partial index itself)."""
+        return dict(
+            self._db.conn.execute(
+                "SELECT session_id, count(*) FROM inbox WHERE state = 'parked' GROUP BY session_id"
+            ).fetchall()
+        )
+
 
 class PgEvents(Events):
     def append_events(
