@@ -143,6 +143,7 @@ class InProcessServer:
         max_depth: int = 8,
         max_frame_bytes: int = 16 * 1024 * 1024,
         prepare: Any = None,  # a function of the Service, run in the start-up transaction
+        serve_with: Any = None,  # the Connection -> what anyio runs instead of its serve
         **settings: Any,  # any other core Settings field (e.g. quotas)
     ) -> None:
         import anyio
@@ -183,10 +184,11 @@ class InProcessServer:
         self._to_server_w = to_server_w
         self._fds = [to_server_r, from_server_w]
         self.error: BaseException | None = None
+        main = self.connection.serve if serve_with is None else serve_with(self.connection)
 
         def run() -> None:
             try:
-                anyio.run(self.connection.serve)
+                anyio.run(main)
             except BaseException as exc:  # surfaced by stop()
                 self.error = exc
             finally:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -31,8 +32,8 @@ def blocks(language: str) -> list[str]:
 
 
 def test_the_runnable_blocks_are_all_found():
-    assert README.count("<!-- runs -->") == len(BLOCKS) == 4
-    assert [lang for lang, _ in BLOCKS] == ["sh", "python", "python", "json"]
+    assert README.count("<!-- runs -->") == len(BLOCKS) == 5
+    assert [lang for lang, _ in BLOCKS] == ["sh", "python", "python", "json", "json"]
 
 
 def test_the_sh_block_runs_against_this_checkout(tmp_path):
@@ -80,8 +81,8 @@ def test_the_python_block_runs_as_a_script(tmp_path):
     ]
 
 
-def test_the_mcp_config_uses_absolute_paths_and_options_the_cli_accepts():
-    (body,) = blocks("json")
+@pytest.mark.parametrize("body", blocks("json"), ids=["plain", "runner"])
+def test_the_mcp_config_uses_absolute_paths_and_options_the_cli_accepts(body):
     server = json.loads(body)["mcpServers"]["subagentd"]
     assert os.path.isabs(server["command"]) and server["command"].endswith("/subagentd")
     args = server["args"]
@@ -128,3 +129,14 @@ def test_the_python_host_block_runs_its_agents_turns(tmp_path):
         "root: noted",
         "root: noted",
     ]
+
+
+def test_the_runner_config_runs_the_example_runner_with_absolute_paths():
+    runner_config = json.loads(blocks("json")[1])["mcpServers"]["subagentd"]
+    args = runner_config["args"]
+    python, script = shlex.split(args[args.index("--runner") + 1])
+    assert os.path.isabs(python) and os.path.isabs(script)
+    assert script.endswith("/examples/turn_runner.py")
+    assert (ROOT / "examples" / "turn_runner.py").is_file()
+    assert args[args.index("--caller") + 1] == "root"
+    assert "AGENT_COMMAND" in runner_config["env"]

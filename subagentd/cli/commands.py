@@ -1,4 +1,4 @@
-"""The click commands: `subagentd [serve]`, `demo`, `inspect`, `watch`, `schema`, `stats`, `prune`."""
+"""The click commands: `subagentd [serve]`, `demo`, `inspect`, `watch`, `schema`, `stats`, `prune`, `tool`."""
 
 from __future__ import annotations
 
@@ -141,6 +141,45 @@ def prune(ctx: click.Context, /, older_than: float, **_: Any) -> None:
     path = effective(ctx, "db") or default_database()
     _refuse_postgres(ctx, path, "prune")
     ctx.exit(run_prune(path, older_than))
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("name", metavar="NAME")
+@click.argument("arguments", required=False, default="{}", metavar="[JSON-ARGS]")
+@click.option(
+    "--caller",
+    envvar="SUBAGENTD_AGENT_ID",
+    show_envvar=True,
+    metavar="AGENT_ID",
+    help="the agent to act as: the runner's own (SUBAGENTD_TOKEN proves it)",
+)
+@click.option("--idempotency-key", metavar="KEY", help="a retry with the same key runs once")
+@option("--json", "as_json", is_flag=True, help="print the whole MCP tool result as JSON")
+@click.pass_context
+def tool(
+    ctx: click.Context,
+    /,
+    name: str,
+    arguments: str,
+    caller: str | None,
+    idempotency_key: str | None,
+    as_json: bool,
+) -> None:
+    """Call a tool as the agent of this --runner turn (relayed to the serving subagentd with
+    the SUBAGENTD_SOCKET and SUBAGENTD_TOKEN the turn's environment holds)."""
+    import os
+
+    from subagentd.cli.tool import call, show
+
+    status, outcome = call(
+        name,
+        arguments,
+        caller,
+        os.environ.get("SUBAGENTD_SOCKET"),
+        os.environ.get("SUBAGENTD_TOKEN"),
+        idempotency_key,
+    )
+    ctx.exit(show(status, outcome, as_json))
 
 
 def _refuse_postgres(ctx: click.Context, path: str, command: str) -> None:

@@ -81,6 +81,12 @@ def serve(options: dict[str, Any]) -> int:
         return 1
     log.info("subagentd %s serving on stdin/stdout; database %s", subagentd.__version__, shown)
 
+    from subagentd.cli.running import runner_command
+
+    argv = runner_command(options)
+    if isinstance(argv, str):
+        log.error("cannot start: %s", argv)
+        return 1
     from subagentd.core.settings import Settings, served_tools
     from subagentd.server.envelope import Session
     from subagentd.server.framing import FrameReader
@@ -129,9 +135,14 @@ def serve(options: dict[str, Any]) -> int:
     )
     # Everything loaded so far lives as long as the process: the cycle collector need not visit
     # it again (full collections then scan only what requests allocate).
+    main = connection.serve
+    if argv is not None:
+        from subagentd.cli.running import Running
+
+        main = Running(connection, options, argv).serve
     gc.freeze()
     try:
-        anyio.run(connection.serve, backend=backend, backend_options=loop_options)
+        anyio.run(main, backend=backend, backend_options=loop_options)
     finally:
         try:
             service.store.close()

@@ -169,6 +169,23 @@ SERVE = (
         " opened at start-up with its input held (queued, no turn starts) for the MCP client",
         metavar="AGENT_ID",
     ),
+    Spec(
+        "--runner",
+        "str",
+        None,
+        "run the turns of the agents below --caller as this command (split as a shell would,"
+        " run without a shell): the turn as JSON on its stdin, its stdout the turn's output,"
+        " exit 0 completed, else error (PROTOCOL.md section 11)",
+        metavar="COMMAND",
+    ),
+    Spec(
+        "--max-running",
+        "int",
+        4,
+        "--runner processes running at once; further turns wait, first started first run",
+        low=1,
+        metavar="N",
+    ),
     *(Spec(name, "int", default, what, low=0, metavar="N") for name, default, what in QUOTAS),
     Spec(
         "--report-window",

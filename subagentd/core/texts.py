@@ -51,6 +51,10 @@ CALLER_OUTSIDE = (
     'agent "{caller}" is not "{root}" or a live agent below it;'
     " this connection acts only for that tree (--caller)"
 )
+RUNNER_TOKEN_REFUSED = (  # `subagentd tool` (PROTOCOL.md section 11)
+    'tool call refused: SUBAGENTD_TOKEN is not the token of the running activation of agent "{caller}"'
+    " (a runner's command can act only as its own agent, and only while that activation lasts)"
+)
 
 # --- spawn (PROTOCOL.md section 4; also the spawn_agent tool's result) ---
 SPAWN_OK = "started subagent {id}"

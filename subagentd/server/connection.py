@@ -195,6 +195,17 @@ class Connection:
             self._drained.set()
             self._drained = anyio.Event()
 
+    async def committed(self) -> None:
+        """Return once the work done so far is committed (the runner starts a turn's process,
+        and answers `subagentd tool`, only after that)."""
+        while True:
+            drained = self._drained
+            if not self._writing:  # the flusher waits for a wake: its next round commits ours
+                self._wake.set()
+                await drained.wait()
+                return
+            await drained.wait()  # that round committed before our work: wait for the next
+
     def _quiet(self) -> bool:
         return not self.outbox and not self._writing
 

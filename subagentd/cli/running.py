@@ -1,0 +1,74 @@
+"""`serve --runner`: the turn runner and the `subagentd tool` relay, wired around the connection."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import tempfile
+from typing import Any
+
+SOCKET_NAME = "relay.sock"
+
+
+def runner_command(options: dict[str, Any]) -> list[str] | str | None:
+    """The --runner command as argv, None without --runner, or why it cannot run (a message)."""
+    text = options.get("runner")
+    if text is None:
+        return None
+    if not options.get("caller"):
+        return "--runner needs --caller: it runs the turns of the agents below that root"
+    try:
+        argv = shlex.split(text)
+    except ValueError as exc:
+        return f"--runner is not a command line ({exc})"
+    return argv or "--runner is empty"
+
+
+class Running:
+    """The runner and the relay around one connection; `serve` is what anyio runs instead of
+    `connection.serve`."""
+
+    def __init__(self, connection: Any, options: dict[str, Any], argv: list[str]) -> None:
+        from subagentd.server.relay import Relay, Tokens
+        from subagentd.server.runner import Runner
+        from subagentd.storage.postgres import is_postgres
+
+        self.connection = connection
+        self.grace = options["shutdown_grace"]
+        service = connection.service
+        self.directory = tempfile.mkdtemp(prefix="subagentd-")  # 0700: only this user reaches it
+        self.path = os.path.join(self.directory, SOCKET_NAME)
+        db = options["db"]
+        if is_postgres(db):  # it is already connected: the runs need no password
+            from subagentd.storage.postgres.store import shown
+
+            db = shown(db)
+        elif db != ":memory:":
+            db = os.path.abspath(db)
+        tokens = Tokens(service)
+        self.runner = Runner(
+            service,
+            argv,
+            root=options["caller"],
+            max_running=options["max_running"],
+            environment={"SUBAGENTD_DB": db, "SUBAGENTD_SOCKET": self.path},
+            tokens=tokens,
+        )
+        self.relay = Relay(service, tokens, options["max_frame_bytes"])
+        self.runner.attach(connection)
+        self.relay.attach(connection)
+
+    async def serve(self) -> None:
+        import anyio
+
+        try:
+            listener = await anyio.create_unix_listener(self.path)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self.relay.serve, listener)
+                tg.start_soon(self.runner.serve)
+                await self.connection.serve()
+                await self.runner.stop(self.grace)
+                tg.cancel_scope.cancel()
+        finally:
+            shutil.rmtree(self.directory, ignore_errors=True)

@@ -1,0 +1,241 @@
+"""`subagentd tool` relayed to the serving process: a runner's command acts as its own agent.
+
+The serving process (with --runner) listens on a private Unix socket (SUBAGENTD_SOCKET in the
+command's environment). `subagentd tool` sends one JSON-RPC `tools/call` line with `_meta`
+`subagentd/caller` and `subagentd/token`; the token must be the one this process gave that
+agent's current activation (SUBAGENTD_TOKEN), else the call is refused. The tool then runs here,
+as that caller with that activation, by the same rules as any `tools/call`, and the answer is
+written back after its commit (PROTOCOL.md section 11).
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.abc
+import msgspec
+
+from subagentd.core import texts
+from subagentd.core.service import Service
+from subagentd.core.waits import Waiter
+from subagentd.errors import (
+    CallerUnauthorizedError,
+    InvalidParamsError,
+    InvalidRequestError,
+    StorageBusyError,
+    StorageFailedError,
+    SubagentdError,
+)
+from subagentd.schema import tools as t
+from subagentd.server.boundary import failure
+from subagentd.server.mcp import (
+    CALLER_META,
+    IDEMPOTENCY_META,
+    TOOLS,
+    CallerIdentity,
+    call_tool_result,
+    run_tool,
+)
+from subagentd.server.timers import BUSY_RETRY
+
+if TYPE_CHECKING:
+    from subagentd.server.connection import Connection
+
+TOKEN_META = "subagentd/token"
+REFUSED = texts.RUNNER_TOKEN_REFUSED
+READ_TIMEOUT = 30.0  # seconds a client may take to send its one request line
+
+_encode = msgspec.json.Encoder().encode
+
+
+class RelayRequest(msgspec.Struct):
+    jsonrpc: str
+    method: str
+    params: t.ToolsCallParams
+    id: int | str | None = None
+
+
+_decode_request = msgspec.json.Decoder(RelayRequest).decode
+
+
+class Tokens:
+    """One unguessable token per activation the runner ran; void once the activation ended."""
+
+    def __init__(self, service: Service) -> None:
+        self.registry = service.agents.registry
+        self._tokens: dict[str, tuple[str, str]] = {}  # agent id -> (activation id, token)
+
+    def issue(self, agent_id: str, activation_id: str) -> str:
+        """The activation's token (the same for each of its turns), made on its first turn."""
+        held = self._tokens.get(agent_id)
+        if held is not None and held[0] == activation_id:
+            return held[1]
+        for other, (activation, _) in list(self._tokens.items()):  # forget the ended ones
+            agent = self.registry.get(other)
+            if agent is None or agent.activation_id != activation:
+                del self._tokens[other]
+        token = secrets.token_urlsafe(32)
+        self._tokens[agent_id] = (activation_id, token)
+        return token
+
+    def activation(self, agent_id: str, token: str) -> str | None:
+        """The live activation `token` proves `agent_id` acts as, or None."""
+        held = self._tokens.get(agent_id)
+        if held is None or not hmac.compare_digest(held[1].encode(), token.encode()):
+            return None
+        agent = self.registry.get(agent_id)
+        if agent is None or agent.activation_id != held[0]:
+            del self._tokens[agent_id]
+            return None
+        return held[0]
+
+
+class Relay:
+    """Answers `subagentd tool` requests on the Unix socket, one request per connection."""
+
+    def __init__(self, service: Service, tokens: Tokens, max_bytes: int) -> None:
+        self.service = service
+        self.tokens = tokens
+        self.max_bytes = max_bytes
+        self._connection: Connection | None = None
+
+    def attach(self, connection: Connection) -> None:
+        self._connection = connection
+
+    async def serve(self, listener: anyio.abc.Listener[Any]) -> None:
+        async with listener:
+            await listener.serve(self._handle)
+
+    async def _handle(self, stream: anyio.abc.ByteStream) -> None:
+        async with stream:
+            try:
+                with anyio.fail_after(READ_TIMEOUT):
+                    line = await self._read_line(stream)
+            except (TimeoutError, anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                return
+            reply: dict[str, Any] | None = None
+            async with anyio.create_task_group() as tg:
+
+                async def hang_up() -> None:  # the caller went away: stop waiting for it
+                    try:
+                        await stream.receive()
+                    except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                        pass
+                    tg.cancel_scope.cancel()
+
+                async def reply_to() -> None:
+                    nonlocal reply
+                    reply = await self.answer(line)
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(hang_up)
+                tg.start_soon(reply_to)
+            if reply is None:
+                return
+            try:
+                await stream.send(_encode(reply) + b"\n")
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                pass
+
+    async def _read_line(self, stream: anyio.abc.ByteStream) -> bytes:
+        data = bytearray()
+        while b"\n" not in data:
+            if len(data) > self.max_bytes:
+                break
+            try:
+                data += await stream.receive()
+            except anyio.EndOfStream:
+                break
+        return bytes(data).split(b"\n", 1)[0]
+
+    async def answer(self, line: bytes) -> dict[str, Any]:
+        """The reply to one request line (never raises)."""
+        request_id: Any = None
+        try:
+            if len(line) > self.max_bytes:
+                raise InvalidRequestError(f"request exceeds {self.max_bytes} bytes")
+            try:
+                request = _decode_request(line)
+            except msgspec.DecodeError as exc:
+                raise InvalidRequestError(f"not a tools/call request: {exc}") from None
+            request_id = request.id
+            if request.method != "tools/call":
+                raise InvalidRequestError(f"only tools/call is relayed, not {request.method}")
+            return {"jsonrpc": "2.0", "id": request_id, "result": await self._call(request.params)}
+        except SubagentdError as exc:
+            return {"jsonrpc": "2.0", "id": request_id, "error": failure(exc, tool=False)}
+
+    async def _call(self, params: t.ToolsCallParams) -> t.CallToolResult:
+        assert self._connection is not None, "attach() first"
+        spec = TOOLS.get(params.name)
+        if spec is None or params.name not in self.service.settings.tools:
+            raise InvalidParamsError(f"Unknown tool: {params.name}")
+        meta = params.meta or {}
+        caller, token = meta.get(CALLER_META), meta.get(TOKEN_META)
+        if not isinstance(caller, str):
+            raise CallerUnauthorizedError(texts.NO_CALLER.format(tool=params.name))
+        activation = self.tokens.activation(caller, token) if isinstance(token, str) else None
+        if activation is None:
+            raise CallerUnauthorizedError(REFUSED.format(caller=caller))
+        key = meta.get(IDEMPOTENCY_META)
+        identity = CallerIdentity(
+            caller=caller,
+            activation=activation,
+            idempotency_key=key if isinstance(key, str) else None,
+        )
+        arguments = {} if params.arguments is None else params.arguments
+        connection = self._connection
+        notes = connection.notes
+        answer: list[t.CallToolResult | Waiter] = []
+
+        def work() -> None:
+            mark = len(notes)
+            try:
+                with self.service.transaction():  # a savepoint: a refused call writes nothing
+                    result = run_tool(self.service, spec, arguments, identity)
+            except (StorageBusyError, StorageFailedError):
+                raise
+            except SubagentdError as error:
+                del notes[mark:]
+                answer.append(call_tool_result(None, error))
+                return
+            answer.append(result if isinstance(result, Waiter) else call_tool_result(result, None))
+
+        await self._work(work)
+        if not answer:  # the commit group was lost (logged by the connection)
+            raise StorageFailedError("the commit group was lost")
+        outcome = answer[0]
+        if isinstance(outcome, Waiter):
+            return await self._wait(outcome)
+        await connection.committed()
+        return outcome
+
+    async def _work(self, work: Callable[[], None]) -> None:
+        assert self._connection is not None
+        while not self._connection.run_work(work):
+            await anyio.sleep(BUSY_RETRY)  # another process holds the write lock
+
+    async def _wait(self, waiter: Waiter) -> t.CallToolResult:
+        """wait_agents: core answers in the transaction that ends the wait; that one's commit
+        is awaited. The caller hanging up (or shutdown) cancels the wait: nothing is consumed."""
+        assert self._connection is not None
+        answered = anyio.Event()
+        box: list[Any] = []
+
+        def done(answer: Any) -> None:
+            box.append(answer)
+            answered.set()
+
+        waiter.done = done
+        try:
+            await answered.wait()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._work(lambda: self.service.waits.cancel(waiter))
+            raise
+        await self._connection.committed()
+        return call_tool_result(box[0], None)

@@ -1,0 +1,308 @@
+"""The turn runner (`serve --runner`): the turns of agents below the --caller root run as processes.
+
+A turn that starts for an agent below the root is not sent to the host as `turn/start`: once its
+start is committed, COMMAND runs with the turn on stdin (schema/runner.py RunnerTurn), its
+trimmed stdout becomes the turn's output and its exit status the reason; `turn/interrupt` sends
+SIGTERM to its process group, then SIGKILL after --interrupt-grace. At most `max_running`
+processes run at once; the other turns wait in start order (PROTOCOL.md section 11).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.abc
+import msgspec
+
+from subagentd.core.service import Service
+from subagentd.schema.host_methods import TurnEndParams
+from subagentd.schema.notifications import TurnInterrupt, TurnStart
+from subagentd.schema.runner import RunnerExit, RunnerTurn
+from subagentd.server.relay import Tokens
+from subagentd.server.timers import BUSY_RETRY
+
+if TYPE_CHECKING:
+    from subagentd.server.connection import Connection
+
+log = logging.getLogger("subagentd")
+
+_encode = msgspec.json.Encoder().encode
+STDERR_TAIL = 4096  # bytes of a runner's stderr kept for its transcript
+OUTPUT_DRAIN = 1.0  # seconds to read what a runner's pipes hold after it exited
+
+
+@dataclass(slots=True, eq=False)
+class Job:
+    """One turn for the runner: waiting for a slot, then its process."""
+
+    start: TurnStart
+    process: anyio.abc.Process | None = None
+    interrupted: bool = False
+    done: bool = False
+
+
+class Runner:
+    """Runs the claimed turns of one connection's service (see the module docstring)."""
+
+    def __init__(
+        self,
+        service: Service,
+        command: list[str],
+        *,
+        root: str,
+        max_running: int,
+        environment: dict[str, str],
+        tokens: Tokens,
+    ) -> None:
+        self.service = service
+        self.command = command
+        self.root = root
+        self.max_running = max_running
+        self.environment = environment  # SUBAGENTD_DB and SUBAGENTD_SOCKET, added to os.environ
+        self.tokens = tokens
+        self.waiting: deque[Job] = deque()  # FIFO: the order the turns started in
+        self.running: dict[str, Job] = {}  # turn id -> job with a process (or being started)
+        self._events: list[TurnStart | TurnInterrupt] = []  # not yet known to be committed
+        self._wake: anyio.Event | None = None
+        self._host_emit: Callable[[str, msgspec.Struct], None] = lambda method, params: None
+        self._connection: Connection | None = None
+        self._stopped: anyio.Event | None = None  # set when the last process exits after stop()
+
+    # --- what the core emits -----------------------------------------------------------
+
+    def attach(self, connection: Connection) -> None:
+        """Take the turns of agents below the root out of what the host is sent."""
+        self._connection = connection
+        self._host_emit = self.service.agents.emit
+        self.service.agents.emit = self._emit
+
+    def claims(self, agent_id: str) -> bool:
+        """An agent below the --caller root (through live owners) has its turns run here."""
+        return agent_id != self.root and self.service.agents.registry.below(agent_id, self.root)
+
+    def _emit(self, method: str, params: msgspec.Struct) -> None:
+        if isinstance(params, (TurnStart, TurnInterrupt)) and self.claims(params.agent_id):
+            self._events.append(params)
+            if self._wake is not None:
+                self._wake.set()
+            return
+        self._host_emit(method, params)
+
+    # --- the loop ------------------------------------------------------------------------
+
+    async def serve(self) -> None:
+        """Act on committed turn starts and interrupts until cancelled; then kill what runs."""
+        assert self._connection is not None, "attach() first"
+        self._wake = anyio.Event()
+        if self._events:  # emitted before this task started
+            self._wake.set()
+        try:
+            async with anyio.create_task_group() as tg:
+                while True:
+                    await self._wake.wait()
+                    self._wake = anyio.Event()
+                    events, self._events = self._events, []  # later ones: the next round
+                    await self._connection.committed()
+                    for event in events:
+                        if isinstance(event, TurnStart):
+                            self.waiting.append(Job(event))
+                        else:
+                            self._interrupt(event, tg)
+                    self._launch(tg)
+        finally:
+            for job in list(self.running.values()):
+                _signal(job, signal.SIGKILL)
+
+    async def stop(self, grace: float) -> None:
+        """At shutdown (the turns are already ended): SIGTERM to every runner process, and up to
+        `grace` seconds for them to exit; the rest get SIGKILL when serve() is cancelled."""
+        self.waiting.clear()
+        if not self.running:
+            return
+        self._stopped = anyio.Event()
+        for job in list(self.running.values()):
+            _signal(job, signal.SIGTERM)
+        with anyio.move_on_after(grace):
+            await self._stopped.wait()
+
+    def _current(self, agent_id: str, turn_id: str) -> bool:
+        agent = self.service.agents.registry.get(agent_id)
+        return agent is not None and agent.turn is not None and agent.turn.turn_id == turn_id
+
+    def _launch(self, tg: anyio.abc.TaskGroup) -> None:
+        while self.waiting and len(self.running) < self.max_running:
+            job = self.waiting.popleft()
+            if self._current(job.start.agent_id, job.start.turn_id):  # not undone meanwhile
+                self.running[job.start.turn_id] = job
+                tg.start_soon(self._run, job, tg)
+
+    def _interrupt(self, event: TurnInterrupt, tg: anyio.abc.TaskGroup) -> None:
+        job = self.running.get(event.turn_id)
+        if job is None:  # still waiting for a slot: it never starts
+            for waiting in self.waiting:
+                if waiting.start.turn_id == event.turn_id:
+                    self.waiting.remove(waiting)
+                    tg.start_soon(self._end, waiting, "aborted", None, RunnerExit(interrupted=True))
+                    break
+            return
+        if job.interrupted or job.done:
+            return
+        job.interrupted = True
+        _signal(job, signal.SIGTERM)
+        tg.start_soon(self._kill_after_grace, job)
+
+    async def _kill_after_grace(self, job: Job) -> None:
+        await anyio.sleep(self.service.settings.interrupt_grace)
+        if not job.done:
+            _signal(job, signal.SIGKILL)
+
+    # --- one turn ------------------------------------------------------------------------
+
+    async def _run(self, job: Job, tg: anyio.abc.TaskGroup) -> None:
+        start = job.start
+        agent = self.service.agents.registry.get(start.agent_id)
+        token = self.tokens.issue(start.agent_id, agent.activation_id if agent else "")
+        env = {
+            **os.environ,
+            **self.environment,
+            "SUBAGENTD_AGENT_ID": start.agent_id,
+            "SUBAGENTD_TURN_ID": start.turn_id,
+            "SUBAGENTD_TOKEN": token,
+        }
+        turn = RunnerTurn(
+            agent_id=start.agent_id,
+            turn_id=start.turn_id,
+            messages=start.messages,
+            instructions=start.instructions,
+            resume=start.resume,
+        )
+        limit = self.service.settings.max_text_bytes
+        try:
+            try:
+                job.process = await anyio.open_process(
+                    self.command,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=env,
+                    start_new_session=True,  # its own process group: signals reach its children
+                )
+            except OSError as exc:
+                log.error("--runner could not start %s: %s", self.command[0], exc)
+                report = RunnerExit(stderr=f"subagentd could not start the runner: {exc}")
+                await self._end(job, "error", None, report)
+                return
+            if job.interrupted:  # interrupted while it was being started
+                _signal(job, signal.SIGTERM)
+            stdout = bytearray()
+            stderr = bytearray()
+            cut = [False]
+            process = job.process
+            read = anyio.Event()
+
+            async def read_all() -> None:
+                async with anyio.create_task_group() as readers:
+                    readers.start_soon(_collect, process.stdout, stdout, limit, cut)
+                    readers.start_soon(_tail, process.stderr, stderr)
+                read.set()
+
+            async with anyio.create_task_group() as io:
+                io.start_soon(_feed, process, _encode(turn))
+                io.start_soon(read_all)
+                await process.wait()
+                # what its pipes still hold; a process it left behind may keep them open
+                with anyio.move_on_after(OUTPUT_DRAIN):
+                    await read.wait()
+                io.cancel_scope.cancel()
+            code = process.returncode
+            job.done = True
+            text = stdout.decode("utf-8", errors="replace" if not cut[0] else "ignore").strip()
+            if job.interrupted:
+                reason = "aborted"
+            else:
+                reason = "completed" if code == 0 else "error"
+            report = RunnerExit(
+                exit_code=code,
+                interrupted=job.interrupted,
+                stdout_cut=cut[0],
+                stderr=bytes(stderr).decode("utf-8", errors="replace") or None,
+            )
+            await self._end(job, reason, text or None, report)
+        finally:
+            job.done = True
+            if job.process is not None:
+                if job.process.returncode is None:
+                    _signal(job, signal.SIGKILL)
+                with anyio.CancelScope(shield=True):
+                    await job.process.aclose()  # its pipes, and its exit status reaped
+            self.running.pop(start.turn_id, None)
+            self._launch(tg)
+            if not self.running and self._stopped is not None:
+                self._stopped.set()
+
+    async def _end(self, job: Job, reason: str, output: str | None, report: RunnerExit) -> None:
+        """Record how the process ended and end its turn (unless the turn ended otherwise)."""
+        assert self._connection is not None
+        agent_id, turn_id = job.start.agent_id, job.start.turn_id
+
+        def end() -> None:
+            if not self._current(agent_id, turn_id):  # force-ended, or ended by the host
+                return
+            self.service.agents.record(agent_id, turn_id, "runner_exit", report)
+            params = TurnEndParams(agent_id=agent_id, turn_id=turn_id, reason=reason, output=output)  # type: ignore[arg-type]
+            self.service.host.finish_turn(params)
+
+        with anyio.CancelScope(shield=True):
+            while not self._connection.run_work(end):
+                await anyio.sleep(BUSY_RETRY)  # another process holds the write lock
+
+
+def _signal(job: Job, signum: signal.Signals) -> None:
+    """Signal the job's process group (the command and whatever it started)."""
+    process = job.process
+    if process is None or process.returncode is not None:
+        return
+    try:
+        os.killpg(process.pid, signum)
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        process.send_signal(signum)
+
+
+async def _feed(process: anyio.abc.Process, data: bytes) -> None:
+    """The turn on stdin, then EOF; a command that does not read it is not an error."""
+    stream = process.stdin
+    assert stream is not None
+    try:
+        await stream.send(data)
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        pass
+    finally:
+        await stream.aclose()
+
+
+async def _collect(stream: Any, into: bytearray, limit: int, cut: list[bool]) -> None:
+    """stdout up to `limit` bytes (0: no bound); the rest is read and dropped."""
+    async for chunk in stream:
+        if limit and len(into) + len(chunk) > limit:
+            into += chunk[: max(limit - len(into), 0)]
+            cut[0] = True
+        else:
+            into += chunk
+
+
+async def _tail(stream: Any, into: bytearray) -> None:
+    """The last STDERR_TAIL bytes of stderr."""
+    async for chunk in stream:
+        into += chunk
+        if len(into) > STDERR_TAIL:
+            del into[: len(into) - STDERR_TAIL]
