@@ -122,14 +122,16 @@ class Runner:
                 _signal(job, signal.SIGKILL)
 
     async def stop(self, grace: float) -> None:
-        """At shutdown (the turns are already ended): SIGTERM to every runner process, and up to
+        """At shutdown (the turns are already ended): SIGTERM to every runner process (once), up to
         `grace` seconds for them to exit; the rest get SIGKILL when serve() is cancelled."""
         self.waiting.clear()
         if not self.running:
             return
         self._stopped = anyio.Event()
         for job in list(self.running.values()):
-            _signal(job, signal.SIGTERM)
+            if not job.interrupted:  # an interrupt (e.g. the shutdown's own) sent one already
+                job.interrupted = True
+                _signal(job, signal.SIGTERM)
         with anyio.move_on_after(grace):
             await self._stopped.wait()
 
