@@ -16,8 +16,9 @@ subagentd - a subagent control plane served as a sidecar over stdin/stdout.
 
 A host program spawns `subagentd` and speaks JSON-RPC 2.0 to it (one JSON value per line, or LSP
 Content-Length frames). subagentd keeps sessions and inboxes in SQLite, schedules every agent's
-turns, authorizes send_message / interrupt_agent / list_agents / report by lineage, and serves
-the same four tools to MCP clients (tools/list, tools/call). Logs go to stderr only.
+turns, authorizes send_message / interrupt_agent / list_agents / report (plus wait_agents and the
+opt-in spawn_agent) by lineage, and serves the same tools to MCP clients (tools/list,
+tools/call). Logs go to stderr only.
 
 With no command, subagentd serves (`subagentd serve`). --db, --log-level and --log-format go
 before or after the command; every option can also be set with SUBAGENTD_<OPTION> (e.g.

@@ -24,7 +24,7 @@ def option(name: str, *more: str, **kwargs: Any) -> Callable[[F], F]:
 
 
 class ToolSet(ParamType):
-    """--tools: a comma-separated subset of the four tools, checked, in canonical order."""
+    """--tools: a comma-separated subset of the tools, checked, in canonical order."""
 
     name = "NAMES"
 
