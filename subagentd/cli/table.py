@@ -13,14 +13,6 @@ VERSION = (
 )
 
 MAX_DEPTH_CAP = 64  # a deeper chain costs quadratic storage (each path holds its ancestors')
-TOOL_NAMES = (  # core/settings.py's
-    "send_message",
-    "interrupt_agent",
-    "list_agents",
-    "report",
-    "spawn_agent",
-    "wait_agents",
-)
 
 
 @dataclass(frozen=True)
