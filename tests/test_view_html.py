@@ -109,6 +109,19 @@ def click(browser: Browser, selector: str, move_only: bool = False) -> str:
         const r = el.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; }})()"""
     )
     x, y = box
+    covered = browser.evaluate(
+        f"""(() => {{ const el = document.querySelector({json.dumps(selector)});
+        const top = document.elementFromPoint({x}, {y});
+        return !(top === el || el.contains(top)); }})()"""
+    )
+    if move_only and covered:
+        # another mark drawn within a pixel of it (events a fraction of a millisecond apart) is
+        # on top at that point: hover this one as the page's handler sees it (a user would zoom)
+        browser.evaluate(
+            f"""document.querySelector({json.dumps(selector)})
+            .dispatchEvent(new MouseEvent('mouseover', {{bubbles: true}}))"""
+        )
+        return browser.evaluate("document.getElementById('detail').innerText")
     browser.call("Input.dispatchMouseEvent", session=True, type="mouseMoved", x=x, y=y)
     if not move_only:
         for kind in ("mousePressed", "mouseReleased"):
