@@ -89,7 +89,7 @@ class Runner:
         return agent_id != self.root and self.service.agents.registry.below(agent_id, self.root)
 
     def _emit(self, method: str, params: msgspec.Struct) -> None:
-        if isinstance(params, (TurnStart, TurnInterrupt)) and self.claims(params.agent_id):
+        if isinstance(params, TurnStart | TurnInterrupt) and self.claims(params.agent_id):
             self._events.append(params)
             if self._wake is not None:
                 self._wake.set()
