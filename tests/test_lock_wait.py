@@ -88,7 +88,8 @@ def test_pipelined_bursts_from_two_processes_are_all_committed_in_order_none_ref
     shared, spawn_process
 ):
     db, count = shared, 2000
-    procs = [start(spawn_process, db, "--max-queued=0") for _ in range(2)]
+    # a patience far above any group's hold, even on a loaded machine: this is about waiting
+    procs = [start(spawn_process, db, "--max-queued=0", "--lock-wait-ms=60000") for _ in range(2)]
     for n, proc in enumerate(procs):
         proc.host.open(f"root{n}")
         proc.host.spawn(f"root{n}", f"child{n}")

@@ -16,7 +16,7 @@ import subprocess
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
@@ -28,6 +28,7 @@ from subagentd.schema.notifications import TurnInterrupt, TurnStart
 from subagentd.schema.runner import RunnerExit, RunnerTurn
 from subagentd.server.relay import Tokens
 from subagentd.server.timers import BUSY_RETRY
+from subagentd.server.transport import FdReader
 
 if TYPE_CHECKING:
     from subagentd.server.connection import Connection
@@ -187,13 +188,17 @@ class Runner:
             resume=start.resume,
         )
         limit = self.service.settings.max_text_bytes
+        # stdout and stderr on pipes of our own, read through anyio's fd readiness and closed
+        # by us: a process the command left behind may hold them open past the turn (anyio
+        # before 4.15 could not close a process's pipes then)
+        (out, out_end), (err, err_end) = os.pipe(), os.pipe()
         try:
             try:
                 job.process = await anyio.open_process(
                     self.command,
                     stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
+                    stdout=out_end,
+                    stderr=err_end,
                     env=env,
                     start_new_session=True,  # its own process group: signals reach its children
                 )
@@ -202,6 +207,9 @@ class Runner:
                 report = RunnerExit(stderr=f"subagentd could not start the runner: {exc}")
                 await self._end(job, "error", None, report)
                 return
+            finally:
+                os.close(out_end)
+                os.close(err_end)
             if job.interrupted:  # interrupted while it was being started
                 _signal(job, signal.SIGTERM)
             stdout = bytearray()
@@ -212,8 +220,8 @@ class Runner:
 
             async def read_all() -> None:
                 async with anyio.create_task_group() as readers:
-                    readers.start_soon(_collect, process.stdout, stdout, limit, cut)
-                    readers.start_soon(_tail, process.stderr, stderr)
+                    readers.start_soon(_collect, FdReader(out), stdout, limit, cut)
+                    readers.start_soon(_tail, FdReader(err), stderr)
                 read.set()
 
             async with anyio.create_task_group() as io:
@@ -239,6 +247,8 @@ class Runner:
             )
             await self._end(job, reason, text or None, report)
         finally:
+            os.close(out)  # its readers were cancelled above (or never started)
+            os.close(err)
             job.done = True
             if job.process is not None:
                 if job.process.returncode is None:
@@ -292,9 +302,9 @@ async def _feed(process: anyio.abc.Process, data: bytes) -> None:
         await stream.aclose()
 
 
-async def _collect(stream: Any, into: bytearray, limit: int, cut: list[bool]) -> None:
+async def _collect(stream: FdReader, into: bytearray, limit: int, cut: list[bool]) -> None:
     """stdout up to `limit` bytes (0: no bound); the rest is read and dropped."""
-    async for chunk in stream:
+    while chunk := await stream.read():
         if limit and len(into) + len(chunk) > limit:
             into += chunk[: max(limit - len(into), 0)]
             cut[0] = True
@@ -302,9 +312,9 @@ async def _collect(stream: Any, into: bytearray, limit: int, cut: list[bool]) ->
             into += chunk
 
 
-async def _tail(stream: Any, into: bytearray) -> None:
+async def _tail(stream: FdReader, into: bytearray) -> None:
     """The last STDERR_TAIL bytes of stderr."""
-    async for chunk in stream:
+    while chunk := await stream.read():
         into += chunk
         if len(into) > STDERR_TAIL:
             del into[: len(into) - STDERR_TAIL]
