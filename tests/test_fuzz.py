@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from subagentd.core.settings import TOOL_NAMES
 from subagentd.schema.codes import Code
 from subagentd.server.framing import _MAX_HEADER, BadHeader, FrameReader, Oversize
 from subagentd.server.handlers import METHODS
@@ -523,14 +524,7 @@ def wrong_values(schema: dict[str, Any]) -> st.SearchStrategy[Any] | None:
     return st.one_of(options)
 
 
-TOOL_METHODS = {
-    "send_message",
-    "interrupt_agent",
-    "list_agents",
-    "report",
-    "spawn_agent",
-    "wait_agents",
-}
+TOOL_METHODS = set(TOOL_NAMES)  # the tools' direct methods
 
 
 def valid_base(method: str, world: World) -> dict[str, Any]:
