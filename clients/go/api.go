@@ -92,3 +92,15 @@ func (c *Client) CallTool(ctx context.Context, params ToolsCallParams) (CallTool
 	var r CallToolResult
 	return r, c.Call(ctx, "tools/call", params, &r)
 }
+
+// Discover asks what the server supports without a handshake (server/discover).
+func (c *Client) Discover(ctx context.Context) (DiscoverResult, error) {
+	var r DiscoverResult
+	return r, c.Call(ctx, "server/discover", map[string]any{}, &r)
+}
+
+// Stats returns the server's counts and commit figures (server/stats).
+func (c *Client) Stats(ctx context.Context) (StatsResult, error) {
+	var r StatsResult
+	return r, c.Call(ctx, "server/stats", map[string]any{}, &r)
+}

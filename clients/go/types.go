@@ -290,3 +290,43 @@ type AgentStatus struct {
 	AgentID string `json:"agent_id"`
 	Status  string `json:"status"`
 }
+
+// --- operator -------------------------------------------------------------------------------
+
+// DiscoverResult is server/discover's result (MCP 2026-07-28).
+type DiscoverResult struct {
+	SupportedVersions []string        `json:"supportedVersions"`
+	Capabilities      json.RawMessage `json:"capabilities"`
+	ServerInfo        Implementation  `json:"serverInfo"`
+	Instructions      string          `json:"instructions"`
+	ResultType        string          `json:"resultType"`
+	TTLMs             int             `json:"ttlMs"`
+	CacheScope        string          `json:"cacheScope"`
+}
+
+// SessionCounts are sessions by status.
+type SessionCounts struct {
+	Running int `json:"running"`
+	Idle    int `json:"idle"`
+	Ready   int `json:"ready"`
+}
+
+// CommitLatency is the group-commit latency over this process's recent commits.
+type CommitLatency struct {
+	P50Ms float64 `json:"p50_ms"`
+	P99Ms float64 `json:"p99_ms"`
+}
+
+// StatsResult is server/stats' result; the pointer fields are absent until they apply.
+type StatsResult struct {
+	Sessions         SessionCounts  `json:"sessions"`
+	LiveAgents       int            `json:"live_agents"`
+	LiveHere         *int           `json:"live_here,omitempty"`
+	QueuedMessages   int            `json:"queued_messages"`
+	ParkedMessages   int            `json:"parked_messages"`
+	OldestQueuedAgeS *float64       `json:"oldest_queued_age_s,omitempty"`
+	DatabaseBytes    int64          `json:"database_bytes"`
+	FreeBytes        int64          `json:"free_bytes"`
+	Commits          *int           `json:"commits,omitempty"`
+	CommitLatency    *CommitLatency `json:"commit_latency,omitempty"`
+}
