@@ -4,6 +4,7 @@ LISTEN/NOTIFY doorbell that rings only once the sender's group committed."""
 
 from __future__ import annotations
 
+import os
 import select
 
 import psycopg
@@ -149,3 +150,83 @@ def test_a_lost_connection_is_opened_anew_at_the_heartbeat_and_the_doorbell_goes
         store.insert_session(session("a"))
     store.commit()
     assert store.get_session("a") == session("a")
+
+
+SESSION_ID_COLUMNS = {
+    ("sessions", "id"),
+    ("sessions", "parent_id"),
+    ("descriptors", "session_id"),
+    ("events", "session_id"),
+    ("inbox", "session_id"),
+    ("leases", "session_id"),
+    ("signals", "session_id"),
+}
+
+
+def collations(url: str) -> dict[tuple[str, str], str]:
+    """The collation of each session id column, by name ("default" unless one is declared)."""
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT c.relname, a.attname, l.collname FROM pg_attribute a"
+            " JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " JOIN pg_collation l ON l.oid = a.attcollation"
+            " WHERE n.nspname = 'public' AND c.relkind = 'r' AND (a.attname = 'session_id' OR"
+            " (c.relname = 'sessions' AND a.attname IN ('id', 'parent_id')))"
+        ).fetchall()
+    return {(table, column): collation for table, column, collation in rows}
+
+
+def test_every_session_id_column_collates_as_sessions_id_so_its_index_serves_the_join(pg_stores):
+    """p003: a listing reads each session's descriptor by `d.session_id = sessions.id`; across
+    two collations PostgreSQL cannot use descriptors' primary key for it and scans the table
+    once per listed session (the plan shows a Seq Scan even with sequential scans disabled)."""
+    pg_stores("collate")
+    url = pg_stores.url("collate")
+    assert collations(url) == {column: "C" for column in SESSION_ID_COLUMNS}
+    with psycopg.connect(url) as conn:
+        conn.execute("SET enable_seqscan = off")
+        for table, index in (("descriptors", "descriptors_pkey"), ("leases", "leases_pkey")):
+            plan = "\n".join(
+                row[0]
+                for row in conn.execute(
+                    f"EXPLAIN SELECT (SELECT 1 FROM {table} x WHERE x.session_id = s.id)"
+                    " FROM sessions s"
+                )
+            )
+            assert (
+                f"Index Only Scan using {index}" in plan or f"Index Scan using {index}" in plan
+            ), plan
+
+
+def test_a_database_made_before_p003_keeps_its_rows_and_is_migrated_at_open(pg_stores, monkeypatch):
+    from subagentd.storage.postgres import migrations
+    from subagentd.storage.postgres.store import PostgresStore
+
+    name = f"empty_{os.getpid()}"
+    pg_stores.server.execute(f"CREATE DATABASE {name}")  # not the migrated template's copy
+    pg_stores.databases["before-p003"] = name  # dropped at the end
+    url = pg_stores.url("before-p003")
+    with psycopg.connect(url) as conn:
+        monkeypatch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:2])
+        migrations.migrate(conn)
+        monkeypatch.undo()
+        conn.execute("INSERT INTO descriptors (session_id, body) VALUES ('s1', '{}')")
+        conn.execute(
+            "INSERT INTO events (session_id, type, at) VALUES ('s1', 'descriptor', '2026')"
+        )
+        conn.commit()
+    assert collations(url)[("descriptors", "session_id")] == "default"
+    store = PostgresStore(url)
+    try:
+        assert collations(url) == {column: "C" for column in SESSION_ID_COLUMNS}
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT session_id, body FROM descriptors").fetchall() == [
+                ("s1", "{}")
+            ]
+            assert conn.execute(
+                "SELECT count(*) FROM events WHERE session_id = 's1'"
+            ).fetchone() == (1,)
+            names = {name for (name,) in conn.execute("SELECT name FROM subagentd_migrations")}
+        assert names == set(migrations.NAMES)
+    finally:
+        store.close()

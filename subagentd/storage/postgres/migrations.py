@@ -3,7 +3,9 @@
 Applied at start, in one transaction under an advisory lock (processes starting together take
 turns; the later ones find nothing to do), recorded in `subagentd_migrations`. Column types keep
 the SQLite ones' meaning: flags stay integers, times are text stamps or double-precision seconds,
-tree paths are bytea and sibling order's columns collate "C" (bytewise, as SQLite compares).
+tree paths are bytea and sibling order's columns collate "C" (bytewise, as SQLite compares), and
+so does every column holding a session id (p003): a join `x.session_id = sessions.id` across two
+collations cannot use x's index, so each row of a listing cost a scan of `descriptors`.
 """
 
 from __future__ import annotations
@@ -117,6 +119,16 @@ CREATE INDEX signals_by_owner ON signals (owner, seq);
     (  # m010: parked messages by session (listings show them)
         "p002_parked_index",
         "CREATE INDEX inbox_parked ON inbox (session_id) WHERE state = 'parked';",
+    ),
+    (  # no SQLite counterpart: every column holding a session id compares as sessions.id does
+        "p003_session_ids_collate_c",
+        """
+ALTER TABLE descriptors ALTER COLUMN session_id TYPE TEXT COLLATE "C";
+ALTER TABLE events ALTER COLUMN session_id TYPE TEXT COLLATE "C";
+ALTER TABLE inbox ALTER COLUMN session_id TYPE TEXT COLLATE "C";
+ALTER TABLE leases ALTER COLUMN session_id TYPE TEXT COLLATE "C";
+ALTER TABLE signals ALTER COLUMN session_id TYPE TEXT COLLATE "C";
+""",
     ),
 ]
 NAMES = [name for name, _ in MIGRATIONS]
