@@ -365,6 +365,10 @@ class FaultyConnection:
         self._maybe_fail(sql)
         return self._conn.execute(sql, params)
 
+    def executemany(self, sql: str, rows: Any) -> sqlite3.Cursor:
+        self._maybe_fail(sql)  # a group's deferred inbox rows: one statement, as SQLite runs it
+        return self._conn.executemany(sql, rows)
+
     def cursor(self) -> FaultyCursor:
         return FaultyCursor(self)
 
