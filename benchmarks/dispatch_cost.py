@@ -58,7 +58,10 @@ MESSAGES: dict[str, Callable[[int], dict[str, Any]]] = {
 
 def make(direct: bool, pipelined: int = 0) -> tuple[Service, Dispatcher]:
     service = Service(
-        SqliteStore(":memory:"), emit=lambda m, p: None, timers=None, settings=Settings()
+        SqliteStore(":memory:"),
+        emit=lambda m, p: None,
+        timers=None,
+        settings=Settings(max_queued=0),
     )
     service.recovery.recover()
     service.host.open(OpenParams(agent_id="root"))

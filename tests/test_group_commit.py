@@ -89,3 +89,89 @@ def test_pipelined_writes_share_commits_and_every_reply_follows_its_commit(tmp_p
     finally:
         server.stop()
         reader.close()
+
+
+# --- deferred inbox rows and lazily opened request savepoints (storage/transactions.py) -----
+
+
+def stored_ids(store: SqliteStore) -> list[str]:
+    return [r[0] for r in store.conn.execute("SELECT message_id FROM inbox ORDER BY position")]
+
+
+def traced(store: SqliteStore) -> list[str]:
+    statements: list[str] = []
+    store.conn.set_trace_callback(statements.append)
+    return statements
+
+
+def test_requests_that_only_queue_messages_share_one_insert_and_open_no_savepoint(tmp_path):
+    store = SqliteStore(str(tmp_path / "d.db"))
+    statements = traced(store)
+    for i in range(5):  # five requests of one group, each queueing one message
+        with store.atomic():
+            store.insert_message(f"m{i}", "a", "[]", "{}", "queued", "t")
+    assert statements == ["BEGIN IMMEDIATE"]  # the group's lock; the rows wait for the commit
+    store.commit()
+    assert not any(s.startswith(("SAVEPOINT", "RELEASE")) for s in statements), statements
+    assert statements[-1] == "COMMIT"
+    assert sum(s.startswith("INSERT INTO inbox") for s in statements) == 5
+    assert stored_ids(store) == [f"m{i}" for i in range(5)]
+    store.close()
+
+
+def test_a_failed_request_drops_only_its_own_deferred_rows(tmp_path):
+    store = SqliteStore(str(tmp_path / "d.db"))
+    with store.atomic():
+        store.insert_message("first", "a", "[]", "{}", "queued", "t")
+    with pytest.raises(ValueError), store.atomic():
+        store.insert_message("refused", "a", "[]", "{}", "queued", "t")
+        store.insert_message("refused too", "a", "[]", "{}", "queued", "t")
+        raise ValueError("a rule refused the request after its writes")
+    with store.atomic():
+        store.insert_message("later", "a", "[]", "{}", "queued", "t")
+    store.commit()
+    assert stored_ids(store) == ["first", "later"]
+    store.close()
+
+
+def test_a_failed_request_that_also_wrote_directly_is_rolled_back_whole(tmp_path):
+    store = SqliteStore(str(tmp_path / "d.db"))
+    with store.atomic():
+        store.insert_message("first", "a", "[]", "{}", "queued", "t")
+    with pytest.raises(ValueError), store.atomic():
+        store.insert_message("mine", "a", "[]", "{}", "queued", "t")
+        store.claim_message("first", "turn-1")  # a statement: the savepoint opens before it
+        assert store.get_message("mine") is not None  # a request reads its own rows
+        raise ValueError("refused")
+    store.commit()
+    assert stored_ids(store) == ["first"]
+    first = store.get_message("first")
+    assert first is not None and (first.state, first.turn_id) == ("queued", None)
+    store.close()
+
+
+def test_nested_requests_keep_their_rows_apart(tmp_path):
+    store = SqliteStore(str(tmp_path / "d.db"))
+    with store.atomic():
+        store.insert_message("group", "a", "[]", "{}", "queued", "t")
+    with store.atomic():
+        store.insert_message("outer", "a", "[]", "{}", "queued", "t")
+        with pytest.raises(ValueError), store.atomic():
+            store.insert_message("inner", "a", "[]", "{}", "queued", "t")
+            raise ValueError("refused")
+        with store.atomic():
+            store.insert_message("inner kept", "a", "[]", "{}", "queued", "t")
+            assert store.get_message("outer") is not None  # a read runs what is deferred
+        with pytest.raises(ValueError), store.atomic():  # its savepoint opens inside the outer's
+            store.insert_message("inner refused", "a", "[]", "{}", "queued", "t")
+            store.cancel_message("outer")
+            raise ValueError("refused")
+    with pytest.raises(ValueError), store.atomic():  # a whole request with a nested one
+        with store.atomic():
+            store.insert_message("nested", "a", "[]", "{}", "queued", "t")
+        store.cancel_message("group")
+        raise ValueError("refused")
+    store.commit()
+    assert stored_ids(store) == ["group", "outer", "inner kept"]
+    assert {store.get_message(m).state for m in stored_ids(store)} == {"queued"}  # type: ignore[union-attr]
+    store.close()

@@ -365,6 +365,10 @@ class FaultyConnection:
         self._maybe_fail(sql)
         return self._conn.execute(sql, params)
 
+    def executemany(self, sql: str, rows: Any) -> sqlite3.Cursor:
+        self._maybe_fail(sql)  # a group's deferred inbox rows: one statement, as SQLite runs it
+        return self._conn.executemany(sql, rows)
+
     def cursor(self) -> FaultyCursor:
         return FaultyCursor(self)
 
@@ -649,6 +653,23 @@ def test_a_group_sqlite_rolled_back_behind_our_back_is_never_reported_committed(
         store.commit()
     store.commit()  # reported once; the next group starts clean
     assert store.get_message("lost") is None
+
+
+def test_deferred_rows_that_fail_to_run_lose_their_whole_group_never_only_themselves(tmp_path):
+    store, faulty = faulty_store(str(tmp_path / "s.db"))
+    with store.atomic():
+        store.claim_message("none", None)  # a statement of the group's first request
+        store.insert_message("deferred", "a", "[]", "{}", "queued", "t")
+    faulty.plan = ("write-statement", 0)  # the rows fail, SQLite keeps the transaction open
+    with pytest.raises(sqlite3.OperationalError):
+        store.get_message("deferred")  # a read outside any request runs the deferred rows
+    with pytest.raises(StorageFailedError) as failure:  # the group is never committed
+        store.commit()
+    assert failure.value.data == {"reason": "io"}
+    with store.atomic():  # the next group starts clean
+        store.insert_message("later", "a", "[]", "{}", "queued", "t")
+    store.commit()
+    assert [r[0] for r in store.conn.execute("SELECT message_id FROM inbox")] == ["later"]
 
 
 def test_a_write_refused_for_another_process_lock_is_busy_without_waiting_again(tmp_path):

@@ -5,14 +5,14 @@ from __future__ import annotations
 import os
 import time
 
+_VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}  # 10xx bits
+
 
 def mint() -> str:
-    """A random (version 4) UUID as text; the same as str(uuid.uuid4()), a few times faster."""
-    raw = bytearray(os.urandom(16))
-    raw[6] = (raw[6] & 0x0F) | 0x40
-    raw[8] = (raw[8] & 0x3F) | 0x80
-    h = raw.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    """A random (version 4) UUID as text; the same as str(uuid.uuid4()), a few times faster:
+    122 random bits, the version digit 4 and the variant bits set in the hex digits."""
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
 
 
 _second = [-1, ""]  # the last whole second formatted, reused until the clock moves on

@@ -81,7 +81,7 @@ class SqliteStore(BoundParts):
     @property
     def dirty(self) -> bool:
         """True while writes are waiting for the next commit."""
-        return self.group.conn.in_transaction
+        return self.group.dirty
 
     def size_bytes(self) -> int:
         """Bytes the database holds in use (its pages but the free ones; WAL not counted)."""

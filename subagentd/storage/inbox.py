@@ -7,6 +7,10 @@ from typing import Any
 from subagentd.schema.records import InboxRecord
 from subagentd.storage.connected import Connected
 
+_INSERT_SQL = (
+    "INSERT INTO inbox (message_id, session_id, content, source, state, created_at)"
+    " VALUES (?,?,?,?,?,?)"
+)
 _MESSAGE = "SELECT position, message_id, session_id, content, source, state, turn_id FROM inbox"
 _NEXT_QUEUED_SQL = _MESSAGE + " WHERE session_id = ? AND state = 'queued' ORDER BY position LIMIT 1"
 _MESSAGE_SQL = _MESSAGE + " WHERE message_id = ?"
@@ -24,15 +28,9 @@ class Inbox:
 
     def insert_message(
         self, message_id: str, session_id: str, content: str, source: str, state: str, at: str
-    ) -> int:
-        db = self._db
-        db.begin()
-        cursor = db.conn.execute(
-            "INSERT INTO inbox (message_id, session_id, content, source, state, created_at)"
-            " VALUES (?,?,?,?,?,?)",
-            (message_id, session_id, content, source, state, at),
-        )
-        return cursor.lastrowid or 0
+    ) -> None:
+        """Deferred (storage/transactions.py): the burst of a group runs as one executemany."""
+        self._db.defer(_INSERT_SQL, (message_id, session_id, content, source, state, at))
 
     def next_queued(self, session_id: str) -> InboxRecord | None:
         row = self._db.conn.execute(_NEXT_QUEUED_SQL, (session_id,)).fetchone()

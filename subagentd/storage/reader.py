@@ -32,6 +32,9 @@ class ReadOnly:
     def begin(self) -> None:
         raise sqlite3.OperationalError("the database was opened read-only")
 
+    def defer(self, sql: str, row: tuple[object, ...]) -> None:
+        raise sqlite3.OperationalError("the database was opened read-only")
+
     def ring_after_commit(self, address: str) -> None:
         raise sqlite3.OperationalError("the database was opened read-only")
 

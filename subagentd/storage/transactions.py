@@ -36,7 +36,13 @@ class GroupCommit:
         self, opened: OpenedDatabase, busy_timeout_ms: int, clock: Callable[[], float]
     ) -> None:
         self.path = opened.path
-        self.conn = opened.conn
+        self._conn = opened.conn
+        # Deferred rows (`defer`): one statement's rows, run with one executemany before any
+        # other statement on the connection; and the savepoints of requests that have not
+        # written yet (name, how many deferred rows came before the request), opened lazily.
+        self._deferred_sql = ""
+        self._rows: list[tuple[object, ...]] = []
+        self._unopened: list[tuple[str, int]] = []
         self._identity = opened.identity
         self.lost: str | None = None  # why writes are refused, once the file is gone
         self._savepoints = 0
@@ -54,6 +60,58 @@ class GroupCommit:
         self._now = clock  # wall-clock seconds, shared by every process on this database
         self._rings: set[str] = set()  # doorbells to ring once the open group is committed
         self.doorbell: Doorbell | None = None  # this process's, once it holds an owner row
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """The connection, once the deferred rows ran: every statement sees every write."""
+        if self._rows or self._unopened:
+            self._materialize()
+        return self._conn
+
+    @conn.setter
+    def conn(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def defer(self, sql: str, row: tuple[object, ...]) -> None:
+        """Write one row of `sql` (an INSERT nothing reads back at once) in the open group: it
+        runs with the next statement, the rows since the last one in one executemany. A request
+        that writes only such rows needs no savepoint: its failure drops them from the list."""
+        if not self._conn.in_transaction:
+            self._open_group()
+        elif not self._checked:
+            self._check_fence()
+        if sql != self._deferred_sql:
+            if self._rows:
+                self._materialize()
+            self._deferred_sql = sql
+        self._rows.append(row)
+
+    def _materialize(self) -> None:
+        """Run the deferred rows, opening the pending savepoints between them where they began
+        (each request's rows inside its own). A failure abandons the whole group: earlier
+        requests' rows were in it, so it is never committed without them (commit reports it)."""
+        rows, conn = self._rows, self._conn
+        try:
+            done = 0
+            for name, mark in self._unopened:
+                if mark > done:
+                    conn.executemany(self._deferred_sql, rows[done:mark])
+                    done = mark
+                conn.execute(f"SAVEPOINT {name}")
+            self._unopened.clear()
+            if len(rows) > done:
+                conn.executemany(self._deferred_sql, rows[done:] if done else rows)
+            rows.clear()
+        except sqlite3.Error as exc:
+            self._rows.clear()
+            self._unopened.clear()
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+            self._cause = _cause(exc)  # _open stays set: the next writer and commit learn it
+            raise
 
     def check_file(self) -> bool:
         """Whether the file at our path is still the one we opened (called with the heartbeat).
@@ -85,7 +143,7 @@ class GroupCommit:
     @property
     def dirty(self) -> bool:
         """True while writes are waiting for the next commit."""
-        return self.conn.in_transaction
+        return self._conn.in_transaction  # deferred rows are only ever held in an open group
 
     def limit_lock_wait(self, milliseconds: int) -> None:
         """Serving: the event loop must not stall. The lock is taken without waiting (take_lock,
@@ -108,8 +166,11 @@ class GroupCommit:
             self.conn.execute(f"PRAGMA busy_timeout = {self._rest_ms}")
 
     def begin(self) -> None:
-        """Join the open group transaction, or open one for the first writer since the commit."""
-        if not self.conn.in_transaction:
+        """Join the open group transaction, or open one for the first writer since the commit;
+        a statement of the caller's follows (the deferred rows and savepoints are run first)."""
+        if self._rows or self._unopened:
+            self._materialize()
+        if not self._conn.in_transaction:
             self._open_group()
         elif not self._checked:
             self._check_fence()
@@ -119,7 +180,7 @@ class GroupCommit:
         with its event loop running and asks again (server/lockwait.py). False only while another
         process holds it; True once held, after a given-up wait (the write is then refused busy
         without waiting), or when the write will fail its own way (a lost file or group)."""
-        if self.conn.in_transaction or self._open or self.lost is not None:
+        if self._conn.in_transaction or self._open or self.lost is not None:
             return True
         try:
             self._lock(wait=False)
@@ -194,8 +255,8 @@ class GroupCommit:
         request: SQLite may already have rolled all of it back (SQLITE_FULL, SQLITE_IOERR), and
         the caller rebuilds its memory from what is committed. It surfaces as StorageFailedError.
         """
-        if not (self.conn.in_transaction and self._checked):  # the group's first writer
-            taken_ahead = self.conn.in_transaction  # by take_lock, before the frame ran
+        if not (self._conn.in_transaction and self._checked):  # the group's first writer
+            taken_ahead = self._conn.in_transaction  # by take_lock, before the frame ran
             if taken_ahead:
                 self._check_fence()
             else:
@@ -210,21 +271,34 @@ class GroupCommit:
                     self.take_lock()
                 raise
             return
+        # Later requests of the group: a savepoint, opened at the request's first statement
+        # (_materialize); one that only deferred rows, or wrote nothing, never opens it.
         self._savepoints += 1
         name = f"r{self._savepoints}"
+        pending = (name, len(self._rows))
+        unopened = self._unopened
+        unopened.append(pending)
         try:
-            self.conn.execute(f"SAVEPOINT {name}")
             try:
                 yield
             except sqlite3.Error:
                 raise
             except BaseException:
-                if self.conn.in_transaction:
-                    self.conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
-                    self.conn.execute(f"RELEASE SAVEPOINT {name}")
+                if unopened and unopened[-1] is pending:  # nothing ran: drop its rows
+                    unopened.pop()
+                    del self._rows[pending[1] :]
+                else:
+                    self._rows.clear()  # every deferred row came after its savepoint opened
+                    conn = self._conn
+                    if conn.in_transaction:
+                        conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
+                        conn.execute(f"RELEASE SAVEPOINT {name}")
                 raise
             else:
-                self.conn.execute(f"RELEASE SAVEPOINT {name}")
+                if unopened and unopened[-1] is pending:  # its rows stay deferred, in the group
+                    unopened.pop()
+                else:
+                    self.conn.execute(f"RELEASE SAVEPOINT {name}")
         except sqlite3.Error as exc:
             raise self._abandon(exc) from exc
         finally:
@@ -240,10 +314,12 @@ class GroupCommit:
         first when a third of it is spent or the group held the lock long (see _renew);
         StorageFailedError when that fails or the group was already rolled back by a failed
         statement (then nothing of it was kept)."""
-        if self.conn.in_transaction:
+        if self._conn.in_transaction:
             holding = self._holding
             renew = False
             try:
+                if self._rows:
+                    self._materialize()
                 if holding is not None:
                     now = self._now()
                     held = now - self._began
@@ -284,9 +360,11 @@ class GroupCommit:
         """Drop every write since the last commit (the group was lost)."""
         self._open = False
         self._rings.clear()
-        if self.conn.in_transaction:
+        self._rows.clear()
+        self._unopened.clear()
+        if self._conn.in_transaction:
             try:
-                self.conn.execute("ROLLBACK")
+                self._conn.execute("ROLLBACK")
             except sqlite3.Error:  # SQLite may have rolled back already; nothing is left of it
                 pass
 
@@ -341,7 +419,7 @@ class GroupCommit:
     def clock(self) -> float:
         """The time leases are judged by: when the open write transaction took the lock (other
         owners could not renew after that), else now."""
-        return self._began if self.conn.in_transaction else self._now()
+        return self._began if self._conn.in_transaction else self._now()
 
 
 def _code(exc: sqlite3.Error) -> int:

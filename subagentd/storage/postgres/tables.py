@@ -41,15 +41,14 @@ class PgSessions(Sessions):
 class PgInbox(Inbox):
     def insert_message(
         self, message_id: str, session_id: str, content: str, source: str, state: str, at: str
-    ) -> int:
+    ) -> None:
         db = self._db
         db.begin()
-        row = db.conn.execute(
+        db.conn.execute(
             "INSERT INTO inbox (message_id, session_id, content, source, state, created_at)"
-            " VALUES (?,?,?,?,?,?) RETURNING position",
+            " VALUES (?,?,?,?,?,?)",
             (message_id, session_id, content, source, state, at),
-        ).fetchone()
-        return int(row[0])
+        )
 
     def inbox_counts(self, session_id: str) -> tuple[int, int]:
         row = self._db.conn.execute(
