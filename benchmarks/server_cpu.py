@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -102,10 +103,13 @@ def one_round(variant: dict[str, Any], methods: list[str], n: int, batch: int, t
             server.call("agents/spawn", spawn)
             server.notification("turn/start", agent_id="c0")
         # a peer answers every request alike: its one figure is "ping"
-        return {m: measure(server, m, n, batch) for m in (["ping"] if variant["peer"] else methods)}
-    finally:
+        figures = {
+            m: measure(server, m, n, batch) for m in (["ping"] if variant["peer"] else methods)
+        }
         server.close()
-        server.kill()
+    finally:
+        server.kill()  # after a failure (close() already waited for a clean exit otherwise)
+    return figures
 
 
 COLUMNS = (
@@ -159,18 +163,19 @@ def main(argv: list[str] | None = None) -> int:
             variants.append({"name": name, "src": src, "loop": loop, "peer": None})
     variants += [{"name": f"peer {p}", "src": None, "loop": "", "peer": p} for p in args.peer]
     results: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for r in range(args.rounds):
-        for variant in variants:
-            figures = one_round(variant, methods, args.n, args.batch, tmp)
-            for method, values in figures.items():
-                for key, value in values.items():
-                    results[(variant["name"], method)][key].append(value)
-            summary = ", ".join(
-                f"{m} {v['one_user']:.0f}/{v['pipe_user']:.0f}" for m, v in figures.items()
-            )
-            print(
-                f"round {r + 1} {variant['name']}: user µs one/pipelined {summary}", file=sys.stderr
-            )
+    try:
+        for r in range(args.rounds):
+            for variant in variants:
+                figures = one_round(variant, methods, args.n, args.batch, tmp)
+                for method, values in figures.items():
+                    for key, value in values.items():
+                        results[(variant["name"], method)][key].append(value)
+                summary = ", ".join(
+                    f"{m} {v['one_user']:.0f}/{v['pipe_user']:.0f}" for m, v in figures.items()
+                )
+                print(f"round {r + 1} {variant['name']}: user µs {summary}", file=sys.stderr)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     print(f"\n{args.n} requests per method and mode; median [min-max] of {args.rounds} rounds\n")
     print("| variant | method | " + " | ".join(label for _, label in COLUMNS) + " |")
     print("|---|---|" + "---|" * len(COLUMNS))
