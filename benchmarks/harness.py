@@ -59,6 +59,8 @@ def ensure_ts_peer() -> None:
 def server_command(kind: str, db: str | None = None, durability: str = "normal") -> list[str]:
     if kind == "echo":
         return [PYTHON, os.path.join(PEERS, "echo_server.py")]
+    if kind == "anyio":
+        return [PYTHON, os.path.join(PEERS, "anyio_echo.py")]
     if kind == "mcp":
         return [PYTHON, os.path.join(PEERS, "mcp_sdk_server.py")]
     if kind == "mcp-ts":

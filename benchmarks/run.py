@@ -197,7 +197,8 @@ class Bench:
         db = self.db_path("tools") if kind == "subagentd" else None
         server = self.ready(kind, db)
         try:
-            n = {"mcp": self.sizes.pipelined_mcp, "echo": 10 * self.sizes.pipelined}.get(
+            floor = 10 * self.sizes.pipelined  # the floors are fast: enough requests to time
+            n = {"mcp": self.sizes.pipelined_mcp, "echo": floor, "anyio": floor}.get(
                 kind, self.sizes.pipelined
             )
             rtts = self.sizes.round_trips_mcp if kind == "mcp" else self.sizes.round_trips
@@ -808,7 +809,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{env['loadavg_1m_before_after']} · CPU pressure (PSI some avg60, %) before/after "
         f"{env['cpu_pressure_some_avg60_before_after']}\n\n"
         "floor: the echo floor (peers/echo_server.py) in the protocol rows, the write floor"
-        " (peers/sqlite_floor.py) in the send_message rows. MCP SDK: the Python SDK; TS SDK: the"
+        " (peers/sqlite_floor.py) in the send_message rows. anyio floor: the echo floor's loop"
+        " reading and writing through anyio's fd readiness functions as subagentd does"
+        " (peers/anyio_echo.py). MCP SDK: the Python SDK; TS SDK: the"
         " TypeScript SDK (peers/ts-mcp).\n\n"
         "ratio: subagentd ÷ peer (for throughput higher is better, for time and memory lower).\n\n"
         "Plots: throughput.svg, latency.svg, listing.svg beside this file.\n\n"

@@ -30,12 +30,14 @@ RAW = {
     "cold_start": {
         "subagentd": cold(200, 30),
         "echo": cold(70, 14),
+        "anyio": cold(110, 20),
         "mcp": cold(1000, 66),
         "mcp-ts": cold(500, 70),
     },
     "tool_calls": {
         "subagentd": tools(15000, 150),
         "echo": tools(300000, 30),
+        "anyio": tools(60000, 80),
         "mcp": tools(600, 1100),
         "mcp-ts": tools(4000, 400),
     },
@@ -57,7 +59,8 @@ def test_ts_sdk_targets_are_judged_from_its_figures():
     assert metrics["idle_rss_mib"].met is True  # 30 ≤ 40 and ≤ 35
     assert metrics["tools_call_per_s"].target == "≥ 15x MCP SDK, ≥ 3x TS SDK"
     assert metrics["tools_call_per_s"].met is True  # 25x and 3.75x
-    assert metrics["tools_call_per_s"].ratio == "25.00x MCP SDK, 3.75x TS SDK, 0.05x floor"
+    ratio = "25.00x MCP SDK, 3.75x TS SDK, 0.05x floor, 0.25x anyio floor"
+    assert metrics["tools_call_per_s"].ratio == ratio
     assert metrics["tools_call_p50_us"].target == "≤ 0.5x TS SDK"
     assert metrics["tools_call_p50_us"].met is True  # 150 ≤ 200
     assert metrics["tools_call_p99_us"].met is None
@@ -93,8 +96,19 @@ def test_send_message_is_judged_against_the_write_floor():
     assert normal.note == "floor: 528 rows per commit"
     assert full.met is True  # 6000 ≥ 5000 and ≥ 0.5 x 10000
     table = report.render_table(report.evaluate(RAW))
-    assert "| metric | subagentd | floor | MCP SDK | TS SDK | ratio | target | met? |" in table
-    assert "| 12,000 | 30,000 | — | — | 0.40x floor; floor: 528 rows per commit |" in table
+    header = (
+        "| metric | subagentd | floor | anyio floor | MCP SDK | TS SDK | ratio | target | met? |"
+    )
+    assert header in table
+    assert "| 12,000 | 30,000 | — | — | — | 0.40x floor; floor: 528 rows per commit |" in table
+
+
+def test_the_anyio_floor_sits_beside_the_echo_floor_in_the_protocol_rows():
+    table = report.render_table(report.evaluate(RAW))
+    row = "| tools/call list_agents round trip p50 (µs) | 150 | 30.0 | 80.0 | 1,100 | 400 |"
+    assert row in table
+    assert "1.88x anyio floor" in table  # 150 ÷ 80
+    assert "| idle RSS after initialize (MiB) | 30.0 | 14.0 | 20.0 | 66.0 | 70.0 |" in table
 
 
 def test_a_failed_scenario_makes_the_run_exit_1(tmp_path, monkeypatch):

@@ -97,7 +97,8 @@ def test_end_of_input_ends_the_turns_and_sends_the_runner_processes_sigterm(
         steps = [{"wait_term": True, "log": str(log)}]
         send(proc, "c2", steps)
         deadline = time.monotonic() + TIMEOUT
-        while not log.exists():
+        # "waiting" written, not merely the file created: SIGTERM between the two would lose it
+        while not (log.exists() and log.read_text()):
             assert time.monotonic() < deadline
             time.sleep(0.01)
         proc.close_stdin()

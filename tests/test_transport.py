@@ -14,7 +14,7 @@ import anyio.lowlevel
 import pytest
 
 from subagentd.server.memory import IDLE_SECONDS, TRIM_AFTER_BYTES, Trimmer
-from subagentd.server.transport import FdReader
+from subagentd.server.transport import YIELD_AFTER, FdReader
 from tests.spawned import InProcessServer
 
 
@@ -80,6 +80,39 @@ def test_the_reader_waits_for_input_on_every_anyio_backend(backend):
         assert _run(backend, main) == [b"one", b"two", b""]
     finally:
         os.close(r)
+
+
+@pytest.mark.parametrize("backend", [b for b in _backends() if getattr(b, "id", "") != "trio"])
+def test_input_already_there_is_read_at_once_but_never_starves_the_other_tasks(backend):
+    """A yield to the loop is most of a round trip's CPU: input waiting is read without one,
+    but after YIELD_AFTER seconds without a turn the other tasks get theirs. (asyncio's loops
+    only: trio may run a yielding task again before the others, on purpose, to shake out
+    ordering assumptions.)"""
+    r, w = os.pipe()
+    clock = [0.0]
+
+    async def main() -> list[Any]:
+        reader = FdReader(r, clock=lambda: clock[0])
+        seen: list[Any] = []
+        async with anyio.create_task_group() as tg:
+
+            async def other() -> None:
+                seen.append("other ran")
+
+            tg.start_soon(other)  # runs at the loop's next turn
+            for data in (b"a", b"b"):
+                os.write(w, data)
+                seen.append(await reader.read())
+            clock[0] += YIELD_AFTER
+            os.write(w, b"c")
+            seen.append(await reader.read())
+        return seen
+
+    try:
+        assert _run(backend, main) == [b"a", b"b", "other ran", b"c"]
+    finally:
+        os.close(r)
+        os.close(w)
 
 
 @pytest.mark.parametrize("backend", _backends())

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import msgspec
 
 from subagentd.core.service import Service
@@ -79,7 +80,8 @@ class Connection:
         )
         self.notes = self.dispatcher.notes  # notifications of the work done since the last flush
         self._wake: anyio.Event  # set when there is output to commit and write (made in serve)
-        self._drained: anyio.Event  # set after each write
+        self._drained: anyio.Event  # set after each flusher round that someone waits for
+        self._drain_waiters = 0  # tasks waiting for _drained (no new Event per round otherwise)
         self._read_scope: anyio.CancelScope
         self._writing = False
         self._reading = False  # handling a chunk of input (its flush follows inline)
@@ -94,7 +96,6 @@ class Connection:
         return encode_frame(_encode(message), self.framer.lsp)
 
     def _held(self, size: int) -> None:
-        self.trimmer.note(size)
         if not self._reading:  # the read loop flushes inline after each chunk (or wakes us)
             self._wake.set()
 
@@ -102,6 +103,7 @@ class Connection:
         """Output to write now: committed, or claiming nothing (the answers of a lost group)."""
         self.outbox.append(frame)
         self.outbox_bytes += len(frame)
+        self.trimmer.note(len(frame))
         if not self._reading:
             self._wake.set()
 
@@ -125,6 +127,7 @@ class Connection:
         if frames:
             self.outbox += frames
             self.outbox_bytes += size
+            self.trimmer.note(size)  # once per group, not per frame
 
     def _fail_group(self) -> None:
         """A lost group: storage is rolled back and memory rebuilt from it, then the group's
@@ -192,19 +195,27 @@ class Connection:
                 finally:
                     self._writing = False
                 del data  # not kept alive (megabytes after a burst) while waiting for the next
-            self._drained.set()
-            self._drained = anyio.Event()
+            if self._drain_waiters:  # an Event costs ~5 µs: a new one only once this one is used
+                self._drained.set()
+                self._drained = anyio.Event()
+
+    async def _until_drained(self) -> None:
+        """Wait for the end of the flusher's current (or next) round."""
+        self._drain_waiters += 1
+        try:
+            await self._drained.wait()
+        finally:
+            self._drain_waiters -= 1
 
     async def committed(self) -> None:
         """Return once the work done so far is committed (the runner starts a turn's process,
         and answers `subagentd tool`, only after that)."""
         while True:
-            drained = self._drained
             if not self._writing:  # the flusher waits for a wake: its next round commits ours
                 self._wake.set()
-                await drained.wait()
+                await self._until_drained()
                 return
-            await drained.wait()  # that round committed before our work: wait for the next
+            await self._until_drained()  # that round committed before our work: the next one
 
     def _quiet(self) -> bool:
         return not self.outbox and not self._writing
@@ -291,8 +302,10 @@ class Connection:
         self._flush_inline()
         while not self.started.input_ended:
             if self.outbox_bytes + self.ledger.size > OUTBOX_LIMIT:
-                await self._drained.wait()  # a host that does not read stdout slows us down
+                await self._until_drained()  # a host that does not read stdout slows us down
                 continue
+            if self.outbox:  # stdout did not take it all: the flusher writes it while we read
+                await anyio.lowlevel.checkpoint()
             data = await self.reader.read()
             if not data:
                 await self._handle(self.framer.finish())
@@ -347,5 +360,5 @@ class Connection:
         with anyio.move_on_after(self.grace):
             while self.outbox or self.ledger.frames or self._writing:
                 self._wake.set()
-                await self._drained.wait()
+                await self._until_drained()
         self._commit()

@@ -1,0 +1,87 @@
+"""The anyio floor: the echo floor's loop (echo_server.py), reading stdin the way subagentd does.
+
+Same tiny replies, but on anyio's default backend (asyncio) with the fds non-blocking: a read
+that finds nothing waits in `anyio.wait_readable`, input already there is read at once with a
+yield to the loop at least every YIELD_AFTER seconds, and a write the pipe does not take waits in
+`anyio.wait_writable` (subagentd/server/transport.py). It shows what the transport issue #11
+mandates costs by itself, before any dispatch or storage.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import anyio
+import anyio.lowlevel
+import msgspec
+
+_decode = msgspec.json.Decoder().decode
+_encode = msgspec.json.Encoder().encode
+_INIT = {
+    "protocolVersion": "2025-06-18",
+    "serverInfo": {"name": "anyio-echo", "version": "0"},
+    "capabilities": {"tools": {}},
+}
+_CONTENT = {"content": [{"type": "text", "text": "ok"}], "isError": False}
+CHUNK = 256 * 1024
+YIELD_AFTER = 0.002
+
+
+async def read(fd: int, since: list[float]) -> bytes:
+    try:
+        data = os.read(fd, CHUNK)
+    except BlockingIOError:
+        while True:
+            await anyio.wait_readable(fd)
+            since[0] = time.monotonic()
+            try:
+                return os.read(fd, CHUNK)
+            except BlockingIOError:
+                continue
+    now = time.monotonic()
+    if now - since[0] >= YIELD_AFTER:
+        since[0] = now
+        await anyio.lowlevel.checkpoint()
+    return data
+
+
+async def write(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view) :]
+        except BlockingIOError:
+            await anyio.wait_writable(fd)
+
+
+async def main() -> None:
+    out = sys.stdout.fileno()
+    os.set_blocking(0, False)
+    os.set_blocking(out, False)
+    since = [time.monotonic()]
+    buf = b""
+    while True:
+        chunk = await read(0, since)
+        if not chunk:
+            return
+        buf += chunk
+        if b"\n" not in buf:
+            continue
+        *lines, buf = buf.split(b"\n")
+        replies = []
+        for line in lines:
+            if not line.strip():
+                continue
+            msg = _decode(line)
+            if "id" not in msg:
+                continue
+            result = _INIT if msg.get("method") == "initialize" else _CONTENT
+            replies.append(_encode({"jsonrpc": "2.0", "id": msg["id"], "result": result}))
+        if replies:
+            await write(out, b"\n".join(replies) + b"\n")
+
+
+if __name__ == "__main__":
+    anyio.run(main)
