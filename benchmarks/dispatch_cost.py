@@ -9,6 +9,8 @@ best of `--reps` loops is reported. `--direct` runs methods without jsonrpcserve
 (`invoke_directly`), the floor the jsonrpcserver path is compared with (docs/architecture.md).
 `--pipelined K` feeds encoded frames K at a time to `handle_frames`, as the connection does with
 frames read together (K > 1: runs of requests go to jsonrpcserver as one batch).
+`--floor` times jsonrpcserver's public dispatch alone, on an entry that does nothing, the way
+server/rpc.py calls it: one request per `dispatch_to_response`, and a batch of 100 per call.
 """
 
 from __future__ import annotations
@@ -82,13 +84,43 @@ def make(direct: bool, pipelined: int = 0) -> tuple[Service, Dispatcher]:
     return service, dispatcher
 
 
+def floor(reps: int, n: int) -> None:
+    """jsonrpcserver's own cost per request: `dispatch_to_response` on an empty entry."""
+    from jsonrpcserver import dispatch_to_response
+
+    from subagentd.server.rpc import _DONE, _SIGNATURE, _as_is
+
+    def empty(*args: Any, **params: Any) -> Any:
+        return _DONE
+
+    empty.__signature__ = _SIGNATURE  # type: ignore[attr-defined]  # as server/rpc.py's entries
+    entries = {"ping": empty}
+    one: Any = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    batch: Any = [one] * 100
+    context = object()
+    for name, request, per in (("one request", one, 1), ("batch of 100", batch, 100)):
+        best = float("inf")
+        for _ in range(reps):
+            start = time.process_time()
+            for _ in range(n // per):
+                dispatch_to_response(
+                    request, entries, context=context, deserializer=_as_is, validator=_as_is
+                )
+            best = min(best, time.process_time() - start)
+        print(f"empty entry, {name:14} {best / (n // per * per) * 1e6:7.1f} µs/request")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--direct", action="store_true")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--pipelined", type=int, default=0)
+    parser.add_argument("--floor", action="store_true")
     args = parser.parse_args()
+    if args.floor:
+        floor(args.reps, args.n)
+        return
     service, dispatcher = make(args.direct, args.pipelined)
     if args.pipelined:  # encoded frames, K per handle_frames call; each reply computed
         encode = msgspec.json.Encoder().encode

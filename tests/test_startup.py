@@ -142,6 +142,22 @@ def test_what_answers_the_handshake_imports_neither_core_nor_jsonrpcserver():
     assert proc.stdout.strip() == "[]"
 
 
+def test_the_path_to_the_handshake_reply_builds_no_dataclass_and_imports_no_runner_tools():
+    """What a plain serve imports before the reply, on the main thread, while the host waits: a
+    dataclass compiles its generated methods at import (~2 ms each; these classes are msgspec
+    Structs), and shlex, shutil, tempfile and json serve only --runner and --log-format json."""
+    code = (
+        "import sys, subagentd.cli, subagentd.cli.fastpath, subagentd.cli.serving,"
+        " subagentd.cli.running, subagentd.server.loops, subagentd.storage.opening,"
+        " subagentd.storage.postgres, subagentd.core.settings, subagentd.server.prelude\n"
+        "print(sorted(m for m in sys.modules if m in"
+        " ('dataclasses', 'shlex', 'shutil', 'tempfile', 'json')))"
+    )
+    proc = subprocess.run([PYTHON, "-c", code], capture_output=True, timeout=30, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
 # --- refused at start, in one line, before any reply -------------------------------------------
 
 

@@ -133,7 +133,7 @@ class SchedulingMachine(RuleBasedStateMachine):
 
     def new_core(self) -> CoreHost:
         """A fresh service on the same file, as a new process: earlier owners count as dead."""
-        if "owner_alive" not in Settings.__dataclass_fields__:  # before multi-process leases
+        if not hasattr(Settings(), "owner_alive"):  # before multi-process leases
             return CoreHost(self.new_store())
         owner = f"state-machine:{self.restarts}"
         return CoreHost(self.new_store(), owner=owner, owner_alive=lambda o: o == owner, **QUOTAS)

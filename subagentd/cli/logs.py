@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import time
@@ -12,6 +11,8 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per record: ts (UTC, milliseconds), level, logger, message[, traceback]."""
 
     def format(self, record: logging.LogRecord) -> str:
+        import json  # here: a text log (the default) needs no json before the handshake's reply
+
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
         entry = {
             "ts": f"{stamp}.{int(record.msecs):03d}Z",

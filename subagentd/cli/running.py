@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import os
-import shlex
-import shutil
-import tempfile
 from typing import Any
 
 SOCKET_NAME = "relay.sock"
@@ -18,6 +15,8 @@ def runner_command(options: dict[str, Any]) -> list[str] | str | None:
         return None
     if not options.get("caller"):
         return "--runner needs --caller: it runs the turns of the agents below that root"
+    import shlex  # here, not at start-up: a plain serve never needs it
+
     try:
         argv = shlex.split(text)
     except ValueError as exc:
@@ -30,6 +29,8 @@ class Running:
     `connection.serve`."""
 
     def __init__(self, connection: Any, options: dict[str, Any], argv: list[str]) -> None:
+        import tempfile  # with shutil (in serve): only a --runner serve needs them
+
         from subagentd.server.relay import Relay, Tokens
         from subagentd.server.runner import Runner
         from subagentd.storage.postgres import is_postgres
@@ -60,6 +61,8 @@ class Running:
         self.relay.attach(connection)
 
     async def serve(self) -> None:
+        import shutil
+
         import anyio
 
         try:

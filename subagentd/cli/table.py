@@ -4,7 +4,8 @@ path (fastpath.py) reads the common invocations with them without importing clic
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+
+import msgspec
 
 import subagentd
 
@@ -15,8 +16,7 @@ VERSION = (
 MAX_DEPTH_CAP = 64  # a deeper chain costs quadratic storage (each path holds its ancestors')
 
 
-@dataclass(frozen=True)
-class Spec:
+class Spec(msgspec.Struct, frozen=True):
     """One option: kind is str, int, float, choice, tools (ToolSet) or duration (Duration)."""
 
     name: str

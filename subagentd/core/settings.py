@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
+
+import msgspec
 
 
 class Timers(Protocol):
@@ -34,8 +35,7 @@ def served_tools(names: tuple[str, ...] | None, spawn_tool: bool) -> tuple[str, 
     return tuple(name for name in TOOL_NAMES if name in chosen)
 
 
-@dataclass(slots=True)
-class Settings:
+class Settings(msgspec.Struct):
     report_delivery: str = "wakeup"  # "wakeup" | "quiet"
     max_depth: int = 8
     interrupt_grace: float = 10.0  # seconds before an interrupted turn is force-ended

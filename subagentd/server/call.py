@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -18,8 +17,7 @@ if TYPE_CHECKING:  # start-up runs the handshake methods before core is imported
     from subagentd.core.waits import Waiter
 
 
-@dataclass(frozen=True, slots=True)
-class Handler:
+class Handler(msgspec.Struct, frozen=True):
     """One method: typed params -> service -> result, and how the dispatcher treats it."""
 
     run: Callable[[Call, Any], Any]
@@ -33,8 +31,7 @@ class Handler:
     writes_if: Callable[[Any], bool] | None = None
 
 
-@dataclass(slots=True)
-class Call:
+class Call(msgspec.Struct):
     """What a handler sees of its request and of the connection it came on."""
 
     service_or_none: Service | None  # None only at start-up (prelude: the handshake methods)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
 
-@dataclass
-class Session:
+class Session(msgspec.Struct):
     """Per-connection lifecycle state."""
 
     initialized: bool = False

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 LSP_PREFIX = b"Content-Length:"
 _MAX_HEADER = 8192
 
 
-@dataclass(frozen=True, slots=True)
-class Oversize:
+class Oversize(msgspec.Struct, frozen=True):
     """A frame longer than the limit was discarded; it is answered with -32600."""
 
     limit: int
 
 
-@dataclass(frozen=True, slots=True)
-class BadHeader:
+class BadHeader(msgspec.Struct, frozen=True):
     """An LSP header block that could not be understood; it is answered with -32700."""
 
     detail: str

@@ -7,7 +7,6 @@ importing this module registers them first, then the host API, the tools and the
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import msgspec
@@ -243,4 +242,4 @@ def _tool_writes(params: Any) -> bool:
     return spec is not None and spec.writes
 
 
-METHODS["tools/call"] = replace(METHODS["tools/call"], writes_if=_tool_writes)
+METHODS["tools/call"] = msgspec.structs.replace(METHODS["tools/call"], writes_if=_tool_writes)

@@ -15,7 +15,6 @@ import logging
 import os
 import select
 import sys
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -34,13 +33,12 @@ _encode = msgspec.json.Encoder().encode
 CHUNK = 256 * 1024
 
 
-@dataclass
-class Started:
+class Started(msgspec.Struct):
     """What the prelude read and decided, handed to the Connection."""
 
     framer: FrameReader
     session: Session
-    frames: list[Frame] = field(default_factory=list)  # read but not answered yet
+    frames: list[Frame] = msgspec.field(default_factory=list)  # read but not answered yet
     input_ended: bool = False
 
 

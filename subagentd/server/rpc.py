@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import Any
 
 from jsonrpcserver import Error, Success, dispatch_to_response, dispatch_to_serializable
 
@@ -87,8 +87,9 @@ class JsonRpc:
         one from inside its entry. Returns how many were answered (all, unless jsonrpcserver
         stopped early; the caller answers the rest one by one)."""
         members = Members(messages, each)
+        request: Any = messages  # decoded already (see __call__)
         dispatch_to_response(
-            cast(str, messages),  # decoded already (see __call__)
+            request,
             self.entries,
             context=members,
             deserializer=_as_is,
@@ -105,8 +106,9 @@ class JsonRpc:
             )
             assert not isinstance(reply, list)  # one message in, one reply (or None) out
             return reply
+        request: Any = message  # decoded already: _as_is takes it as it is (typed as JSON text)
         owed = dispatch_to_response(
-            cast(str, message),  # decoded already: _as_is takes it as it is (typed as JSON text)
+            request,
             self.entries,
             context=call,
             deserializer=_as_is,

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from subagentd.errors import RequestCancelledError
 from subagentd.server.boundary import refusal
@@ -32,8 +33,7 @@ class Deferred:
             self.on_done()
 
 
-@dataclass(eq=False)
-class Pending:
+class Pending(msgspec.Struct, eq=False):
     """One waiting request: its reply is owed until its deferred result is done (or cancelled)."""
 
     request_id: Any
@@ -49,8 +49,7 @@ class Pending:
         return success_reply(self.deferred.result, self.request_id, self.stateless)
 
 
-@dataclass(eq=False)
-class Owed:
+class Owed(msgspec.Struct, eq=False):
     """A reply still owed to the host: one waiting request, or a batch with waiting members."""
 
     waiting: list[Pending]

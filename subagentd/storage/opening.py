@@ -11,7 +11,8 @@ import os
 import sqlite3
 import stat
 import time
-from dataclasses import dataclass, field
+
+import msgspec
 
 from subagentd.storage.migrations import migrations
 
@@ -24,14 +25,13 @@ class DatabaseRefusedError(Exception):
     """The database cannot be used as it is; the message is the line start-up prints."""
 
 
-@dataclass
-class OpenedDatabase:
+class OpenedDatabase(msgspec.Struct):
     """A checked connection, handed from the start-up thread to the store."""
 
     conn: sqlite3.Connection
     path: str
     identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the file opened
-    applied: set[str] = field(default_factory=set)  # migrations found applied
+    applied: set[str] = msgspec.field(default_factory=set)  # migrations found applied
 
 
 def open_database(
