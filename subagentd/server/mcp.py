@@ -205,7 +205,7 @@ def run_tool(
     tools = service.tools if spec.rules == "tools" else getattr(service, spec.rules)
     if spec.waits:
         return spec.run(tools, caller, activation, args, identity.progress)  # type: ignore[no-any-return]
-    if spec.idempotent:
+    if spec.idempotent and identity.idempotency_key is not None:  # without a key: just run
         return service.idempotent(
             caller,
             identity.idempotency_key,
