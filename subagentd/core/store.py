@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from subagentd.schema.records import (
     EventRecord,
@@ -45,6 +45,12 @@ class Store(Protocol):
     def tree(
         self, root_id: str, descendants: bool, with_descriptors: bool = False
     ) -> list[TreeRecord]: ...
+    def tree_rows(
+        self, root_id: str, descendants: bool, with_descriptors: bool = False
+    ) -> list[tuple[Any, ...]]: ...
+    def children_listing(
+        self, parent_id: str, owner: str, now: float
+    ) -> list[tuple[str, str | None, str | None, Any, int, str | None, str | None]]: ...
     def insert_message(
         self,
         message_id: str,
