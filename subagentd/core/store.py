@@ -12,7 +12,6 @@ from subagentd.schema.records import (
     InboxRecord,
     LiveRecord,
     SessionRecord,
-    TreeRecord,
 )
 from subagentd.schema.stats import StatsResult
 
@@ -42,9 +41,6 @@ class Store(Protocol):
     def set_open_turn(self, session_id: str, turn_id: str | None) -> None: ...
     def end_turn(self, session_id: str, reason: str, output: str | None) -> None: ...
     def open_turns(self) -> list[tuple[str, str]]: ...
-    def tree(
-        self, root_id: str, descendants: bool, with_descriptors: bool = False
-    ) -> list[TreeRecord]: ...
     def tree_rows(
         self, root_id: str, descendants: bool, with_descriptors: bool = False
     ) -> list[tuple[Any, ...]]: ...
