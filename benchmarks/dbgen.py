@@ -9,9 +9,9 @@ ordinary root. `build_tree_postgres` writes the same rows into a PostgreSQL data
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
-import uuid
 from datetime import UTC, datetime, timedelta
 
 from harness import Server, server_command
@@ -24,7 +24,20 @@ _BASE = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _iso(offset_us: int) -> str:
-    return (_BASE + timedelta(microseconds=offset_us)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """`_BASE` plus offset_us as the server writes times (strftime once per second: 10M rows)."""
+    seconds, micro = divmod(offset_us, 1_000_000)
+    return f"{_second(seconds)}.{micro:06d}Z"
+
+
+@functools.cache
+def _second(seconds: int) -> str:
+    return (_BASE + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _uuid(n: int) -> str:
+    """str(uuid.UUID(int=n)) without building the UUID (~5x faster; 10M events)."""
+    h = f"{n:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def create_schema(path: str, env: dict[str, str] | None = None) -> None:
@@ -61,7 +74,7 @@ def _tree_rows(sessions: int, open_turns: int) -> tuple[list[tuple], list[tuple]
         depths[cid] = depth
         max_depth = max(max_depth, depth)
         label = f"task {k}"
-        open_turn = str(uuid.UUID(int=k + 1)) if k < open_turns else None
+        open_turn = _uuid(k + 1) if k < open_turns else None
         paths[cid] = child_path(paths[parent], _iso(k + 1), cid)
         session_rows.append(
             (
@@ -101,10 +114,22 @@ def build_tree(
     """A root plus `sessions` subagent sessions; `events` event rows spread over them."""
     create_schema(path, env)
     conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
+    # as fast as SQLite writes: no journal, no syncs, a big page cache, one transaction; the
+    # indexes of the filled tables are dropped and built again after the rows (a sort, not
+    # a B-tree insert per row), from the server's own SQL, so the file ends as the server's
+    conn.execute("PRAGMA journal_mode = OFF")
     conn.execute("PRAGMA synchronous = OFF")
+    conn.execute("PRAGMA cache_size = -262144")  # 256 MiB
     columns_now = {row[1] for row in conn.execute("PRAGMA table_info(sessions)")}
+    filled = ("sessions", "descriptors", "events")
+    indexes = conn.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+        f" AND tbl_name IN ({','.join('?' * len(filled))})",
+        filled,
+    ).fetchall()
     conn.execute("BEGIN")
+    for name, _ in indexes:
+        conn.execute(f'DROP INDEX "{name}"')
     session_rows, descriptor_rows, max_depth = _tree_rows(sessions, open_turns)
     names = SESSION_COLUMNS
     keep = [i for i, name in enumerate(names.split(", ")) if name in columns_now]  # for --at
@@ -114,13 +139,16 @@ def build_tree(
     # descriptors first, as the server writes them: their insert trigger clears a session's mode
     conn.executemany("INSERT INTO descriptors (session_id, body) VALUES (?, ?)", descriptor_rows)
     conn.executemany(f"INSERT INTO sessions ({columns}) VALUES ({marks})", session_rows)
+    del session_rows, descriptor_rows
     if events:
         conn.executemany(
             "INSERT INTO events (session_id, turn_id, type, data, at) VALUES (?,?,?,?,?)",
             _events(sessions, events),
         )
+    for _, sql in indexes:
+        conn.execute(sql)
     conn.execute("COMMIT")
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.execute("PRAGMA journal_mode = WAL")  # as the server left it
     conn.close()
     return {"sessions": sessions + 1, "events": events, "max_depth": max_depth}
 
@@ -157,10 +185,10 @@ def _events(sessions: int, count: int):
     for n in range(count):
         k = n % sessions
         kind = cycle[(n // sessions) % len(cycle)]
-        turn = str(uuid.UUID(int=n + 1)) if kind in ("message", "turn_start", "turn_end") else None
+        turn = _uuid(n + 1) if kind in ("message", "turn_start", "turn_end") else None
         if kind == "message":
             data = (
-                f'{{"message_id":"{uuid.UUID(int=n + 7)}","content":[{{"type":"text",'
+                f'{{"message_id":"{_uuid(n + 7)}","content":[{{"type":"text",'
                 f'"text":"work item {n}: look into it and report back"}}],"source":'
                 f'{{"kind":"coordinator","form":"spawn","sender_session_id":"{parent_of(k)}"}}}}'
             )
@@ -169,5 +197,5 @@ def _events(sessions: int, count: int):
         elif kind == "turn_end":
             data = f'{{"turn_id":"{turn}","reason":"completed"}}'
         else:
-            data = f'{{"activation_id":"{uuid.UUID(int=n + 3)}","resume":false}}'
+            data = f'{{"activation_id":"{_uuid(n + 3)}","resume":false}}'
         yield (child_id(k), turn, kind, data, _iso(n))

@@ -154,6 +154,11 @@ def evaluate(raw: dict[str, Any]) -> list[Metric]:
             m.target = "linear from 10k (≤ 12x the 10k time)"
             m.met = growth <= 12
             m.ratio = f"{growth:.1f}x the 10k time"
+        elif n == 1000000 and "100000" in listing:
+            growth = entry["median_s"] / listing["100000"]["median_s"]
+            m.target = "linear from 100k (≤ 11x the 100k time)"
+            m.met = growth <= 11
+            m.ratio = f"{growth:.1f}x the 100k time"
         else:
             m.target = "(informational)"
         metrics.append(m)
@@ -213,6 +218,26 @@ def evaluate(raw: dict[str, Any]) -> list[Metric]:
             f"{restart['to_open_root_s'] * 1e3:.0f} ms"
         )
     metrics.append(m)
+
+    huge = raw.get("restart_huge")
+    if huge:
+        for key, name, label, bound in (
+            ("to_initialize_s", "initialize", "initialize response", 1000),
+            ("to_open_root_s", "open", "agents/open root response", 2000),
+        ):
+            m = Metric(
+                f"restart_huge_{name}_ms",
+                f"restart over {huge['sessions']:,} sessions → {label}",
+                "ms",
+            )
+            m.values = {"subagentd": huge[key] * 1e3}
+            m.target = f"≤ {bound} ms"
+            m.met = m.values["subagentd"] <= bound
+            m.note = (
+                f"{huge['events']:,} events, {huge['db_mib']:.0f} MiB DB, built in"
+                f" {huge['build_s']:.0f} s"
+            )
+            metrics.append(m)
     return metrics
 
 

@@ -29,7 +29,7 @@ import tempfile
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -67,10 +67,12 @@ class Sizes:
     restart_sessions: int
     restart_events: int
     restarts: int
+    huge_restart: tuple[int, int] | None  # (sessions, events) of the 1M restart, or None
     trials: int
     crossings: int
 
 
+HUGE_LIST = 1_000_000  # the listing and restart over 1M sessions: left out by --quick, --no-huge
 FULL = Sizes(
     cold_starts=10,
     pipelined=5000,
@@ -80,11 +82,12 @@ FULL = Sizes(
     sends=5000,
     sequential_sends=1000,
     live_agents=5000,
-    list_sizes=(1000, 10000, 100000),
-    list_reps={1000: 21, 10000: 9, 100000: 3},
+    list_sizes=(1000, 10000, 100000, HUGE_LIST),
+    list_reps={1000: 21, 10000: 9, 100000: 3, HUGE_LIST: 3},
     restart_sessions=100_000,
     restart_events=1_000_000,
     restarts=3,
+    huge_restart=(1_000_000, 10_000_000),
     trials=3,
     crossings=500,
 )
@@ -102,6 +105,7 @@ QUICK = Sizes(
     restart_sessions=20_000,
     restart_events=200_000,
     restarts=2,
+    huge_restart=None,
     trials=1,
     crossings=100,
 )
@@ -451,16 +455,17 @@ class Bench:
             )
         return out
 
-    def restart(self) -> dict[str, Any]:
+    def restart(self, huge: bool = False) -> dict[str, Any]:
+        """Starts on a database of many sessions and events with 100 turns left open by a
+        crash (`huge`: the 1M sessions / 10M events one; the file is removed afterwards)."""
+        sessions, events = (
+            self.sizes.huge_restart
+            if huge and self.sizes.huge_restart
+            else (self.sizes.restart_sessions, self.sizes.restart_events)
+        )
         db = self.db_path("restart")
         t0 = time.perf_counter()
-        shape = build_tree(
-            db,
-            self.sizes.restart_sessions,
-            self.sizes.restart_events,
-            open_turns=100,
-            env=self.env,
-        )
+        shape = build_tree(db, sessions, events, open_turns=100, env=self.env)
         built = time.perf_counter() - t0
         size_mib = os.path.getsize(db) / 2**20
         to_init, to_open, open_errors = [], [], []
@@ -484,6 +489,10 @@ class Bench:
             if i:  # the first start warms the page cache and records the crashed turns
                 to_init.append(t_init)
                 to_open.append(t_open)
+        if huge:
+            for name in (db, db + "-wal", db + "-shm"):
+                if os.path.exists(name):
+                    os.remove(name)
         return {
             **shape,
             "open_turns_at_crash": 100,
@@ -631,6 +640,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, under a minute")
     parser.add_argument(
+        "--no-huge",
+        action="store_true",
+        help="leave the 1M-session listing and the 1M sessions / 10M events restart out of a"
+        " full run (they take minutes: benchmarks/README.md)",
+    )
+    parser.add_argument(
         "--postgres",
         action="store_true",
         help="also run the shared, cross and list (10k) scenarios on a throwaway PostgreSQL 15 server"
@@ -673,6 +688,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else FULL
+    if args.no_huge:
+        sizes = replace(
+            sizes,
+            list_sizes=tuple(n for n in sizes.list_sizes if n != HUGE_LIST),
+            huge_restart=None,
+        )
     only = set(filter(None, args.only.split(",")))
     want = lambda name: not only or name in only  # noqa: E731
     tmp = tempfile.mkdtemp(prefix="subagentd-bench-")
@@ -782,6 +803,9 @@ def main(argv: list[str] | None = None) -> int:
         if want("restart"):
             raw["restart"] = bench.guarded("restart", bench.restart)
             each_variant("restart", "restart", Bench.restart)
+            if sizes.huge_restart:
+                raw["restart_huge"] = bench.guarded("restart, 1M sessions", bench.restart, True)
+                each_variant("restart_huge", "restart, 1M sessions", Bench.restart, True)
     finally:
         if bench.postgres is not None:
             bench.postgres.stop()

@@ -425,7 +425,8 @@ def test_requests_read_together_run_as_one_batch_and_are_answered_as_one_by_one(
 def test_frames_read_together_read_other_processes_leases_once_while_nothing_is_written():
     """The chunk is one snapshot for what other processes hold (core/agents.py `elsewhere`):
     three listings read the leases once; a chunk of one frame is not a snapshot; a write in the
-    chunk makes the next listing read again; the snapshot ends with the chunk."""
+    chunk makes the next listing read again; the snapshot ends with the chunk. (Descendants:
+    a children listing reads the leases with its rows, in its one statement.)"""
     dispatcher = make_dispatcher()
     assert dispatcher.service is not None
     store, agents = dispatcher.service.store, dispatcher.service.agents
@@ -439,7 +440,11 @@ def test_frames_read_together_read_other_processes_leases_once_while_nothing_is_
         return foreign_leases(owner, now)
 
     store.foreign_leases = counted  # type: ignore[method-assign]
-    listing = {"name": "list_agents", "_meta": {"subagentd/caller": "r"}}
+    listing = {
+        "name": "list_agents",
+        "arguments": {"scope": "descendants"},
+        "_meta": {"subagentd/caller": "r"},
+    }
     three = [frame("tools/call", listing, i) for i in range(3)]
     assert all("result" in reply for reply in replies_together(dispatcher, three))
     assert reads == [True] and agents.in_snapshot is False

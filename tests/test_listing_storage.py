@@ -87,9 +87,9 @@ def test_the_range_scan_the_level_walk_and_the_rule_agree(rows, pick):
     ranged = trees.subtree(root, WITH_BODY)
     assert ranged is not None  # every session written by this version has a path
     walked = trees.walk(root, WITH_BODY)
-    assert ranged == walked
-    assert [(r.id, r.depth) for r in ranged] == expected_walk(rows, root)
-    assert all(r.descriptor is not None for r in ranged)
+    assert ranged == walked  # rows: (id, parent_id, depth, kind, label, mode, descriptor)
+    assert [(r[0], r[2]) for r in ranged] == expected_walk(rows, root)
+    assert all(r[6] is not None for r in ranged)
     store.close()
 
 

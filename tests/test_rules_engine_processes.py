@@ -107,6 +107,52 @@ def test_the_status_of_an_agent_live_in_another_process_is_its_lease_while_that_
     assert owners(second)["p1"][1] == 0
 
 
+def test_a_listing_in_another_process_follows_every_change_at_once(tmp_path):
+    """list_agents reads statuses and parked counts with the rows (no kept reading): the other
+    process's writes, its owner going away, its lease expiring by the clock and this process's
+    own writes show in the very next listing, for both scopes."""
+    path, clock = str(tmp_path / "shared.db"), FakeClock()
+    first = process(path, clock, "p1")
+    second = process(path, clock, "p2")
+    step(first, first.open, "root")
+    step(first, first.spawn, "root", "c1", label="one")
+    step(first, first.spawn, "c1", "g1", label="deep")
+
+    def both() -> tuple[str, str]:
+        return step(second, second.list, "root").text, step(
+            second, second.list, "root", "descendants"
+        ).text
+
+    assert both() == (
+        "c1 [running] — one",
+        "c1 [running] parent=root depth=1 — one\ng1 [running] parent=c1 depth=2 — deep",
+    )
+    step(first, first.spawn, "root", "c2", label="two")  # another process's write
+    assert both()[0] == "c1 [running] — one\nc2 [running] — two"
+    step(first, first.send, "root", "c1", "held")
+    step(first, first.interrupt, "root", "c1")
+    step(first, first.end, "c1", "aborted")  # idle, holding one parked message
+    assert both() == (
+        "c1 [idle, 1 parked] — one\nc2 [running] — two",
+        "c1 [idle, 1 parked] parent=root depth=1 — one\ng1 [running] parent=c1 depth=2 — deep"
+        "\nc2 [running] parent=root depth=1 — two",
+    )
+    second.svc.settings.owner_alive = lambda owner: owner != "p1"  # its process is gone
+    assert both()[0] == "c1 [ready, 1 parked] — one\nc2 [ready] — two"
+    second.svc.settings.owner_alive = lambda owner: True
+    assert both()[0] == "c1 [idle, 1 parked] — one\nc2 [running] — two"
+    clock.advance(TTL)  # p1 renewed nothing: its leases lapse by time, before anyone fences it
+    assert both() == (
+        "c1 [ready, 1 parked] — one\nc2 [ready] — two",
+        "c1 [ready, 1 parked] parent=root depth=1 — one\ng1 [ready] parent=c1 depth=2 — deep"
+        "\nc2 [ready] parent=root depth=1 — two",
+    )
+    step(second, second.svc.recovery.recover)  # fences p1
+    step(second, second.open, "root")  # now live here: its own registry decides
+    step(second, second.send, "root", "c1", "again")  # unparks c1 and wakes it here
+    assert both()[0] == "c1 [running] — one\nc2 [ready] — two"
+
+
 @pytest.mark.sqlite_only  # PostgresStore.changes() moves on every call: it keeps no reading
 def test_requests_read_together_share_one_reading_of_other_leases_until_this_process_writes(
     tmp_path,

@@ -131,13 +131,19 @@ def test_a_failing_read_becomes_unavailable_and_is_retried_next_call():
     insert_session(core, "flaky", "r", "2026-01-01T00:00:01Z", body=good("flaky"))
     insert_session(core, "fine", "r", "2026-01-01T00:00:02Z", body=good("fine"))
     store = core.store
-    real_tree, real_many, real_one = store.tree, store.get_descriptors, store.get_descriptor
+    real_tree, real_many, real_one = store.tree_rows, store.get_descriptors, store.get_descriptor
+    real_children = store.children_listing
     failing = {"flaky"}
 
     def tree(root, descendants, with_descriptors=False):
         if with_descriptors and failing:
             raise OSError("disk I/O error")
         return real_tree(root, descendants, with_descriptors)
+
+    def children(*args):
+        if failing:
+            raise OSError("disk I/O error")
+        return real_children(*args)
 
     def many(ids):
         if failing & set(ids):
@@ -149,7 +155,8 @@ def test_a_failing_read_becomes_unavailable_and_is_retried_next_call():
             raise OSError("disk I/O error")
         return real_one(sid)
 
-    store.tree, store.get_descriptors, store.get_descriptor = tree, many, one
+    store.tree_rows, store.get_descriptors, store.get_descriptor = tree, many, one
+    store.children_listing = children
     assert core.list("r").text == "flaky [diagnostic: unavailable]\nfine [ready] — fine"
     failing.clear()
     assert core.list("r").text == "flaky [ready] — flaky\nfine [ready] — fine"
@@ -164,13 +171,16 @@ def test_when_the_joined_read_fails_descriptors_are_read_in_batches_not_one_by_o
             )
     core.store.commit()
     store = core.store
-    real_tree, real_many = store.tree, store.get_descriptors
+    real_tree, real_many = store.tree_rows, store.get_descriptors
     batches: list[int] = []
 
     def tree(root, descendants, with_descriptors=False):
         if with_descriptors:
             raise OSError("disk I/O error")
         return real_tree(root, descendants, with_descriptors)
+
+    def children(*args):
+        raise OSError("disk I/O error")
 
     def many(ids):
         batches.append(len(ids))
@@ -179,7 +189,8 @@ def test_when_the_joined_read_fails_descriptors_are_read_in_batches_not_one_by_o
     def one(session_id):
         raise AssertionError(f"{session_id} read alone although its batch could be read")
 
-    store.tree, store.get_descriptors, store.get_descriptor = tree, many, one
+    store.tree_rows, store.get_descriptors, store.get_descriptor = tree, many, one
+    store.children_listing = children
     result = core.list("r")
     assert sorted(batches) == [100, 900]
     assert len(result.agents) == 1000

@@ -300,7 +300,7 @@ def test_a_cold_resume_checks_the_message_size_and_the_stored_inbox():
 def failing_joined_read(core: CoreHost) -> list[list[str]]:
     """Make the tree read with descriptors fail; returns the id batches read instead."""
     store = core.store
-    real_tree, real_many = store.tree, store.get_descriptors
+    real_tree, real_many = store.tree_rows, store.get_descriptors
     batches: list[list[str]] = []
 
     def tree(root, descendants, with_descriptors=False):
@@ -308,11 +308,14 @@ def failing_joined_read(core: CoreHost) -> list[list[str]]:
             raise OSError("disk I/O error")
         return real_tree(root, descendants, with_descriptors)
 
+    def children(*args):
+        raise OSError("disk I/O error")
+
     def many(ids):
         batches.append(list(ids))
         return real_many(ids)
 
-    store.tree, store.get_descriptors = tree, many
+    store.tree_rows, store.get_descriptors, store.children_listing = tree, many, children
     return batches
 
 

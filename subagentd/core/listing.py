@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import msgspec
 
 from subagentd.core import texts
 from subagentd.core.descriptors import DescriptorProblem, parse_descriptor
+from subagentd.core.registry import LiveAgent
 from subagentd.core.store import Store
 from subagentd.schema.listing import AgentRow, ChildRow, DiagnosticRow, Status
+from subagentd.schema.messages import Mode
 
 _BATCH = 900  # ids per IN (...) query, under SQLite's default variable limit
 
@@ -39,45 +42,141 @@ def project(
     include_one_shot: bool,
 ) -> list[AgentRow]:
     """Listing rows in walk order: subagents only, one-shot children only when asked."""
-    bodies: dict[str, str | bytes | None | Exception] | None = None
-    try:
-        rows = store.tree(root_id, descendants, with_descriptors=True)
-    except Exception:  # some stored state cannot be read: walk without it, then read row by row
-        rows = store.tree(root_id, descendants)
-        unchecked = [row.id for row in rows if row.kind == "subagent" and row.mode is None]
-        bodies = read_descriptors(store, unchecked)
+    rows, bodies = _tree(store, root_id, descendants)
     listed: list[AgentRow] = []
     append = listed.append  # the loop below runs once per session of a possibly huge tree
-    for row in rows:
-        if row.kind != "subagent":
+    for agent_id, parent, depth, kind, label, mode, body in rows:
+        if kind != "subagent":
             continue  # ordinary sessions are walked through, never listed
-        parent = row.parent_id if descendants else None
-        depth = row.depth if descendants else None
-        mode, label = row.mode, row.label
+        if not descendants:
+            parent = depth = None
         if mode is None:  # no mode recorded at spawn (or changed since): read the descriptor
-            body = row.descriptor if bodies is None else bodies.get(row.id)
-            if isinstance(body, Exception):
-                append(DiagnosticRow(id=row.id, reason="unavailable", parent=parent, depth=depth))
+            described = _described(agent_id, body if bodies is None else bodies.get(agent_id))
+            if isinstance(described, str):
+                append(DiagnosticRow(id=agent_id, reason=described, parent=parent, depth=depth))  # type: ignore[arg-type]  # _described returns only the three reasons
                 continue
-            try:
-                descriptor = parse_descriptor(body)
-            except DescriptorProblem as problem:
-                append(DiagnosticRow(id=row.id, reason=problem.reason, parent=parent, depth=depth))  # type: ignore[arg-type]  # parse_descriptor raises only "corrupt" or "unsupported"
-                continue
-            mode, label = descriptor.mode, descriptor.label
+            mode, label = described
         if mode == "one-shot" and not include_one_shot:
             continue
         append(
             ChildRow(
-                id=row.id,
-                label=label,  # type: ignore[arg-type]  # a recorded mode comes with its label (storage _RECORDED); a descriptor's label is required
-                status=status_of(row.id),
+                id=agent_id,
+                label=label,
+                status=status_of(agent_id),
                 mode=mode if include_one_shot else None,
                 parent=parent,
                 depth=depth,
             )
         )
     return listed
+
+
+def children(
+    store: Store,
+    parent_id: str,
+    owner: str,
+    now: float,
+    live: Callable[[str], LiveAgent | None],
+    alive: Callable[[str], bool],
+) -> list[AgentRow] | None:
+    """list_agents {scope: children} from one statement (storage's `children_listing`): each
+    child's status from this process's registry, else from the valid lease of another live
+    process, else ready; its parked messages. None when some stored state cannot be read
+    (the caller lists through `project` then, which reads it row by row)."""
+    try:
+        records = store.children_listing(parent_id, owner, now)
+    except Exception:
+        return None
+    listed: list[AgentRow] = []
+    for agent_id, label, mode, body, parked, holder, leased in records:
+        if mode is None:
+            described = _described(agent_id, body)
+            if isinstance(described, str):
+                listed.append(DiagnosticRow(id=agent_id, reason=described))  # type: ignore[arg-type]  # _described returns only the three reasons
+                continue
+            mode, label = described
+        if mode == "one-shot":
+            continue
+        agent = live(agent_id)
+        if agent is not None:
+            status: Status = agent.status
+        elif holder is not None and alive(holder):
+            status = leased  # type: ignore[assignment]  # leases hold only statuses
+        else:
+            status = "ready"
+        listed.append(ChildRow(id=agent_id, label=label, status=status, parked=parked or None))  # type: ignore[arg-type]  # a recorded mode comes with its label
+    return listed
+
+
+def descendants(
+    store: Store,
+    root_id: str,
+    live: Callable[[str], LiveAgent | None],
+    elsewhere: dict[str, Status],
+) -> tuple[list[AgentRow], str]:
+    """list_agents {scope: descendants}: the rows and their text in one pass over plain storage
+    rows (a 10k-session tree builds one row object and one line per listed agent, nothing else).
+    Statuses as `children`'s, with `elsewhere` the other processes' (Agents.elsewhere)."""
+    rows, bodies = _tree(store, root_id, True)
+    parked = store.parked_counts()
+    counted = parked.get
+    listed: list[AgentRow] = []
+    lines: list[str] = []
+    append, line = listed.append, lines.append
+    found = elsewhere.get
+    for agent_id, parent, depth, kind, label, mode, body in rows:
+        if kind != "subagent":
+            continue  # ordinary sessions are walked through, never listed
+        if mode is None:
+            described = _described(agent_id, body if bodies is None else bodies.get(agent_id))
+            if isinstance(described, str):
+                append(DiagnosticRow(id=agent_id, reason=described, parent=parent, depth=depth))  # type: ignore[arg-type]  # _described returns only the three reasons
+                line(f"{agent_id} [diagnostic: {described}] parent={parent} depth={depth}")
+                continue
+            mode, label = described
+        if mode == "one-shot":
+            continue
+        agent = live(agent_id)
+        status = agent.status if agent is not None else found(agent_id, "ready")
+        count = counted(agent_id) if parked else None
+        append(
+            ChildRow(
+                id=agent_id, label=label, status=status, parent=parent, depth=depth, parked=count
+            )
+        )
+        if count is None:
+            line(f"{agent_id} [{status}] parent={parent} depth={depth} — {label}")
+        else:
+            line(f"{agent_id} [{status}, {count} parked] parent={parent} depth={depth} — {label}")
+    if not listed:
+        return listed, texts.NO_SUBAGENTS
+    if not all(map(str.isprintable, lines)):  # one C pass; rare: escape and draw again
+        lines = _lines([_escaped(row) for row in listed])
+    return listed, "\n".join(lines)
+
+
+def _tree(
+    store: Store, root_id: str, descendants: bool
+) -> tuple[list[tuple[Any, ...]], dict[str, str | bytes | None | Exception] | None]:
+    """The walk's rows with the descriptors they need, or, when some stored state cannot be
+    read, the rows without them and the descriptors read one by one (failures kept)."""
+    try:
+        return store.tree_rows(root_id, descendants, with_descriptors=True), None
+    except Exception:  # some stored state cannot be read: walk without it, then read row by row
+        rows = store.tree_rows(root_id, descendants)
+        unchecked = [row[0] for row in rows if row[3] == "subagent" and row[5] is None]
+        return rows, read_descriptors(store, unchecked)
+
+
+def _described(agent_id: str, body: str | bytes | None | Exception) -> tuple[Mode, str] | str:
+    """(mode, label) of a stored descriptor, or the diagnostic reason it cannot be listed by."""
+    if isinstance(body, Exception):
+        return "unavailable"
+    try:
+        descriptor = parse_descriptor(body)
+    except DescriptorProblem as problem:
+        return problem.reason
+    return descriptor.mode, descriptor.label
 
 
 def render(rows: list[AgentRow]) -> str:

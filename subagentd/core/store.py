@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from subagentd.schema.records import (
     EventRecord,
@@ -12,7 +12,6 @@ from subagentd.schema.records import (
     InboxRecord,
     LiveRecord,
     SessionRecord,
-    TreeRecord,
 )
 from subagentd.schema.stats import StatsResult
 
@@ -42,9 +41,12 @@ class Store(Protocol):
     def set_open_turn(self, session_id: str, turn_id: str | None) -> None: ...
     def end_turn(self, session_id: str, reason: str, output: str | None) -> None: ...
     def open_turns(self) -> list[tuple[str, str]]: ...
-    def tree(
+    def tree_rows(
         self, root_id: str, descendants: bool, with_descriptors: bool = False
-    ) -> list[TreeRecord]: ...
+    ) -> list[tuple[Any, ...]]: ...
+    def children_listing(
+        self, parent_id: str, owner: str, now: float
+    ) -> list[tuple[str, str | None, str | None, Any, int, str | None, str | None]]: ...
     def insert_message(
         self,
         message_id: str,

@@ -7,7 +7,7 @@ from subagentd.core.activation import Activator
 from subagentd.core.agents import Agents
 from subagentd.core.descriptors import DescriptorProblem, filtered_tools, parse_descriptor
 from subagentd.core.leases import Leases
-from subagentd.core.listing import project, render
+from subagentd.core.listing import children, descendants, project, render
 from subagentd.core.parked import mark_parked
 from subagentd.core.registry import CONTINUABLE, LiveAgent
 from subagentd.core.report_rate import ReportRate
@@ -199,15 +199,19 @@ class ToolRules:
     def list_agents(
         self, caller: str, activation: str | None, args: ListAgentsArgs
     ) -> ListAgentsResult:
-        rows = project(
-            self.store,
-            caller,
-            args.scope == "descendants",
-            self.agents.status_lookup(),
-            include_one_shot=False,
+        agents = self.agents
+        live = self.registry.lookup
+        if args.scope == "descendants":
+            rows, text = descendants(self.store, caller, live, agents.elsewhere())
+            return ListAgentsResult(text=text, agents=rows)
+        store = self.store
+        listed = children(
+            store, caller, agents.owner, store.clock(), live, self.settings.owner_alive
         )
-        mark_parked(self.store, rows)
-        return ListAgentsResult(text=render(rows), agents=rows)
+        if listed is None:  # some stored state cannot be read: row by row
+            listed = project(store, caller, False, agents.status_lookup(), include_one_shot=False)
+            mark_parked(store, listed)
+        return ListAgentsResult(text=render(listed), agents=listed)
 
     def report(self, caller: str, activation: str | None, args: ReportArgs) -> ReportResult:
         child = self.agents.live_caller(caller, activation)

@@ -63,6 +63,8 @@ class BoundParts:
         self.end_turn = sessions.end_turn
         self.open_turns = sessions.open_turns
         self.tree = trees.tree
+        self.tree_rows = trees.tree_rows
+        self.children_listing = trees.children_listing
 
         self.insert_message = inbox.insert_message
         self.next_queued = inbox.next_queued

@@ -19,9 +19,10 @@ SELECT b.id, b.parent_id, b.created_at, b.kind, b.label, {mode}, {body} FROM ses
 WHERE b.parent_id IN ({marks})
 """
 _LEVEL_BATCH = 900
+_RECORDS = list[TreeRecord]
 
 _CHILDREN_SQL = """
-SELECT b.id, b.parent_id, b.created_at, b.kind, b.label, {mode}, {body} FROM sessions b
+SELECT b.id, b.parent_id, 1, b.kind, b.label, {mode}, {body} FROM sessions b
 WHERE b.parent_id = :root AND b.id != :root
 ORDER BY b.created_at, b.id
 """
@@ -45,31 +46,59 @@ WITH_BODY = {
 }
 WITHOUT_BODY = {"mode": WITH_BODY["mode"], "body": "NULL"}
 
+# list_agents {scope: children} in one statement: the subagent children, each with its parked
+# messages and the lease another process holds on it (its owner only while that owner's row is
+# valid), so a listing reads the database once (the lease join finds nothing for the rows of
+# this process or of none: `owner != ?` and the owners' validity are checked per row).
+CHILDREN_LISTING_SQL = """
+SELECT b.id, b.label, {mode}, {body},
+ (SELECT count(*) FROM inbox {parked_index} WHERE inbox.session_id = b.id AND state = 'parked'),
+ o.owner, l.status
+FROM sessions b
+LEFT JOIN leases l ON l.session_id = b.id AND l.owner != ?
+LEFT JOIN owners o ON o.owner = l.owner AND o.fenced = 0 AND o.expires_at > ?
+WHERE b.parent_id = ? AND b.id != b.parent_id AND b.kind = 'subagent'
+ORDER BY b.created_at, b.id
+"""
+
 
 class Trees:
     """Listings over the `sessions` tree (read-only)."""
 
+    _children_listing = CHILDREN_LISTING_SQL.format(
+        parked_index="INDEXED BY inbox_parked", **WITH_BODY
+    )
+    _children = _CHILDREN_SQL.format(**WITH_BODY), _CHILDREN_SQL.format(**WITHOUT_BODY)
+
     def __init__(self, db: Connected) -> None:
         self._db = db
+
+    def children_listing(
+        self, parent_id: str, owner: str, now: float
+    ) -> list[tuple[str, str | None, str | None, Any, int, str | None, str | None]]:
+        """(id, label, mode, descriptor, parked, foreign owner, its status) of a session's
+        subagent children in sibling order; the descriptor only where no mode is recorded, the
+        owner only for a valid lease of another process (CHILDREN_LISTING_SQL)."""
+        rows: list[tuple[str, str | None, str | None, Any, int, str | None, str | None]]
+        rows = self._db.conn.execute(self._children_listing, (owner, now, parent_id)).fetchall()
+        return rows
 
     def tree(
         self, root_id: str, descendants: bool, with_descriptors: bool = False
     ) -> list[TreeRecord]:
         """Sessions below a root in pre-order; siblings by created_at, then id (code points)."""
-        parts = WITH_BODY if with_descriptors else WITHOUT_BODY
+        return msgspec.convert(self.tree_rows(root_id, descendants, with_descriptors), _RECORDS)
+
+    def tree_rows(
+        self, root_id: str, descendants: bool, with_descriptors: bool = False
+    ) -> list[tuple[Any, ...]]:
+        """`tree` as plain rows (id, parent_id, depth, kind, label, mode, descriptor): a listing
+        of 10k sessions builds no record per row."""
         if not descendants:
-            return [
-                TreeRecord(
-                    id=r[0],
-                    parent_id=r[1],
-                    depth=1,
-                    kind=r[3],
-                    label=r[4],
-                    mode=r[5],
-                    descriptor=r[6],
-                )
-                for r in self._db.conn.execute(_CHILDREN_SQL.format(**parts), {"root": root_id})
-            ]
+            sql = self._children[0 if with_descriptors else 1]
+            rows: list[tuple[Any, ...]] = self._db.conn.execute(sql, {"root": root_id}).fetchall()
+            return rows
+        parts = WITH_BODY if with_descriptors else WITHOUT_BODY
         ranged = self.subtree(root_id, parts)
         return ranged if ranged is not None else self.walk(root_id, parts)
 
@@ -82,7 +111,7 @@ class Trees:
             )
         ]
 
-    def walk(self, root_id: str, parts: dict[str, str]) -> list[TreeRecord]:
+    def walk(self, root_id: str, parts: dict[str, str]) -> list[tuple[Any, ...]]:
         """The subtree by following parent links level by level (cycle-safe, no paths needed)."""
         conn = self._db.conn
         children: dict[str, list[tuple[Any, ...]]] = {}
@@ -102,29 +131,19 @@ class Trees:
             frontier = below
         for siblings in children.values():
             siblings.sort()
-        walked: list[TreeRecord] = []
+        walked: list[tuple[Any, ...]] = []
         stack = [(root_id, 1, iter(children.get(root_id, ())))]
         while stack:  # iterative pre-order: no recursion limit on deep chains
             parent_id, depth, pending = stack[-1]
             for _, session_id, kind, label, mode, body in pending:
-                walked.append(
-                    TreeRecord(
-                        id=session_id,
-                        parent_id=parent_id,
-                        depth=depth,
-                        kind=kind,
-                        label=label,
-                        mode=mode,
-                        descriptor=body,
-                    )
-                )
+                walked.append((session_id, parent_id, depth, kind, label, mode, body))
                 stack.append((session_id, depth + 1, iter(children.get(session_id, ()))))
                 break
             else:
                 stack.pop()
         return walked
 
-    def subtree(self, root_id: str, parts: dict[str, str]) -> list[TreeRecord] | None:
+    def subtree(self, root_id: str, parts: dict[str, str]) -> list[tuple[Any, ...]] | None:
         """The subtree in walk order by one range scan over paths; None when some session has
         no path (written by something else than this version): the caller walks levels then."""
         conn = self._db.conn
@@ -132,5 +151,6 @@ class Trees:
         if top is None or top[0] is None or conn.execute(_PATHLESS_SQL).fetchone():
             return None
         low, base = top
+        rows: list[tuple[Any, ...]]
         rows = conn.execute(_SUBTREE_SQL.format(**parts), (base, low, low + END)).fetchall()
-        return msgspec.convert(rows, list[TreeRecord])
+        return rows

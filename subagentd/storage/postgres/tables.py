@@ -4,18 +4,15 @@ RETURNING, booleans are counted with FILTER, NULL parameters need a type, `IN ()
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-import msgspec
+from typing import TYPE_CHECKING, Any
 
 from subagentd.errors import StorageFailedError
-from subagentd.schema.records import TreeRecord
 from subagentd.storage.events import Events
 from subagentd.storage.inbox import Inbox
 from subagentd.storage.leases import Leases
 from subagentd.storage.paths import END
 from subagentd.storage.sessions import Sessions
-from subagentd.storage.trees import Trees
+from subagentd.storage.trees import CHILDREN_LISTING_SQL, WITH_BODY, Trees
 
 if TYPE_CHECKING:
     from subagentd.schema.listing import Status
@@ -121,7 +118,9 @@ WHERE b.path > ? AND b.path < ? ORDER BY b.path
 
 
 class PgTrees(Trees):
-    def subtree(self, root_id: str, parts: dict[str, str]) -> list[TreeRecord] | None:
+    _children_listing = CHILDREN_LISTING_SQL.format(parked_index="", **WITH_BODY)
+
+    def subtree(self, root_id: str, parts: dict[str, str]) -> list[tuple[Any, ...]] | None:
         """One range scan over paths (storage/trees.py), or None when some session has none."""
         conn = self._db.conn
         top = conn.execute("SELECT path, depth FROM sessions WHERE id = ?", (root_id,)).fetchone()
@@ -130,5 +129,6 @@ class PgTrees(Trees):
         if conn.execute("SELECT 1 FROM sessions WHERE path IS NULL LIMIT 1").fetchone():
             return None
         low, base = top
+        rows: list[tuple[Any, ...]]
         rows = conn.execute(_SUBTREE_SQL.format(**parts), (base, low, low + END)).fetchall()
-        return msgspec.convert(rows, list[TreeRecord])
+        return rows
