@@ -15,16 +15,8 @@ import time
 
 import anyio
 import anyio.lowlevel
-import msgspec
+from echo_server import answer  # this directory is the script's: first on sys.path
 
-_decode = msgspec.json.Decoder().decode
-_encode = msgspec.json.Encoder().encode
-_INIT = {
-    "protocolVersion": "2025-06-18",
-    "serverInfo": {"name": "anyio-echo", "version": "0"},
-    "capabilities": {"tools": {}},
-}
-_CONTENT = {"content": [{"type": "text", "text": "ok"}], "isError": False}
 CHUNK = 256 * 1024
 YIELD_AFTER = 0.002
 
@@ -69,18 +61,9 @@ async def main() -> None:
         buf += chunk
         if b"\n" not in buf:
             continue
-        *lines, buf = buf.split(b"\n")
-        replies = []
-        for line in lines:
-            if not line.strip():
-                continue
-            msg = _decode(line)
-            if "id" not in msg:
-                continue
-            result = _INIT if msg.get("method") == "initialize" else _CONTENT
-            replies.append(_encode({"jsonrpc": "2.0", "id": msg["id"], "result": result}))
-        if replies:
-            await write(out, b"\n".join(replies) + b"\n")
+        data, buf = answer(buf, "anyio-echo")
+        if data:
+            await write(out, data)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,25 @@ _INIT = {
 _CONTENT = {"content": [{"type": "text", "text": "ok"}], "isError": False}
 
 
+def answer(buf: bytes, name: str = "echo") -> tuple[bytes, bytes]:
+    """The replies to the whole lines in `buf` (one NDJSON chunk, empty when none is owed), and
+    the partial line left over. Shared with the anyio floor (anyio_echo.py)."""
+    *lines, rest = buf.split(b"\n")
+    replies = []
+    for line in lines:
+        if not line.strip():
+            continue
+        msg = _decode(line)
+        if "id" not in msg:
+            continue
+        if msg.get("method") == "initialize":
+            result: dict[str, object] = {**_INIT, "serverInfo": {"name": name, "version": "0"}}
+        else:
+            result = _CONTENT
+        replies.append(_encode({"jsonrpc": "2.0", "id": msg["id"], "result": result}))
+    return (b"\n".join(replies) + b"\n" if replies else b""), rest
+
+
 def main() -> None:
     read = os.read
     write = os.write
@@ -33,21 +52,10 @@ def main() -> None:
         buf += chunk
         if b"\n" not in buf:
             continue
-        *lines, buf = buf.split(b"\n")
-        replies = []
-        for line in lines:
-            if not line.strip():
-                continue
-            msg = _decode(line)
-            if "id" not in msg:
-                continue
-            result = _INIT if msg.get("method") == "initialize" else _CONTENT
-            replies.append(_encode({"jsonrpc": "2.0", "id": msg["id"], "result": result}))
-        if replies:
-            data = b"\n".join(replies) + b"\n"
-            view = memoryview(data)
-            while view:
-                view = view[write(out, view) :]
+        data, buf = answer(buf)
+        view = memoryview(data)
+        while view:
+            view = view[write(out, view) :]
 
 
 if __name__ == "__main__":
