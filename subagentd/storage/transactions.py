@@ -1,7 +1,12 @@
 """The one connection's write transactions: group commit, request savepoints, lock waits, fencing.
 
 Every table (storage/sessions.py, inbox.py, events.py, leases.py, idempotency.py) writes through
-`begin()` and reads `conn` here at each call, so a test may swap the connection for a faulty one.
+`begin()` (or `defer()`, storage/deferred.py) and reads `conn` here at each call, so a test may swap
+the connection for a faulty one.
+
+Longer than ~300 lines on purpose: the group, its savepoints, the write lock, the fencing check
+and the lease renewal at commit all act on one open transaction's state and decide together what
+a failure loses; split apart, each would reach into the others' fields.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from subagentd.errors import DatabaseLostError, LeaseLostError, StorageBusyError, StorageFailedError
+from subagentd.storage.deferred import Deferred
 from subagentd.storage.leases import RENEW_EVERY, RENEW_SQL, Holding, Renewer
 from subagentd.storage.opening import OpenedDatabase
 from subagentd.storage.signals import Doorbell, ring
@@ -37,12 +43,7 @@ class GroupCommit:
     ) -> None:
         self.path = opened.path
         self._conn = opened.conn
-        # Deferred rows (`defer`): one statement's rows, run with one executemany before any
-        # other statement on the connection; and the savepoints of requests that have not
-        # written yet (name, how many deferred rows came before the request), opened lazily.
-        self._deferred_sql = ""
-        self._rows: list[tuple[object, ...]] = []
-        self._unopened: list[tuple[str, int]] = []
+        self._deferred = Deferred()  # rows held for one executemany, savepoints opened late
         self._identity = opened.identity
         self.lost: str | None = None  # why writes are refused, once the file is gone
         self._savepoints = 0
@@ -64,7 +65,7 @@ class GroupCommit:
     @property
     def conn(self) -> sqlite3.Connection:
         """The connection, once the deferred rows ran: every statement sees every write."""
-        if self._rows or self._unopened:
+        if self._deferred:
             self._materialize()
         return self._conn
 
@@ -80,38 +81,32 @@ class GroupCommit:
             self._open_group()
         elif not self._checked:
             self._check_fence()
-        if sql != self._deferred_sql:
-            if self._rows:
-                self._materialize()
-            self._deferred_sql = sql
-        self._rows.append(row)
+        try:
+            self._deferred.add(self._conn, sql, row)
+        except sqlite3.Error as exc:
+            self._lose_deferred(exc)
+            raise
 
     def _materialize(self) -> None:
-        """Run the deferred rows, opening the pending savepoints between them where they began
-        (each request's rows inside its own). A failure abandons the whole group: earlier
-        requests' rows were in it, so it is never committed without them (commit reports it)."""
-        rows, conn = self._rows, self._conn
+        """Run the deferred rows (storage/deferred.py). A failure abandons the whole group:
+        earlier requests' rows were in it, so it is never committed without them (commit
+        reports it)."""
         try:
-            done = 0
-            for name, mark in self._unopened:
-                if mark > done:
-                    conn.executemany(self._deferred_sql, rows[done:mark])
-                    done = mark
-                conn.execute(f"SAVEPOINT {name}")
-            self._unopened.clear()
-            if len(rows) > done:
-                conn.executemany(self._deferred_sql, rows[done:] if done else rows)
-            rows.clear()
+            self._deferred.run(self._conn)
         except sqlite3.Error as exc:
-            self._rows.clear()
-            self._unopened.clear()
-            if conn.in_transaction:
-                try:
-                    conn.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
-            self._cause = _cause(exc)  # _open stays set: the next writer and commit learn it
+            self._lose_deferred(exc)
             raise
+
+    def _lose_deferred(self, exc: sqlite3.Error) -> None:
+        """Deferred rows failed to run: the whole group is rolled back; _open stays set, so the
+        next writer and the commit learn it was lost."""
+        conn = self._conn
+        if conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+        self._cause = _cause(exc)
 
     def check_file(self) -> bool:
         """Whether the file at our path is still the one we opened (called with the heartbeat).
@@ -168,7 +163,7 @@ class GroupCommit:
     def begin(self) -> None:
         """Join the open group transaction, or open one for the first writer since the commit;
         a statement of the caller's follows (the deferred rows and savepoints are run first)."""
-        if self._rows or self._unopened:
+        if self._deferred:
             self._materialize()
         if not self._conn.in_transaction:
             self._open_group()
@@ -275,29 +270,21 @@ class GroupCommit:
         # (_materialize); one that only deferred rows, or wrote nothing, never opens it.
         self._savepoints += 1
         name = f"r{self._savepoints}"
-        pending = (name, len(self._rows))
-        unopened = self._unopened
-        unopened.append(pending)
+        pending = self._deferred.begin_request(name)
         try:
             try:
                 yield
             except sqlite3.Error:
                 raise
             except BaseException:
-                if unopened and unopened[-1] is pending:  # nothing ran: drop its rows
-                    unopened.pop()
-                    del self._rows[pending[1] :]
-                else:
-                    self._rows.clear()  # every deferred row came after its savepoint opened
+                if not self._deferred.end_request(pending, failed=True):
                     conn = self._conn
                     if conn.in_transaction:
                         conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
                         conn.execute(f"RELEASE SAVEPOINT {name}")
                 raise
             else:
-                if unopened and unopened[-1] is pending:  # its rows stay deferred, in the group
-                    unopened.pop()
-                else:
+                if not self._deferred.end_request(pending, failed=False):
                     self.conn.execute(f"RELEASE SAVEPOINT {name}")
         except sqlite3.Error as exc:
             raise self._abandon(exc) from exc
@@ -318,7 +305,7 @@ class GroupCommit:
             holding = self._holding
             renew = False
             try:
-                if self._rows:
+                if self._deferred:
                     self._materialize()
                 if holding is not None:
                     now = self._now()
@@ -360,8 +347,7 @@ class GroupCommit:
         """Drop every write since the last commit (the group was lost)."""
         self._open = False
         self._rings.clear()
-        self._rows.clear()
-        self._unopened.clear()
+        self._deferred.clear()
         if self._conn.in_transaction:
             try:
                 self._conn.execute("ROLLBACK")
