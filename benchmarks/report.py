@@ -1,7 +1,7 @@
 """The benchmark report: each run's raw figures judged against their targets, as one table.
 
 Columns: subagentd (and any variants), the floor (the echo floor in protocol rows, the write floor
-in send_message rows), the anyio floor (the echo floor's loop on anyio's fd readiness functions,
+in send_message rows, the PostgreSQL write floor in the 1-process PostgreSQL one), the anyio floor (the echo floor's loop on anyio's fd readiness functions,
 protocol rows), the MCP Python SDK and the MCP TypeScript SDK; ratio = subagentd ÷ each.
 """
 
@@ -184,6 +184,11 @@ def evaluate(raw: dict[str, Any]) -> list[Metric]:
             m.values = {"subagentd": entry["per_s"]}
             m.target = "(informational)"
             m.note = f"{entry['requests']:,} sent, {entry['refused']:,} refused 1011 busy"
+            written = raw.get("pg_write_floor") if suffix and n == "1" else None
+            if written:  # one writer's floor: the 1-process row's
+                m.values["pg"] = written["per_s"]
+                m.ratio = _ratio(m.values)
+                m.note += f"; floor: {written['group']} rows per commit"
             metrics.append(m)
 
     for suffix, store in (("", "SQLite file"), ("_postgres", "PostgreSQL")):
@@ -247,7 +252,11 @@ RATIO_PEERS = (
     ("echo", "floor"),
     ("anyio", "anyio floor"),
     ("sqlite", "floor"),
+    ("pg", "floor"),
 )
+
+
+FLOORS = ("echo", "sqlite", "pg")  # the floor column's peer: whichever of these a row has
 
 
 def _ratio(values: dict[str, float | None]) -> str:
@@ -282,7 +291,7 @@ def render_table(metrics: list[Metric], variants: tuple[str, ...] = ()) -> str:
         name = f"{m.name} ({m.unit})"
         ratio = m.ratio + (f"; {m.note}" if m.note else "") if m.ratio else m.note
         cells = "".join(f" {fmt(m.values.get(v))} |" for v in variants)
-        floor = m.values.get("echo", m.values.get("sqlite"))
+        floor = next((m.values[k] for k in FLOORS if m.values.get(k) is not None), None)
         lines.append(
             f"| {name} | {fmt(m.values.get('subagentd'))} |{cells} {fmt(floor)} |"
             f" {fmt(m.values.get('anyio'))} | {fmt(m.values.get('mcp'))} | {fmt(m.values.get('mcp-ts'))} | {ratio} | {m.target}"

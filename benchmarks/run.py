@@ -304,11 +304,7 @@ class Bench:
             share = self.sizes.sends // processes
             bursts = [
                 [
-                    server.frame(
-                        "send_message",
-                        {"caller": f"r{k}", "subagent_id": f"k{k}", "message": f"m{i}"},
-                        server.take_id(),
-                    )
+                    server.frame("send_message", _shared_params(k, i), server.take_id())
                     for i in range(share)
                 ]
                 for k, server in enumerate(servers)
@@ -358,6 +354,34 @@ class Bench:
         )
         if done.returncode:
             raise ServerFailure(f"sqlite_floor.py failed (rc={done.returncode}):\n{done.stderr}")
+        return {
+            **json.loads(done.stdout),
+            "frame_bytes": frame_bytes,
+            "pipe_bytes": pipe_capacity(),
+        }
+
+    def pg_write_floor(self) -> dict[str, Any]:
+        """peers/pg_floor.py: the 1-process `shared` burst's inbox rows, straight into a fresh
+        database of the --postgres server (its schema by the server), in the groups the server
+        commits that burst in (one per pipe buffer of its frames), as write_floor does."""
+        db = self.database("pg-floor", "postgres")
+        create_schema(db, self.env)
+        n, trials = self.sizes.sends, self.sizes.trials
+        first_id = 4  # shared_sends: ids 1-3 set each server up (initialize, open, spawn)
+        frame_bytes = statistics.mean(
+            len(wire.request(first_id + i, "send_message", _shared_params(0, i))) for i in range(n)
+        )
+        group = pipe_capacity() // int(frame_bytes)
+        done = subprocess.run(
+            [PYTHON, os.path.join(PEERS_DIR, "pg_floor.py"), "--db", db]
+            + ["--messages", str(n), "--group", str(group), "--trials", str(trials)]
+            + ["--caller", "r0", "--target", "k0", "--prefix", "m"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        if done.returncode:
+            raise ServerFailure(f"pg_floor.py failed (rc={done.returncode}):\n{done.stderr}")
         return {
             **json.loads(done.stdout),
             "frame_bytes": frame_bytes,
@@ -545,6 +569,11 @@ def _tool_frames(server: Server, n: int) -> list[bytes]:
 
 def _send_params(request_id: int) -> dict[str, Any]:
     return {"caller": ROOT_ID, "subagent_id": "c0", "message": f"follow-up {request_id}"}
+
+
+def _shared_params(k: int, i: int) -> dict[str, Any]:
+    """Message i of process k's share in shared_sends (its root r{k}, its busy child k{k})."""
+    return {"caller": f"r{k}", "subagent_id": f"k{k}", "message": f"m{i}"}
 
 
 def _send_frames(server: Server, n: int) -> list[bytes]:
@@ -783,6 +812,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 is not None
             }
+            raw["pg_write_floor"] = bench.guarded("PostgreSQL write floor", bench.pg_write_floor)
         if want("cross"):
             raw["cross_process"] = bench.guarded("cross-process delivery", bench.cross_process)
             if bench.postgres is not None:
@@ -844,7 +874,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{env['loadavg_1m_before_after']} · CPU pressure (PSI some avg60, %) before/after "
         f"{env['cpu_pressure_some_avg60_before_after']}\n\n"
         "floor: the echo floor (peers/echo_server.py) in the protocol rows, the write floor"
-        " (peers/sqlite_floor.py) in the send_message rows. anyio floor: the echo floor's loop"
+        " (peers/sqlite_floor.py) in the send_message rows, the PostgreSQL write floor"
+        " (peers/pg_floor.py) in the 1-process PostgreSQL one. anyio floor: the echo floor's loop"
         " reading and writing through anyio's fd readiness functions as subagentd does"
         " (peers/anyio_echo.py). MCP SDK: the Python SDK; TS SDK: the"
         " TypeScript SDK (peers/ts-mcp).\n\n"

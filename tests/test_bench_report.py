@@ -128,3 +128,31 @@ def test_a_run_without_failures_exits_0(tmp_path, monkeypatch):
     monkeypatch.setattr(run, "draw_plots", lambda results, out: [])
     assert run.main(["--quick", "--only", "cold", "--out", str(tmp_path)]) == 0
     assert "## Failures" not in (tmp_path / "latest.md").read_text()
+
+
+def test_the_postgresql_shared_row_sits_beside_its_own_write_floor():
+    shared = {"requests": 5000, "refused": 0}
+    raw = {
+        **RAW,
+        "shared_sends": {"1": {**shared, "per_s": 9000}},
+        "shared_sends_postgres": {
+            "1": {**shared, "per_s": 4000},
+            "2": {**shared, "per_s": 5000},
+        },
+        "pg_write_floor": {"per_s": 16000, "group": 600},
+    }
+    metrics = by_key(raw)
+    one = metrics["shared_send_postgres_1_per_s"]
+    assert one.values == {"subagentd": 4000, "pg": 16000}
+    assert one.ratio == "0.25x floor"
+    assert one.note == "5,000 sent, 0 refused 1011 busy; floor: 600 rows per commit"
+    assert metrics["shared_send_postgres_2_per_s"].values == {"subagentd": 5000}
+    assert metrics["shared_send_1_per_s"].values == {"subagentd": 9000}  # SQLite's has its own
+    table = report.render_table(report.evaluate(raw))
+    row = (
+        "| durable send_message pipelined, 1 process(es) sharing one PostgreSQL database (msg/s)"
+        " | 4,000 | 16,000 | — | — | — | 0.25x floor; 5,000 sent, 0 refused 1011 busy; floor:"
+        " 600 rows per commit | (informational) |  |"
+    )
+    assert row in table
+    assert "sharing one PostgreSQL database (msg/s) | 5,000 | — |" in table  # 2 processes: none
