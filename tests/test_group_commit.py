@@ -2,6 +2,7 @@
 
 import json
 import sqlite3
+from typing import Any
 
 import pytest
 
@@ -94,23 +95,75 @@ def test_pipelined_writes_share_commits_and_every_reply_follows_its_commit(tmp_p
 # --- deferred inbox rows and lazily opened request savepoints (storage/transactions.py) -----
 
 
-def stored_ids(store: SqliteStore) -> list[str]:
+def stored_ids(store: Any) -> list[str]:
     return [r[0] for r in store.conn.execute("SELECT message_id FROM inbox ORDER BY position")]
 
 
-def traced(store: SqliteStore) -> list[str]:
+def traced(store: Any) -> list[str]:
+    """The statements the store's connection runs from now on (SQL text, as sent)."""
     statements: list[str] = []
-    store.conn.set_trace_callback(statements.append)
+    if isinstance(store, SqliteStore):
+        store.conn.set_trace_callback(statements.append)
+    else:  # PostgreSQL: what goes through the psycopg connection, rows run by executemany too
+        store.conn.raw = Traced(store.conn.raw, statements)
     return statements
 
 
-def test_requests_that_only_queue_messages_share_one_insert_and_open_no_savepoint(tmp_path):
-    store = SqliteStore(str(tmp_path / "d.db"))
+class Traced:
+    """A psycopg connection that records each statement's text (executemany: once per row)."""
+
+    def __init__(self, raw: Any, statements: list[str]) -> None:
+        self._raw, self._statements = raw, statements
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+    def execute(self, query: str, params: Any = None) -> Any:
+        self._statements.extend(part.strip() for part in query.split(";") if part.strip())
+        return self._raw.execute(query, params)
+
+    def cursor(self) -> Any:
+        cursor = self._raw.cursor()
+        statements = self._statements
+
+        class Recording:
+            def __enter__(self) -> Any:
+                return self
+
+            def __exit__(self, *exc: object) -> None:
+                cursor.close()
+
+            def executemany(self, query: str, rows: Any) -> None:
+                rows = list(rows)
+                statements.extend([query] * len(rows))
+                cursor.executemany(query, rows)
+
+        return Recording()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def new_store(request, tmp_path):
+    """A fresh store on each backend (the held-back rows are both groups' own)."""
+    if request.param == "sqlite":
+        made: list[SqliteStore] = []
+
+        def make() -> SqliteStore:
+            made.append(SqliteStore(str(tmp_path / "d.db")))
+            return made[-1]
+
+        return make
+    stores = request.getfixturevalue("pg_stores")
+    return lambda: stores(None)
+
+
+def test_requests_that_only_queue_messages_share_one_insert_and_open_no_savepoint(new_store):
+    store = new_store()
     statements = traced(store)
     for i in range(5):  # five requests of one group, each queueing one message
         with store.atomic():
             store.insert_message(f"m{i}", "a", "[]", "{}", "queued", "t")
-    assert statements == ["BEGIN IMMEDIATE"]  # the group's lock; the rows wait for the commit
+    assert not any("INSERT" in s or "SAVEPOINT" in s for s in statements), statements
+    assert statements[0].startswith("BEGIN")  # the group's lock; the rows wait for the commit
     store.commit()
     assert not any(s.startswith(("SAVEPOINT", "RELEASE")) for s in statements), statements
     assert statements[-1] == "COMMIT"
@@ -119,8 +172,8 @@ def test_requests_that_only_queue_messages_share_one_insert_and_open_no_savepoin
     store.close()
 
 
-def test_a_failed_request_drops_only_its_own_deferred_rows(tmp_path):
-    store = SqliteStore(str(tmp_path / "d.db"))
+def test_a_failed_request_drops_only_its_own_deferred_rows(new_store):
+    store = new_store()
     with store.atomic():
         store.insert_message("first", "a", "[]", "{}", "queued", "t")
     with pytest.raises(ValueError), store.atomic():
@@ -134,8 +187,8 @@ def test_a_failed_request_drops_only_its_own_deferred_rows(tmp_path):
     store.close()
 
 
-def test_a_failed_request_that_also_wrote_directly_is_rolled_back_whole(tmp_path):
-    store = SqliteStore(str(tmp_path / "d.db"))
+def test_a_failed_request_that_also_wrote_directly_is_rolled_back_whole(new_store):
+    store = new_store()
     with store.atomic():
         store.insert_message("first", "a", "[]", "{}", "queued", "t")
     with pytest.raises(ValueError), store.atomic():
@@ -150,8 +203,8 @@ def test_a_failed_request_that_also_wrote_directly_is_rolled_back_whole(tmp_path
     store.close()
 
 
-def test_nested_requests_keep_their_rows_apart(tmp_path):
-    store = SqliteStore(str(tmp_path / "d.db"))
+def test_nested_requests_keep_their_rows_apart(new_store):
+    store = new_store()
     with store.atomic():
         store.insert_message("group", "a", "[]", "{}", "queued", "t")
     with store.atomic():

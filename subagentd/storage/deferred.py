@@ -4,15 +4,23 @@ A burst of sends writes one row each; run one statement at a time, each request 
 its own SAVEPOINT and RELEASE. Held here instead, the rows run together just before the
 connection's next statement (or the COMMIT), and a request's savepoint is opened only when it
 runs a statement of its own, at the place in the rows where the request began
-(storage/transactions.py `GroupCommit` owns the transaction and its failures).
+(storage/transactions.py `GroupCommit` and postgres/group.py `PgGroupCommit` own the transaction
+and its failures).
 """
 
 from __future__ import annotations
 
-import sqlite3
+from typing import Protocol
 
 Row = tuple[object, ...]
 Pending = tuple[str, int]  # a request's savepoint name, and how many rows came before it
+
+
+class Statements(Protocol):
+    """What running the rows needs of a connection (sqlite3's, or postgres/connection.py's)."""
+
+    def execute(self, sql: str, /) -> object: ...
+    def executemany(self, sql: str, rows: list[Row], /) -> object: ...
 
 
 class Deferred:
@@ -28,7 +36,7 @@ class Deferred:
     def __bool__(self) -> bool:
         return bool(self.rows or self.unopened)
 
-    def add(self, conn: sqlite3.Connection, sql: str, row: Row) -> None:
+    def add(self, conn: Statements, sql: str, row: Row) -> None:
         """Hold one row of `sql`; rows of another statement held before it run first."""
         if sql != self.sql:
             if self.rows:
@@ -36,9 +44,9 @@ class Deferred:
             self.sql = sql
         self.rows.append(row)
 
-    def run(self, conn: sqlite3.Connection) -> None:
+    def run(self, conn: Statements) -> None:
         """Run the held rows, opening the pending savepoints between them where they began (each
-        request's rows inside its own). On a failure nothing stays held (the caller abandons the
+        request's rows inside its own). On a failure (the driver's error) nothing stays held (the caller abandons the
         group: earlier requests' rows were in it)."""
         rows = self.rows
         try:

@@ -15,6 +15,8 @@ from typing import Any
 import psycopg
 from psycopg import pq
 
+from subagentd.storage.deferred import Deferred, Row
+
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 _ACTIVE = (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR)
 
@@ -31,13 +33,22 @@ class PgConnection:
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.raw = conn
         self._sql: dict[str, str] = {}
+        self.held = Deferred()  # rows the open group holds back (postgres/group.py `defer`)
+        self.unheld = _Unheld(self)
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> Any:
-        """The psycopg cursor of the statement (typed loosely, as sqlite3's rows are)."""
+        """The psycopg cursor of the statement (typed loosely, as sqlite3's rows are); the rows
+        held back run first, so every statement sees every write."""
+        if self.held:
+            self.held.run(self.unheld)
+        return self.raw.execute(self.text(sql), params)
+
+    def text(self, sql: str) -> str:
+        """The statement with psycopg's placeholders (converted once per text)."""
         text = self._sql.get(sql)
         if text is None:
             text = self._sql[sql] = to_psycopg(sql)
-        return self.raw.execute(text, params)
+        return text
 
     def cursor(self) -> psycopg.Cursor[Any]:
         return self.raw.cursor()
@@ -59,3 +70,18 @@ class PgConnection:
 
     def close(self) -> None:
         self.raw.close()
+
+
+class _Unheld:
+    """The connection's statements without running the held rows first (they are being run)."""
+
+    def __init__(self, conn: PgConnection) -> None:
+        self.conn = conn
+
+    def execute(self, sql: str, /) -> object:
+        return self.conn.raw.execute(self.conn.text(sql))
+
+    def executemany(self, sql: str, rows: list[Row], /) -> object:
+        with self.conn.raw.cursor() as cursor:
+            cursor.executemany(self.conn.text(sql), rows)
+        return None

@@ -72,6 +72,7 @@ class PgGroupCommit:
             else:
                 self.conn.raw.close()
                 self.conn.raw = fresh
+                self.conn.held.clear()
                 self._open = False
                 log.warning("reconnected to the database after a lost connection")
         return True
@@ -87,6 +88,17 @@ class PgGroupCommit:
             self._open_group()
         elif not self._checked:
             self._check_fence()
+
+    def defer(self, sql: str, row: tuple[object, ...]) -> None:
+        """Write one row of `sql` in the open group: it runs with the connection's next statement
+        (or the COMMIT), the rows since the last one in one executemany (storage/deferred.py,
+        as on SQLite). A failure to run them aborts the transaction: its COMMIT is refused."""
+        conn = self.conn
+        if not conn.in_transaction:
+            self._open_group()
+        elif not self._checked:
+            self._check_fence()
+        conn.held.add(conn.unheld, sql, row)
 
     def take_lock(self) -> bool:
         """Take the writer lock for the next group now, without waiting (as on SQLite: the
@@ -182,21 +194,25 @@ class PgGroupCommit:
                     self.take_lock()
                 raise
             return
+        # Later requests: a savepoint opened at the request's first statement (storage/deferred.py);
+        # one that only deferred rows, or wrote nothing, never opens it (two round trips saved).
         self._savepoints += 1
         name = f"r{self._savepoints}"
+        held = conn.held
+        pending = held.begin_request(name)
         try:
-            conn.execute(f"SAVEPOINT {name}")
             try:
                 yield
             except psycopg.Error:
                 raise
             except BaseException:
-                if conn.in_transaction:
-                    conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
-                    conn.execute(f"RELEASE SAVEPOINT {name}")
+                if not held.end_request(pending, failed=True) and conn.in_transaction:
+                    conn.unheld.execute(f"ROLLBACK TO SAVEPOINT {name}")
+                    conn.unheld.execute(f"RELEASE SAVEPOINT {name}")
                 raise
             else:
-                conn.execute(f"RELEASE SAVEPOINT {name}")
+                if not held.end_request(pending, failed=False):
+                    conn.execute(f"RELEASE SAVEPOINT {name}")
         except psycopg.Error as exc:
             raise self._abandon(exc) from exc
         finally:
@@ -243,6 +259,7 @@ class PgGroupCommit:
         self._rollback_quietly()
 
     def _rollback_quietly(self) -> None:
+        self.conn.held.clear()
         if self.conn.in_transaction:
             try:
                 self.conn.execute("ROLLBACK")

@@ -36,17 +36,6 @@ class PgSessions(Sessions):
 
 
 class PgInbox(Inbox):
-    def insert_message(
-        self, message_id: str, session_id: str, content: str, source: str, state: str, at: str
-    ) -> None:
-        db = self._db
-        db.begin()
-        db.conn.execute(
-            "INSERT INTO inbox (message_id, session_id, content, source, state, created_at)"
-            " VALUES (?,?,?,?,?,?)",
-            (message_id, session_id, content, source, state, at),
-        )
-
     def inbox_counts(self, session_id: str) -> tuple[int, int]:
         row = self._db.conn.execute(
             "SELECT count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state ="
