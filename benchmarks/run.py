@@ -343,17 +343,21 @@ class Bench:
             len(wire.request(i, "send_message", _send_params(i)))
             for i in range(first_id, first_id + n * trials)
         )
+        return self._run_floor("sqlite_floor.py", db, frame_bytes, "--durability", durability)
+
+    def _run_floor(self, script: str, db: str, frame_bytes: float, *extra: str) -> dict[str, Any]:
+        """A write floor (peers/SCRIPT) over this run's burst: the groups the server commits it
+        in (one pipe buffer of its frames each), its sizes and trials; its JSON, with the sizes."""
         group = pipe_capacity() // int(frame_bytes)
         done = subprocess.run(
-            [PYTHON, os.path.join(PEERS_DIR, "sqlite_floor.py"), "--db", db]
-            + ["--durability", durability, "--messages", str(n), "--group", str(group)]
-            + ["--trials", str(trials)],
+            [PYTHON, os.path.join(PEERS_DIR, script), "--db", db, "--group", str(group)]
+            + ["--messages", str(self.sizes.sends), "--trials", str(self.sizes.trials), *extra],
             capture_output=True,
             text=True,
             timeout=600,
         )
         if done.returncode:
-            raise ServerFailure(f"sqlite_floor.py failed (rc={done.returncode}):\n{done.stderr}")
+            raise ServerFailure(f"{script} failed (rc={done.returncode}):\n{done.stderr}")
         return {
             **json.loads(done.stdout),
             "frame_bytes": frame_bytes,
@@ -366,27 +370,14 @@ class Bench:
         commits that burst in (one per pipe buffer of its frames), as write_floor does."""
         db = self.database("pg-floor", "postgres")
         create_schema(db, self.env)
-        n, trials = self.sizes.sends, self.sizes.trials
+        n = self.sizes.sends
         first_id = 4  # shared_sends: ids 1-3 set each server up (initialize, open, spawn)
         frame_bytes = statistics.mean(
             len(wire.request(first_id + i, "send_message", _shared_params(0, i))) for i in range(n)
         )
-        group = pipe_capacity() // int(frame_bytes)
-        done = subprocess.run(
-            [PYTHON, os.path.join(PEERS_DIR, "pg_floor.py"), "--db", db]
-            + ["--messages", str(n), "--group", str(group), "--trials", str(trials)]
-            + ["--caller", "r0", "--target", "k0", "--prefix", "m"],
-            capture_output=True,
-            text=True,
-            timeout=600,
+        return self._run_floor(
+            "pg_floor.py", db, frame_bytes, "--caller", "r0", "--target", "k0", "--prefix", "m"
         )
-        if done.returncode:
-            raise ServerFailure(f"pg_floor.py failed (rc={done.returncode}):\n{done.stderr}")
-        return {
-            **json.loads(done.stdout),
-            "frame_bytes": frame_bytes,
-            "pipe_bytes": pipe_capacity(),
-        }
 
     def live_agents(self) -> dict[str, Any]:
         """RSS growth per live continuable child (spawned pipelined under one root)."""

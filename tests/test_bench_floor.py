@@ -6,7 +6,9 @@ from __future__ import annotations
 import re
 import sqlite3
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +22,7 @@ UUID4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9
 STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 
 
-def snapshot(path: Path) -> dict[str, set[tuple]]:
+def snapshot(path: str) -> dict[str, set[tuple]]:
     conn = sqlite3.connect(path)
     try:
         tables = [t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
@@ -35,7 +37,7 @@ def added_rows(before: dict[str, set[tuple]], after: dict[str, set[tuple]]) -> d
     return {t: after[t] - before[t] for t in after if after[t] != before[t]}
 
 
-def inbox_columns(path: Path) -> list[str]:
+def inbox_columns(path: str) -> list[str]:
     conn = sqlite3.connect(path)
     try:
         return [row[1] for row in conn.execute("PRAGMA table_info(inbox)")]
@@ -53,13 +55,31 @@ def normalized(row: tuple, columns: list[str], first_position: int) -> dict[str,
     return values
 
 
-def max_position(snap: dict[str, set[tuple]]) -> int:
-    return max((row[0] for row in snap["inbox"]), default=0)
+def max_position(snap: dict[str, set[tuple]], columns: list[str]) -> int:
+    at = columns.index("position")
+    return max((row[at] for row in snap["inbox"]), default=0)
 
 
-def test_floor_inserts_exactly_the_rows_one_send_message_writes(tmp_path):
-    server_db, floor_db = tmp_path / "server.db", tmp_path / "floor.db"
-    server = ServerProcess("--log-level", "warning", db=str(server_db))
+def schema_only(db: str) -> None:
+    """The database as run.py hands it to a floor: made by the server, no rows written."""
+    server = ServerProcess("--log-level", "warning", db=db)
+    try:
+        server.host.initialize()
+    finally:
+        server.stop()
+
+
+def check_the_floor_writes_the_servers_row(
+    server_db: str,
+    floor_db: str,
+    snapshot: Callable[[str], dict[str, set[tuple]]],
+    inbox_columns: Callable[[str], list[str]],
+    floor: Any,
+    tables: set[str],
+) -> None:
+    """One send_message to a busy child through the server, one row through `floor` (a floor
+    module: connect, insert_burst): the same tables gain rows, and the same inbox row."""
+    server = ServerProcess("--log-level", "warning", db=server_db)
     try:
         host = server.host
         host.initialize()
@@ -73,27 +93,22 @@ def test_floor_inserts_exactly_the_rows_one_send_message_writes(tmp_path):
         server.stop()
     server_added = added_rows(before, after)
 
-    schema_only = ServerProcess("--log-level", "warning", db=str(floor_db))  # the schema, no rows
-    try:
-        schema_only.host.initialize()
-    finally:
-        schema_only.stop()
+    schema_only(floor_db)
     floor_before = snapshot(floor_db)
-    conn = sqlite_floor.connect(str(floor_db), "normal")
-    sqlite_floor.insert_burst(conn, "root", "c0", ["follow-up 1"], group=1)
+    conn = floor.connect(floor_db, "normal")
+    floor.insert_burst(conn, "root", "c0", ["follow-up 1"], group=1)
     conn.close()
     floor_added = added_rows(floor_before, snapshot(floor_db))
 
-    # one inbox row (and AUTOINCREMENT's counter); no event: the message waits for its turn
-    assert set(server_added) == set(floor_added) == {"inbox", "sqlite_sequence"}
+    assert set(server_added) == set(floor_added) == tables
     assert len(server_added["inbox"]) == len(floor_added["inbox"]) == 1
     columns = inbox_columns(server_db)
     assert inbox_columns(floor_db) == columns
     (server_row,) = server_added["inbox"]
     (floor_row,) = floor_added["inbox"]
     assert server_row[columns.index("message_id")] == sent["message_id"]
-    server_values = normalized(server_row, columns, max_position(before))
-    floor_values = normalized(floor_row, columns, max_position(floor_before))
+    server_values = normalized(server_row, columns, max_position(before, columns))
+    floor_values = normalized(floor_row, columns, max_position(floor_before, columns))
     assert floor_values == server_values
     assert server_values == {
         "position": 1,
@@ -105,6 +120,18 @@ def test_floor_inserts_exactly_the_rows_one_send_message_writes(tmp_path):
         "turn_id": None,
         "created_at": "*",
     }
+
+
+def test_floor_inserts_exactly_the_rows_one_send_message_writes(tmp_path):
+    # one inbox row (and AUTOINCREMENT's counter); no event: the message waits for its turn
+    check_the_floor_writes_the_servers_row(
+        str(tmp_path / "server.db"),
+        str(tmp_path / "floor.db"),
+        snapshot,
+        inbox_columns,
+        sqlite_floor,
+        {"inbox", "sqlite_sequence"},
+    )
 
 
 @pytest.mark.parametrize("durability", ["normal", "full"])
@@ -124,11 +151,7 @@ def test_floor_connection_has_the_servers_pragmas(tmp_path, durability):
 
 def test_floor_commits_in_groups_and_keeps_fifo_order(tmp_path):
     db = tmp_path / "floor.db"
-    schema_only = ServerProcess("--log-level", "warning", db=str(db))
-    try:
-        schema_only.host.initialize()
-    finally:
-        schema_only.stop()
+    schema_only(str(db))
     conn = sqlite_floor.connect(str(db), "full")
     commits = []
     conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)

@@ -10,8 +10,7 @@ import psycopg
 import pytest
 
 from subagentd.storage.postgres.store import PostgresStore
-from tests.spawned import ServerProcess
-from tests.test_bench_floor import STAMP, UUID4
+from tests.test_bench_floor import check_the_floor_writes_the_servers_row, schema_only
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks" / "peers"))
 import pg_floor  # noqa: E402
@@ -29,12 +28,6 @@ def snapshot(url: str) -> dict[str, set[tuple]]:
         return {t: {tuple(row) for row in conn.execute(f"SELECT * FROM {t}")} for t in tables}
 
 
-def added_rows(before: dict[str, set[tuple]], after: dict[str, set[tuple]]) -> dict[str, set]:
-    """Rows each table gained (or had changed), by table; tables left alone are left out."""
-    assert set(before) == set(after)
-    return {t: after[t] - before[t] for t in after if after[t] != before[t]}
-
-
 def inbox_columns(url: str) -> list[str]:
     with psycopg.connect(url) as conn:
         return [
@@ -46,74 +39,11 @@ def inbox_columns(url: str) -> list[str]:
         ]
 
 
-def normalized(row: tuple, columns: list[str], first_position: int) -> dict[str, object]:
-    """The inbox row with its random id and clock time checked for form and then blanked."""
-    values = dict(zip(columns, row, strict=True))
-    assert UUID4.fullmatch(values["message_id"]), values
-    assert STAMP.fullmatch(values["created_at"]), values
-    values["message_id"] = values["created_at"] = "*"
-    values["position"] = values["position"] - first_position
-    return values
-
-
-def max_position(snap: dict[str, set[tuple]], columns: list[str]) -> int:
-    at = columns.index("position")
-    return max((row[at] for row in snap["inbox"]), default=0)
-
-
-def schema_only(url: str) -> None:
-    """The database as run.py hands it to the floor: migrated by the server, no rows written."""
-    server = ServerProcess("--log-level", "warning", db=url)
-    try:
-        server.host.initialize()
-    finally:
-        server.stop()
-
-
 def test_pg_floor_inserts_exactly_the_row_one_send_message_writes(pg_stores):
-    server_db, floor_db = pg_stores.url(), pg_stores.url()
-    server = ServerProcess("--log-level", "warning", db=server_db)
-    try:
-        host = server.host
-        host.initialize()
-        host.open("root")
-        host.spawn("root", "c0")  # a continuable child whose first turn stays running
-        before = snapshot(server_db)
-        sent = host.tool("send_message", "root", subagent_id="c0", message="follow-up 1")
-        host.call("ping", {})
-        after = snapshot(server_db)
-    finally:
-        server.stop()
-    server_added = added_rows(before, after)
-
-    schema_only(floor_db)
-    floor_before = snapshot(floor_db)
-    conn = pg_floor.connect(floor_db, "normal")
-    pg_floor.insert_burst(conn, "root", "c0", ["follow-up 1"], group=1)
-    conn.close()
-    floor_added = added_rows(floor_before, snapshot(floor_db))
-
     # one inbox row; no event: the message waits for its turn
-    assert set(server_added) == set(floor_added) == {"inbox"}
-    assert len(server_added["inbox"]) == len(floor_added["inbox"]) == 1
-    columns = inbox_columns(server_db)
-    assert inbox_columns(floor_db) == columns
-    (server_row,) = server_added["inbox"]
-    (floor_row,) = floor_added["inbox"]
-    assert server_row[columns.index("message_id")] == sent["message_id"]
-    server_values = normalized(server_row, columns, max_position(before, columns))
-    floor_values = normalized(floor_row, columns, max_position(floor_before, columns))
-    assert floor_values == server_values
-    assert server_values == {
-        "position": 1,
-        "message_id": "*",
-        "session_id": "c0",
-        "content": '[{"type":"text","text":"follow-up 1"}]',
-        "source": '{"kind":"coordinator","form":"relay","sender_session_id":"root"}',
-        "state": "queued",
-        "turn_id": None,
-        "created_at": "*",
-    }
+    check_the_floor_writes_the_servers_row(
+        pg_stores.url(), pg_stores.url(), snapshot, inbox_columns, pg_floor, {"inbox"}
+    )
 
 
 SETTINGS = ("synchronous_commit", "jit", "transaction_isolation", "lock_timeout")

@@ -128,34 +128,38 @@ def test_hiding_numpy_from_sqlite_utils_leaves_it_importable_afterwards(tmp_path
     assert proc.stdout.strip() == str(installed / "numpy" / "__init__.py")
 
 
+def loaded_after(modules: str, condition: str) -> str:
+    """In a fresh interpreter, after importing `modules`: the sorted names m of sys.modules for
+    which `condition` holds, as printed."""
+    code = f"import sys, {modules}\nprint(sorted(m for m in sys.modules if {condition}))"
+    proc = subprocess.run([PYTHON, "-c", code], capture_output=True, timeout=30, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
 def test_what_answers_the_handshake_imports_neither_core_nor_jsonrpcserver():
     """The prelude is imported before the loader thread starts (server/prelude.py): whatever it
     pulls in delays the initialize reply in full."""
-    code = (
-        "import sys, subagentd.cli.serving, subagentd.server.prelude\n"
-        "print(sorted(m for m in sys.modules if m.startswith(('subagentd.core.service',"
-        " 'subagentd.core.engine', 'subagentd.server.handlers', 'subagentd.storage.leases',"
-        " 'jsonrpcserver', 'anyio', 'sqlite_utils'))))"
+    imported = loaded_after(
+        "subagentd.cli.serving, subagentd.server.prelude",
+        "m.startswith(('subagentd.core.service', 'subagentd.core.engine',"
+        " 'subagentd.server.handlers', 'subagentd.storage.leases', 'jsonrpcserver', 'anyio',"
+        " 'sqlite_utils'))",
     )
-    proc = subprocess.run([PYTHON, "-c", code], capture_output=True, timeout=30, text=True)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "[]"
+    assert imported == "[]"
 
 
 def test_the_path_to_the_handshake_reply_builds_no_dataclass_and_imports_no_runner_tools():
     """What a plain serve imports before the reply, on the main thread, while the host waits: a
     dataclass compiles its generated methods at import (~2 ms each; these classes are msgspec
     Structs), and shlex, shutil, tempfile and json serve only --runner and --log-format json."""
-    code = (
-        "import sys, subagentd.cli, subagentd.cli.fastpath, subagentd.cli.serving,"
-        " subagentd.cli.running, subagentd.server.loops, subagentd.storage.opening,"
-        " subagentd.storage.postgres, subagentd.core.settings, subagentd.server.prelude\n"
-        "print(sorted(m for m in sys.modules if m in"
-        " ('dataclasses', 'shlex', 'shutil', 'tempfile', 'json')))"
+    imported = loaded_after(
+        "subagentd.cli, subagentd.cli.fastpath, subagentd.cli.serving, subagentd.cli.running,"
+        " subagentd.server.loops, subagentd.storage.opening, subagentd.storage.postgres,"
+        " subagentd.core.settings, subagentd.server.prelude",
+        "m in ('dataclasses', 'shlex', 'shutil', 'tempfile', 'json')",
     )
-    proc = subprocess.run([PYTHON, "-c", code], capture_output=True, timeout=30, text=True)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "[]"
+    assert imported == "[]"
 
 
 # --- refused at start, in one line, before any reply -------------------------------------------

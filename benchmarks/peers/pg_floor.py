@@ -15,14 +15,16 @@ coordinate processes and the floor is one. tests/test_bench_pg_floor.py compares
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 from typing import Any
 
 import psycopg
-from sqlite_floor import message_rows  # the rows, built exactly as for the SQLite floor
+from sqlite_floor import (  # the rows built exactly as for the SQLite floor, the same runs
+    arguments,
+    measure,
+    message_rows,
+)
 
 from subagentd.storage.postgres.store import connect
 
@@ -46,33 +48,10 @@ def insert_burst(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", required=True, help="a database subagentd's migrations created")
-    parser.add_argument("--durability", choices=("normal", "full"), default="normal")
-    parser.add_argument("--messages", type=int, default=5000)
-    parser.add_argument("--group", type=int, required=True, help="rows per commit")
-    parser.add_argument("--trials", type=int, default=1)
-    parser.add_argument("--caller", default="r0")
-    parser.add_argument("--target", default="k0")
+    parser = arguments(__doc__ or "", "a database subagentd's migrations created", "r0", "k0")
     parser.add_argument("--prefix", default="m", help="message i's text is PREFIX + i")
     args = parser.parse_args(argv)
-    conn = connect(args.db, args.durability)
-    insert_burst(conn, args.caller, args.target, ["warm-up"] * 100, 1)  # as sqlite_floor.py
-    trials = []
-    for trial in range(args.trials):
-        texts = [f"{args.prefix}{trial * args.messages + i}" for i in range(args.messages)]
-        trials.append(insert_burst(conn, args.caller, args.target, texts, args.group))
-    conn.close()
-    seconds = sorted(trials)[len(trials) // 2]
-    result = {
-        "requests": args.messages,
-        "group": args.group,
-        "seconds": seconds,
-        "per_s": args.messages / seconds,
-        "samples_s": trials,
-    }
-    print(json.dumps(result))
-    return 0
+    return measure(connect(args.db, args.durability), insert_burst, args, args.prefix)
 
 
 if __name__ == "__main__":

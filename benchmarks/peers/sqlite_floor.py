@@ -18,13 +18,16 @@ import json
 import sqlite3
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import msgspec
 
 from subagentd.core.stamps import mint  # the ids the server mints, the same way
 
 _encode = msgspec.json.Encoder().encode
+# one burst: (connection, caller, target, texts, rows per commit) -> seconds taken
+Burst = Callable[[Any, str, str, list[str], int], float]
 _INSERT = (
     "INSERT INTO inbox (message_id, session_id, content, source, state, created_at)"
     " VALUES (?,?,?,?,?,?)"
@@ -75,24 +78,27 @@ def insert_burst(
     return time.perf_counter() - t0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", required=True, help="a database with subagentd's schema")
+def arguments(doc: str, db_help: str, caller: str, target: str) -> argparse.ArgumentParser:
+    """The command line both floors take (this one and pg_floor.py)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--db", required=True, help=db_help)
     parser.add_argument("--durability", choices=("normal", "full"), default="normal")
     parser.add_argument("--messages", type=int, default=5000)
     parser.add_argument("--group", type=int, required=True, help="rows per commit")
     parser.add_argument("--trials", type=int, default=1)
-    parser.add_argument("--caller", default="root")
-    parser.add_argument("--target", default="c0")
-    args = parser.parse_args(argv)
-    conn = connect(args.db, args.durability)
-    insert_burst(
-        conn, args.caller, args.target, ["warm-up"] * 100, 1
-    )  # as run.py's 100 round trips
+    parser.add_argument("--caller", default=caller)
+    parser.add_argument("--target", default=target)
+    return parser
+
+
+def measure(conn: Any, burst: Burst, args: argparse.Namespace, prefix: str) -> int:
+    """100 single-row commits (as run.py's 100 round trips warm the server up), then the trials;
+    prints the median and the samples as one JSON line and closes the connection."""
+    burst(conn, args.caller, args.target, ["warm-up"] * 100, 1)
     trials = []
     for trial in range(args.trials):
-        texts = [f"follow-up {trial * args.messages + i}" for i in range(args.messages)]
-        trials.append(insert_burst(conn, args.caller, args.target, texts, args.group))
+        texts = [f"{prefix}{trial * args.messages + i}" for i in range(args.messages)]
+        trials.append(burst(conn, args.caller, args.target, texts, args.group))
     conn.close()
     seconds = sorted(trials)[len(trials) // 2]
     result = {
@@ -104,6 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(json.dumps(result))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = arguments(__doc__ or "", "a database with subagentd's schema", "root", "c0")
+    args = parser.parse_args(argv)
+    return measure(connect(args.db, args.durability), insert_burst, args, "follow-up ")
 
 
 if __name__ == "__main__":
