@@ -14,7 +14,7 @@ import json
 import sqlite3
 from datetime import UTC, datetime, timedelta
 
-from harness import Server, server_command
+from harness import PYTHON, Server
 
 from subagentd.storage.paths import child_path, segment
 
@@ -41,7 +41,8 @@ def _uuid(n: int) -> str:
 
 
 def create_schema(path: str, env: dict[str, str] | None = None) -> None:
-    server = Server(server_command("subagentd", path), env=env)
+    """The server's own migrations on a new database (only --db: any revision takes it)."""
+    server = Server([PYTHON, "-m", "subagentd", "--db", path], env=env)
     try:
         server.initialize()
         server.close()

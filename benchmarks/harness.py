@@ -8,6 +8,7 @@ is full, so a pipelined run cannot deadlock and needs no thread.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -61,6 +62,8 @@ def server_command(kind: str, db: str | None = None, durability: str = "normal")
         return [PYTHON, os.path.join(PEERS, "echo_server.py")]
     if kind == "anyio":
         return [PYTHON, os.path.join(PEERS, "anyio_echo.py")]
+    if kind == "asyncio":
+        return [PYTHON, os.path.join(PEERS, "asyncio_echo.py")]
     if kind == "mcp":
         return [PYTHON, os.path.join(PEERS, "mcp_sdk_server.py")]
     if kind == "mcp-ts":
@@ -85,6 +88,26 @@ def server_command(kind: str, db: str | None = None, durability: str = "normal")
             "--max-queued=0",
         ]
     raise ValueError(kind)
+
+
+def serve_options(env: dict[str, str]) -> set[str]:
+    """The long options `subagentd serve` of another checkout accepts (from its --help): an
+    older revision, measured beside the working tree, may lack options added since."""
+    shown = subprocess.run(
+        [PYTHON, "-m", "subagentd", "serve", "--help"],
+        env={**os.environ, **env},
+        cwd="/",  # never the repo: `python -m` would import ./subagentd ahead of PYTHONPATH
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return set(re.findall(r"--[a-z][a-z-]*", shown))
+
+
+def accepted(command: list[str], options: set[str]) -> list[str]:
+    """The command without its `--name=value` options that `options` lacks (the quota flags,
+    which lift limits an older revision does not have)."""
+    return [a for a in command if "=" not in a or a.split("=")[0] in options]
 
 
 class Server:

@@ -37,7 +37,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import msgspec  # noqa: E402
 from dbgen import ROOT_ID, build_tree, build_tree_postgres, create_schema  # noqa: E402
 from harness import PEERS as PEERS_DIR  # noqa: E402
-from harness import PYTHON, ROOT, Server, ServerFailure, server_command  # noqa: E402
+from harness import (  # noqa: E402
+    PYTHON,
+    ROOT,
+    Server,
+    ServerFailure,
+    accepted,
+    serve_options,
+    server_command,
+)
 from report import (  # noqa: E402
     PEERS,
     REST_SECONDS,
@@ -136,6 +144,8 @@ class Bench:
     ) -> None:
         self.sizes = sizes
         self.env = {"PYTHONPATH": source} if source else None
+        # an older checkout (a baseline) may lack options added since, e.g. the quota flags
+        self.options = serve_options(self.env) if source else None
         self.args = args or []  # extra subagentd options (e.g. --event-loop uvloop)
         self.label = label  # prefixes its database files (several Benches share one temp dir)
         self.tmp = tmp
@@ -153,6 +163,8 @@ class Bench:
         if kind != "subagentd":
             return Server(server_command(kind, db, durability))
         command = server_command(kind, db, durability) + self.args
+        if self.options is not None:
+            command = accepted(command, self.options)
         return Server(command, prefix=self.prefix, env=self.env)
 
     # --- setup helpers -------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
     python benchmarks/server_cpu.py                           # the working tree
     python benchmarks/server_cpu.py --at bdea7e3 --at HEAD    # two revisions, rounds alternate
+    python benchmarks/server_cpu.py --at ../other-checkout    # a checkout's directory, as it is
     python benchmarks/server_cpu.py --event-loop asyncio --event-loop uvloop --peer echo
+    python benchmarks/server_cpu.py --peer anyio --peer asyncio  # the price of wait_readable
 
 Each variant (a revision or the working tree, times each --event-loop; plus each --peer) gets a
 fresh server per round, `initialize`, `agents/open root` and one spawned continuable child `c0`
@@ -10,7 +12,8 @@ fresh server per round, `initialize`, `agents/open root` and one spawned continu
 (ping, tools/call list_agents, send_message) N requests one in flight (round-trip p50) and N
 pipelined in batches of BATCH. CPU time is the server process's (all its threads) over exactly
 those requests, so it depends on the machine's load far less than wall-clock figures do. Rounds
-alternate the variants; the table shows median [min-max] over the rounds.
+alternate the variants; the table shows median [min-max] over the rounds. A revision older than
+an option the measurement passes (the quota flags) is started without it (harness.accepted).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import Server, server_command  # noqa: E402
+from harness import Server, accepted, serve_options, server_command  # noqa: E402
 from run import export_revision  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -88,9 +91,14 @@ def start(variant: dict[str, Any], tmp: str) -> Server:
     if variant["peer"]:
         return Server(server_command(variant["peer"]))
     db = os.path.join(tmp, f"cpu-{time.monotonic_ns()}.db")
-    command = server_command("subagentd", db) + ["--event-loop", variant["loop"]]
-    env = {"PYTHONPATH": variant["src"]} if variant["src"] else None
-    return Server(command, env=env)
+    command = server_command("subagentd", db) + [f"--event-loop={variant['loop']}"]
+    if not variant["src"]:
+        return Server(command)
+    env = {"PYTHONPATH": variant["src"]}
+    options = serve_options(env)
+    if variant["loop"] != "asyncio" and "--event-loop" not in options:
+        raise SystemExit(f"{variant['src']}: no --event-loop option (asyncio only)")
+    return Server(accepted(command, options), env=env)
 
 
 def one_round(variant: dict[str, Any], methods: list[str], n: int, batch: int, tmp: str) -> dict:
@@ -133,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         metavar="REV",
         default=[],
-        help="a git revision to measure (repeatable; `.` is the working tree, the default)",
+        help="a git revision, or a checkout's directory, to measure (repeatable; `.` is the working"
+        " tree, the default)",
     )
     parser.add_argument(
         "--event-loop",
@@ -143,7 +152,11 @@ def main(argv: list[str] | None = None) -> int:
         help="subagentd's --event-loop (repeatable; default asyncio)",
     )
     parser.add_argument(
-        "--peer", action="append", default=[], choices=("echo", "anyio"), help="also a peer"
+        "--peer",
+        action="append",
+        default=[],
+        choices=("echo", "anyio", "asyncio"),
+        help="also a peer",
     )
     parser.add_argument("--methods", default=",".join(METHODS), help="of ping,tools,send")
     parser.add_argument("-n", type=int, default=5000, help="requests per method and mode")
@@ -156,7 +169,12 @@ def main(argv: list[str] | None = None) -> int:
     tmp = tempfile.mkdtemp(prefix="subagentd-cpu-")
     variants: list[dict[str, Any]] = []
     for i, rev in enumerate(args.at or ["."]):
-        src = None if rev == "." else export_revision(rev, os.path.join(tmp, str(i)))
+        if rev == ".":
+            src = None
+        elif os.path.isdir(os.path.join(rev, "subagentd")):  # a checkout, as it is
+            src = os.path.abspath(rev)
+        else:
+            src = export_revision(rev, os.path.join(tmp, str(i)))
         for loop in args.event_loop or ["asyncio"]:
             name = "working tree" if rev == "." else rev
             name += "" if loop == "asyncio" else f" {loop}"
