@@ -1,4 +1,10 @@
-"""One host connection, the I/O loop around the dispatcher: frames in, group commit, frames out, shutdown."""
+"""One host connection, the I/O loop around the dispatcher: frames in, group commit, frames out, shutdown.
+
+Longer than ~300 lines on purpose: the read loop, the flusher task, work from timers and shutdown
+all act on one outbox and one ledger, and decide between them through `_reading` / `_writing` /
+`_wake` who commits the group and who writes it, in which order; split apart, each part would
+reach into the others' state to keep replies after their commit and frames in order.
+"""
 
 from __future__ import annotations
 

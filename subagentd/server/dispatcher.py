@@ -7,6 +7,10 @@ raised SubagentdError that server/boundary.py puts on the wire. The method itsel
 (`invoke_directly`: the prelude answers the handshake before jsonrpcserver is even imported).
 The connection is only the I/O loop around it. Light to import: no jsonrpcserver, no anyio, no
 core (start-up answers the handshake with it while those load).
+
+Longer than ~300 lines on purpose: it is the one place where a message's envelope is judged, in
+PROTOCOL.md's order (object, id, version, method, params, cancellation, lifecycle, lost group,
+confinement, bounds); split, the order of those checks would live in no single place.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ start is committed, COMMAND runs with the turn on stdin (schema/runner.py Runner
 trimmed stdout becomes the turn's output and its exit status the reason; `turn/interrupt` sends
 SIGTERM to its process group, then SIGKILL after --interrupt-grace. At most `max_running`
 processes run at once; the other turns wait in start order (PROTOCOL.md section 11).
+
+Longer than ~300 lines on purpose: one turn's process from start to reaped — its queue slot, its
+stdin, its output, its signals and their grace — is one lifecycle whose steps share its state.
 """
 
 from __future__ import annotations
