@@ -249,3 +249,34 @@ def test_the_cycle_checker_sees_a_cycle(tmp_path, monkeypatch):
     assert import_cycles("server") == [
         ["subagentd.server.a", "subagentd.server.b", "subagentd.server.c"]
     ]
+
+
+LONG = 300  # lines a module may have before its top must say why it is longer (issue #11 point 4)
+WHY_LONG = "Longer than ~300 lines on purpose:"
+
+
+def long_modules_without_a_reason(package: Path) -> list[str]:
+    """Modules over LONG lines whose docstring does not say why they are that long."""
+    unexplained = []
+    for path in sorted(package.rglob("*.py")):
+        source = path.read_text()
+        if len(source.splitlines()) <= LONG:
+            continue
+        docstring = ast.get_docstring(ast.parse(source)) or ""
+        if WHY_LONG not in " ".join(docstring.split()):
+            unexplained.append(f"{path.relative_to(package)} ({len(source.splitlines())} lines)")
+    return unexplained
+
+
+def test_every_module_over_300_lines_says_why_at_its_top():
+    assert long_modules_without_a_reason(PACKAGE) == []
+
+
+def test_the_length_check_sees_a_long_module_without_a_reason(tmp_path):
+    body = "x = 1\n" * (LONG + 1)
+    (tmp_path / "long.py").write_text(f'"""Something."""\n{body}')
+    (tmp_path / "said.py").write_text(
+        f'"""Something.\n\nLonger than ~300 lines\non purpose: why."""\n{body}'
+    )
+    (tmp_path / "short.py").write_text('"""Short."""\nx = 1\n')
+    assert long_modules_without_a_reason(tmp_path) == [f"long.py ({LONG + 2} lines)"]

@@ -7,6 +7,10 @@ lock: every rule's read-then-write inside a group sees the latest committed stat
 reads what committed before each statement, and nobody else commits meanwhile). A wait for that
 lock past `lock_timeout` is the busy refusal (StorageBusyError, 1011); the server takes the lock
 ahead of a write without waiting (`take_lock`) and waits for it itself, its event loop running.
+
+Longer than ~300 lines on purpose, as storage/transactions.py: the group, its savepoints, the
+writer lock, fencing and the lease renewal at commit act on one open transaction and decide
+together what a failure loses.
 """
 
 from __future__ import annotations
