@@ -8,7 +8,7 @@ reads what committed before each statement, and nobody else commits meanwhile). 
 lock past `lock_timeout` is the busy refusal (StorageBusyError, 1011); the server takes the lock
 ahead of a write without waiting (`take_lock`) and waits for it itself, its event loop running.
 
-Longer than ~300 lines on purpose, as storage/transactions.py: the group, its savepoints, the
+Longer than ~300 lines on purpose: as in storage/transactions.py, the group, its savepoints, the
 writer lock, fencing and the lease renewal at commit act on one open transaction and decide
 together what a failure loses.
 """
