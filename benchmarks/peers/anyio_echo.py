@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Awaitable, Callable
 
 import anyio
 import anyio.lowlevel
@@ -48,22 +49,27 @@ async def write(fd: int, data: bytes) -> None:
             await anyio.wait_writable(fd)
 
 
-async def main() -> None:
+async def serve(next_chunk: Callable[[], Awaitable[bytes]], name: str) -> None:
+    """Answer the lines read from fd 0 (non-blocking) by `next_chunk` until end of input."""
     out = sys.stdout.fileno()
     os.set_blocking(0, False)
     os.set_blocking(out, False)
-    since = [time.monotonic()]
     buf = b""
     while True:
-        chunk = await read(0, since)
+        chunk = await next_chunk()
         if not chunk:
             return
         buf += chunk
         if b"\n" not in buf:
             continue
-        data, buf = answer(buf, "anyio-echo")
+        data, buf = answer(buf, name)
         if data:
             await write(out, data)
+
+
+async def main() -> None:
+    since = [time.monotonic()]
+    await serve(lambda: read(0, since), "anyio-echo")
 
 
 if __name__ == "__main__":

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 
 import anyio
-from anyio_echo import CHUNK, write
-from echo_server import answer  # this directory is the script's: first on sys.path
+from anyio_echo import CHUNK, serve  # this directory is the script's: first on sys.path
 
 
 class Stdin:
@@ -46,21 +44,7 @@ class Stdin:
 
 
 async def main() -> None:
-    out = sys.stdout.fileno()
-    os.set_blocking(0, False)
-    os.set_blocking(out, False)
-    stdin = Stdin()
-    buf = b""
-    while True:
-        chunk = await stdin.read()
-        if not chunk:
-            return
-        buf += chunk
-        if b"\n" not in buf:
-            continue
-        data, buf = answer(buf, "asyncio-echo")
-        if data:
-            await write(out, data)
+    await serve(Stdin().read, "asyncio-echo")
 
 
 if __name__ == "__main__":
