@@ -4,10 +4,16 @@ import "context"
 
 // Typed wrappers of the host API (PROTOCOL.md §4) and the four tools as direct methods (§5).
 
+// callTyped is Call with its result decoded into a new R.
+func callTyped[R any](ctx context.Context, c *Client, method string, params any) (R, error) {
+	var r R
+	err := c.Call(ctx, method, params, &r)
+	return r, err
+}
+
 // OpenAgent makes an ordinary session live (agents/open).
 func (c *Client) OpenAgent(ctx context.Context, params OpenParams) (OpenResult, error) {
-	var r OpenResult
-	return r, c.Call(ctx, "agents/open", params, &r)
+	return callTyped[OpenResult](ctx, c, "agents/open", params)
 }
 
 // CloseAgent closes an ordinary session and waits for everything live below it (agents/close).
@@ -17,23 +23,20 @@ func (c *Client) CloseAgent(ctx context.Context, agentID string) error {
 
 // GetAgent describes one agent (agents/get).
 func (c *Client) GetAgent(ctx context.Context, agentID string) (AgentInfo, error) {
-	var r AgentInfo
-	return r, c.Call(ctx, "agents/get", map[string]string{"agent_id": agentID}, &r)
+	return callTyped[AgentInfo](ctx, c, "agents/get", map[string]string{"agent_id": agentID})
 }
 
 // WaitIdle waits until no agent of agentID's tree runs a turn or has input to run, at most
 // timeoutMs milliseconds (0 to 600000); on timeout Idle is false and Running and Runnable name
 // the busy agents (agents/wait_idle). ctx bounds the request as well.
 func (c *Client) WaitIdle(ctx context.Context, agentID string, timeoutMs int) (WaitIdleResult, error) {
-	var r WaitIdleResult
 	params := map[string]any{"agent_id": agentID, "timeout_ms": timeoutMs}
-	return r, c.Call(ctx, "agents/wait_idle", params, &r)
+	return callTyped[WaitIdleResult](ctx, c, "agents/wait_idle", params)
 }
 
 // Spawn starts a subagent of params.Caller (agents/spawn).
 func (c *Client) Spawn(ctx context.Context, params SpawnParams) (SpawnResult, error) {
-	var r SpawnResult
-	return r, c.Call(ctx, "agents/spawn", params, &r)
+	return callTyped[SpawnResult](ctx, c, "agents/spawn", params)
 }
 
 // Followup queues a host-authority message (agents/followup) and returns its message id.
@@ -46,8 +49,7 @@ func (c *Client) Followup(ctx context.Context, params FollowupParams) (string, e
 
 // Interrupt interrupts any live agent with host authority (agents/interrupt).
 func (c *Client) Interrupt(ctx context.Context, agentID string) (InterruptResult, error) {
-	var r InterruptResult
-	return r, c.Call(ctx, "agents/interrupt", map[string]string{"agent_id": agentID}, &r)
+	return callTyped[InterruptResult](ctx, c, "agents/interrupt", map[string]string{"agent_id": agentID})
 }
 
 // BeginTurn starts a turn of a live agent (turns/begin) and returns its turn id.
@@ -65,42 +67,35 @@ func (c *Client) EndTurn(ctx context.Context, params TurnEndParams) error {
 
 // SendMessage is the send_message tool; a refusal is an *RPCError.
 func (c *Client) SendMessage(ctx context.Context, params SendMessageParams) (SendMessageResult, error) {
-	var r SendMessageResult
-	return r, c.Call(ctx, "send_message", params, &r)
+	return callTyped[SendMessageResult](ctx, c, "send_message", params)
 }
 
 // InterruptAgent is the interrupt_agent tool.
 func (c *Client) InterruptAgent(ctx context.Context, params InterruptAgentParams) (InterruptAgentResult, error) {
-	var r InterruptAgentResult
-	return r, c.Call(ctx, "interrupt_agent", params, &r)
+	return callTyped[InterruptAgentResult](ctx, c, "interrupt_agent", params)
 }
 
 // ListAgents is the list_agents tool.
 func (c *Client) ListAgents(ctx context.Context, params ListAgentsParams) (ListAgentsResult, error) {
-	var r ListAgentsResult
-	return r, c.Call(ctx, "list_agents", params, &r)
+	return callTyped[ListAgentsResult](ctx, c, "list_agents", params)
 }
 
 // Report is the report tool.
 func (c *Client) Report(ctx context.Context, params ReportParams) (ReportResult, error) {
-	var r ReportResult
-	return r, c.Call(ctx, "report", params, &r)
+	return callTyped[ReportResult](ctx, c, "report", params)
 }
 
 // CallTool is tools/call, the MCP bridge: tool failures are results with IsError.
 func (c *Client) CallTool(ctx context.Context, params ToolsCallParams) (CallToolResult, error) {
-	var r CallToolResult
-	return r, c.Call(ctx, "tools/call", params, &r)
+	return callTyped[CallToolResult](ctx, c, "tools/call", params)
 }
 
 // Discover asks what the server supports without a handshake (server/discover).
 func (c *Client) Discover(ctx context.Context) (DiscoverResult, error) {
-	var r DiscoverResult
-	return r, c.Call(ctx, "server/discover", map[string]any{}, &r)
+	return callTyped[DiscoverResult](ctx, c, "server/discover", map[string]any{})
 }
 
 // Stats returns the server's counts and commit figures (server/stats).
 func (c *Client) Stats(ctx context.Context) (StatsResult, error) {
-	var r StatsResult
-	return r, c.Call(ctx, "server/stats", map[string]any{}, &r)
+	return callTyped[StatsResult](ctx, c, "server/stats", map[string]any{})
 }

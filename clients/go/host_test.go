@@ -209,9 +209,7 @@ func TestSpawnTurnReportSettleThroughTheHost(t *testing.T) {
 func failingChild(t *testing.T, turn TurnFunc, onError func(error, TurnStart)) (notice Message, ended string) {
 	client, _ := startServer(t, Options{})
 	ctx := context.Background()
-	if _, err := client.Initialize(ctx, InitializeParams{}); err != nil {
-		t.Fatal(err)
-	}
+	initialize(ctx, t, client)
 	rootMessages := make(chan Message, 4)
 	endedCh := make(chan string, 4)
 	host := RunAgentHost(client, HostOptions{
@@ -231,12 +229,7 @@ func failingChild(t *testing.T, turn TurnFunc, onError func(error, TurnStart)) (
 	})
 	settled := make(chan AgentSettled, 1)
 	client.OnAgentSettled(func(s AgentSettled) { settled <- s })
-	if _, err := client.OpenAgent(ctx, OpenParams{AgentID: "root"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.Spawn(ctx, SpawnParams{Caller: "root", ChildID: "c1", Label: "worker", Prompt: "work"}); err != nil {
-		t.Fatal(err)
-	}
+	rootWithChild(ctx, t, client, "worker", "work")
 	if s := receive(t, settled, "agent/settled"); s != (AgentSettled{AgentID: "c1", Reason: ReasonError}) {
 		t.Fatalf("settled: %+v", s)
 	}

@@ -1,15 +1,10 @@
 package subagentd
 
-import (
-	"context"
-	"testing"
-	"time"
-)
+import "testing"
 
 func TestDiscoverAndStatsAgainstTheRealServer(t *testing.T) {
 	client, logs := startServer(t, Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := bounded(t)
 	found, err := client.Discover(ctx)
 	if err != nil {
 		t.Fatal(err, logs.String())
@@ -17,15 +12,8 @@ func TestDiscoverAndStatsAgainstTheRealServer(t *testing.T) {
 	if found.ServerInfo.Name != "subagentd" || len(found.SupportedVersions) == 0 || found.ResultType != "complete" {
 		t.Fatalf("discover: %+v", found)
 	}
-	if _, err := client.Initialize(ctx, InitializeParams{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.OpenAgent(ctx, OpenParams{AgentID: "root"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.Spawn(ctx, SpawnParams{Caller: "root", ChildID: "c1", Label: "l", Prompt: "p"}); err != nil {
-		t.Fatal(err)
-	}
+	initialize(ctx, t, client)
+	rootWithChild(ctx, t, client, "l", "p")
 	stats, err := client.Stats(ctx)
 	if err != nil {
 		t.Fatal(err, logs.String())

@@ -2,10 +2,12 @@ package subagentd
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"sync"
 	"testing"
+	"time"
 )
 
 // serverCommand is the subagentd the tests drive: $SUBAGENTD, else `subagentd` on PATH.
@@ -60,4 +62,30 @@ func startServer(t *testing.T, opts Options) (*Client, *logBuffer) {
 		}
 	})
 	return client, logs
+}
+
+// bounded is a context for one test's calls: at most 60 s, cancelled when the test ends.
+func bounded(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// initialize performs the handshake with the default parameters.
+func initialize(ctx context.Context, t *testing.T, client *Client) {
+	t.Helper()
+	if _, err := client.Initialize(ctx, InitializeParams{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rootWithChild opens the agent "root" and spawns its child "c1" with this label and prompt.
+func rootWithChild(ctx context.Context, t *testing.T, client *Client, label, prompt string) {
+	t.Helper()
+	if _, err := client.OpenAgent(ctx, OpenParams{AgentID: "root"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Spawn(ctx, SpawnParams{Caller: "root", ChildID: "c1", Label: label, Prompt: prompt}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -1,27 +1,17 @@
 package subagentd
 
 import (
-	"context"
 	"reflect"
 	"testing"
-	"time"
 )
 
 func TestWaitIdleAnswersWhenTheTreeIsQuiet(t *testing.T) {
 	client, logs := startServer(t, Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if _, err := client.Initialize(ctx, InitializeParams{}); err != nil {
-		t.Fatal(err)
-	}
+	ctx := bounded(t)
+	initialize(ctx, t, client)
 	starts := make(chan TurnStart, 8)
 	client.OnTurnStart(func(s TurnStart) { starts <- s })
-	if _, err := client.OpenAgent(ctx, OpenParams{AgentID: "root"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.Spawn(ctx, SpawnParams{Caller: "root", ChildID: "c1", Label: "l", Prompt: "p"}); err != nil {
-		t.Fatal(err)
-	}
+	rootWithChild(ctx, t, client, "l", "p")
 	c1 := <-starts
 	busy, err := client.WaitIdle(ctx, "root", 0)
 	if err != nil {

@@ -34,6 +34,8 @@ class SqliteStore(BoundParts):
     the group commit (storage/transactions.py) and one object per table.
     """
 
+    group: GroupCommit
+
     def __init__(
         self,
         source: str | OpenedDatabase,
@@ -90,16 +92,6 @@ class SqliteStore(BoundParts):
             for name in ("page_count", "freelist_count", "page_size")
         )
         return int((pages - free) * size)
-
-    def doorbell(self) -> int | None:
-        """The fd another process's signal makes readable (None: nobody else can signal)."""
-        bell = self.group.doorbell
-        return None if bell is None else bell.fileno()
-
-    def drain_doorbell(self) -> None:
-        """Read the rings waiting (they only say: look at your signals)."""
-        if self.group.doorbell is not None:
-            self.group.doorbell.drain()
 
     stats = stats_of  # server/stats: the figures read from this connection (storage/stats.py)
 

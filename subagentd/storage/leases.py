@@ -154,11 +154,13 @@ class Leases:
         lock) expired by then; returns whether the owner is fenced now."""
         db = self._db
         db.begin()
-        db.conn.execute(
-            "UPDATE owners SET fenced = 1 WHERE owner = ? AND fenced = 0"
-            " AND (? IS NULL OR expires_at <= ?)",
-            (owner, expired_by, expired_by),
-        )
+        if expired_by is None:  # two statements: PostgreSQL cannot type `? IS NULL` for a NULL
+            db.conn.execute("UPDATE owners SET fenced = 1 WHERE owner = ? AND fenced = 0", (owner,))
+        else:
+            db.conn.execute(
+                "UPDATE owners SET fenced = 1 WHERE owner = ? AND fenced = 0 AND expires_at <= ?",
+                (owner, expired_by),
+            )
         state = self.owner_state(owner)
         if state is not None and not state[1]:
             return False

@@ -15,8 +15,18 @@ from subagentd.storage.signals import Signals
 from subagentd.storage.trees import Trees
 
 
+class Bell(Protocol):
+    """A doorbell's end this process reads (storage/signals.py, postgres/doorbell.py)."""
+
+    def fileno(self) -> int: ...
+    def drain(self) -> int: ...
+
+
 class Grouping(Protocol):
     """What a store takes from its group commit (storage/transactions.py, postgres/group.py)."""
+
+    @property
+    def doorbell(self) -> Bell | None: ...
 
     def atomic(self) -> AbstractContextManager[None]: ...
     def commit(self) -> None: ...
@@ -32,6 +42,8 @@ class Grouping(Protocol):
 
 class BoundParts:
     """Binds the parts' methods as the store's own (no call in between on the hot paths)."""
+
+    group: Grouping  # the store sets it: its own group commit
 
     def bind_parts(
         self,
@@ -98,3 +110,14 @@ class BoundParts:
         self.get_idempotent = keys.get_idempotent
         self.put_idempotent = keys.put_idempotent
         self.prune_idempotent = keys.prune_idempotent
+
+    def doorbell(self) -> int | None:
+        """The fd another process's signal makes readable (None: nobody can signal this one)."""
+        bell = self.group.doorbell
+        return None if bell is None else bell.fileno()
+
+    def drain_doorbell(self) -> None:
+        """Read the rings waiting (they only say: look at your signals)."""
+        bell = self.group.doorbell
+        if bell is not None:
+            bell.drain()

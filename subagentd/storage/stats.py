@@ -29,8 +29,8 @@ def read_stats(conn: sqlite3.Connection, clock: float | None = None) -> StatsRes
         conn.execute("BEGIN")
     try:
         live = dict(conn.execute(_LIVE_SQL, (clock,)).fetchall())
-        total = conn.execute("SELECT count(*) FROM sessions").fetchone()[0]
-        queued, parked, oldest = conn.execute(_WAITING_SQL).fetchone()
+        (total,) = conn.execute("SELECT count(*) FROM sessions").fetchone()
+        waiting = conn.execute(_WAITING_SQL).fetchone()
         pages, free, size = (
             conn.execute(f"PRAGMA {name}").fetchone()[0]
             for name in ("page_count", "freelist_count", "page_size")
@@ -38,16 +38,40 @@ def read_stats(conn: sqlite3.Connection, clock: float | None = None) -> StatsRes
     finally:
         if began:
             conn.execute("COMMIT")
+    return figures(
+        live,
+        total,
+        waiting,
+        clock,
+        database_bytes=int(pages) * int(size),
+        free_bytes=int(free) * int(size),
+    )
+
+
+def figures(
+    live: dict[str, int],
+    total: int,
+    waiting: tuple[int, int, str | None],
+    clock: float,
+    *,
+    database_bytes: int,
+    free_bytes: int,
+) -> StatsResult:
+    """The figures from what either backend read in one snapshot: live leases by status, the
+    sessions, and the waiting inbox (queued, parked, the oldest queued row's stamp)."""
     running = int(live.get("running", 0))
     idle = sum(int(n) for status, n in live.items() if status != "running")
+    queued, parked, oldest = waiting
     return StatsResult(
-        sessions=SessionCounts(running=running, idle=idle, ready=max(0, total - running - idle)),
+        sessions=SessionCounts(
+            running=running, idle=idle, ready=max(0, int(total) - running - idle)
+        ),
         live_agents=running + idle,
         queued_messages=int(queued),
         parked_messages=int(parked),
         oldest_queued_age_s=None if oldest is None else _age(oldest, clock),
-        database_bytes=int(pages) * int(size),
-        free_bytes=int(free) * int(size),
+        database_bytes=database_bytes,
+        free_bytes=free_bytes,
     )
 
 

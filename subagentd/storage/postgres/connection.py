@@ -78,6 +78,10 @@ class _Unheld:
     def __init__(self, conn: PgConnection) -> None:
         self.conn = conn
 
+    @property
+    def in_transaction(self) -> bool:
+        return self.conn.in_transaction
+
     def execute(self, sql: str, /) -> object:
         return self.conn.raw.execute(self.conn.text(sql))
 

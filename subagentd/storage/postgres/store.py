@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import psycopg
 
-from subagentd.schema.stats import SessionCounts, StatsResult
+from subagentd.schema.stats import StatsResult
 from subagentd.storage.connected import Connected
 from subagentd.storage.idempotency import IdempotencyKeys
 from subagentd.storage.opening import DatabaseRefusedError
@@ -21,7 +21,7 @@ from subagentd.storage.postgres.connection import PgConnection
 from subagentd.storage.postgres.group import PgGroupCommit
 from subagentd.storage.postgres.tables import PgEvents, PgInbox, PgLeases, PgSessions, PgTrees
 from subagentd.storage.signals import Signals
-from subagentd.storage.stats import _age
+from subagentd.storage.stats import figures
 
 
 def shown(url: str) -> str:
@@ -87,6 +87,8 @@ def open_postgres(url: str, *, durability: str = "normal") -> OpenedPostgres:
 class PostgresStore(BoundParts):
     """Everything subagentd keeps durably, in PostgreSQL; its methods are its parts' own."""
 
+    group: PgGroupCommit
+
     def __init__(
         self,
         source: str | OpenedPostgres,
@@ -139,15 +141,6 @@ class PostgresStore(BoundParts):
         (size,) = self.conn.execute("SELECT pg_database_size(current_database())").fetchone()
         return int(size)
 
-    def doorbell(self) -> int | None:
-        """The fd a NOTIFY on this process's channel makes readable (None before `hold`)."""
-        bell = self.group.doorbell
-        return None if bell is None else bell.fileno()
-
-    def drain_doorbell(self) -> None:
-        if self.group.doorbell is not None:
-            self.group.doorbell.drain()
-
     def stats(self) -> StatsResult:
         """The figures of server/stats, read in one snapshot (REPEATABLE READ) unless a group is
         open (then through it, as on SQLite)."""
@@ -158,24 +151,13 @@ class PostgresStore(BoundParts):
         try:
             live = dict(conn.execute(_LIVE_SQL, (clock,)).fetchall())
             (total,) = conn.execute("SELECT count(*) FROM sessions").fetchone()
-            queued, parked, oldest = conn.execute(_WAITING_SQL).fetchone()
+            waiting = conn.execute(_WAITING_SQL).fetchone()
             (size,) = conn.execute("SELECT pg_database_size(current_database())").fetchone()
         finally:
             if began:
                 conn.execute("COMMIT")
-        running = int(live.get("running", 0))
-        idle = sum(int(n) for status, n in live.items() if status != "running")
-        return StatsResult(
-            sessions=SessionCounts(
-                running=running, idle=idle, ready=max(0, int(total) - running - idle)
-            ),
-            live_agents=running + idle,
-            queued_messages=int(queued),
-            parked_messages=int(parked),
-            oldest_queued_age_s=None if oldest is None else _age(oldest, clock),
-            database_bytes=int(size),
-            free_bytes=0,  # PostgreSQL reuses dead space itself (VACUUM); no free-page count
-        )
+        # free_bytes 0: PostgreSQL reuses dead space itself (VACUUM); no free-page count
+        return figures(live, total, waiting, clock, database_bytes=int(size), free_bytes=0)
 
 
 _LIVE_SQL = """

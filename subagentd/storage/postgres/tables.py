@@ -75,23 +75,6 @@ class PgEvents(Events):
 
 
 class PgLeases(Leases):
-    def fence(self, owner: str, expired_by: float | None) -> bool:
-        db = self._db
-        db.begin()
-        if expired_by is None:
-            db.conn.execute("UPDATE owners SET fenced = 1 WHERE owner = ? AND fenced = 0", (owner,))
-        else:
-            db.conn.execute(
-                "UPDATE owners SET fenced = 1 WHERE owner = ? AND fenced = 0 AND expires_at <= ?",
-                (owner, expired_by),
-            )
-        state = self.owner_state(owner)
-        if state is not None and not state[1]:
-            return False
-        db.conn.execute("DELETE FROM leases WHERE owner = ?", (owner,))
-        db.conn.execute("DELETE FROM signals WHERE owner = ?", (owner,))  # inputs stay queued
-        return True
-
     def foreign_leases(self, owner: str, now: float) -> list[tuple[str, str, Status]]:
         return self._db.conn.execute(
             "SELECT l.session_id, l.owner, l.status FROM owners o JOIN leases l"

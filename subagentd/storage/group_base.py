@@ -1,0 +1,279 @@
+"""What both backends' group commits share: the write lock taken ahead, fencing, request savepoints.
+
+storage/transactions.py (SQLite) and postgres/group.py (PostgreSQL) keep what differs: how the
+write lock is taken, what a driver error means, how a group is committed and a process let go.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from subagentd.errors import LeaseLostError, StorageBusyError, StorageFailedError
+from subagentd.storage.deferred import Deferred
+from subagentd.storage.leases import Holding
+
+log = logging.getLogger("subagentd")
+
+_LOST = (
+    "this subagentd process lost its leases to another process sharing the database (it was"
+    " stalled longer than --lease-ttl); its live agents were let go and the request was not applied"
+)
+
+
+class Statements(Protocol):
+    """A connection's statements (sqlite3's, or postgres/connection.py's)."""
+
+    def execute(self, sql: str, params: Any = ..., /) -> Any: ...
+    def close(self) -> None: ...
+
+
+class Closing(Protocol):
+    """A backend's doorbell (storage/signals.py, postgres/doorbell.py), closed with the store."""
+
+    def close(self) -> None: ...
+
+
+class Unheld(Protocol):
+    """The connection's statements without the held rows run first, and its transaction state."""
+
+    @property
+    def in_transaction(self) -> bool: ...
+
+    def execute(self, sql: str, /) -> Any: ...
+
+
+class RenewalThread(Protocol):
+    """A backend's lease renewal thread (storage/leases.py, postgres/doorbell.py)."""
+
+    stopped: threading.Event
+
+    def start(self) -> None: ...
+
+
+class GroupCommitBase:
+    """The group commit's rules both backends keep alike. A backend's subclass provides `conn`
+    (statements that run the held rows first), `_conn` (statements that do not), `_deferred`,
+    `_error` (its driver's error), `doorbell`, and the methods below that raise
+    NotImplementedError here."""
+
+    _error: ClassVar[type[Exception]]
+    _conn: Unheld
+    _deferred: Deferred
+    doorbell: Closing | None
+    lost: str | None = None  # why writes are refused for good (only a SQLite file can be lost)
+
+    def __init__(self, lock_wait_ms: int, clock: Callable[[], float]) -> None:
+        self._savepoints = 0
+        self._open = False  # a group transaction was begun and not yet committed or rolled back
+        self._cause = "error"  # why a group the database rolled back by itself was lost
+        self._busy = False  # the last BEGIN was refused because another process held the lock
+        self._checked = True  # the open group's fencing check was done (see _check_fence)
+        self._lock_wait_ms = int(lock_wait_ms)  # a write not taken ahead waits this long
+        self._holding: Holding | None = None  # this process's owner row (hold)
+        self._on_lost: Callable[[], None] = lambda: None
+        self._renewer: RenewalThread | None = None
+        self._began = 0.0  # when the open write transaction took the lock
+        self._now = clock  # wall-clock seconds, shared by every process on this database
+
+    if TYPE_CHECKING:  # an attribute or a property of the backend's
+
+        @property
+        def conn(self) -> Statements: ...
+
+    def _reason(self, exc: Exception) -> str:
+        """`data.reason` of STORAGE_FAILED for a driver error: full, io or error."""
+        raise NotImplementedError
+
+    def _begin_locked(self, wait: bool) -> None:
+        """Begin a transaction holding the write lock, waiting for another process's up to the
+        lock wait (`wait`) or not at all; StorageBusyError or StorageFailedError when refused."""
+        raise NotImplementedError
+
+    def _renewer_for(self, holding: Holding) -> RenewalThread:
+        """The thread that renews `holding` on its own connection (not started yet)."""
+        raise NotImplementedError
+
+    def _begin_release(self) -> None:
+        """Begin the transaction that deletes this process's rows at close, under the write lock
+        (waited for)."""
+        raise NotImplementedError
+
+    def take_lock(self) -> bool:
+        """Take the write lock for the next group now, without waiting: the server waits for it
+        with its event loop running and asks again (server/lockwait.py). False only while another
+        process holds it; True once held, after a given-up wait (the write is then refused busy
+        without waiting), or when the write will fail its own way (a lost file or group)."""
+        if self._conn.in_transaction or self._open or self.lost is not None:
+            return True
+        try:
+            self._lock(wait=False)
+        except StorageBusyError:
+            return self._busy
+        except StorageFailedError:
+            return True
+        return True
+
+    def give_up_lock(self) -> None:
+        """The server waited its patience (--lock-wait-ms) for the lock: until one write gets it,
+        writes are refused busy without waiting."""
+        self._busy = True
+
+    def _open_group(self) -> None:
+        """Begin under the write lock for the first writer since the last commit, then the
+        fencing check.
+
+        Refused with StorageFailedError when the previous group was rolled back behind our back
+        (a failed statement) and nobody has taken notice yet; with StorageBusyError when another
+        process holds the write lock past the wait: after such a refusal the next attempts do not
+        wait at all until one succeeds, so a burst of writes stalls the loop at most once.
+        """
+        if self._open:
+            raise StorageFailedError(self._cause)
+        try:
+            self._lock(wait=True)
+        except StorageBusyError:
+            self._busy = True
+            raise
+        self._check_fence()
+
+    def _lock(self, wait: bool) -> None:
+        """The write lock of a new group, waiting (`wait`, unless a refusal since the last
+        success said not to) or not at all."""
+        self._begin_locked(wait and not self._busy)
+        self._busy = False
+        self._open = True
+        self._cause = "error"
+        self._checked = False
+        self._began = self._now()
+
+    def _check_fence(self) -> None:
+        """Fencing, once per group before its first write: unless this process's lease is known
+        to be valid still, its owner row is read under the lock; fenced or gone, nothing more is
+        written (the group is rolled back, the process lets go, LeaseLostError)."""
+        self._checked = True
+        holding = self._holding
+        if holding is not None and holding.expires <= self._began:
+            row = self.conn.execute(
+                "SELECT fenced FROM owners WHERE owner = ?", (holding.owner,)
+            ).fetchone()
+            if row is None or row[0]:
+                self.rollback()
+                self._on_lost()
+                raise LeaseLostError(_LOST)
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """One request's writes: all or nothing, inside the shared group-commit transaction.
+
+        A storage error (the driver's) inside abandons the whole group, not only this request:
+        the database may already have rolled all of it back (SQLITE_FULL, SQLITE_IOERR, an
+        aborted PostgreSQL transaction), and the caller rebuilds its memory from what is
+        committed. It surfaces as StorageFailedError.
+        """
+        if not (self._conn.in_transaction and self._checked):  # the group's first writer
+            taken_ahead = self._conn.in_transaction  # by take_lock, before the frame ran
+            if taken_ahead:
+                self._check_fence()
+            else:
+                self._open_group()
+            try:  # no savepoint needed: nothing else is in the group
+                yield
+            except self._error as exc:
+                raise self._abandon(exc) from exc
+            except BaseException:
+                self.rollback()
+                if taken_ahead:  # frames after it were let in under the lock: keep it
+                    self.take_lock()
+                raise
+            return
+        # Later requests of the group: a savepoint, opened at the request's first statement
+        # (storage/deferred.py); one that only deferred rows, or wrote nothing, never opens it.
+        self._savepoints += 1
+        name = f"r{self._savepoints}"
+        pending = self._deferred.begin_request(name)
+        try:
+            try:
+                yield
+            except self._error:
+                raise
+            except BaseException:
+                if not self._deferred.end_request(pending, failed=True):
+                    conn = self._conn
+                    if conn.in_transaction:
+                        conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
+                        conn.execute(f"RELEASE SAVEPOINT {name}")
+                raise
+            else:
+                if not self._deferred.end_request(pending, failed=False):
+                    self.conn.execute(f"RELEASE SAVEPOINT {name}")
+        except self._error as exc:
+            raise self._abandon(exc) from exc
+        finally:
+            self._savepoints -= 1
+
+    def _abandon(self, exc: Exception) -> StorageFailedError:
+        """Roll the whole group back after a storage error; the error to raise instead."""
+        self.rollback()
+        return StorageFailedError(self._reason(exc))
+
+    def rollback(self) -> None:
+        """Drop every write since the last commit (the group was lost)."""
+        self._open = False
+        self._rollback_quietly()
+
+    def _rollback_quietly(self) -> None:
+        """Drop the held rows and roll the open transaction back, if the database has not."""
+        self._deferred.clear()
+        conn = self._conn
+        if conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except self._error:  # rolled back already, or the connection is gone: nothing is left
+                pass
+
+    def close(self) -> None:
+        """Commit, and release this process's owner row (and any lease still under it)."""
+        try:
+            self.commit()
+        finally:
+            holding = self._holding
+            if self._renewer is not None:
+                self._renewer.stopped.set()
+            if holding is not None:
+                try:
+                    self._begin_release()
+                    for table in ("leases", "signals", "owners"):
+                        self.conn.execute(f"DELETE FROM {table} WHERE owner = ?", (holding.owner,))
+                    self.conn.execute("COMMIT")
+                except self._error as exc:  # e.g. another process holds the lock past the wait
+                    self._rollback_quietly()
+                    log.warning("could not release the lease owner row at close: %s", exc)
+            if self.doorbell is not None:
+                self.doorbell.close()
+            self.conn.close()
+
+    def commit(self) -> None:
+        """Make every write so far durable (one group commit)."""
+        raise NotImplementedError
+
+    def _keep_renewed(self, owner: str, ttl: float, now: float) -> None:
+        """From now on `owner`'s row (valid until now + ttl) is renewed at commit time and by a
+        renewal thread: the one started here, or the running one, which takes the new owner."""
+        if self._holding is None:
+            self._holding = Holding(owner, ttl, now + ttl)
+            self._renewer = renewer = self._renewer_for(self._holding)
+            weakref.finalize(self, renewer.stopped.set)
+            renewer.start()
+        else:
+            self._holding.owner, self._holding.ttl = owner, ttl
+            self._holding.expires = now + ttl
+
+    def clock(self) -> float:
+        """The time leases are judged by: when the open write transaction took the lock (other
+        owners could not renew after that), else now."""
+        return self._began if self._conn.in_transaction else self._now()
