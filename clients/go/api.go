@@ -44,7 +44,8 @@ func (c *Client) Followup(ctx context.Context, params FollowupParams) (string, e
 	var r struct {
 		MessageID string `json:"message_id"`
 	}
-	return r.MessageID, c.Call(ctx, "agents/followup", params, &r)
+	err := c.Call(ctx, "agents/followup", params, &r) // first: the spec leaves a field read beside a call unordered
+	return r.MessageID, err
 }
 
 // Interrupt interrupts any live agent with host authority (agents/interrupt).
@@ -57,7 +58,8 @@ func (c *Client) BeginTurn(ctx context.Context, params TurnBeginParams) (string,
 	var r struct {
 		TurnID string `json:"turn_id"`
 	}
-	return r.TurnID, c.Call(ctx, "turns/begin", params, &r)
+	err := c.Call(ctx, "turns/begin", params, &r) // first: the spec leaves a field read beside a call unordered
+	return r.TurnID, err
 }
 
 // EndTurn ends an open turn (turns/end).
