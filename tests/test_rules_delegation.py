@@ -573,3 +573,30 @@ def test_a_wait_whose_request_still_runs_is_skipped_not_the_waits_after_it():
     core.svc.waits.check()
     assert answers == ["over"]
     assert core.svc.waits.pending == [running]
+
+
+def test_spawn_agent_needs_the_current_activation_and_keeps_the_mode_asked_for():
+    core = held_root()
+    error = core.refusal(
+        core.svc.delegation.spawn_agent,
+        "root",
+        "an-old-activation",
+        SpawnAgentArgs(label="t", prompt="p"),
+    )
+    assert (error.code, error.message) == (
+        Code.UNAUTHORIZED,
+        'spawning requires the exact live caller; agent "root" is not live or its activation is not current',
+    )
+    spawn(core, "root", "o1", mode="one-shot")
+    assert core.svc.records.get("o1").mode == "one-shot"
+
+
+def test_wait_agents_by_default_waits_for_the_continuable_children_only():
+    core = held_root()
+    spawn(core, "root", "c1")
+    spawn(core, "c1", "g1")  # a grandchild is not waited for
+    spawn(core, "root", "o1", mode="one-shot")  # nor a one-shot child
+    answer = wait(core, timeout_ms=0)
+    assert [a.agent_id for a in answer.agents] == ["c1"]
+    empty = held_root()
+    assert wait(empty).agents == []
