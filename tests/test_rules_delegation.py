@@ -366,6 +366,7 @@ def test_a_parked_agent_shows_its_parked_messages_in_every_listing():
         "c1 [idle, 2 parked] parent=root depth=1 — worker\ng1 [running] parent=c1 depth=2 — task"
     )
     assert core.list("root").agents[0].parked == 2
+    assert [row.parked for row in core.list("root", "descendants").agents] == [2, None]
     info = core.svc.records.get("c1")
     assert (info.status, info.queued, info.parked) == ("idle", 0, 2)
     from subagentd.schema.host_methods import ListParams

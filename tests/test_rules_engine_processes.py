@@ -559,3 +559,5 @@ def test_signals_for_agents_that_left_are_dropped_and_the_rest_still_act(tmp_pat
     step(first, first.svc.scheduler.take_signals)
     assert first.take("turn/interrupt") == []
     assert first.svc.agents.registry.get("o1").pending == 1  # o1's input still arrived
+    clock.advance(TTL)  # p1 stalled: its leases hold no more, nothing is signalled
+    assert step(second, second.svc.host.host_interrupt, "o1").accepted is False
