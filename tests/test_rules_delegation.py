@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from subagentd.core.waits import Waiter
+from subagentd.core import waits as waits_module
+from subagentd.core.waits import PROGRESS_EVERY, Waiter
 from subagentd.schema.codes import Code
 from subagentd.schema.host_methods import OpenParams
 from subagentd.schema.tools import SpawnAgentArgs, WaitAgentsArgs
@@ -365,6 +366,7 @@ def test_a_parked_agent_shows_its_parked_messages_in_every_listing():
         "c1 [idle, 2 parked] parent=root depth=1 — worker\ng1 [running] parent=c1 depth=2 — task"
     )
     assert core.list("root").agents[0].parked == 2
+    assert [row.parked for row in core.list("root", "descendants").agents] == [2, None]
     info = core.svc.records.get("c1")
     assert (info.status, info.queued, info.parked) == ("idle", 0, 2)
     from subagentd.schema.host_methods import ListParams
@@ -385,3 +387,217 @@ def test_a_wait_whose_answer_was_rolled_back_waits_again():
     assert core.svc.waits.pending == [waiter]
     act(core, core.report, "c1", "second")
     assert answers[1].blocks[:2] == ["Background subagent c1 reported:", "second"]
+
+
+# --- wait_agents: what it consumes, and the caller it leaves --------------------------------
+
+
+def test_news_a_running_caller_consumes_is_claimed_by_its_turn_under_its_own_id():
+    core = CoreHost()
+    core.open("root")
+    core.svc.host.begin_turn("root", ["work"])
+    spawn(core, "root", "c1")
+    reported = core.report("c1", "found it")
+    wait(core)
+    info = core.svc.records.get_message(reported.message_id)
+    assert (info.state, info.turn_id) == ("claimed", core.turn("root"))
+    events = core.svc.records.read_transcript("root", None, None).events
+    assert [e for e in events if e.type == "message"][-1].data["message_id"] == reported.message_id
+
+
+def test_a_wait_answered_at_once_with_news_has_not_timed_out():
+    core = held_root()
+    spawn(core, "root", "c1")
+    core.report("c1", "early")
+    answer = wait(core, timeout_ms=0)
+    assert answer.timed_out is False
+    assert answer.blocks == ["Background subagent c1 reported:", "early", "still working: c1"]
+
+
+def test_consumed_news_leaves_the_inbox_bound_counting_only_what_still_waits():
+    core = held_root(max_queued=2)
+    spawn(core, "root", "c1")
+    core.report("c1", "one")
+    wait(core)  # consumes the report: nothing waits in root's inbox any more
+    core.svc.host.followup("root", "a")
+    core.svc.host.followup("root", "b")
+    error = core.refusal(core.svc.host.followup, "root", "c")
+    assert (error.code, error.message) == (
+        Code.OVERLOADED,
+        'agent "root" already has 2 messages waiting (the limit per inbox);'
+        " wait until it has taken some",
+    )
+
+
+def test_consuming_news_of_a_parked_caller_keeps_the_rest_parked_until_none_is_left():
+    core = held_root()
+    spawn(core, "root", "c1")
+    core.report("c1", "one")
+    core.svc.host.followup("root", "later")
+    core.svc.host.host_interrupt("root")  # both park
+    info = core.svc.records.get("root")
+    assert (info.queued, info.parked) == (0, 2)
+    wait(core)  # takes the report; "later" stays parked
+    info = core.svc.records.get("root")
+    assert (info.queued, info.parked) == (0, 1)
+    assert core.store.get_session("root").parked is True
+    core.svc.host.cancel_message(
+        core.store.conn.execute(
+            "SELECT message_id FROM inbox WHERE session_id = 'root' AND state = 'parked'"
+        ).fetchone()[0]
+    )
+    core.report("c1", "two")  # a waking input: unparks root's (now empty) parked inbox
+    core.svc.host.host_interrupt("root")
+    wait(core)  # the only parked message was the news: the inbox is not parked any more
+    assert core.store.get_session("root").parked is False
+
+
+def test_a_wait_whose_caller_was_closed_is_answered_without_taking_its_news():
+    core = held_root()
+    spawn(core, "root", "c1")
+    spawn(core, "root", "c2")
+    reported = core.report("c1", "for the next activation")
+    waiter, answers = wait(core, mode="all")
+    closed: list[bool] = []
+    act(core, core.svc.host.close_root, "root", lambda: closed.append(True))
+    act(core, core.end, "c1", "aborted")
+    act(core, core.end, "c2", "aborted")
+    assert closed == [True]
+    [answer] = answers
+    assert answer.blocks == ["none of the subagents waited for is still working"]
+    assert core.svc.records.get_message(reported.message_id).state == "queued"
+
+
+def test_wait_idle_of_an_agent_that_is_not_live_answers_idle_at_once():
+    core = CoreHost()
+    core.open("root")
+    core.spawn("root", "c1")
+    core.end("c1", "completed")  # settles: ready
+    answer = core.svc.delegation.wait_idle("c1", 30000)
+    assert (answer.idle, answer.running, answer.runnable) == (True, None, None)
+
+
+# --- progress and the clock of waits ----------------------------------------------------------
+
+
+class SteppingClock:
+    """monotonic() for core/waits.py: where the test sets it, `step` seconds later each read."""
+
+    def __init__(self, now: float = 1000.0, step: float = 0.0) -> None:
+        self.now, self.step = now, step
+
+    def __call__(self) -> float:
+        value = self.now
+        self.now += self.step
+        return value
+
+
+def fire(core: CoreHost, delay: float) -> None:
+    """Fire the pending timers of one delay, each in its own write transaction."""
+    for entry in [e for e in core.timers.scheduled if e[2] and e[0] == delay]:
+        entry[2] = False
+        act(core, entry[1])
+
+
+def test_progress_counts_the_milliseconds_waited_and_names_the_live_agents(monkeypatch):
+    clock = SteppingClock(step=0.001)  # time moves on between any two reads
+    monkeypatch.setattr(waits_module, "monotonic", clock)
+    core = held_root()
+    spawn(core, "root", "c1")
+    spawn(core, "root", "c2")
+    waiter, answers = wait(core, token=7, timeout_ms=60000, mode="all")  # deadline: 1060.0
+    [first] = core.take("notifications/progress")
+    assert first == {
+        "progressToken": 7,
+        "progress": 0,
+        "total": 60000,
+        "message": "waiting for c1, c2",
+    }
+    clock.now, clock.step = 1007.5, 0.0
+    act(core, core.end, "c2", "completed")  # ready; c1 still works
+    fire(core, PROGRESS_EVERY)
+    [second] = core.take("notifications/progress")
+    assert (second["progress"], second["message"]) == (7500, "waiting for c1")
+    core.end("c1", "completed")  # outside a write transaction: no check answers the wait yet
+    clock.now = 1012.5
+    fire(core, PROGRESS_EVERY)
+    [third] = core.take("notifications/progress")
+    assert (third["progress"], third["message"]) == (12500, "waiting for -")
+
+
+def test_a_wait_without_a_description_sends_progress_without_a_message():
+    core = CoreHost()
+    core.svc.waits.add(lambda timed_out: None, 2000, token="t")
+    assert core.take("notifications/progress") == [
+        {"progressToken": "t", "progress": 0, "total": 2000}
+    ]
+
+
+def test_a_wait_armed_again_waits_only_until_its_first_deadline(monkeypatch):
+    clock = SteppingClock()
+    monkeypatch.setattr(waits_module, "monotonic", clock)
+    core = held_root()
+    spawn(core, "root", "c1")
+    waiter, answers = wait(core, token="tok", timeout_ms=60000)  # deadline: 1060.0
+    act(core, core.report, "c1", "first")
+    assert len(answers) == 1
+    core.take("notifications/progress")
+    clock.now = 1020.0
+    core.svc.waits.rearm(waiter, answers.append)  # its answer was lost with its group
+    assert [e[0] for e in core.timers.scheduled if e[2]] == [40.0, PROGRESS_EVERY]
+    [again] = core.take("notifications/progress")
+    assert (again["progress"], again["total"]) == (20000, 60000)
+    core.svc.waits.cancel(waiter)
+    clock.now = 1070.0  # past its deadline: the timeout is due at once
+    core.svc.waits.rearm(waiter, answers.append)
+    assert [e[0] for e in core.timers.scheduled if e[2]] == [0.0, PROGRESS_EVERY]
+
+
+def test_an_answer_that_ends_another_wait_answers_that_one_in_the_same_check():
+    core = CoreHost()
+    consumed: list[str] = []
+    answers: list[Any] = []
+    first = core.svc.waits.add(lambda timed_out: "first" if consumed else None, 1000)
+    second = core.svc.waits.add(lambda timed_out: consumed.append("news") or "second", 1000)
+    first.done = second.done = answers.append
+    core.svc.waits.check()
+    assert answers == ["second", "first"]
+    assert core.svc.waits.pending == []
+
+
+def test_a_wait_whose_request_still_runs_is_skipped_not_the_waits_after_it():
+    core = CoreHost()
+    answers: list[Any] = []
+    running = core.svc.waits.add(lambda timed_out: "early", 1000)  # no `done` yet
+    over = core.svc.waits.add(lambda timed_out: "over", 1000)
+    over.done = answers.append
+    core.svc.waits.check()
+    assert answers == ["over"]
+    assert core.svc.waits.pending == [running]
+
+
+def test_spawn_agent_needs_the_current_activation_and_keeps_the_mode_asked_for():
+    core = held_root()
+    error = core.refusal(
+        core.svc.delegation.spawn_agent,
+        "root",
+        "an-old-activation",
+        SpawnAgentArgs(label="t", prompt="p"),
+    )
+    assert (error.code, error.message) == (
+        Code.UNAUTHORIZED,
+        'spawning requires the exact live caller; agent "root" is not live or its activation is not current',
+    )
+    spawn(core, "root", "o1", mode="one-shot")
+    assert core.svc.records.get("o1").mode == "one-shot"
+
+
+def test_wait_agents_by_default_waits_for_the_continuable_children_only():
+    core = held_root()
+    spawn(core, "root", "c1")
+    spawn(core, "c1", "g1")  # a grandchild is not waited for
+    spawn(core, "root", "o1", mode="one-shot")  # nor a one-shot child
+    answer = wait(core, timeout_ms=0)
+    assert [a.agent_id for a in answer.agents] == ["c1"]
+    empty = held_root()
+    assert wait(empty).agents == []

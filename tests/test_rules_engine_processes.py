@@ -472,3 +472,92 @@ def test_a_crash_notice_to_a_parent_whose_descriptor_cannot_be_read_is_queued(tm
     second = process(path, clock, "p2", owner_alive=lambda owner: owner != "p1")
     assert second.svc.records.get("m").queued == 1  # mc's notice: m is not known to be a one-shot
     assert second.svc.records.get("root").queued == 0  # m's own crash: its kind unknown, no notice
+
+
+# --- interrupts of an agent live in another process (signals, storage/signals.py) -------------
+
+
+def root_moved_to(path: str, clock: FakeClock) -> tuple[CoreHost, CoreHost]:
+    """p1 runs root -> c1 (continuable) and root -> o1 (one-shot), all in their first turns; root's
+    lease row is removed behind p1's back so that p2 can open root too (the lease rules never
+    let that happen: this is the state a signal must cope with, as in the message test above)."""
+    first = process(path, clock, "p1")
+    second = process(path, clock, "p2")
+    step(first, first.open, "root")
+    step(first, first.spawn, "root", "c1")
+    step(first, first.spawn, "root", "o1", mode="one-shot")
+    with first.svc.transaction():
+        first.store.conn.execute("DELETE FROM leases WHERE session_id = 'root'")
+    first.svc.commit()
+    step(second, second.open, "root")
+    first.notes.clear()
+    return first, second
+
+
+def test_the_host_interrupts_an_agent_live_in_another_process_through_its_signal(tmp_path):
+    path, clock = str(tmp_path / "shared.db"), FakeClock()
+    first, second = root_moved_to(path, clock)
+    result = step(second, second.svc.host.host_interrupt, "c1")
+    assert (result.accepted, result.previous_status) == (True, "running")
+    assert first.take("turn/interrupt") == []  # p1 acts once it takes the signal
+    step(first, first.svc.scheduler.take_signals)
+    assert first.take("turn/interrupt") == [
+        {"agent_id": "c1", "turn_id": first.turn("c1"), "cause": {"kind": "user"}}
+    ]
+    step(first, first.svc.host.close_root, "root", lambda: None)  # c1 and o1 are disposing
+    result = step(second, second.svc.host.host_interrupt, "o1")
+    assert (result.accepted, result.previous_status) == (False, "running")
+    clock.advance(TTL)  # p1 stalled: its leases hold no more, nothing is signalled
+    assert step(second, second.svc.host.host_interrupt, "c1").accepted is False
+
+
+def test_interrupt_agent_of_an_agent_live_in_another_process_checks_its_recorded_ancestry(
+    tmp_path,
+):
+    path, clock = str(tmp_path / "shared.db"), FakeClock()
+    first, second = root_moved_to(path, clock)
+    step(second, second.spawn, "root", "c2")
+    refused = second.refusal(step, second, second.interrupt, "root", "c1")
+    assert (
+        (refused.code, refused.message)
+        == (
+            Code.UNAUTHORIZED,
+            'subagent "c1" is not a live descendant of agent "root"',  # root's activation here is not in it
+        )
+    )
+    refused = second.refusal(step, second, second.interrupt, "c2", "c1")
+    assert refused.message == 'subagent "c1" is a sibling of agent "c2", not its descendant'
+    # p2's root made an ancestor in c1's recorded ancestry (what a real ancestor's activation is)
+    here = second.svc.agents.registry.get("root").activation_id
+    recorded = second.store.live_record("c1").ancestry
+    with second.svc.transaction():
+        second.store.conn.execute(
+            "UPDATE leases SET ancestry = ? WHERE session_id = 'c1'", (f"{recorded} {here}",)
+        )
+    second.svc.commit()
+    done = step(second, second.interrupt, "root", "c1")
+    assert (done.text, done.accepted, done.previous_status) == (
+        "interrupt requested for agent c1",
+        True,
+        "running",
+    )
+    one_shot = step(second, second.interrupt, "root", "o1")  # not continuable: a no-op
+    assert (one_shot.accepted, one_shot.previous_status) == (True, "running")
+    step(first, first.svc.scheduler.take_signals)
+    assert first.take("turn/interrupt") == [
+        {"agent_id": "c1", "turn_id": first.turn("c1"), "cause": {"kind": "parent", "by": "root"}}
+    ]
+
+
+def test_signals_for_agents_that_left_are_dropped_and_the_rest_still_act(tmp_path):
+    path, clock = str(tmp_path / "shared.db"), FakeClock()
+    first, second = root_moved_to(path, clock)
+    step(second, second.svc.host.host_interrupt, "c1")
+    step(second, second.svc.host.followup, "o1", "after")
+    step(first, first.end, "c1")  # c1 settles before p1 takes its signal
+    first.notes.clear()
+    step(first, first.svc.scheduler.take_signals)
+    assert first.take("turn/interrupt") == []
+    assert first.svc.agents.registry.get("o1").pending == 1  # o1's input still arrived
+    clock.advance(TTL)  # p1 stalled: its leases hold no more, nothing is signalled
+    assert step(second, second.svc.host.host_interrupt, "o1").accepted is False

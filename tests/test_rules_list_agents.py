@@ -320,3 +320,11 @@ def test_listing_thousands_of_sessions_uses_the_index(with_paths):
     assert [a.id for a in agents] == [a for a in order if a < "s00100"]
     assert_only_indexed_reads(plans)
     assert uses(plans, "sessions_by_parent")
+
+
+def test_children_after_a_one_shot_child_are_still_listed():
+    core = CoreHost()
+    core.open("root")
+    core.spawn("root", "o1", mode="one-shot")  # first by created_at, never listed by the tool
+    core.spawn("root", "c1", label="after it")
+    assert core.list("root").text == "c1 [running] — after it"

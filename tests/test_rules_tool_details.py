@@ -9,15 +9,26 @@ import pytest
 
 from subagentd.core.arguments import check_arguments
 from subagentd.core.identifiers import check_new_id
+from subagentd.core.settings import TOOL_NAMES, served_tools
 from subagentd.errors import InvalidParamsError
 from subagentd.schema.base import ID_RULE
 from subagentd.schema.codes import Code
 from subagentd.schema.messages import ToolFilter
 from subagentd.schema.records import SessionRecord
-from subagentd.schema.tools import InterruptAgentArgs, ListAgentsArgs, ReportArgs, SendMessageArgs
+from subagentd.schema.tools import (
+    InterruptAgentArgs,
+    ListAgentsArgs,
+    ReportArgs,
+    SendMessageArgs,
+    WaitAgentsArgs,
+)
 from tests.core_host import CoreHost, FakeClock, process, step
 
 # --- argument validation (SEMANTICS.md section 3) ---------------------------------------------
+
+TIMEOUT_RULE = (
+    '"timeout_ms" must be an integer from 0 to 600000'  # wait_agents (PROTOCOL.md section 5)
+)
 
 
 @pytest.mark.parametrize(
@@ -43,6 +54,19 @@ from tests.core_host import CoreHost, FakeClock, process, step
         (ListAgentsArgs, {"scope": 5}, '"scope" must be one of ["children","descendants"]'),
         (ListAgentsArgs, {"scope": "all"}, '"scope" must be one of ["children","descendants"]'),
         (ListAgentsArgs, {"scope": ""}, '"scope" must be one of ["children","descendants"]'),
+        (WaitAgentsArgs, {"agent_ids": "c1"}, '"agent_ids" must be an array of strings'),
+        (WaitAgentsArgs, {"agent_ids": ["c1", 2]}, '"agent_ids" must be an array of strings'),
+        (WaitAgentsArgs, {"timeout_ms": -1}, TIMEOUT_RULE),
+        (WaitAgentsArgs, {"timeout_ms": 600001}, TIMEOUT_RULE),
+        (WaitAgentsArgs, {"timeout_ms": True}, TIMEOUT_RULE),
+        (WaitAgentsArgs, {"timeout_ms": "5"}, TIMEOUT_RULE),
+        (
+            WaitAgentsArgs,
+            {"agent_ids": 5, "timeout_ms": 1.5, "mode": "some"},
+            '"agent_ids" must be an array of strings; '
+            + TIMEOUT_RULE
+            + '; "mode" must be one of ["any","all"]',
+        ),
         (None, [1], '"arguments" must be an object'),
         (None, "x", '"arguments" must be an object'),
     ],
@@ -61,6 +85,24 @@ def test_valid_arguments_build_the_struct_tolerating_extras_and_null_optionals()
     assert check_arguments(ListAgentsArgs, {"scope": "descendants"}) == ListAgentsArgs(
         scope="descendants"
     )
+    for bound in (0, 600000):
+        waited = {"agent_ids": ["c1", "c2"], "timeout_ms": bound, "mode": "all"}
+        assert check_arguments(WaitAgentsArgs, waited) == WaitAgentsArgs(
+            agent_ids=["c1", "c2"], timeout_ms=bound, mode="all"
+        )
+
+
+def test_the_served_tools_follow_the_options_in_the_fixed_tool_order():
+    assert served_tools(None, False) == (
+        "send_message",
+        "interrupt_agent",
+        "list_agents",
+        "report",
+        "wait_agents",
+    )
+    assert served_tools(None, True) == (*TOOL_NAMES,)
+    assert served_tools(("report", "list_agents"), False) == ("list_agents", "report")
+    assert served_tools(("wait_agents", "report"), True) == ("report", "spawn_agent", "wait_agents")
 
 
 # --- escaped model-visible lines --------------------------------------------------------------
