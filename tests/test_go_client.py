@@ -41,5 +41,6 @@ def test_go_client_go_test():
     output = run_go("test", "-count=1", "-v", "./...")
     assert "--- PASS: TestScriptedTranscripts/flows.jsonl" in output, output
     assert "--- PASS: TestRenderMatchesTheSharedFixtures" in output, output
+    assert "--- PASS: TestReadmeGoSnippetsCompileAndTheHostRuns" in output, output
     assert "--- FAIL" not in output, output
     assert output.rstrip().splitlines()[-1].startswith("ok "), output
