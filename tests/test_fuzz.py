@@ -1,4 +1,4 @@
-"""Bad input, property-based (issue #5 item 5): the framer and the dispatcher never lose a request.
+"""Bad input, property-based: the framer and the dispatcher never lose a request.
 
 Every property runs against the real code: `FrameReader` directly, and the real `Connection`
 through `InProcessServer` (one server per test function, shared by all of its examples, never
