@@ -103,3 +103,40 @@ def test_the_readme_and_ci_run_the_setup_script():
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert "scripts/setup-dev" in ci
     assert ci.index("scripts/setup-dev") < ci.index("python -m pytest")
+
+
+FAKE_APT = """#!{python}
+import os, sys
+here = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(here, "apt-get.log"), "a") as log:
+    log.write(" ".join(sys.argv[1:]) + "\\n")
+if sys.argv[1] == "install" and "tmux" in sys.argv:
+    with open(os.path.join(here, "tmux"), "w") as tmux:
+        tmux.write("#!/bin/sh\\n")
+    os.chmod(os.path.join(here, "tmux"), 0o755)
+"""
+
+
+def test_a_missing_program_is_installed_with_apt_get_then_checked_again(tmp_path):
+    """As root (CI); without root or sudo on PATH, the same run names what is missing."""
+    directory = bin_dir_with(tmp_path, "env", "node", "npm", "go", "chromium")
+    apt = directory / "apt-get"
+    apt.write_text(FAKE_APT.format(python=sys.executable))
+    apt.chmod(0o755)
+    done = subprocess.run(
+        [sys.executable, str(SETUP), "--programs"],
+        env={**os.environ, "PATH": str(directory)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if os.geteuid() != 0:
+        assert done.returncode == 1
+        assert done.stderr.startswith("setup-dev: missing tmux; get them with: sudo apt-get")
+        return
+    assert done.returncode == 0, done.stderr
+    assert (directory / "apt-get.log").read_text() == "update -qq\ninstall -y -qq tmux\n"
+    assert done.stderr == (
+        "setup-dev: installing tmux with apt-get\n"
+        "setup-dev: everything the suite needs is installed\n"
+    )
