@@ -1,4 +1,4 @@
-"""False reaps between two processes on one database (issue #10.3): process a spawns N children
+"""False reaps between two processes on one database: process a spawns N children
 while process b idles with a running child of its own, both with a short --lease-ttl; afterwards
 the database and both hosts show whether anything live was taken for crashed.
 

@@ -5,7 +5,16 @@ A refinement of a code (a quota, a busy database) subclasses that code's class.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from difflib import get_close_matches
+
 from subagentd.schema.codes import Code
+
+
+def closest_name(name: str, known: Iterable[str]) -> str | None:
+    """The known name `name` most likely misspells, if one is close enough."""
+    found = get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+    return found[0] if found else None
 
 
 class SubagentdError(Exception):
@@ -33,6 +42,15 @@ class InvalidRequestError(SubagentdError):
 
 class MethodUnknownError(SubagentdError):
     code = Code.METHOD_NOT_FOUND
+
+    @classmethod
+    def for_method(cls, method: str, served: Iterable[str]) -> MethodUnknownError:
+        """`Method not found`, with `data.method` and, when one is close, `data.closest`."""
+        data = {"method": method}
+        closest = closest_name(method, served)
+        if closest is not None:
+            data["closest"] = closest
+        return cls("Method not found", data)
 
 
 class InvalidParamsError(SubagentdError):

@@ -11,21 +11,20 @@ import base64
 import json
 import os
 import queue
-import shutil
 import subprocess
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from tests.tools import require
+
 WAIT = 60.0  # seconds: every wait on the browser is bounded by this (the machine is loaded)
 
 
 def chromium_path() -> str:
-    """Debian's chromium (.ci/run installs it); the tests fail, not skip, without it."""
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert found, "chromium is not installed: apt-get install -y chromium (.ci/run does)"
-    return found
+    """Debian's chromium (scripts/setup-dev installs it); the tests fail, not skip, without it."""
+    return require("chromium")
 
 
 class Browser:

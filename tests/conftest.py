@@ -2,7 +2,7 @@ import pytest
 
 from tests.spawned import InProcessServer, ServerProcess
 
-# Test modules run against both backends (issue 14 point 4): each of their tests runs twice,
+# Test modules run against both backends: each of their tests runs twice,
 # [sqlite] and [postgres], on a throwaway PostgreSQL server (tests/pg.py). Modules with their own
 # ways (test_multiprocess, test_crash, test_scripts, test_state_machine, test_postgres) are not here.
 BOTH_BACKENDS = {

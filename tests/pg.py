@@ -18,23 +18,14 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-BIN_DIRS = (
-    "/usr/lib/postgresql/15/bin",
-    "/usr/lib/postgresql/16/bin",
-    "/usr/lib/postgresql/17/bin",
-)
+from tests.tools import require
+
 TEMPLATE = "subagentd_template"  # migrated once: every test database is a copy of it
 
 
 def _bin(name: str) -> str:
-    for directory in BIN_DIRS:
-        path = os.path.join(directory, name)
-        if os.access(path, os.X_OK):
-            return path
-    found = shutil.which(name)
-    if found is None:
-        raise RuntimeError(f"PostgreSQL's {name} was not found (looked in {', '.join(BIN_DIRS)})")
-    return found
+    """One of PostgreSQL's programs, beside initdb (a test fails naming PostgreSQL without it)."""
+    return os.path.join(os.path.dirname(require("postgresql")), name)
 
 
 def _free_port() -> int:

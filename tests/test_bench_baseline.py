@@ -1,6 +1,6 @@
 """The benchmarks' A/B tools: an older checkout measured beside the working tree is started with
 only the options it knows (harness.accepted), and the floors server_cpu.py compares answer like
-the server (the asyncio floor prices anyio's wait_readable, issue #11 point 3)."""
+the server (the asyncio floor prices anyio's wait_readable)."""
 
 from __future__ import annotations
 

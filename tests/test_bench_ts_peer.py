@@ -9,6 +9,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from harness import Server, server_command  # noqa: E402
 
+from tests.tools import require  # noqa: E402
+
 # what peers/mcp_sdk_server.py (the Python SDK, a `str` return) answers to the same call
 PYTHON_SDK_RESULT = {
     "content": [{"type": "text", "text": "(no subagents)"}],
@@ -18,6 +20,7 @@ PYTHON_SDK_RESULT = {
 
 
 def test_ts_sdk_peer_answers_list_agents_like_the_python_sdk_peer():
+    require("node")
     server = Server(server_command("mcp-ts"))  # `npm ci` first when node_modules is missing
     try:
         init = server.initialize()

@@ -110,15 +110,18 @@ def test_an_unknown_word_gets_no_suggestion():
     assert "Error: No such command 'frobnicate'.\n" in done.stderr.decode()
 
 
-def test_top_level_help_lists_the_commands_and_the_serve_options():
-    done = run("--help")
+def test_top_level_help_fits_one_screen_and_serve_help_lists_the_serve_options():
+    done = run("--help", env={"COLUMNS": "80"})
     assert done.returncode == 0
     out = done.stdout.decode()
-    for command in ("serve", "demo", "inspect", "schema", "stats", "prune"):
+    assert len(out.splitlines()) <= 24 and max(map(len, out.splitlines())) <= 80, out
+    for command in ("serve", "demo", "inspect", "schema", "stats", "prune", "watch", "tool"):
         assert f"\n  {command} " in out, command
-    assert "Options of serve (the default command):" in out
+    assert "`subagentd serve --help` lists the serve options" in " ".join(out.split())
+    assert "--max-depth" not in out
+    serve = run("serve", "--help").stdout.decode()
     for option in ("--caller", "--max-depth", "--lease-ttl", "--retention", "SUBAGENTD_MAX_DEPTH"):
-        assert option in out, option
+        assert option in serve, option
 
 
 def test_a_bare_run_serves_the_state_directory_database_and_names_it(state_home, tmp_path):

@@ -1,4 +1,4 @@
-"""Crash and restart under pipelined load (issue #5 item 2; PROTOCOL.md section 7).
+"""Crash and restart under pipelined load (PROTOCOL.md section 7).
 
 A scripted host drives the real `python -m subagentd` over pipes without waiting for replies,
 records every request it sent and every reply it read, and SIGKILLs the process at a random

@@ -1,4 +1,4 @@
-"""A crash notice that another process queues for a parent live here (issue #18, found while
+"""A crash notice that another process queues for a parent live here (found while
 checking mutants of the inbox quota): three services on one database file, as three processes.
 
 p1 runs root -> c1 -> g1 and stalls past its lease. p2 resumes c1 (send_message from root): c1's

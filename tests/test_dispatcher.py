@@ -168,8 +168,24 @@ def test_a_notification_runs_and_is_not_answered_even_when_it_fails(dispatcher):
 
 def test_an_unknown_method_is_method_not_found_naming_it(dispatcher):
     reply = dispatcher.dispatch({"jsonrpc": "2.0", "id": "x", "method": "no/such"})
-    assert reply == error(Code.METHOD_NOT_FOUND, "Method not found", "x", "no/such")
+    assert reply == error(Code.METHOD_NOT_FOUND, "Method not found", "x", {"method": "no/such"})
     assert type(reply) is Kept  # it depends on no stored state
+
+
+@pytest.mark.parametrize(
+    "method, closest",
+    [
+        ("agents/spwan", "agents/spawn"),
+        ("agent/open", "agents/open"),
+        ("send_mesage", "send_message"),
+        ("turns/ends", "turns/end"),
+        ("tools/cal", "tools/call"),
+    ],
+)
+def test_a_misspelled_method_is_answered_with_the_closest_method(dispatcher, method, closest):
+    reply = dispatcher.dispatch({"jsonrpc": "2.0", "id": 1, "method": method})
+    data = {"method": method, "closest": closest}
+    assert reply == error(Code.METHOD_NOT_FOUND, "Method not found", 1, data)
 
 
 def test_params_that_do_not_fit_the_method_are_invalid_params(dispatcher):
@@ -201,7 +217,7 @@ def test_a_refused_tool_call_carries_the_model_visible_text_in_both_forms(dispat
     )
     text = 'message not delivered: subagent "ghost" is unavailable'
     assert direct == error(
-        Code.NOT_RESUMABLE, text, 5, {"reason": "NOT_RESUMABLE", "text": f"Error: {text}"}
+        Code.NOT_RESUMABLE, text, 5, {"reason": "UNKNOWN_AGENT", "text": f"Error: {text}"}
     )
     mcp = request(
         dispatcher,
@@ -396,7 +412,7 @@ MIXED = [
     frame("send_message", {"caller": "r", "subagent_id": "c", "message": "hi"}, 6),
     frame("agents/open", {"agent_id": "quiet"}),  # a notification ends the run
     frame("ping", None, 7),
-    frame("no/such", None, 8),  # jsonrpcserver's own "Method not found"
+    frame("no/such", None, 8),  # no such method: refused before anything runs
     frame("agents/get", {"agent_id": "quiet"}, 9),
     b"[" + frame("ping", None, 10) + b"]",  # a batch frame is answered as one
     frame("agents/get", {"agent_id": "r"}, 11),
@@ -417,7 +433,7 @@ def test_requests_read_together_run_as_one_batch_and_are_answered_as_one_by_one(
     )
     assert got[3]["error"]["code"] == Code.INVALID_PARAMS.value
     assert got[7] is None and got[9] == error(
-        Code.METHOD_NOT_FOUND, "Method not found", 8, "no/such"
+        Code.METHOD_NOT_FOUND, "Method not found", 8, {"method": "no/such"}
     )
     assert got[12]["result"]["agent_id"] == "r" and got[13]["result"]["agent_id"] == "c"
 

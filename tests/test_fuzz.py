@@ -1,4 +1,4 @@
-"""Bad input, property-based (issue #5 item 5): the framer and the dispatcher never lose a request.
+"""Bad input, property-based: the framer and the dispatcher never lose a request.
 
 Every property runs against the real code: `FrameReader` directly, and the real `Connection`
 through `InProcessServer` (one server per test function, shared by all of its examples, never
@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from subagentd.core.settings import TOOL_NAMES
+from subagentd.schema.base import HostParams
 from subagentd.schema.codes import Code
 from subagentd.server.framing import _MAX_HEADER, BadHeader, FrameReader, Oversize
 from subagentd.server.handlers import METHODS
@@ -457,8 +458,10 @@ def test_strings_of_a_few_megabytes_are_answered(world, where):
         assert response["error"]["code"] == Code.METHOD_NOT_FOUND
     elif where == "agent_id":
         assert response["error"]["data"]["reason"] == "UNKNOWN_AGENT"
+    elif where == "unknown_field":  # a host method refuses a field it does not have
+        assert response["error"]["data"] == {"reason": "INVALID_PARAMS", "field": "blob"}
     else:
-        assert response["result"]["agent_id"] == ROOT  # unknown fields are tolerated
+        assert response["result"]["agent_id"] == ROOT  # ping tolerates unknown fields
 
 
 # --- wrong types in every param of every method ------------------------------------------------
@@ -623,7 +626,15 @@ def test_a_wrong_type_of_meta_on_a_direct_tool_method_is_invalid_params(world, m
     assert response.get("error", {}).get("code") == Code.INVALID_PARAMS, response
 
 
-# --- unknown fields are tolerated, and change nothing ------------------------------------------
+# --- unknown fields: tolerated by MCP methods and tools, refused by host methods; none changes
+# --- anything ----------------------------------------------------------------------------------
+
+
+HOST_PARAMS_METHODS = {
+    name
+    for name, handler in METHODS.items()
+    if handler.params is not None and issubclass(handler.params, HostParams)
+}
 
 
 def _read_only_requests(world: World) -> list[tuple[str, dict[str, Any]]]:
@@ -670,9 +681,16 @@ def test_unknown_fields_in_params_or_envelope_do_not_change_the_answer(world):
         }
         line = _line(message)
         [response] = assert_answers([line], exchange(world.host, line + b"\n"))
-        assert response == {"jsonrpc": "2.0", "result": plain[index], "id": 44}
+        if extra_params and method in HOST_PARAMS_METHODS:
+            first = next(iter(extra_params))
+            assert response["error"]["code"] == Code.INVALID_PARAMS
+            assert response["error"]["data"]["field"] == first
+        else:
+            assert response == {"jsonrpc": "2.0", "result": plain[index], "id": 44}
 
+    before = world.snapshot()
     unknown()
+    assert world.snapshot() == before
 
 
 # --- known failures, reproduced -----------------------------------------------------------------

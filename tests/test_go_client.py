@@ -1,11 +1,10 @@
 """The Go client's own suite (clients/go): `go vet` and `go test` against this checkout's server.
 
-CI installs Go (Debian's golang-go) in .ci/run. This test does not skip when `go` is missing: it
-fails and says what to install.
+scripts/setup-dev installs Go (Debian's golang-go). This test does not skip when `go` is missing:
+it fails and says what to install (tests/tools.py).
 """
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,14 +12,14 @@ from pathlib import Path
 import pytest
 
 from tests.spawned import run_client_suite
+from tests.tools import require
 
 MODULE = Path(__file__).resolve().parent.parent / "clients" / "go"
 TIMEOUT = 600
 
 
 def run_go(*args: str) -> str:
-    go = shutil.which("go")
-    assert go, "go is not on PATH; the Go client's tests need it: apt-get install golang-go"
+    go = require("go")
     server = Path(sys.executable).with_name("subagentd")
     assert server.is_file(), f"{server} is missing: install the project (pip install -e .)"
     # Standard library only: no module proxy, no toolchain download.
@@ -32,8 +31,7 @@ def run_go(*args: str) -> str:
 @pytest.mark.timeout(TIMEOUT + 60)
 def test_go_client_vet_and_format():
     run_go("vet", "./...")
-    gofmt = shutil.which("gofmt")
-    assert gofmt, "gofmt is not on PATH (it comes with golang-go)"
+    gofmt = os.path.join(os.path.dirname(os.path.realpath(require("go"))), "gofmt")
     listed = subprocess.run([gofmt, "-l", "."], cwd=MODULE, capture_output=True, text=True)
     assert listed.returncode == 0 and listed.stdout == "", f"not gofmt-formatted:\n{listed.stdout}"
 
@@ -43,5 +41,6 @@ def test_go_client_go_test():
     output = run_go("test", "-count=1", "-v", "./...")
     assert "--- PASS: TestScriptedTranscripts/flows.jsonl" in output, output
     assert "--- PASS: TestRenderMatchesTheSharedFixtures" in output, output
+    assert "--- PASS: TestReadmeGoSnippetsCompileAndTheHostRuns" in output, output
     assert "--- FAIL" not in output, output
     assert output.rstrip().splitlines()[-1].startswith("ok "), output

@@ -101,7 +101,8 @@ def test_prune_deletes_only_the_settled_untouched_tree_while_a_live_server_holds
         assert done.returncode == 0, done.stderr
         out = done.stdout.decode()
         assert out.startswith(
-            f"pruned 1 settled tree(s): {before['old'][1]} event(s), {before['old'][2]} message(s);"
+            f"pruned 1 settled tree(s) untouched for 30d: {before['old'][1]} event(s),"
+            f" {before['old'][2]} message(s);"
         ), out
         freed = int(out.split("; ")[1].split(" bytes freed")[0])
         assert freed >= 64 * 4000
@@ -129,7 +130,7 @@ def test_with_no_server_every_tree_but_the_one_with_queued_work_is_prunable(db):
     assert counts(db, TREES["queued"])[2] == 1  # ready with queued work: never pruned
     again = cli("prune", "--db", db, "--older-than", "1s")
     assert again.stdout.decode().startswith(
-        "pruned 0 settled tree(s): 0 event(s), 0 message(s); 0 bytes freed"
+        "pruned 0 settled tree(s) untouched for 1s: 0 event(s), 0 message(s); 0 bytes freed"
     )
 
 
@@ -152,6 +153,44 @@ def test_prune_refuses_a_duration_it_cannot_read(db, value):
     done = cli("prune", "--db", db, "--older-than", value)
     assert done.returncode == 2
     assert "Error: Invalid value for '--older-than'" in done.stderr.decode()
+
+
+@pytest.mark.parametrize("value", ["30", "1.5"])
+def test_a_duration_without_a_unit_is_refused_saying_the_units(db, value):
+    done = cli("prune", "--db", db, "--older-than", value)
+    assert done.returncode == 2
+    assert done.stderr.decode().endswith(
+        f"Error: Invalid value for '--older-than' (env var: 'SUBAGENTD_OLDER_THAN'): '{value}' has"
+        f" no unit: write {value}d (days), {value}h, {value}m or {value}s\n"
+    )
+    serve = cli("--db", db, "--retention", value)
+    assert serve.returncode == 2 and f"'{value}' has no unit" in serve.stderr.decode()
+
+
+def test_a_dry_run_lists_what_would_go_and_the_bytes_and_deletes_nothing(db):
+    age(db, ["recent"])
+    before = {root: counts(db, ids) for root, ids in TREES.items()}
+    done = cli("prune", "--db", db, "--older-than", "1s", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.decode().splitlines()
+    assert lines[:3] == [
+        f"would prune tree {root} ({len(TREES[root])} session(s)): {before[root][1]} event(s),"
+        f" {before[root][2]} message(s)"
+        for root in ("live", "old", "recent")  # in root order; the queued tree is kept
+    ]
+    summary = lines[3]
+    events = sum(before[r][1] for r in ("live", "old", "recent"))
+    messages = sum(before[r][2] for r in ("live", "old", "recent"))
+    assert summary.startswith(
+        f"would prune 3 settled tree(s) untouched for 1s: {events} event(s), {messages}"
+        " message(s); "
+    ), summary
+    assert summary.endswith(f" bytes would be freed inside {db} (--dry-run: nothing was deleted)")
+    would_free = int(summary.split("; ")[1].split(" bytes")[0])
+    assert len(lines) == 4
+    assert {root: counts(db, ids) for root, ids in TREES.items()} == before
+    real = cli("prune", "--db", db, "--older-than", "1s").stdout.decode()
+    assert f"{events} event(s), {messages} message(s); {would_free} bytes freed" in real
 
 
 def test_prune_and_stats_refuse_a_missing_database_without_creating_it(tmp_path):

@@ -1,4 +1,4 @@
-"""Overload (issue #5 item 6): a host that does not read, and a bound on deferred replies."""
+"""Overload: a host that does not read, and a bound on deferred replies."""
 
 from __future__ import annotations
 

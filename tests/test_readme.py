@@ -72,13 +72,14 @@ def run_script(tmp_path, body: str) -> list[str]:
     return done.stdout.splitlines()
 
 
-def test_the_python_block_runs_as_a_script(tmp_path):
-    lines = run_script(tmp_path, blocks("python")[0])
-    assert lines == [
-        "c1 was asked: Find the oldest open bug.",
-        "root was told: Background subagent c1 finished and will do no further work unless you"
-        " send it more.",
-    ]
+def test_the_python_block_runs_as_a_script_twice_in_a_row(tmp_path):
+    for _ in range(2):
+        lines = run_script(tmp_path, blocks("python")[0])
+        assert lines == [
+            "c1 was asked: Find the oldest open bug.",
+            "root was told: Background subagent c1 finished and will do no further work unless"
+            " you send it more.",
+        ]
 
 
 @pytest.mark.parametrize("body", blocks("json"), ids=["plain", "runner"])

@@ -1,4 +1,4 @@
-"""Edges of the rules that mutation testing found unchecked (issue #18), on core/: the order of
+"""Edges of the rules that mutation testing found unchecked, on core/: the order of
 interrupt_agent's first checks, what a no-op interrupt reports, the notice's closing-message and
 summary boundaries (SEMANTICS.md section 8) and the --report-rate window (PROTOCOL.md section 5)."""
 

@@ -1,4 +1,4 @@
-"""Hostile ids, labels and callers (issue #13 points 2-4, issue #10 point 10): validated ids,
+"""Hostile ids, labels and callers: validated ids,
 escaped model-visible lines, confined --caller connections, nothing told about other trees."""
 
 from __future__ import annotations

@@ -317,14 +317,14 @@ def test_every_serve_option_takes_its_default_from_a_subagentd_variable(monkeypa
     values = {"--caller": "someone", "--log-level": "debug", "--log-format": "json"}
     values |= {"--framing": "lsp", "--durability": "full", "--report-delivery": "quiet"}
     values |= {"--db": "/tmp/x.db", "--max-depth": "5", "--tools": "list_agents,report"}
-    values |= {"--event-loop": "trio", "--retention": "30", "--spawn-tool": "on"}
+    values |= {"--event-loop": "trio", "--retention": "30s", "--spawn-tool": "on"}
     for option in options:
         name = "SUBAGENTD_" + option[2:].upper().replace("-", "_")
         monkeypatch.setenv(name, values.get(option, "3"))
     args = serve_args()
     for option in options:
         dest = option[2:].replace("-", "_")
-        expected = values.get(option, "3")
+        expected = "30" if option == "--retention" else values.get(option, "3")  # 30s: seconds
         got = getattr(args, dest)
         if option == "--tools":
             assert got == ("list_agents", "report")

@@ -20,8 +20,8 @@ def test_direct_tool_failure_is_a_jsonrpc_error_with_reason_and_text(host):
     assert error.code == Code.NOT_RESUMABLE
     assert error.message == 'message not delivered: subagent "nobody" is unavailable'
     assert error.data == {
-        "reason": "NOT_RESUMABLE",
-        "text": 'Error: message not delivered: subagent "nobody" is unavailable',
+        "reason": "UNKNOWN_AGENT",  # the host is told the target does not exist; the model's
+        "text": 'Error: message not delivered: subagent "nobody" is unavailable',  # text stays
     }
 
 

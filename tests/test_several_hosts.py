@@ -1,4 +1,4 @@
-"""Several machines, simulated (issue 14 point 5): three subagentd processes, each in a UTS
+"""Several machines, simulated: three subagentd processes, each in a UTS
 namespace of its own (its own host name, so its owner id names another host and only lease
 expiry can tell that it died, as across machines), share one PostgreSQL database over TCP.
 

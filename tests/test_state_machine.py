@@ -1,4 +1,4 @@
-"""A model-based test of the scheduling rules (issue #5 item 7), driving core/ directly.
+"""A model-based test of the scheduling rules, driving core/ directly.
 
 Hypothesis runs random programs of host actions and tool calls against `CoreHost` (the real
 Service on a SQLite file, timers fired by hand) and restarts it on the same file, while a model

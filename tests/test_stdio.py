@@ -77,7 +77,7 @@ NOISY_SERVER = textwrap.dedent(
         os.write(1, b"RAW\\n")
         return h.Empty()
 
-    handlers.METHODS["ping"] = handlers.Handler(noisy_ping, h.Params, h.Empty, writes=False)
+    handlers.METHODS["ping"] = handlers.Handler(noisy_ping, None, h.Empty, writes=False)
     raise SystemExit(cli.main(sys.argv[1:]))
     """
 )

@@ -1,4 +1,4 @@
-"""Storage faults (issue #10): no acknowledged write is ever lost on a storage error, a failed
+"""Storage faults: no acknowledged write is ever lost on a storage error, a failed
 COMMIT does not end the server, memory agrees with storage after a lost group, a locked database
 answers busy at once, and duplicate waiting request ids are refused.
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import sys
 import time
 from typing import Any
 
@@ -189,12 +190,20 @@ def test_an_event_loop_whose_package_is_missing_is_refused_naming_the_extra(monk
     from subagentd.server import loops
 
     assert loops.event_loop("asyncio") == ("asyncio", {})
-    real = importlib.util.find_spec
-    monkeypatch.setattr(
-        loops.importlib.util, "find_spec", lambda name: None if name == "uvloop" else real(name)
-    )
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # as if the fast extra were not installed
     with pytest.raises(ValueError) as refused:
         loops.event_loop("uvloop")
     assert str(refused.value) == (
-        "--event-loop uvloop needs the uvloop package (pip install 'subagentd[fast]')"
+        "--event-loop uvloop needs uvloop, from the fast extra: pip install '.[fast]' in your"
+        " clone of subagentd (with pipx: pipx inject subagentd uvloop)"
+    )
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        loops.importlib.util, "find_spec", lambda name: None if name == "trio" else real(name)
+    )
+    with pytest.raises(ValueError) as refused:
+        loops.event_loop("trio")
+    assert str(refused.value) == (
+        "--event-loop trio needs the trio package: pip install trio"
+        " (with pipx: pipx inject subagentd trio)"
     )

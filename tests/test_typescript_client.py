@@ -1,17 +1,17 @@
 """The TypeScript client's own suite (clients/typescript): `npm test` against this checkout's server.
 
-CI runs `npm ci` in clients/typescript before pytest (.ci/run); locally run it once yourself.
+scripts/setup-dev runs `npm ci` in clients/typescript (CI runs it too, through .ci/run).
 This test does not skip when node_modules is missing: it fails and says what to run.
 """
 
 import os
-import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
 from tests.spawned import run_client_suite
+from tests.tools import require
 
 PACKAGE = Path(__file__).resolve().parent.parent / "clients" / "typescript"
 TIMEOUT = 600
@@ -19,10 +19,9 @@ TIMEOUT = 600
 
 @pytest.mark.timeout(TIMEOUT + 60)
 def test_typescript_client_npm_test():
-    npm = shutil.which("npm")
-    assert npm, "npm is not on PATH; the TypeScript client's tests need Node 20+ and npm"
+    npm = require("node")
     assert (PACKAGE / "node_modules").is_dir(), (
-        f"{PACKAGE}/node_modules is missing: run `npm ci` in clients/typescript"
+        f"{PACKAGE}/node_modules is missing: run scripts/setup-dev (or `npm ci` in clients/typescript)"
     )
     env = {**os.environ, "SUBAGENTD_PYTHON": sys.executable}
     output = run_client_suite([npm, "test"], PACKAGE, env, TIMEOUT)

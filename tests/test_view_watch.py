@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import pytest
 from subagentd.storage.reader import StoreReader
 from subagentd.view.snapshot import Snapshot
 from tests.spawned import ServerProcess
+from tests.tools import require
 from tests.view_runs import large_run
 
 WAIT = 30.0  # seconds: generous bound for anything the loaded machine has to draw
@@ -109,7 +109,10 @@ def test_watch_refuses_a_missing_database_and_says_when_rich_is_absent(tmp_path,
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
     )
     assert no_rich.returncode == 2
-    assert no_rich.stderr == "subagentd watch needs rich: pip install 'subagentd[watch]'\n"
+    assert no_rich.stderr == (
+        "cannot start: subagentd watch needs rich, from the watch extra: pip install '.[watch]'"
+        " in your clone of subagentd (with pipx: pipx inject subagentd rich)\n"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -191,7 +194,7 @@ class Tmux:
     which some containers lack."""
 
     def __init__(self, command: str, width: int = 160, height: int = 40) -> None:
-        assert shutil.which("tmux"), "tmux is not installed: apt-get install -y tmux (.ci/run does)"
+        require("tmux")
         self.socket = f"subagentd-test-{uuid.uuid4().hex[:8]}"
         self.server = subprocess.Popen(
             ["tmux", "-L", self.socket, "-f", os.devnull, "-D"],

@@ -1,8 +1,8 @@
 """The asyncio floor: the anyio floor's loop (anyio_echo.py) with stdin registered with the event
-loop once, as subagentd's transport did before issue #11 (98cb36b), instead of anyio's
+loop once, as an asyncio-only transport could, instead of anyio's
 `wait_readable`, which adds the fd to the selector and removes it again on every wait.
 
-Not used by subagentd: it prices issue #11 point 3 (anyio's public fd readiness functions) in the
+Not used by subagentd: it prices the transport's use of anyio's public fd readiness functions in the
 one-in-flight round trip (`benchmarks/server_cpu.py --peer anyio --peer asyncio`).
 """
 

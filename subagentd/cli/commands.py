@@ -129,18 +129,21 @@ def stats(ctx: click.Context, /, **_: Any) -> None:
     "--older-than",
     type=Duration(),
     required=True,
-    help="prune trees settled and untouched this long, e.g. 30d, 12h, 90m",
+    help="prune trees settled and untouched this long, with its unit: 30d, 12h, 90m, 45s, 2w",
+)
+@option(
+    "--dry-run", is_flag=True, help="list each tree that would go and the bytes; delete nothing"
 )
 @database_option("SQLite database path  [default: the state directory's]")
 @logging_options
 @click.pass_context
-def prune(ctx: click.Context, /, older_than: float, **_: Any) -> None:
+def prune(ctx: click.Context, /, older_than: float, dry_run: bool, **_: Any) -> None:
     """Delete the events and messages of trees settled and untouched for --older-than."""
     from subagentd.cli.operator import run_prune
 
     path = effective(ctx, "db") or default_database()
     _refuse_postgres(ctx, path, "prune")
-    ctx.exit(run_prune(path, older_than))
+    ctx.exit(run_prune(path, older_than, dry_run))
 
 
 @cli.command(context_settings=CONTEXT)

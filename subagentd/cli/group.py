@@ -12,18 +12,18 @@ GLOBAL_WITH_VALUE = ("--db", "--log-level", "--log-format")  # the group's own o
 GLOBAL_FLAGS = ("--help", "-h", "--version")
 
 DESCRIPTION = """\
-subagentd - a subagent control plane served as a sidecar over stdin/stdout.
-
-A host program spawns `subagentd` and speaks JSON-RPC 2.0 to it (one JSON value per line, or LSP
-Content-Length frames). subagentd keeps sessions and inboxes in SQLite, schedules every agent's
-turns, authorizes send_message / interrupt_agent / list_agents / report (plus wait_agents and the
-opt-in spawn_agent) by lineage, and serves the same tools to MCP clients (tools/list,
-tools/call). Logs go to stderr only.
-
-With no command, subagentd serves (`subagentd serve`). --db, --log-level and --log-format go
-before or after the command; every option can also be set with SUBAGENTD_<OPTION> (e.g.
-SUBAGENTD_DB, SUBAGENTD_MAX_DEPTH=4); the command line wins.
+A subagent control plane: a host spawns subagentd and speaks JSON-RPC 2.0 on its stdin/stdout.
+With no command it serves; `subagentd serve --help` lists the serve options. Options go before
+or after the command, or in SUBAGENTD_<OPTION> variables.
 """
+
+SHORT_OPTIONS = [
+    ("--db PATH", "SQLite file, :memory: or postgresql:// URL"),
+    ("--log-level LEVEL", "debug, info (default), warning or error"),
+    ("--log-format FORMAT", "text (default) or json"),
+    ("--version", "Show the version and exit."),
+    ("-h, --help", "Show this message and exit."),
+]
 
 
 class DefaultGroup(click.Group):
@@ -34,6 +34,13 @@ class DefaultGroup(click.Group):
         if index == len(args) or args[index].startswith("-"):
             args = [*args[:index], DEFAULT_COMMAND, *args[index:]]
         return super().parse_args(ctx, args)
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """One line per option (the top-level help fits one screen; `serve --help` and each
+        command's --help say more), then the commands."""
+        with formatter.section("Options"):
+            formatter.write_dl(SHORT_OPTIONS)
+        self.format_commands(ctx, formatter)
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]
@@ -46,15 +53,6 @@ class DefaultGroup(click.Group):
             hint = f" Did you mean {close[0]!r}?" if close else ""
             ctx.fail(f"No such command {name!r}.{hint}")
         return super().resolve_command(ctx, args)
-
-    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """Top-level --help also lists the options of serve, the default command."""
-        serve = self.get_command(ctx, DEFAULT_COMMAND)
-        if serve is not None:
-            rows = [r for p in serve.get_params(ctx) if (r := p.get_help_record(ctx)) is not None]
-            with formatter.section("Options of serve (the default command)"):
-                formatter.write_dl(rows)
-        super().format_epilog(ctx, formatter)
 
 
 def _first_unclaimed(args: list[str]) -> int:

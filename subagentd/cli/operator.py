@@ -46,21 +46,44 @@ def print_stats(path: str) -> int:
     return 0
 
 
-def run_prune(path: str, older_than: float) -> int:
-    """Prune the settled trees untouched for `older_than` seconds; say what was freed."""
+def run_prune(path: str, older_than: float, dry_run: bool = False) -> int:
+    """Prune the settled trees untouched for `older_than` seconds; say what was freed (with
+    `dry_run`, each tree that would go and what would be freed; nothing is deleted)."""
     from subagentd.storage.prune import prune
 
     try:
         conn = _connect(path, read_only=False)
         try:
-            done = prune(conn, older_than)
+            done = prune(conn, older_than, dry_run=dry_run)
         finally:
             conn.close()
     except (DatabaseMissingError, sqlite3.Error) as exc:
         print(f"subagentd prune: cannot prune {path}: {exc}", file=sys.stderr)
         return 1
+    age = _age(older_than)
+    if not dry_run:
+        print(
+            f"pruned {done.trees} settled tree(s) untouched for {age}: {done.events} event(s),"
+            f" {done.messages} message(s); {done.freed_bytes} bytes freed inside {path}"
+            " (reused by later writes)"
+        )
+        return 0
+    for tree in done.each:
+        print(
+            f"would prune tree {tree.root} ({tree.sessions} session(s)): {tree.events} event(s),"
+            f" {tree.messages} message(s)"
+        )
     print(
-        f"pruned {done.trees} settled tree(s): {done.events} event(s), {done.messages}"
-        f" message(s); {done.freed_bytes} bytes freed inside {path} (reused by later writes)"
+        f"would prune {done.trees} settled tree(s) untouched for {age}: {done.events} event(s),"
+        f" {done.messages} message(s); {done.freed_bytes} bytes would be freed inside {path}"
+        " (--dry-run: nothing was deleted)"
     )
     return 0
+
+
+def _age(seconds: float) -> str:
+    """A duration as the largest unit that divides it: 30d, 12h, 90m, 45s."""
+    for unit, size in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"

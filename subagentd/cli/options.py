@@ -48,7 +48,8 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 class Duration(ParamType):
-    """A length of time such as 30d, 12h, 90m or 45s (a bare number is seconds)."""
+    """A length of time with its unit: 30d, 12h, 90m, 45s or 2w. A bare number is refused: it
+    would be read as seconds by one person and as days by another."""
 
     name = "DURATION"
 
@@ -58,7 +59,14 @@ class Duration(ParamType):
         match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", str(value))
         if match is None:
             self.fail(f"{value!r} is not a duration such as 30d, 12h, 90m or 45s", param, ctx)
-        return float(match[1]) * _UNITS[match[2] or "s"]
+        if not match[2]:
+            number = match[1]
+            self.fail(
+                f"{value!r} has no unit: write {number}d (days), {number}h, {number}m or {number}s",
+                param,
+                ctx,
+            )
+        return float(match[1]) * _UNITS[match[2]]
 
 
 def _type(spec: Spec) -> Any:

@@ -63,12 +63,19 @@ def serve(options: dict[str, Any]) -> int:
     if os.isatty(0):
         sys.stderr.write(TERMINAL_HINT)
         sys.stderr.flush()
+    from subagentd.cli.running import runner_command
     from subagentd.server.loops import event_loop
 
+    # Every option is checked before anything is created or "serving" is logged.
     try:
         backend, loop_options = event_loop(options["event_loop"])
     except ValueError as exc:
         log.error("cannot start: %s", exc)
+        return 1
+    argv = runner_command(options)
+    refused = argv if isinstance(argv, str) else _database_refusal(options)
+    if refused is not None:
+        log.error("cannot start: %s", refused)
         return 1
 
     from subagentd.storage.opening import DatabaseRefusedError
@@ -80,13 +87,7 @@ def serve(options: dict[str, Any]) -> int:
         log.error("cannot start: %s", exc)
         return 1
     log.info("subagentd %s serving on stdin/stdout; database %s", subagentd.__version__, shown)
-
-    from subagentd.cli.running import runner_command
-
-    argv = runner_command(options)
-    if isinstance(argv, str):
-        log.error("cannot start: %s", argv)
-        return 1
+    assert not isinstance(argv, str)
     from subagentd.core.settings import Settings, served_tools
     from subagentd.server.envelope import Session
     from subagentd.server.framing import FrameReader
@@ -157,16 +158,27 @@ def serve(options: dict[str, Any]) -> int:
     return 0
 
 
+def _database_refusal(options: dict[str, Any]) -> str | None:
+    """Why the options cannot serve this kind of database, before it is opened: --retention on
+    PostgreSQL, or a PostgreSQL URL without psycopg (the `postgres` extra)."""
+    from subagentd.storage.postgres import is_postgres
+
+    if not is_postgres(options["db"]):
+        return None
+    if options["retention"] is not None:
+        return "--retention prunes SQLite databases only"
+    from subagentd.extras import missing
+
+    return missing("postgres", "--db postgresql://…")
+
+
 def _open_database(path: str, options: dict[str, Any]) -> tuple[Any, str]:
     """The database `--db` names, opened and checked before the handshake: a SQLite file, or a
     PostgreSQL database for a `postgresql://` (or `postgres://`) URL, connected and migrated;
     with how logs name it (a URL without its password)."""
-    from subagentd.storage.opening import DatabaseRefusedError
     from subagentd.storage.postgres import is_postgres
 
     if is_postgres(path):
-        if options["retention"] is not None:
-            raise DatabaseRefusedError("--retention prunes SQLite databases only")
         from subagentd.storage.postgres.store import open_postgres, shown
 
         return open_postgres(path, durability=options["durability"]), shown(path)

@@ -27,8 +27,13 @@ from subagentd.schema.tools import (
 )
 
 
-def _not_delivered(code: Code, reason: str) -> SubagentdError:
-    return error_for(code, texts.NOT_DELIVERED.format(reason=reason))
+def _not_delivered(code: Code, reason: str, cause: Code | None = None) -> SubagentdError:
+    """A send_message refusal; `cause` refines `data.reason` for the host (the model sees the
+    text only): NOT_RESUMABLE with cause UNKNOWN_AGENT is a target that does not exist."""
+    error = error_for(code, texts.NOT_DELIVERED.format(reason=reason))
+    if cause is not None:
+        error.data = {"reason": cause.name}
+    return error
 
 
 def draining_text(root: str) -> str:
@@ -80,7 +85,11 @@ class ToolRules:
         else:
             record = self.store.get_session(target_id)
             if record is None:
-                raise _not_delivered(Code.NOT_RESUMABLE, texts.SEND_UNAVAILABLE.format(id=shown_id))
+                raise _not_delivered(
+                    Code.NOT_RESUMABLE,
+                    texts.SEND_UNAVAILABLE.format(id=shown_id),
+                    cause=Code.UNKNOWN_AGENT,
+                )
             if live_caller is None:
                 raise _not_delivered(Code.UNAUTHORIZED, texts.SEND_STALE.format(id=shown_id))
             if record.parent_id != caller:

@@ -31,6 +31,12 @@ class Wire(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class Params(Wire):
-    """Request params: unknown fields tolerated, MCP `_meta` accepted everywhere."""
+    """Request params: unknown fields tolerated (MCP's methods, which clients extend), MCP
+    `_meta` accepted everywhere."""
 
     meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
+
+
+class HostParams(Params, forbid_unknown_fields=True):
+    """Params of a host API method: a field the method does not have is refused (-32602 naming
+    it and the closest field it has), so a misspelled optional field is never silently ignored."""

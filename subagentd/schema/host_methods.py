@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from subagentd.schema.base import AgentId, PageSize, Params, Seq, Wire
+from subagentd.schema.base import AgentId, HostParams, PageSize, Seq, Wire
 from subagentd.schema.listing import AgentRow, Status
 from subagentd.schema.messages import MessageState, Mode, Source, ToolFilter
 
@@ -22,7 +22,7 @@ class Empty(Wire, kw_only=True):
 Caller = Annotated[str, msgspec.Meta(min_length=1)]
 
 
-class OpenParams(Params, kw_only=True):
+class OpenParams(HostParams, kw_only=True):
     agent_id: AgentId | None = None
     label: str | None = None
     parent_id: str | None = None
@@ -33,11 +33,11 @@ class OpenResult(Wire, kw_only=True):
     activation_id: str
 
 
-class AgentParams(Params, kw_only=True):
+class AgentParams(HostParams, kw_only=True):
     agent_id: str
 
 
-class SpawnParams(Params, kw_only=True):
+class SpawnParams(HostParams, kw_only=True):
     caller: Caller
     activation: str | None = None
     label: str
@@ -58,7 +58,7 @@ class SpawnResult(Wire, kw_only=True):
     text: str
 
 
-class TurnBeginParams(Params, kw_only=True):
+class TurnBeginParams(HostParams, kw_only=True):
     agent_id: str
     messages: list[str] | None = None
 
@@ -67,7 +67,7 @@ class TurnBeginResult(Wire, kw_only=True):
     turn_id: str
 
 
-class FollowupParams(Params, kw_only=True):
+class FollowupParams(HostParams, kw_only=True):
     agent_id: str
     message: str
     idempotency_key: str | None = None
@@ -82,7 +82,7 @@ class InterruptResult(Wire, kw_only=True):
     previous_status: Status
 
 
-class TurnEndParams(Params, kw_only=True):
+class TurnEndParams(HostParams, kw_only=True):
     agent_id: str
     turn_id: str
     reason: TurnReason
@@ -94,7 +94,7 @@ class Event(Wire, kw_only=True):
     data: Any = None
 
 
-class TranscriptAppendParams(Params, kw_only=True):
+class TranscriptAppendParams(HostParams, kw_only=True):
     agent_id: str
     turn_id: str | None = None
     events: list[Event]
@@ -104,7 +104,7 @@ class SeqResult(Wire, kw_only=True):
     seq: int
 
 
-class TranscriptReadParams(Params, kw_only=True):
+class TranscriptReadParams(HostParams, kw_only=True):
     agent_id: str
     after: Seq | None = None
     limit: PageSize | None = None
@@ -136,7 +136,7 @@ class AgentInfo(Wire, kw_only=True):
     parked: int
 
 
-class ListParams(Params, kw_only=True):
+class ListParams(HostParams, kw_only=True):
     root_id: str
     scope: Scope = "children"
     include_one_shot: bool = True
@@ -149,7 +149,7 @@ class ListResult(Wire, kw_only=True):
     next_cursor: str | None = None
 
 
-class MessageGetParams(Params, kw_only=True):
+class MessageGetParams(HostParams, kw_only=True):
     message_id: str
 
 
@@ -164,7 +164,7 @@ class MessageInfo(Wire, kw_only=True):
 WaitMs = Annotated[int, msgspec.Meta(ge=0, le=600_000)]  # schema/tools.py WAIT_MAX_MS
 
 
-class WaitIdleParams(Params, kw_only=True):
+class WaitIdleParams(HostParams, kw_only=True):
     agent_id: str
     timeout_ms: WaitMs = 30_000
 

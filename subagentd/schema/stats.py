@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from subagentd.schema.base import Wire
+from subagentd.schema.base import HostParams, Wire
+
+
+class StatsParams(HostParams, kw_only=True):
+    """server/stats takes no params but `_meta`."""
 
 
 class SessionCounts(Wire, kw_only=True):

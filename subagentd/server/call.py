@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from subagentd.errors import InvalidParamsError, LeaseLostError, StorageFailedError
+from subagentd.errors import InvalidParamsError, LeaseLostError, StorageFailedError, closest_name
 from subagentd.server.envelope import Session
 from subagentd.server.waiting import Deferred, Ledger
 
@@ -29,6 +29,31 @@ class Handler(msgspec.Struct, frozen=True):
     confined: bool = False  # also served to a confined MCP client (a connection with --caller)
     # whether a request writes, when its params decide it (tools/call: its tool); else `writes`
     writes_if: Callable[[Any], bool] | None = None
+
+
+def convert_params(params: dict[str, Any], struct: type[msgspec.Struct]) -> Any:
+    """Params as the method's Struct. A field a host API method does not have (HostParams) is
+    refused naming it, and the closest field the method has when one is close."""
+    try:
+        return msgspec.convert(params, struct)
+    except msgspec.ValidationError:
+        if struct.__struct_config__.forbid_unknown_fields:
+            known = [field.encode_name for field in msgspec.structs.fields(struct)]
+            unknown = [name for name in params if name not in known]
+            if unknown:
+                raise unknown_field(unknown[0], known) from None
+        raise
+
+
+def unknown_field(name: str, known: list[str]) -> InvalidParamsError:
+    closest = closest_name(name, known)
+    data = {"field": name} if closest is None else {"field": name, "closest": closest}
+    hint = "" if closest is None else f"; did you mean {_quoted(closest)}?"
+    return InvalidParamsError(f"invalid params: unknown field {_quoted(name)}{hint}", data)
+
+
+def _quoted(name: str) -> str:
+    return msgspec.json.encode(name).decode()
 
 
 class Call(msgspec.Struct):
@@ -80,7 +105,7 @@ class Call(msgspec.Struct):
         failure loses the commit group: the rest of the frame is refused (Ledger.lost)."""
         if args:
             raise InvalidParamsError("params must be an object, not an array")
-        value = params if handler.params is None else msgspec.convert(params, handler.params)
+        value = params if handler.params is None else convert_params(params, handler.params)
         try:
             if handler.writes:
                 with self.service.transaction():

@@ -49,7 +49,7 @@ log = logging.getLogger("subagentd")
 
 One = dict[str, Any] | Pending  # the reply to one request: a reply object, or one still owed
 Reply = One | list[One]
-Invoke = Callable[[Call, Handler | None, dict[str, Any]], dict[str, Any] | None]
+Invoke = Callable[[Call, Handler, dict[str, Any]], dict[str, Any] | None]
 # runs requests as one batch, calling back with each from inside its method; returns how many ran
 RunBatch = Callable[[list[dict[str, Any]], Callable[[dict[str, Any]], None]], int]
 # takes one frame's reply, computed when the connection calls it (it catches what escapes)
@@ -257,8 +257,9 @@ class Dispatcher:
         if self.ledger.lost is not None and not lifecycle:
             raise self.ledger.lost
         handler = self.methods.get(method)
-        if handler is not None:
-            self._admit(method, handler, request_id, is_request)
+        if handler is None:
+            raise MethodUnknownError.for_method(method, self.methods)
+        self._admit(method, handler, request_id, is_request)
         call = Call(
             self.service,
             self.session,
@@ -278,7 +279,7 @@ class Dispatcher:
         if reply is None:  # a notification
             return None
         if "error" in reply:
-            return Kept(reply) if lifecycle or handler is None else reply
+            return Kept(reply) if lifecycle else reply
         deferred = call.deferred
         if deferred is not None:
             if not deferred.done:
@@ -314,13 +315,11 @@ class Dispatcher:
             self.ledger.cancel(request_id)
 
 
-def invoke_directly(call: Call, handler: Handler | None, message: dict[str, Any]) -> dict[str, Any]:
+def invoke_directly(call: Call, handler: Handler, message: dict[str, Any]) -> dict[str, Any]:
     """Run a method without jsonrpcserver (start-up, before it is imported): the same reply."""
     if "id" not in message:
         raise ValueError("invoke_directly answers requests only")
     request_id = message["id"]
-    if handler is None:
-        return refusal(MethodUnknownError("Method not found", message["method"]), request_id)
     params = message.get("params", {})
     try:
         if isinstance(params, list):

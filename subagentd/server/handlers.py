@@ -23,7 +23,6 @@ from subagentd.errors import (
 from subagentd.schema import host_methods as h
 from subagentd.schema import stats as st
 from subagentd.schema import tools as t
-from subagentd.schema.base import Params
 from subagentd.server import lifecycle  # noqa: F401  (registers the handshake methods first)
 from subagentd.server.call import Call, Handler
 from subagentd.server.mcp import (
@@ -134,8 +133,8 @@ def agents_wait_idle(call: Call, p: h.WaitIdleParams) -> Any:
     return call.wait_for(answer, lambda a: a) if isinstance(answer, Waiter) else answer
 
 
-@method("server/stats", Params, st.StatsResult, writes=False)
-def server_stats(call: Call, p: Params) -> st.StatsResult:
+@method("server/stats", st.StatsParams, st.StatsResult, writes=False)
+def server_stats(call: Call, p: st.StatsParams) -> st.StatsResult:
     return call.service.stats()
 
 

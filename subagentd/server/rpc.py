@@ -7,7 +7,8 @@ never raising: server/boundary.py shapes every failure, so no exception text rea
 The entry also puts its reply on the Call: the Response that `dispatch_to_response` gives back
 only says whether a reply is owed (None for a notification), since what it holds is reachable
 through private attributes only; this skips `dispatch_to_serializable`'s conversion (and its
-per-call `typing.cast`), about 20 calls per message (docs/architecture.md).
+per-call `typing.cast`), about 20 calls per message (docs/architecture.md). A method with no
+entry never gets here: the dispatcher refuses it (-32601, with the closest method's name).
 Entries carry a precomputed `__signature__`: jsonrpcserver checks the arguments of every call
 with `inspect.signature(entry).bind(...)`, which would otherwise rebuild the signature each time;
 and since `(*args, **params)` binds any call, its `bind` skips the generic walk (AnyArguments).
@@ -24,7 +25,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from jsonrpcserver import Error, Success, dispatch_to_response, dispatch_to_serializable
+from jsonrpcserver import Error, Success, dispatch_to_response
 
 from subagentd.errors import SubagentdError
 from subagentd.server.boundary import INTERNAL_MESSAGE, failure, refusal
@@ -98,14 +99,8 @@ class JsonRpc:
         return members.served
 
     def __call__(
-        self, call: Call, handler: Handler | None, message: dict[str, Any]
+        self, call: Call, handler: Handler, message: dict[str, Any]
     ) -> dict[str, Any] | None:
-        if handler is None:  # jsonrpcserver's own "Method not found" reply, as it serializes it
-            reply = dispatch_to_serializable(
-                message, self.entries, context=call, deserializer=_as_is, validator=_as_is
-            )
-            assert not isinstance(reply, list)  # one message in, one reply (or None) out
-            return reply
         request: Any = message  # decoded already: _as_is takes it as it is (typed as JSON text)
         owed = dispatch_to_response(
             request,

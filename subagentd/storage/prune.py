@@ -38,10 +38,30 @@ HAVING max(
     OR EXISTS (SELECT 1 FROM inbox i WHERE i.session_id = m.id)
 ) = 1
 """
+# Each tree that goes: its root, its sessions, and the events and messages it holds.
+_TREES_SQL = """
+SELECT r.root, count(*),
+    (SELECT count(*) FROM events e JOIN prune_members x ON x.id = e.session_id
+     WHERE x.root = r.root),
+    (SELECT count(*) FROM inbox i JOIN prune_members x ON x.id = i.session_id
+     WHERE x.root = r.root)
+FROM prune_roots r JOIN prune_members m ON m.root = r.root
+GROUP BY r.root ORDER BY r.root
+"""
 _DELETE_SQL = (
     "DELETE FROM {table} WHERE session_id IN"
     " (SELECT m.id FROM prune_members m JOIN prune_roots r ON r.root = m.root)"
 )
+
+
+@dataclass(frozen=True)
+class PrunedTree:
+    """One tree a prune deletes from: its root, its sessions, its events and messages."""
+
+    root: str
+    sessions: int
+    events: int
+    messages: int
 
 
 @dataclass(frozen=True)
@@ -53,6 +73,7 @@ class Pruned:
     messages: int
     bytes_before: int
     bytes_after: int
+    each: tuple[PrunedTree, ...] = ()  # filled for a dry run: what each tree holds
 
     @property
     def freed_bytes(self) -> int:
@@ -67,9 +88,16 @@ def cutoff_stamp(older_than: float, clock: float | None = None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{micros:06d}Z"
 
 
-def prune(conn: sqlite3.Connection, older_than: float, clock: float | None = None) -> Pruned:
+def prune(
+    conn: sqlite3.Connection,
+    older_than: float,
+    clock: float | None = None,
+    *,
+    dry_run: bool = False,
+) -> Pruned:
     """Delete the events and inbox rows of the settled trees untouched for `older_than` seconds,
-    in one write transaction (BEGIN IMMEDIATE: it waits for a serving process's group commit)."""
+    in one write transaction (BEGIN IMMEDIATE: it waits for a serving process's group commit).
+    `dry_run`: the same deletes, measured tree by tree, then rolled back."""
     cutoff = cutoff_stamp(older_than, clock)
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -80,17 +108,18 @@ def prune(conn: sqlite3.Connection, older_than: float, clock: float | None = Non
         conn.execute("CREATE INDEX temp.prune_members_by_root ON prune_members (root)")
         conn.execute(f"CREATE TEMP TABLE prune_roots AS {_SETTLED_SQL}", {"cutoff": cutoff})
         trees = conn.execute("SELECT count(*) FROM prune_roots").fetchone()[0]
+        each = tuple(PrunedTree(*row) for row in conn.execute(_TREES_SQL)) if dry_run else ()
         events = conn.execute(_DELETE_SQL.format(table="events")).rowcount
         messages = conn.execute(_DELETE_SQL.format(table="inbox")).rowcount
         conn.execute("DROP TABLE temp.prune_members")
         conn.execute("DROP TABLE temp.prune_roots")
         after = _bytes_in_use(conn)
-        conn.execute("COMMIT")
+        conn.execute("ROLLBACK" if dry_run else "COMMIT")
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
-    return Pruned(int(trees), int(events), int(messages), before, after)
+    return Pruned(int(trees), int(events), int(messages), before, after, each)
 
 
 def _bytes_in_use(conn: sqlite3.Connection) -> int:

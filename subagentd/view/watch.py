@@ -20,12 +20,15 @@ TICK = 1.0  # seconds between redraws when nothing changed (turn clocks)
 
 def run(path: str, root: str | None, once: bool) -> int:
     """Show the tree of the database at `path` (or below `root`); the exit status."""
-    try:
-        from rich.console import Console, RenderableType
-        from rich.live import Live
-    except ImportError:
-        print("subagentd watch needs rich: pip install 'subagentd[watch]'", file=sys.stderr)
+    from subagentd.extras import missing
+
+    line = missing("watch", "subagentd watch")
+    if line is not None:
+        print(f"cannot start: {line}", file=sys.stderr)
         return 2
+    from rich.console import Console, RenderableType
+    from rich.live import Live
+
     from subagentd.view.screen import frame
     from subagentd.view.snapshot import Snapshot
 

@@ -227,7 +227,10 @@ export interface OpenResult {
   agent_id: string;
 }
 
-/** Request params: unknown fields tolerated, MCP `_meta` accepted everywhere. */
+/**
+ * Request params: unknown fields tolerated (MCP's methods, which clients extend), MCP
+ * `_meta` accepted everywhere.
+ */
 export interface Params {
   _meta?: { [key: string]: unknown } | null;
 }
@@ -329,6 +332,11 @@ export interface SpawnResult {
   child_id: string;
   message_id: string;
   text: string;
+}
+
+/** server/stats takes no params but `_meta`. */
+export interface StatsParams {
+  _meta?: { [key: string]: unknown } | null;
 }
 
 /**
@@ -573,7 +581,7 @@ export interface Methods {
   /** Queue a message as the next turn of one of your own continuable subagents (a child you started). The message is stored durably in the child's inbox and runs as its own turn: if the child is running now, it gets the message after its current turn ends (this never redirects the running turn); if it is idle it starts at once; if it is ready (not live) it is resumed from its saved state. Success means the message was queued, not answered: the child's reply reaches you later (through `report` or its settlement notice). Only the direct parent can send; a grandparent, sibling or the child itself is refused. A failure text starts with `message not delivered:` and nothing was queued; if it says the subagent cannot be resumed, do not retry with that id. */
   "send_message": { params: SendMessageParams; result: SendMessageResult };
   "server/discover": { params: Params; result: DiscoverResult };
-  "server/stats": { params: Params; result: StatsResult };
+  "server/stats": { params: StatsParams; result: StatsResult };
   /** Start a background subagent on a task and return at once with its id; it works while you continue. A continuable subagent (the default) reports to you with `report` and you get a notice when it finishes; it does not see your conversation, so the prompt must say everything it needs. Give it more work later with `send_message`, stop it with `interrupt_agent`, collect its reports and notices with `wait_agents`. It fails when you are too deep to start more agents, when your tree is being closed, or when `child_id` is already taken. */
   "spawn_agent": { params: SpawnAgentParams; result: SpawnAgentResult };
   "tools/call": { params: ToolsCallParams; result: CallToolResult };

@@ -51,13 +51,17 @@ describe("SubagentdClient against the real server", () => {
         assert.equal(error.code, ErrorCode.NOT_RESUMABLE);
         assert.equal(error.message, 'message not delivered: subagent "nobody" is unavailable');
         assert.deepEqual(error.data, {
-          reason: "NOT_RESUMABLE",
+          reason: "UNKNOWN_AGENT", // the host is told "nobody" does not exist
           text: 'Error: message not delivered: subagent "nobody" is unavailable',
         });
         return true;
       },
     );
     await assert.rejects(client.request("no/such/method", {}), { code: ErrorCode.METHOD_NOT_FOUND });
+    await assert.rejects(client.request("agents/spwan", {}), {
+      code: ErrorCode.METHOD_NOT_FOUND,
+      data: { method: "agents/spwan", closest: "agents/spawn" },
+    });
   });
 
   test("notifications are events, by name and generically", async () => {

@@ -2,7 +2,7 @@
 
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { test } from "node:test";
@@ -53,27 +53,36 @@ test("the README's Usage example type-checks and runs to completion against a re
   writeFileSync(file, usageExample(readFileSync(join(PACKAGE_ROOT, "README.md"), "utf8")));
   compile(file, src);
 
+  const example = usageExample(readFileSync(join(PACKAGE_ROOT, "README.md"), "utf8"));
+  assert.ok(
+    example.indexOf("client.waitFor(") < example.indexOf("client.agents.spawn("),
+    "the example waits for agent/settled only after the spawn that causes it",
+  );
   const work = mkdtempSync(join(tmpdir(), "subagentd-readme-"));
   try {
     const bin = subagentdShim(mkdtempSync(join(tmpdir(), "subagentd-bin-")));
-    const run = await promisify(execFile)(process.execPath, [join(src, "example.js")], {
-      cwd: work,
-      env: { ...process.env, PATH: `${bin}${delimiter}${process.env.PATH ?? ""}` },
-      timeout: 60_000,
-    });
-    const lines = run.stdout.trimEnd().split("\n");
-    const child = /^(\S+) settled: completed$/.exec(lines.find((l) => l.endsWith(" settled: completed")) ?? "");
-    assert.ok(child, `no "settled: completed" line in:\n${run.stdout}`);
-    const id = child[1]!;
-    // "Find X." in its fenced block (renderMessages): header, text and closing fence, 83 characters
-    assert.ok(
-      lines.includes(`${id}: completed: ${id} read 83 characters (and how to report)`),
-      `the researcher's turn is not in:\n${run.stdout}`,
-    );
-    assert.equal(lines.at(-1), "subagentd exited with 0");
-    assert.equal(run.stderr, "", "the example printed errors");
-    assert.ok(existsSync(join(work, "agents.db")), "the example's database is in its working directory");
+    for (let round = 0; round < 2; round++) await runOnce(src, work, bin); // twice in a row
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
 });
+
+/** One run of the compiled example in `work`, checked. */
+async function runOnce(src: string, work: string, bin: string): Promise<void> {
+  const run = await promisify(execFile)(process.execPath, [join(src, "example.js")], {
+    cwd: work,
+    env: { ...process.env, PATH: `${bin}${delimiter}${process.env.PATH ?? ""}` },
+    timeout: 60_000,
+  });
+  const lines = run.stdout.trimEnd().split("\n");
+  const child = /^(\S+) settled: completed$/.exec(lines.find((l) => l.endsWith(" settled: completed")) ?? "");
+  assert.ok(child, `no "settled: completed" line in:\n${run.stdout}`);
+  const id = child[1]!;
+  // "Find X." in its fenced block (renderMessages): header, text and closing fence, 83 characters
+  assert.ok(
+    lines.includes(`${id}: completed: ${id} read 83 characters (and how to report)`),
+    `the researcher's turn is not in:\n${run.stdout}`,
+  );
+  assert.equal(lines.at(-1), "subagentd exited with 0");
+  assert.equal(run.stderr, "", "the example printed errors");
+}
