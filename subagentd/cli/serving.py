@@ -161,12 +161,9 @@ def _open_database(path: str, options: dict[str, Any]) -> tuple[Any, str]:
     """The database `--db` names, opened and checked before the handshake: a SQLite file, or a
     PostgreSQL database for a `postgresql://` (or `postgres://`) URL, connected and migrated;
     with how logs name it (a URL without its password)."""
-    from subagentd.storage.opening import DatabaseRefusedError
     from subagentd.storage.postgres import is_postgres
 
     if is_postgres(path):
-        if options["retention"] is not None:
-            raise DatabaseRefusedError("--retention prunes SQLite databases only")
         from subagentd.storage.postgres.store import open_postgres, shown
 
         return open_postgres(path, durability=options["durability"]), shown(path)
@@ -224,9 +221,18 @@ def _load(opened: Any, options: dict[str, Any], settings: Any, loaded: dict[str,
 
 def _prune_at_start(store: Any, retention: float) -> None:
     """--retention: prune what settled and was untouched that long, before serving."""
-    from subagentd.storage.prune import prune
+    import sqlite3
 
-    done = prune(store.conn, retention)
+    from subagentd.storage.prune import SqliteTarget, Target, prune
+
+    target: Target
+    if isinstance(store.conn, sqlite3.Connection):
+        target = SqliteTarget(store.conn)
+    else:
+        from subagentd.storage.postgres.reading import PgTarget
+
+        target = PgTarget(store.conn, 5000)  # start-up's patience, as migrations'
+    done = prune(target, retention)
     log.info(
         "--retention: pruned %d settled tree(s), %d event(s), %d message(s)",
         done.trees,
