@@ -144,6 +144,7 @@ def serve(options: dict[str, Any]) -> int:
     try:
         anyio.run(main, backend=backend, backend_options=loop_options)
     finally:
+        service.agents.tracing.close()  # the last spans, a bounded wait
         try:
             service.store.close()
         except SubagentdError as exc:  # the last commit failed (disk full): said once, not raised
@@ -204,6 +205,9 @@ def _load(opened: Any, options: dict[str, Any], settings: Any, loaded: dict[str,
         service: Any = Service(
             store, emit=lambda method, params: None, timers=no_timers, settings=settings
         )
+        from subagentd.cli.tracing import start_tracing
+
+        start_tracing(service)  # before recovery: a recovered turn's span is exported too
         with service.transaction():
             recovered = service.recovery.recover()
             if options["caller"]:

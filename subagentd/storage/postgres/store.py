@@ -22,6 +22,7 @@ from subagentd.storage.postgres.group import PgGroupCommit
 from subagentd.storage.postgres.stats import read_stats
 from subagentd.storage.postgres.tables import PgEvents, PgInbox, PgLeases, PgSessions, PgTrees
 from subagentd.storage.signals import Signals
+from subagentd.storage.traces import TraceContexts
 
 
 def shown(url: str) -> str:
@@ -125,6 +126,8 @@ class PostgresStore(BoundParts):
             Signals(db),  # its ring is a NOTIFY in the group (PgGroupCommit.ring_after_commit)
             IdempotencyKeys(db),
         )
+        traces = TraceContexts(db)
+        self.put_trace, self.get_traces = traces.put_trace, traces.get_traces
 
     def changes(self) -> int:
         """A new number each call: psycopg counts no changes, so core reuses nothing it read
