@@ -102,6 +102,7 @@ class OtelTracing(Tracing):
         self.last: dict[str, str] = {}  # agent id -> traceparent of its latest turn
         self.sessions: dict[str, str | None] = {}  # agent id -> its turns' default parent
         self.names: dict[str, str] = {}
+        self.prompts: dict[str, str] = {}  # child id -> the host's traceparent for its prompt
 
     # --- what core tells ------------------------------------------------------------------
 
@@ -112,14 +113,18 @@ class OtelTracing(Tracing):
             self.sessions[agent_id] = traceparent
 
     def child_spawned(self, child_id: str, parent_id: str, traceparent: str | None) -> None:
-        parent = traceparent if context_of(traceparent) is not None else self.current.get(parent_id)
+        given = context_of(traceparent) is not None
+        if given:  # the host's span: also the parent of the turn on the spawn prompt
+            assert traceparent is not None
+            self.prompts[child_id] = traceparent
+        parent = traceparent if given else self.current.get(parent_id)
         if parent is not None:
             self.store.put_trace(f"s:{child_id}", parent, time.time())
             self.sessions[child_id] = parent
 
     def message_sent(self, message_id: str, agent_id: str, sender_id: str | None) -> None:
-        sent = None
-        if sender_id is not None:
+        sent = self.prompts.pop(agent_id, None)
+        if sent is None and sender_id is not None:
             sent = self.current.get(sender_id) or self.last.get(sender_id)
         # the send time is kept too: the receiving turn tells how long the message waited
         self.store.put_trace(f"m:{message_id}", sent or "", time.time())
@@ -176,8 +181,11 @@ class OtelTracing(Tracing):
         own = traceparent_of(span)
         self.turns[turn_id] = (agent_id, span)
         self.current[agent_id] = self.last[agent_id] = own
-        kept_parent = "" if parent is None else " " + _traceparent(parent)
-        self.store.put_trace(f"t:{turn_id}", own + kept_parent, started)  # own, then its parent
+        # kept: its own context, its parent's ("-" for none) and its links', space-separated, for
+        # the process that may have to end it after this one died (`_remade`)
+        kept_parent = "-" if parent is None else _traceparent(parent)
+        kept = " ".join([own, kept_parent, *(_traceparent(link.context) for link in links)])
+        self.store.put_trace(f"t:{turn_id}", kept, started)
         return own
 
     def turn_ended(
@@ -212,11 +220,12 @@ class OtelTracing(Tracing):
         """The span of a turn another process began and never ended (it died): made again here
         with the ids and start that process kept, so the trace gets it whole."""
         kept = self.store.get_traces([f"t:{turn_id}"]).get(f"t:{turn_id}")
-        own, _, above = (kept[0] if kept is not None else "").partition(" ")
+        own, above, *linked = (kept[0] if kept is not None else "").split(" ") + ["-"]
         context = context_of(own)
         if kept is None or context is None:
             return None
         parent = context_of(above)
+        links = [Link(c) for c in map(context_of, linked) if c is not None]
         self.ids.forced.span_id, self.ids.forced.trace_id = context.span_id, context.trace_id
         try:
             name = self._name(agent_id)
@@ -224,6 +233,7 @@ class OtelTracing(Tracing):
                 f"invoke_agent {name}",
                 context=_parent(parent),
                 start_time=int(kept[1] * 1e9),
+                links=links,
                 attributes={
                     "gen_ai.operation.name": "invoke_agent",
                     "gen_ai.agent.id": agent_id,
