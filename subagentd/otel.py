@@ -184,8 +184,8 @@ class OtelTracing(Tracing):
         # kept: its own context, its parent's ("-" for none) and its links', space-separated, for
         # the process that may have to end it after this one died (`_remade`)
         kept_parent = "-" if parent is None else _traceparent(parent)
-        kept = " ".join([own, kept_parent, *(_traceparent(link.context) for link in links)])
-        self.store.put_trace(f"t:{turn_id}", kept, started)
+        held = " ".join([own, kept_parent, *(_traceparent(link.context) for link in links)])
+        self.store.put_trace(f"t:{turn_id}", held, started)
         return own
 
     def turn_ended(
