@@ -16,6 +16,9 @@ without the extra, or without that environment, never loads OpenTelemetry. What 
 Nothing here is on the request path beyond creating and ending span objects: the batch
 processor exports from its own thread, a collector that is down costs only the dropped spans,
 and shutdown waits for the last export at most SHUTDOWN_WAIT seconds.
+
+Longer than ~300 lines on purpose: the tracer is one object over one set of maps (open turns,
+agents' latest contexts, sessions' parents), and re-making a dead process's span needs them all.
 """
 
 from __future__ import annotations
@@ -117,7 +120,7 @@ class OtelTracing(Tracing):
         if given:  # the host's span: also the parent of the turn on the spawn prompt
             assert traceparent is not None
             self.prompts[child_id] = traceparent
-        parent = traceparent if given else self.current.get(parent_id)
+        parent = traceparent if given else self._context_of_agent(parent_id)
         if parent is not None:
             self.store.put_trace(f"s:{child_id}", parent, time.time())
             self.sessions[child_id] = parent
@@ -125,7 +128,7 @@ class OtelTracing(Tracing):
     def message_sent(self, message_id: str, agent_id: str, sender_id: str | None) -> None:
         sent = self.prompts.pop(agent_id, None)
         if sent is None and sender_id is not None:
-            sent = self.current.get(sender_id) or self.last.get(sender_id)
+            sent = self._context_of_agent(sender_id)
         # the send time is kept too: the receiving turn tells how long the message waited
         self.store.put_trace(f"m:{message_id}", sent or "", time.time())
 
@@ -251,7 +254,7 @@ class OtelTracing(Tracing):
     def tool_call(self, caller: str, name: str) -> Iterator[None]:
         span = self.tracer.start_span(
             f"execute_tool {name}",
-            context=_parent(context_of(self.current.get(caller))),
+            context=_parent(context_of(self._context_of_agent(caller, latest=False))),
             kind=SpanKind.INTERNAL,
             attributes={
                 "gen_ai.operation.name": "execute_tool",
@@ -278,6 +281,17 @@ class OtelTracing(Tracing):
         done.join(SHUTDOWN_WAIT)
         if done.is_alive():
             log.warning("traces not exported within %.0f s at shutdown were dropped", SHUTDOWN_WAIT)
+
+    def _context_of_agent(self, agent_id: str, latest: bool = True) -> str | None:
+        """Where what an agent does now belongs: its open turn, else (`latest`) its latest turn,
+        else the span its turns go under (e.g. the host's, for a root between turns)."""
+        found = self.current.get(agent_id) or (self.last.get(agent_id) if latest else None)
+        if found is None:
+            if agent_id not in self.sessions:
+                kept = self.store.get_traces([f"s:{agent_id}"]).get(f"s:{agent_id}")
+                self.sessions[agent_id] = kept[0] if kept is not None else None
+            found = self.sessions[agent_id]
+        return found
 
     def _name(self, agent_id: str) -> str:
         name = self.names.get(agent_id)
