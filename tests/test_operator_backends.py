@@ -22,6 +22,7 @@ from subagentd.storage.reader import StoreReader
 from subagentd.view.snapshot import Snapshot
 from tests.backend_copy import copy_into_postgres
 from tests.spawned import TIMEOUT, ServerProcess
+from tests.view_runs import busy_run
 
 NOW = 4_102_444_800.0  # a fixed clock for the frames compared (2100-01-01)
 
@@ -45,18 +46,7 @@ def busy_history(path: str) -> None:
     try:
         host = srv.host
         host.initialize()
-        host.open("root", label="coordinator")
-        host.spawn("root", "c1", label="researcher", prompt="Find the oldest bug")
-        c2 = host.spawn("root", "c2", label="writer", prompt="one go", mode="one-shot")
-        host.spawn("root", "c3", label="parker", prompt="wait")
-        host.tool("send_message", "root", subagent_id="c1", message="also the closed ones")
-        host.end_turn("c2", c2["turn_id"], "completed", "written")
-        host.notification("agent/settled", agent_id="c2")
-        host.tool("send_message", "root", subagent_id="c3", message="first")
-        host.tool("send_message", "root", subagent_id="c3", message="second")
-        host.tool("interrupt_agent", "root", agent_id="c3")
-        stop = host.notification("turn/interrupt", agent_id="c3")
-        host.end_turn("c3", stop["turn_id"], "aborted")
+        busy_run(host)
         host.open("other")
         a = host.spawn("other", "a", prompt="deep", mode="one-shot")
         host.end_turn("a", a["turn_id"], "completed", "done a")
