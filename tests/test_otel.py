@@ -53,8 +53,13 @@ def named(spans, name: str) -> list[dict]:
     return [s for s in spans if s["name"] == name]
 
 
-def test_a_tree_three_deep_with_a_report_an_interrupt_and_a_crash_is_one_trace(receiver, tmp_path):
+@pytest.mark.parametrize("backend_name", ["sqlite", "postgres"])
+def test_a_tree_three_deep_with_a_report_an_interrupt_and_a_crash_is_one_trace(
+    receiver, tmp_path, request, backend_name
+):
     db = str(tmp_path / "traced.db")
+    if backend_name == "postgres":
+        db = request.getfixturevalue("pg_stores").url()
     first = ServerProcess("--log-level", "info", db=db, env=env_for(receiver))
     host = first.host
     host.initialize()

@@ -162,8 +162,10 @@ def test_a_big_prune_holds_the_writer_lock_one_batch_at_a_time(db):
     assert (done.trees, done.events, done.messages) == (2, 3500, 500)
     during = [(before, deleted) for before, deleted in waits if 0 < before < total]
     assert len(during) >= 3, waits  # the writer wrote while the prune ran
-    # no write ever waited through more than one batch (two under a loaded scheduler's delay)
-    assert max(deleted for _, deleted in waits) <= 2 * 200, waits
+    # no write waited through more than a batch or two (the rows are counted from before its
+    # first try, so a scheduler's delay of the writer thread adds one); one transaction per tree
+    # made a write wait through 3,400 rows here
+    assert max(deleted for _, deleted in waits) <= 3 * 200, waits
     # full batches, then the one that found the rest (or nothing: a last batch exactly full)
     assert done.batches == (3400 // 200 + 1) + (600 // 200 + 1) == 22
     assert db.counts(["big", "second"]) == (0, 0)
