@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import sys
 import tempfile
@@ -111,7 +112,10 @@ class Demo:
 
     def run(self) -> None:
         srv = self.boot()
-        srv.agents_open("root", label="coordinator")
+        # a host span of its own (W3C trace context): with OTEL_* set, subagentd's spans of the
+        # whole run form one trace below it (docs/tracing.md)
+        self.traceparent = f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
+        srv.agents_open("root", label="coordinator", traceparent=self.traceparent)
         print('▸ host opens the root session "coordinator" (root)')
         self.spawn("root", "c1", "researcher", "Find the three oldest open bugs.")
         self.spawn("root", "c2", "writer", "Draft the release notes.")
@@ -169,7 +173,7 @@ class Demo:
         srv.agents_close("root")
         print(f"▸ host closes root and stdin; subagentd exits {self.stop()}")
         srv = self.boot()
-        srv.agents_open("root", label="coordinator")
+        srv.agents_open("root", label="coordinator", traceparent=self.traceparent)
         print(f"  agents/get c1 → status {srv.agents_get('c1').status}")
         self.send("root", "c1", "One more: check the wiki.")
         start = self.turn("c1")

@@ -12,6 +12,10 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "postgres": ("psycopg", "psycopg[binary]"),
     "watch": ("rich", "rich"),
     "fast": ("uvloop", "uvloop"),
+    "otel": (
+        "opentelemetry.exporter.otlp.proto.http",
+        "opentelemetry-sdk opentelemetry-exporter-otlp-proto-http",
+    ),
 }
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
@@ -266,6 +265,7 @@ def run(path: str, agent_id: str | None, as_json: bool = False) -> int:
     except UnreadableDatabaseError as exc:
         print(f"subagentd inspect: {exc}", file=sys.stderr)
         return 2
+    path = reader.name  # a PostgreSQL URL is shown without its password
     try:
         sessions = load(reader, agent_id)
         if agent_id is None:
@@ -277,7 +277,7 @@ def run(path: str, agent_id: str | None, as_json: bool = False) -> int:
             return 1
         show_agent(reader, session, as_json)
         return 0
-    except sqlite3.DatabaseError as exc:
+    except reader.errors as exc:
         print(f"subagentd inspect: cannot read {path}: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `subagentd inspect ... | head`: the reader left; stop quietly

@@ -138,6 +138,18 @@ def demo_may_import(name: str) -> bool:
     )
 
 
+def otel_may_import(name: str) -> bool:
+    """The OpenTelemetry tracer: the SDK and exporter, core's hook and Store, the wire types."""
+    return (
+        top(name) in STDLIB
+        or top(name) == "opentelemetry"
+        or name == "subagentd"  # its __version__
+        or within(name, "subagentd.core.tracing")
+        or within(name, "subagentd.core.store")
+        or within(name, "subagentd.schema")
+    )
+
+
 RULES = {
     "schema": (schema_may_import, ()),
     "errors.py": (errors_may_import, ()),
@@ -151,6 +163,7 @@ RULES = {
     "extras.py": (extras_may_import, ()),
     "client": (client_may_import, ()),
     "demo.py": (demo_may_import, ()),
+    "otel.py": (otel_may_import, ()),
 }
 
 

@@ -1,5 +1,6 @@
 """`--db postgresql://...`: the real server on PostgreSQL over pipes, the same answers as on SQLite,
-a restart keeps everything; how start-up and the SQLite-only commands treat a PostgreSQL URL."""
+a restart keeps everything; how start-up treats a PostgreSQL URL (the operator commands on it:
+tests/test_operator_backends.py)."""
 
 from __future__ import annotations
 
@@ -96,23 +97,6 @@ def test_an_unreachable_postgresql_refuses_to_start_in_one_line_without_its_pass
         line
     )
     assert "s3cret" not in done.stderr
-
-
-@pytest.mark.parametrize("command", [["stats"], ["inspect"], ["prune", "--older-than", "1d"]])
-def test_the_sqlite_commands_refuse_a_postgresql_url_in_one_line(command):
-    done = run_cli(*command, "--db", "postgres://someone@db.example/subagentd")
-    assert (done.returncode, done.stdout) == (1, "")
-    name = command[0]
-    assert done.stderr == (
-        f"subagentd {name}: --db names a PostgreSQL database; `subagentd {name}` reads SQLite"
-        " files only (a running server answers server/stats on PostgreSQL too)\n"
-    )
-
-
-def test_retention_is_refused_at_start_on_postgresql():
-    done = run_cli("--db", "postgresql://someone@127.0.0.1:1/x", "--retention", "30d")
-    assert done.returncode == 1
-    assert "cannot start: --retention prunes SQLite databases only" in done.stderr
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from subagentd.storage.reader import StoreReader
 from subagentd.view.snapshot import Snapshot
 from tests.spawned import ServerProcess
 from tests.tools import require
-from tests.view_runs import large_run
+from tests.view_runs import busy_run, large_run
 
 WAIT = 30.0  # seconds: generous bound for anything the loaded machine has to draw
 
@@ -46,18 +46,7 @@ def busy_db(tmp_path):
     try:
         host = srv.host
         host.initialize()
-        host.open("root", label="coordinator")
-        host.spawn("root", "c1", label="researcher", prompt="Find the oldest bug")
-        c2 = host.spawn("root", "c2", label="writer", prompt="one go", mode="one-shot")
-        host.spawn("root", "c3", label="parker", prompt="wait")
-        host.tool("send_message", "root", subagent_id="c1", message="also the closed ones")
-        host.end_turn("c2", c2["turn_id"], "completed", "written")
-        host.notification("agent/settled", agent_id="c2")
-        host.tool("send_message", "root", subagent_id="c3", message="first")
-        host.tool("send_message", "root", subagent_id="c3", message="second")
-        host.tool("interrupt_agent", "root", agent_id="c3")
-        stop = host.notification("turn/interrupt", agent_id="c3")
-        host.end_turn("c3", stop["turn_id"], "aborted")
+        busy_run(host)
     finally:
         srv.stop()
     return path

@@ -1,4 +1,5 @@
-"""Runs for the view tests: a large tree driven through core (fast), left in a database file."""
+"""Runs for the view tests: a large tree driven through core (fast), left in a database file; a
+busy tree a real server's host leaves behind."""
 
 from __future__ import annotations
 
@@ -40,3 +41,20 @@ def large_run(path: str, leads: int = 20, workers: int = 49) -> CoreHost:
                     core.end(lead, output=f"part {i} collected")
     core.svc.commit()
     return core
+
+
+def busy_run(host) -> None:
+    """Through a real server's host: a turn left open (c1, a message queued behind it), a settled
+    one-shot (c2), and c3 interrupted with two messages parked."""
+    host.open("root", label="coordinator")
+    host.spawn("root", "c1", label="researcher", prompt="Find the oldest bug")
+    c2 = host.spawn("root", "c2", label="writer", prompt="one go", mode="one-shot")
+    host.spawn("root", "c3", label="parker", prompt="wait")
+    host.tool("send_message", "root", subagent_id="c1", message="also the closed ones")
+    host.end_turn("c2", c2["turn_id"], "completed", "written")
+    host.notification("agent/settled", agent_id="c2")
+    host.tool("send_message", "root", subagent_id="c3", message="first")
+    host.tool("send_message", "root", subagent_id="c3", message="second")
+    host.tool("interrupt_agent", "root", agent_id="c3")
+    stop = host.notification("turn/interrupt", agent_id="c3")
+    host.end_turn("c3", stop["turn_id"], "aborted")

@@ -71,6 +71,8 @@ type OpenParams struct {
 	AgentID  string `json:"agent_id,omitempty"`
 	Label    string `json:"label,omitempty"`
 	ParentID string `json:"parent_id,omitempty"`
+	// Traceparent is the host's span (W3C trace context) for this agent's turns.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // OpenResult is agents/open's result.
@@ -98,6 +100,8 @@ type SpawnParams struct {
 	Persona        string      `json:"persona,omitempty"`
 	ToolFilter     *ToolFilter `json:"tool_filter,omitempty"`
 	IdempotencyKey string      `json:"idempotency_key,omitempty"`
+	// Traceparent is the host's span (W3C trace context) for the child's turns.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // SpawnResult is agents/spawn's result.
@@ -139,6 +143,8 @@ type AgentInfo struct {
 type TurnBeginParams struct {
 	AgentID  string   `json:"agent_id"`
 	Messages []string `json:"messages,omitempty"`
+	// Traceparent is the host's span (W3C trace context) for this turn.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // TurnEndParams are turns/end's params. A nil Output means no closing message.
@@ -257,6 +263,8 @@ type TurnStart struct {
 	Resume json.RawMessage `json:"resume,omitempty"`
 	// Instructions is the report guidance, on every turn of a continuable child.
 	Instructions string `json:"instructions,omitempty"`
+	// Traceparent is the turn's span (W3C trace context) when subagentd traces.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // InterruptCause says why a turn is interrupted: Kind "parent" (By the interrupter), "user" or

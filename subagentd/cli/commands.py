@@ -61,7 +61,9 @@ def demo(ctx: click.Context, /, db: str | None, **_: Any) -> None:
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("agent_id", required=False, metavar="[AGENT_ID]")
-@database_option("SQLite database path (opened read-only)  [default: the state directory's]")
+@database_option(
+    "SQLite database path or PostgreSQL URL (read-only)  [default: the state directory's]"
+)
 @option("--json", "as_json", is_flag=True, help="print machine-readable JSON")
 @option(
     "--html",
@@ -76,7 +78,6 @@ def inspect(
     """Show the sessions of a database as a tree, or one agent's transcript (--html: a page with
     the tree and a timeline)."""
     path = effective(ctx, "db") or default_database()
-    _refuse_postgres(ctx, path, "inspect")
     if html is not None:
         from subagentd.view import page
 
@@ -88,7 +89,9 @@ def inspect(
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("root", required=False, metavar="[ROOT]")
-@database_option("SQLite database path (opened read-only)  [default: the state directory's]")
+@database_option(
+    "SQLite database path or PostgreSQL URL (read-only)  [default: the state directory's]"
+)
 @option("--once", is_flag=True, help="print one frame and exit (for scripts)")
 @logging_options
 @click.pass_context
@@ -97,7 +100,6 @@ def watch(ctx: click.Context, /, root: str | None, once: bool, **_: Any) -> None
     from subagentd.view import watch as watching
 
     path = effective(ctx, "db") or default_database()
-    _refuse_postgres(ctx, path, "watch")
     ctx.exit(watching.run(path, root, once))
 
 
@@ -112,7 +114,9 @@ def schema(ctx: click.Context, /) -> None:
 
 
 @cli.command(context_settings=CONTEXT)
-@database_option("SQLite database path (opened read-only)  [default: the state directory's]")
+@database_option(
+    "SQLite database path or PostgreSQL URL (read-only)  [default: the state directory's]"
+)
 @logging_options
 @click.pass_context
 def stats(ctx: click.Context, /, **_: Any) -> None:
@@ -120,7 +124,6 @@ def stats(ctx: click.Context, /, **_: Any) -> None:
     from subagentd.cli.operator import print_stats
 
     path = effective(ctx, "db") or default_database()
-    _refuse_postgres(ctx, path, "stats")
     ctx.exit(print_stats(path))
 
 
@@ -134,7 +137,7 @@ def stats(ctx: click.Context, /, **_: Any) -> None:
 @option(
     "--dry-run", is_flag=True, help="list each tree that would go and the bytes; delete nothing"
 )
-@database_option("SQLite database path  [default: the state directory's]")
+@database_option("SQLite database path or PostgreSQL URL  [default: the state directory's]")
 @logging_options
 @click.pass_context
 def prune(ctx: click.Context, /, older_than: float, dry_run: bool, **_: Any) -> None:
@@ -142,7 +145,6 @@ def prune(ctx: click.Context, /, older_than: float, dry_run: bool, **_: Any) -> 
     from subagentd.cli.operator import run_prune
 
     path = effective(ctx, "db") or default_database()
-    _refuse_postgres(ctx, path, "prune")
     ctx.exit(run_prune(path, older_than, dry_run))
 
 
@@ -183,15 +185,6 @@ def tool(
         idempotency_key,
     )
     ctx.exit(show(status, outcome, as_json))
-
-
-def _refuse_postgres(ctx: click.Context, path: str, command: str) -> None:
-    """The operator commands read SQLite files only: a PostgreSQL URL gets one clear line."""
-    from subagentd.storage.postgres import is_postgres, sqlite_only
-
-    if is_postgres(path):
-        click.echo(sqlite_only(command), err=True)
-        ctx.exit(1)
 
 
 def run(argv: list[str]) -> int:

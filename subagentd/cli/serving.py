@@ -145,6 +145,7 @@ def serve(options: dict[str, Any]) -> int:
     try:
         anyio.run(main, backend=backend, backend_options=loop_options)
     finally:
+        service.agents.tracing.close()  # the last spans, a bounded wait
         try:
             service.store.close()
         except SubagentdError as exc:  # the last commit failed (disk full): said once, not raised
@@ -219,6 +220,9 @@ def _load(opened: Any, options: dict[str, Any], settings: Any, loaded: dict[str,
         service: Any = Service(
             store, emit=lambda method, params: None, timers=no_timers, settings=settings
         )
+        from subagentd.cli.tracing import start_tracing
+
+        start_tracing(service)  # before recovery: a recovered turn's span is exported too
         with service.transaction():
             recovered = service.recovery.recover()
             if options["caller"]:
@@ -236,9 +240,18 @@ def _load(opened: Any, options: dict[str, Any], settings: Any, loaded: dict[str,
 
 def _prune_at_start(store: Any, retention: float) -> None:
     """--retention: prune what settled and was untouched that long, before serving."""
-    from subagentd.storage.prune import prune
+    import sqlite3
 
-    done = prune(store.conn, retention)
+    from subagentd.storage.prune import SqliteTarget, Target, prune
+
+    target: Target
+    if isinstance(store.conn, sqlite3.Connection):
+        target = SqliteTarget(store.conn)
+    else:
+        from subagentd.storage.postgres.reading import PgTarget
+
+        target = PgTarget(store.conn, 5000)  # start-up's patience, as migrations'
+    done = prune(target, retention)
     log.info(
         "--retention: pruned %d settled tree(s), %d event(s), %d message(s)",
         done.trees,

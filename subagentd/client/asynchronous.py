@@ -56,9 +56,16 @@ class AsyncClient(Streams):
     # --- host API -------------------------------------------------------------------------
 
     async def agents_open(
-        self, agent_id: str | None = None, *, label: str | None = None, parent_id: str | None = None
+        self,
+        agent_id: str | None = None,
+        *,
+        label: str | None = None,
+        parent_id: str | None = None,
+        traceparent: str | None = None,
     ) -> h.OpenResult:
-        params = h.OpenParams(agent_id=agent_id, label=label, parent_id=parent_id)
+        params = h.OpenParams(
+            agent_id=agent_id, label=label, parent_id=parent_id, traceparent=traceparent
+        )
         return await self.call("agents/open", params, result=h.OpenResult)
 
     async def agents_close(self, agent_id: str) -> h.Empty:
@@ -90,6 +97,7 @@ class AsyncClient(Streams):
         persona: str | None = None,
         tool_filter: ToolFilter | None = None,
         idempotency_key: str | None = None,
+        traceparent: str | None = None,
     ) -> h.SpawnResult:
         """Spawn a child of `caller`; its first `turn/start` follows."""
         params = h.SpawnParams(
@@ -104,6 +112,7 @@ class AsyncClient(Streams):
             persona=persona,
             tool_filter=tool_filter,
             idempotency_key=idempotency_key,
+            traceparent=traceparent,
         )
         return await self.call("agents/spawn", params, result=h.SpawnResult)
 
@@ -138,9 +147,9 @@ class AsyncClient(Streams):
         return await self.call("agents/list", params, result=h.ListResult)
 
     async def turns_begin(
-        self, agent_id: str, messages: list[str] | None = None
+        self, agent_id: str, messages: list[str] | None = None, *, traceparent: str | None = None
     ) -> h.TurnBeginResult:
-        params = h.TurnBeginParams(agent_id=agent_id, messages=messages)
+        params = h.TurnBeginParams(agent_id=agent_id, messages=messages, traceparent=traceparent)
         return await self.call("turns/begin", params, result=h.TurnBeginResult)
 
     async def turns_end(

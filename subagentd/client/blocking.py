@@ -140,9 +140,16 @@ class Client(Pipes):
     # --- host API -------------------------------------------------------------------------
 
     def agents_open(
-        self, agent_id: str | None = None, *, label: str | None = None, parent_id: str | None = None
+        self,
+        agent_id: str | None = None,
+        *,
+        label: str | None = None,
+        parent_id: str | None = None,
+        traceparent: str | None = None,
     ) -> h.OpenResult:
-        params = h.OpenParams(agent_id=agent_id, label=label, parent_id=parent_id)
+        params = h.OpenParams(
+            agent_id=agent_id, label=label, parent_id=parent_id, traceparent=traceparent
+        )
         return self.call("agents/open", params, result=h.OpenResult)
 
     def agents_close(self, agent_id: str) -> h.Empty:
@@ -174,6 +181,7 @@ class Client(Pipes):
         persona: str | None = None,
         tool_filter: ToolFilter | None = None,
         idempotency_key: str | None = None,
+        traceparent: str | None = None,
     ) -> h.SpawnResult:
         """Spawn a child of `caller`; its first `turn/start` follows."""
         params = h.SpawnParams(
@@ -188,6 +196,7 @@ class Client(Pipes):
             persona=persona,
             tool_filter=tool_filter,
             idempotency_key=idempotency_key,
+            traceparent=traceparent,
         )
         return self.call("agents/spawn", params, result=h.SpawnResult)
 
@@ -221,8 +230,10 @@ class Client(Pipes):
         )
         return self.call("agents/list", params, result=h.ListResult)
 
-    def turns_begin(self, agent_id: str, messages: list[str] | None = None) -> h.TurnBeginResult:
-        params = h.TurnBeginParams(agent_id=agent_id, messages=messages)
+    def turns_begin(
+        self, agent_id: str, messages: list[str] | None = None, *, traceparent: str | None = None
+    ) -> h.TurnBeginResult:
+        params = h.TurnBeginParams(agent_id=agent_id, messages=messages, traceparent=traceparent)
         return self.call("turns/begin", params, result=h.TurnBeginResult)
 
     def turns_end(

@@ -12,6 +12,7 @@ from subagentd.core.registry import LiveAgent, Registry
 from subagentd.core.settings import Settings, Timers
 from subagentd.core.stamps import mint, now
 from subagentd.core.store import Store
+from subagentd.core.tracing import OFF, Tracing
 from subagentd.errors import AgentUnknownError, StateInvalidError
 from subagentd.schema.notifications import AgentStatus
 
@@ -38,6 +39,7 @@ class Agents:
         self.store = store
         self.emit = emit
         self.timers = timers
+        self.tracing: Tracing = OFF  # the OpenTelemetry tracer when configured (subagentd/otel.py)
         self.settings = settings
         self.registry = Registry()
         self.quotas = Quotas(settings, self.registry, store)

@@ -29,6 +29,7 @@ from subagentd.schema.tools import (
 _blocks_decoder: msgspec.json.Decoder[list[TextBlock]] = msgspec.json.Decoder(list[TextBlock])
 _source_decoder: msgspec.json.Decoder[Source] = msgspec.json.Decoder(Source)
 NEWS = ("subagent-report", "subagent-settled")  # what wait_agents collects from a child
+FOREIGN_LOOK = 0.1  # seconds between a wait's looks at agents live in other processes
 
 
 class Delegation:
@@ -91,7 +92,7 @@ class Delegation:
             return WaitAgentsResult(
                 agents=[], text=texts.WAIT_NO_SUBAGENTS.format(caller=texts.shown(caller))
             )
-        check = partial(self._collect, caller, live.activation_id, ids, args)
+        check = partial(self._collect, caller, live.activation_id, ids, args, [False])
         answer = check(args.timeout_ms == 0)
         if answer is not None:
             return answer
@@ -104,9 +105,17 @@ class Delegation:
         return texts.WAIT_PROGRESS.format(ids=", ".join(working) or "-")
 
     def _collect(
-        self, caller: str, activation_id: str, ids: list[str], args: WaitAgentsArgs, timed_out: bool
+        self,
+        caller: str,
+        activation_id: str,
+        ids: list[str],
+        args: WaitAgentsArgs,
+        looking: list[bool],
+        timed_out: bool,
     ) -> WaitAgentsResult | None:
-        """The answer once the wait is over (else None); what it returns is consumed here."""
+        """The answer once the wait is over (else None); what it returns is consumed here. A
+        child working in another process is looked at again every FOREIGN_LOOK seconds (its
+        news arrives by a signal, which commits here; its end alone may not)."""
         agent = self.registry.get(caller)
         gone = agent is None or agent.activation_id != activation_id
         status = self.agents.status_lookup()
@@ -115,6 +124,9 @@ class Delegation:
         found = [] if gone else self._news(caller, set(ids))
         finished = gone or not working or (args.mode == "any" and bool(found))
         if not (finished or timed_out):
+            if not looking[0] and any(self.registry.lookup(i) is None for i in working):
+                looking[0] = True
+                self.agents.timers.call_later(FOREIGN_LOOK, partial(_looked, looking))
             return None
         if found and agent is not None:
             turn_id = agent.turn.turn_id if agent.turn is not None else None
@@ -142,21 +154,65 @@ class Delegation:
     # --- agents/wait_idle -----------------------------------------------------------------
 
     def wait_idle(self, agent_id: str, timeout_ms: int) -> WaitIdleResult | Waiter:
-        """Answered once no agent of the tree runs a turn or has input to run (or on timeout)."""
+        """Answered once no agent of the tree runs a turn or has input to run (or on timeout),
+        wherever it is live: here, or in another process sharing the database."""
         self.agents.require_session(agent_id)
-        check = partial(self._idle, agent_id)
+        looking = [False]  # a look at other processes is due (one timer at a time)
+        check = partial(self._idle, agent_id, looking)
         answer = check(timeout_ms == 0)
         return answer if answer is not None else self.waits.add(check, timeout_ms)
 
-    def _idle(self, root_id: str, timed_out: bool) -> WaitIdleResult | None:
-        root = self.registry.get(root_id)
-        tree = [] if root is None else [root, *self.registry.subtree(root)]
-        running = [a.agent_id for a in tree if a.turn is not None]
-        runnable = [a.agent_id for a in tree if a.pending and not (a.parked or a.held)]
+    def _idle(self, root_id: str, looking: list[bool], timed_out: bool) -> WaitIdleResult | None:
+        elsewhere = self.agents.elsewhere()
+        if elsewhere:
+            running, runnable, foreign = self._tree_activity(root_id, elsewhere)
+        else:  # every live agent is here: the registry alone knows the tree's live part
+            root = self.registry.get(root_id)
+            tree = [] if root is None else [root, *self.registry.subtree(root)]
+            running = [a.agent_id for a in tree if a.turn is not None]
+            runnable = [a.agent_id for a in tree if a.pending and not (a.parked or a.held)]
+            foreign = False
         idle = not running and not runnable
         if not (idle or timed_out):
+            if foreign and not looking[0]:
+                # nothing here commits when another process's agent ends its turn: look again
+                # (the timer's transaction ends with Waits.check, which calls this again)
+                looking[0] = True
+                self.agents.timers.call_later(FOREIGN_LOOK, partial(_looked, looking))
             return None
         return WaitIdleResult(idle=idle, running=running or None, runnable=runnable or None)
+
+    def _tree_activity(
+        self, root_id: str, elsewhere: dict[str, Status]
+    ) -> tuple[list[str], list[str], bool]:
+        """(running, runnable, whether any of them is live in another process) over the whole
+        stored tree below `root_id`, in tree order: an agent live here by its registry entry,
+        one live elsewhere by its lease (`running`) or its committed inbox (a queued message)."""
+        ids = [root_id, *(row[0] for row in self.store.tree_rows(root_id, True))]
+        live = self.registry.lookup
+        running: list[str] = []
+        runnable: list[str] = []
+        foreign = False
+        for agent_id in ids:
+            agent = live(agent_id)
+            if agent is not None:
+                if agent.turn is not None:
+                    running.append(agent_id)
+                elif agent.pending and not (agent.parked or agent.held):
+                    runnable.append(agent_id)
+            elif agent_id in elsewhere:
+                if elsewhere[agent_id] == "running":
+                    running.append(agent_id)
+                    foreign = True
+                elif self.store.inbox_counts(agent_id)[0]:
+                    runnable.append(agent_id)
+                    foreign = True
+        return running, runnable, foreign
+
+
+def _looked(looking: list[bool]) -> None:
+    """A wait's look timer fired: the check its transaction ends with may arm another."""
+    looking[0] = False
 
 
 def _answer(

@@ -102,6 +102,7 @@ class HostApi:
             record.id, record.parent_id, ORDINARY, record.depth, record.parked
         )
         agent.held = hold
+        self.agents.tracing.agent_opened(agent_id, params.traceparent)
         self.scheduler.pump(agent)
         return OpenResult(agent_id=agent_id, activation_id=agent.activation_id)
 
@@ -160,6 +161,7 @@ class HostApi:
             depth=depth,
         )
         self.store.insert_session(record, body, descriptor.mode)
+        self.agents.tracing.child_spawned(child_id, caller.agent_id, params.traceparent)
         self.agents.record(child_id, None, "descriptor", descriptor)
         child = self.activator.activate(
             child_id,
@@ -182,7 +184,9 @@ class HostApi:
             text=texts.SPAWN_OK.format(id=texts.shown(child_id)),
         )
 
-    def begin_turn(self, agent_id: str, messages: list[str] | None) -> TurnBeginResult:
+    def begin_turn(
+        self, agent_id: str, messages: list[str] | None, traceparent: str | None = None
+    ) -> TurnBeginResult:
         agent = self.agents.require_live(agent_id)
         if agent.disposing:
             raise ActivationClosingError(f'agent "{agent_id}" activation is being disposed')
@@ -206,7 +210,9 @@ class HostApi:
                 "claimed",
                 now(),
             )
-        turn_id = self.scheduler.start_turn(agent, built, claimed=[m.message_id for m in built])
+        turn_id = self.scheduler.start_turn(
+            agent, built, claimed=[m.message_id for m in built], traceparent=traceparent
+        )
         return TurnBeginResult(turn_id=turn_id)
 
     def finish_turn(self, params: TurnEndParams) -> None:

@@ -82,6 +82,7 @@ class Recovery:
             "turn_end",
             {"turn_id": turn_id, "reason": "error", "cause": "crash"},
         )
+        self.agents.tracing.turn_ended(session_id, turn_id, "error", "crash")
         record = self.store.get_session(session_id)
         if record is None or record.kind != "subagent" or record.parent_id is None:
             return

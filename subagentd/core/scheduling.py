@@ -77,6 +77,7 @@ class Scheduler:
             "queued",
             now(),
         )
+        self.agents.tracing.message_sent(message_id, agent_id, source.sender_session_id)
         if agent is not None:
             agent.pending += 1
             self.pump(agent)
@@ -140,13 +141,24 @@ class Scheduler:
             "claimed",
             now(),
         )
+        self.agents.tracing.message_sent(
+            message.message_id, parent.agent_id, source.sender_session_id
+        )
         self.agents.record(parent.agent_id, None, "message", message)
         self.agents.emit("agent/inject", AgentInject(agent_id=parent.agent_id, messages=[message]))
         return message.message_id
 
     # --- turns ---------------------------------------------------------------------------
 
-    def start_turn(self, agent: LiveAgent, messages: list[Message], claimed: list[str]) -> str:
+    def start_turn(
+        self,
+        agent: LiveAgent,
+        messages: list[Message],
+        claimed: list[str],
+        traceparent: str | None = None,
+    ) -> str:
+        """Begin the agent's turn on these messages and tell the host (turn/start); `traceparent`:
+        the host's span to trace the turn under (turns/begin)."""
         turn_id = mint()
         for message_id in claimed:
             self.store.claim_message(message_id, turn_id)
@@ -166,6 +178,7 @@ class Scheduler:
             parse_descriptor(self.store.get_descriptor(agent.agent_id)) if agent.resume else None
         )
         agent.resume = False
+        traced = self.agents.tracing.turn_started(agent.agent_id, turn_id, messages, traceparent)
         self.agents.emit(
             "turn/start",
             TurnStart(
@@ -175,6 +188,7 @@ class Scheduler:
                 messages=messages,
                 resume=resume,
                 instructions=texts.REPORT_INSTRUCTIONS if agent.kind == CONTINUABLE else None,
+                traceparent=traced,
             ),
         )
         self.agents.status_changed(agent)
@@ -196,6 +210,8 @@ class Scheduler:
         if cause is not None:
             data["cause"] = cause
         self.agents.record(agent.agent_id, turn.turn_id, "turn_end", data)
+        # usage: none is reported on turns/end yet; the tracer takes it when one is
+        self.agents.tracing.turn_ended(agent.agent_id, turn.turn_id, reason, cause)
         agent.turn = None
         agent.last_reason, agent.last_output = reason, output
         self.agents.status_changed(agent)

@@ -26,6 +26,7 @@ class OpenParams(HostParams, kw_only=True):
     agent_id: AgentId | None = None
     label: str | None = None
     parent_id: str | None = None
+    traceparent: str | None = None  # W3C trace context: the host's span for this agent's turns
 
 
 class OpenResult(Wire, kw_only=True):
@@ -49,6 +50,7 @@ class SpawnParams(HostParams, kw_only=True):
     persona: str | None = None
     tool_filter: ToolFilter | None = None
     idempotency_key: str | None = None
+    traceparent: str | None = None  # W3C trace context: the host's span for the child's turns
 
 
 class SpawnResult(Wire, kw_only=True):
@@ -61,6 +63,7 @@ class SpawnResult(Wire, kw_only=True):
 class TurnBeginParams(HostParams, kw_only=True):
     agent_id: str
     messages: list[str] | None = None
+    traceparent: str | None = None  # W3C trace context: the host's span for this turn
 
 
 class TurnBeginResult(Wire, kw_only=True):

@@ -16,6 +16,7 @@ class TurnStart(Wire, kw_only=True):
     messages: list[Message]
     resume: Descriptor | None = None
     instructions: str | None = None
+    traceparent: str | None = None  # the turn's span (W3C trace context) when tracing is on
 
 
 InterruptKind = Literal["parent", "user", "shutdown"]

@@ -76,7 +76,7 @@ def agents_spawn(call: Call, p: h.SpawnParams) -> h.SpawnResult:
 
 @method("turns/begin", h.TurnBeginParams, h.TurnBeginResult)
 def turns_begin(call: Call, p: h.TurnBeginParams) -> h.TurnBeginResult:
-    return call.service.host.begin_turn(p.agent_id, p.messages)
+    return call.service.host.begin_turn(p.agent_id, p.messages, p.traceparent)
 
 
 @method("turns/end", h.TurnEndParams, h.Empty)

@@ -203,19 +203,20 @@ def run_tool(
     caller, activation = identity.caller, identity.activation
     service.tools.check_tool_allowed(caller, spec.name)
     tools = service.tools if spec.rules == "tools" else getattr(service, spec.rules)
-    if spec.waits:
-        return spec.run(tools, caller, activation, args, identity.progress)  # type: ignore[no-any-return]
-    if spec.idempotent and identity.idempotency_key is not None:  # without a key: just run
-        return service.idempotent(
-            caller,
-            identity.idempotency_key,
-            spec.name,
-            msgspec.to_builtins(args),
-            spec.result,
-            lambda: spec.run(tools, caller, activation, args),
-        )
-    result: msgspec.Struct = spec.run(tools, caller, activation, args)
-    return result
+    with service.agents.tracing.tool_call(caller, spec.name):  # execute_tool, when tracing
+        if spec.waits:
+            return spec.run(tools, caller, activation, args, identity.progress)  # type: ignore[no-any-return]
+        if spec.idempotent and identity.idempotency_key is not None:  # without a key: just run
+            return service.idempotent(
+                caller,
+                identity.idempotency_key,
+                spec.name,
+                msgspec.to_builtins(args),
+                spec.result,
+                lambda: spec.run(tools, caller, activation, args),
+            )
+        result: msgspec.Struct = spec.run(tools, caller, activation, args)
+        return result
 
 
 def call_tool_result(

@@ -21,6 +21,7 @@ from subagentd.storage.parts import BoundParts
 from subagentd.storage.sessions import Sessions
 from subagentd.storage.signals import Signals
 from subagentd.storage.stats import stats_of
+from subagentd.storage.traces import TraceContexts
 from subagentd.storage.transactions import GroupCommit
 from subagentd.storage.trees import Trees
 
@@ -65,6 +66,8 @@ class SqliteStore(BoundParts):
             Signals(group),
             IdempotencyKeys(group),
         )
+        traces = TraceContexts(group)
+        self.put_trace, self.get_traces = traces.put_trace, traces.get_traces
 
     @property
     def conn(self) -> sqlite3.Connection:

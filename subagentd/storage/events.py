@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from subagentd.schema.records import EventRecord
 from subagentd.storage.connected import Connected
 
-_EVENTS_SQL = (
+EVENTS_SQL = (
     "SELECT seq, turn_id, type, data, at FROM events WHERE session_id = ? AND seq > ?"
     " ORDER BY seq LIMIT ?"
 )
@@ -45,7 +45,7 @@ class Events:
         first always fits); and whether a limit stopped the page (more may follow)."""
         events: list[EventRecord] = []
         size = 0
-        for r in self._db.conn.execute(_EVENTS_SQL, (session_id, after, limit)):
+        for r in self._db.conn.execute(EVENTS_SQL, (session_id, after, limit)):
             size += len(r[3] or "")
             if events and size > max_bytes:
                 return events, True
@@ -56,5 +56,5 @@ class Events:
         """Every event of a session in order (`subagentd inspect`)."""
         return [
             EventRecord(seq=r[0], turn_id=r[1], type=r[2], data=r[3], at=r[4])
-            for r in self._db.conn.execute(_EVENTS_SQL, (session_id, 0, -1))
+            for r in self._db.conn.execute(EVENTS_SQL, (session_id, 0, -1))
         ]

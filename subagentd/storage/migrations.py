@@ -250,3 +250,13 @@ def m010_parked_index(db: Database) -> None:
     """Parked messages by session, so a listing shows `[idle, 2 parked]` without scanning the
     inbox (only sessions holding parked messages are in this partial index)."""
     db.execute("CREATE INDEX inbox_parked ON inbox (session_id) WHERE state = 'parked'")
+
+
+@migrations()
+def m011_trace_context(db: Database) -> None:
+    """The trace context kept with messages, sessions and turns while OpenTelemetry tracing is on
+    (storage/traces.py): keys `m:`, `s:`, `t:` and the id."""
+    db.execute(
+        "CREATE TABLE trace_context (key TEXT PRIMARY KEY, traceparent TEXT NOT NULL,"
+        " at REAL NOT NULL)"
+    )

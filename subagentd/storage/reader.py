@@ -1,5 +1,5 @@
 """A database opened read-only for `subagentd inspect` and `watch`: the store's own queries and
-the few whole-table reads the views need, never a write.
+the few whole-table reads the views need, never a write; a SQLite file or a PostgreSQL URL.
 
 It needs only the tables and columns of the first migration, so a database an older subagentd
 wrote can be read as it is (nothing here migrates).
@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from urllib.parse import quote
 
+from subagentd.extras import missing
 from subagentd.schema.records import SessionRecord
 from subagentd.storage.events import Events
 from subagentd.storage.inbox import Inbox
@@ -40,27 +41,66 @@ class ReadOnly:
 
 
 class StoreReader:
-    """The read queries of the store's tables over a read-only connection."""
+    """The read queries of the store's tables over a read-only connection: `name` is how the
+    views show the database (a URL without its password), `errors` what a failed read raises."""
+
+    errors: tuple[type[Exception], ...]
+    data_version: Callable[[], int]  # a new number after another connection committed
 
     def __init__(self, path: str) -> None:
+        from subagentd.storage.postgres import is_postgres
+
+        self.name = path
+        if is_postgres(path):
+            self._open_postgres(path)
+            return
         self.conn = open_read_only(path)
+        self.errors = (sqlite3.DatabaseError,)
+        self.data_version = self._data_version
+        self._bind(Sessions, Inbox, Events)
+
+    def _open_postgres(self, url: str) -> None:
+        """The same reads over a read-only psycopg connection (the PostgreSQL tables' dialect)."""
+        try:
+            import psycopg
+
+            from subagentd.storage.postgres.reading import PgOperatorError, Snapshots, connect
+            from subagentd.storage.postgres.store import shown
+            from subagentd.storage.postgres.tables import PgEvents, PgInbox, PgSessions
+        except ImportError:
+            raise UnreadableDatabaseError(
+                missing("postgres", "a PostgreSQL URL") or "a PostgreSQL URL needs psycopg"
+            ) from None
+        self.name = shown(url)
+        try:
+            pg = connect(url, read_only=True)
+        except PgOperatorError as exc:
+            raise UnreadableDatabaseError(str(exc)) from None
+        self.conn = pg  # type: ignore[assignment]  # PgConnection takes the tables' SQL
+        self.errors = (psycopg.Error,)
+        self.data_version = Snapshots(pg)
+        self._bind(PgSessions, PgInbox, PgEvents)
+
+    def _bind(
+        self, sessions_of: type[Sessions], inbox_of: type[Inbox], events_of: type[Events]
+    ) -> None:
         view = ReadOnly(self.conn)
-        sessions, inbox = Sessions(view), Inbox(view)
+        sessions, inbox = sessions_of(view), inbox_of(view)
         self.get_session = sessions.get_session
         self.all_sessions = sessions.all_sessions
         self.get_descriptor = sessions.get_descriptor
         self.all_descriptors = sessions.all_descriptors
         self.inbox_counts = inbox.inbox_counts
         self.all_inbox_counts = inbox.all_inbox_counts
-        self.transcript = Events(view).transcript
+        self.transcript = events_of(view).transcript
         self.children = Trees(view).children
 
     def close(self) -> None:
         self.conn.close()
 
-    def data_version(self) -> int:
+    def _data_version(self) -> int:
         """Changes whenever another connection commits (SQLite's PRAGMA data_version): one
-        check of the WAL header, no table read."""
+        check of the WAL header, no table read (PostgreSQL: postgres/reading.py `Snapshots`)."""
         return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
 
     def all_events(self) -> list[EventRow]:

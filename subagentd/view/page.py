@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import html
 import json
-import sqlite3
 import sys
 import time
 from importlib.resources import files
@@ -47,12 +46,13 @@ def run(path: str, root: str | None, out: str) -> int:
     except UnreadableDatabaseError as exc:
         print(f"subagentd inspect: {exc}", file=sys.stderr)
         return 2
+    path = reader.name  # a PostgreSQL URL is shown without its password
     try:
         if root is not None and reader.get_session(root) is None:
             print(f"subagentd inspect: no agent {root!r} in {path}", file=sys.stderr)
             return 1
         drawn = write_page(reader, path, out, root)
-    except sqlite3.DatabaseError as exc:
+    except reader.errors as exc:
         print(f"subagentd inspect: cannot read {path}: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:

@@ -1,14 +1,13 @@
 """`subagentd watch`: the live tree beside a running server, redrawn when the database changes.
 
-The watcher looks at `PRAGMA data_version` every LOOK seconds (no table is read while nothing
-changed) and redraws within one look of a commit (a frame of 10k agents takes ~80 ms, so looks
+The watcher looks at `PRAGMA data_version` (on PostgreSQL, the server's transaction snapshot:
+storage/postgres/reading.py) every LOOK seconds (no table is read while nothing changed) and redraws within one look of a commit (a frame of 10k agents takes ~80 ms, so looks
 are spaced by at least a frame's cost); the clocks of open turns tick once a second.
 rich (the `watch` extra) draws it.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import sys
 import time
 
@@ -37,6 +36,7 @@ def run(path: str, root: str | None, once: bool) -> int:
     except UnreadableDatabaseError as exc:
         print(f"subagentd watch: {exc}", file=sys.stderr)
         return 2
+    path = reader.name  # a PostgreSQL URL is shown without its password
     title = f"subagentd watch {path}" + (f" below {root}" if root else "")
     console = Console(highlight=False)
     try:
@@ -57,7 +57,7 @@ def run(path: str, root: str | None, once: bool) -> int:
                     screen.update(draw(), refresh=True)
                     drawn = time.monotonic()
                     cost = drawn - began
-    except sqlite3.DatabaseError as exc:
+    except reader.errors as exc:
         print(f"subagentd watch: cannot read {path}: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

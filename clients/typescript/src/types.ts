@@ -220,6 +220,7 @@ export interface OpenParams {
   agent_id?: string | null;
   label?: string | null;
   parent_id?: string | null;
+  traceparent?: string | null;
 }
 
 export interface OpenResult {
@@ -325,6 +326,7 @@ export interface SpawnParams {
   mode?: "continuable" | "one-shot";
   persona?: string | null;
   tool_filter?: ToolFilter | null;
+  traceparent?: string | null;
 }
 
 export interface SpawnResult {
@@ -429,6 +431,7 @@ export interface TurnBeginParams {
   agent_id: string;
   _meta?: { [key: string]: unknown } | null;
   messages?: string[] | null;
+  traceparent?: string | null;
 }
 
 export interface TurnBeginResult {
@@ -456,6 +459,7 @@ export interface TurnStart {
   turn_id: string;
   instructions?: string | null;
   resume?: Descriptor | null;
+  traceparent?: string | null;
 }
 
 export interface WaitAgentsParams {

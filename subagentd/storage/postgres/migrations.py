@@ -130,6 +130,11 @@ ALTER TABLE leases ALTER COLUMN session_id TYPE TEXT COLLATE "C";
 ALTER TABLE signals ALTER COLUMN session_id TYPE TEXT COLLATE "C";
 """,
     ),
+    (  # m011: the trace context of messages, sessions and turns (storage/traces.py)
+        "p004_trace_context",
+        'CREATE TABLE trace_context (key TEXT COLLATE "C" PRIMARY KEY,'
+        " traceparent TEXT NOT NULL, at DOUBLE PRECISION NOT NULL);",
+    ),
 ]
 NAMES = [name for name, _ in MIGRATIONS]
 

@@ -19,9 +19,10 @@ from subagentd.storage.parts import BoundParts
 from subagentd.storage.postgres import migrations
 from subagentd.storage.postgres.connection import PgConnection
 from subagentd.storage.postgres.group import PgGroupCommit
+from subagentd.storage.postgres.stats import read_stats
 from subagentd.storage.postgres.tables import PgEvents, PgInbox, PgLeases, PgSessions, PgTrees
 from subagentd.storage.signals import Signals
-from subagentd.storage.stats import figures
+from subagentd.storage.traces import TraceContexts
 
 
 def shown(url: str) -> str:
@@ -125,6 +126,8 @@ class PostgresStore(BoundParts):
             Signals(db),  # its ring is a NOTIFY in the group (PgGroupCommit.ring_after_commit)
             IdempotencyKeys(db),
         )
+        traces = TraceContexts(db)
+        self.put_trace, self.get_traces = traces.put_trace, traces.get_traces
 
     def changes(self) -> int:
         """A new number each call: psycopg counts no changes, so core reuses nothing it read
@@ -142,30 +145,6 @@ class PostgresStore(BoundParts):
         return int(size)
 
     def stats(self) -> StatsResult:
-        """The figures of server/stats, read in one snapshot (REPEATABLE READ) unless a group is
-        open (then through it, as on SQLite)."""
-        conn, clock = self.conn, self._now()
-        began = not conn.in_transaction
-        if began:
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        try:
-            live = dict(conn.execute(_LIVE_SQL, (clock,)).fetchall())
-            (total,) = conn.execute("SELECT count(*) FROM sessions").fetchone()
-            waiting = conn.execute(_WAITING_SQL).fetchone()
-            (size,) = conn.execute("SELECT pg_database_size(current_database())").fetchone()
-        finally:
-            if began:
-                conn.execute("COMMIT")
-        # free_bytes 0: PostgreSQL reuses dead space itself (VACUUM); no free-page count
-        return figures(live, total, waiting, clock, database_bytes=int(size), free_bytes=0)
-
-
-_LIVE_SQL = """
-SELECT l.status, count(*) FROM leases l JOIN owners o ON o.owner = l.owner
-WHERE o.fenced = 0 AND o.expires_at > ? GROUP BY l.status
-"""
-_WAITING_SQL = """
-SELECT count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state = 'parked'),
-       min(created_at) FILTER (WHERE state = 'queued')
-FROM inbox WHERE state IN ('queued', 'parked')
-"""
+        """The figures of server/stats (postgres/stats.py), through the open group when there is
+        one (as on SQLite)."""
+        return read_stats(self.conn, self._now())

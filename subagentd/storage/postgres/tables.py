@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from subagentd.errors import StorageFailedError
-from subagentd.storage.events import Events
+from subagentd.schema.records import EventRecord
+from subagentd.storage.events import EVENTS_SQL, Events
 from subagentd.storage.inbox import Inbox
 from subagentd.storage.leases import Leases
 from subagentd.storage.paths import END
@@ -44,6 +45,16 @@ class PgInbox(Inbox):
         ).fetchone()
         return int(row[0]), int(row[1])
 
+    def all_inbox_counts(self) -> dict[str, tuple[int, int]]:
+        return {
+            row[0]: (int(row[1]), int(row[2]))
+            for row in self._db.conn.execute(
+                "SELECT session_id, count(*) FILTER (WHERE state = 'queued'), count(*) FILTER"
+                " (WHERE state = 'parked') FROM inbox WHERE state IN ('queued', 'parked')"
+                " GROUP BY session_id"
+            )
+        }
+
     def parked_counts(self) -> dict[str, int]:
         """As SQLite's, without its INDEXED BY (the planner takes the partial index itself)."""
         return dict(
@@ -54,6 +65,13 @@ class PgInbox(Inbox):
 
 
 class PgEvents(Events):
+    def transcript(self, session_id: str) -> list[EventRecord]:
+        """As on SQLite; no limit is `LIMIT NULL` (PostgreSQL refuses SQLite's `LIMIT -1`)."""
+        return [
+            EventRecord(seq=r[0], turn_id=r[1], type=r[2], data=r[3], at=r[4])
+            for r in self._db.conn.execute(EVENTS_SQL, (session_id, 0, None))
+        ]
+
     def append_events(
         self,
         session_id: str,
