@@ -34,12 +34,8 @@ def serve(tmp_path, *args: str) -> subprocess.CompletedProcess[str]:
             "cannot start: --runner needs --caller: it runs the turns of the agents below that root",
         ),
         (["--runner", "", "--caller", "root"], "cannot start: --runner is empty"),
-        (
-            ["--db", "postgresql://nobody@127.0.0.1:1/none", "--retention", "30d"],
-            "cannot start: --retention prunes SQLite databases only",
-        ),
     ],
-    ids=["runner-without-caller", "empty-runner", "retention-on-postgres"],
+    ids=["runner-without-caller", "empty-runner"],
 )
 def test_a_refused_option_creates_nothing_and_logs_no_serving(tmp_path, args, refusal):
     done = serve(tmp_path, *args)

@@ -160,14 +160,12 @@ def serve(options: dict[str, Any]) -> int:
 
 
 def _database_refusal(options: dict[str, Any]) -> str | None:
-    """Why the options cannot serve this kind of database, before it is opened: --retention on
-    PostgreSQL, or a PostgreSQL URL without psycopg (the `postgres` extra)."""
+    """Why the options cannot serve this kind of database, before it is opened: a PostgreSQL
+    URL without psycopg (the `postgres` extra)."""
     from subagentd.storage.postgres import is_postgres
 
     if not is_postgres(options["db"]):
         return None
-    if options["retention"] is not None:
-        return "--retention prunes SQLite databases only"
     from subagentd.extras import missing
 
     return missing("postgres", "--db postgresql://…")
