@@ -69,11 +69,13 @@ def test_official_python_client_lists_and_calls_tools(prepared_db, mode):
                 "parent": "root",
                 "depth": 1,
             }
-        ]
+        ],
+        "text": "c1 [ready] parent=root depth=1 — worker",
     }
     assert sent.is_error is False
     assert sent.content[0].text == "message queued as the next turn for subagent c1"
-    assert set(sent.structured_content) == {"message_id"}
+    assert set(sent.structured_content) == {"message_id", "text"}
+    assert sent.structured_content["text"] == sent.content[0].text
     assert refused.is_error is True
     assert (
         refused.content[0].text == 'Error: message not delivered: subagent "nobody" is unavailable'
@@ -160,14 +162,16 @@ def test_official_python_client_spawns_waits_with_progress_and_collects_the_noti
     ]
     assert spawned.is_error is False
     assert spawned.content[0].text == "started subagent c1"
-    assert spawned.structured_content == {"child_id": "c1"}
+    assert spawned.structured_content == {"child_id": "c1", "text": "started subagent c1"}
     assert timed_out.is_error is False
     assert [c.text for c in timed_out.content] == [
-        "wait_agents timed out after 300 ms; still working: c1"
+        "wait_agents timed out after 300 ms; still working: c1; call wait_agents again to keep waiting"
     ]
     assert timed_out.structured_content == {
         "agents": [{"agent_id": "c1", "status": "running"}],
         "timed_out": True,
+        "still_working": ["c1"],
+        "text": timed_out.content[0].text,
     }
     assert (0, 300, "waiting for c1") in progress  # the first wait's first notification
     assert settled.is_error is False
@@ -177,6 +181,7 @@ def test_official_python_client_spawns_waits_with_progress_and_collects_the_noti
         "none of the subagents waited for is still working",
     ]
     assert settled.structured_content == {
-        "agents": [{"agent_id": "c1", "status": "ready", "reason": "aborted"}]
+        "agents": [{"agent_id": "c1", "status": "ready", "reason": "aborted"}],
+        "text": "\n".join(c.text for c in settled.content),
     }
     assert listing.content[0].text == "c1 [ready] — worker"

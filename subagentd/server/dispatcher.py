@@ -111,7 +111,10 @@ class Dispatcher:
         self.notes: list[bytes] = []  # notifications not yet held for the host
 
     def emit(self, method: str, params: msgspec.Struct) -> None:
-        """A notification to the host; written after the current request's reply and commit."""
+        """A notification to the host; written after the current request's reply and commit.
+        A --caller connection carries MCP traffic only, unless its client asked (Session.wants)."""
+        if not self.session.wants(method):
+            return
         self.notes.append(self.frame({"jsonrpc": "2.0", "method": method, "params": params}))
 
     def handle_frame(self, frame: Frame) -> Reply | None:

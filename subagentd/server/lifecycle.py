@@ -50,6 +50,8 @@ def initialize(call: Call, p: lc.InitializeParams) -> lc.InitializeResult:
     if isinstance(wanted, dict):
         if wanted.get("statusEvents") is True:
             call.settings.status_events = True
+        if wanted.get("hostNotifications") is True:
+            call.session.host_notifications = True
         if wanted.get("reportDelivery") in ("wakeup", "quiet"):
             call.settings.report_delivery = wanted["reportDelivery"]
     call.session.initialized = True

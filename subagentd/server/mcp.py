@@ -37,6 +37,10 @@ class ToolSpec:
     run: Callable[..., Any]  # a method of service.<rules>: (rules, caller, activation, args)
     rules: str = "tools"  # the Service attribute holding `run`'s object
     waits: bool = False  # may answer later (a Waiter): takes the client's progress token
+    title: str = ""  # MCP `title`, also the annotations' title
+    # MCP tool annotations (hints for approval prompts): (readOnly, destructive, idempotent,
+    # openWorld); see PROTOCOL.md section 5 for why each is what it is
+    hints: tuple[bool, bool, bool, bool] = (False, False, False, False)
 
 
 TOOLS: dict[str, ToolSpec] = {
@@ -60,6 +64,8 @@ TOOLS: dict[str, ToolSpec] = {
             " is refused. A failure text starts with `message not delivered:` and nothing was"
             " queued; if it says the subagent cannot be resumed, do not retry with that id.",
             ToolRules.send_message,
+            title="Send a message to a subagent",
+            hints=(False, False, False, True),
         ),
         ToolSpec(
             "interrupt_agent",
@@ -79,6 +85,8 @@ TOOLS: dict[str, ToolSpec] = {
             " or unknown is a harmless no-op. You cannot interrupt yourself, a sibling, or agents"
             " that are not below you.",
             ToolRules.interrupt_agent,
+            title="Interrupt a subagent",
+            hints=(False, True, True, False),
         ),
         ToolSpec(
             "list_agents",
@@ -99,6 +107,8 @@ TOOLS: dict[str, ToolSpec] = {
             " A child whose saved state cannot be read is shown as a diagnostic line. The listing"
             " is a snapshot and may change right after.",
             ToolRules.list_agents,
+            title="List subagents",
+            hints=(True, False, True, False),
         ),
         ToolSpec(
             "report",
@@ -114,6 +124,8 @@ TOOLS: dict[str, ToolSpec] = {
             " should do. Reporting does not end your turn. Success means the parent accepted the"
             " message, not that it has read it; it fails when your parent is not live.",
             ToolRules.report,
+            title="Report to the parent agent",
+            hints=(False, False, False, False),
         ),
         ToolSpec(
             "spawn_agent",
@@ -132,6 +144,8 @@ TOOLS: dict[str, ToolSpec] = {
             " closed, or when `child_id` is already taken.",
             Delegation.spawn_agent,
             "delegation",
+            title="Start a subagent",
+            hints=(False, False, False, True),
         ),
         ToolSpec(
             "wait_agents",
@@ -144,18 +158,22 @@ TOOLS: dict[str, ToolSpec] = {
             "Wait until your subagents have news: it returns as soon as one of them has reported"
             ' or finished (mode "any", the default) or once all of them have finished (mode'
             ' "all"), with their reports and finish notices, which then do not reach you again'
-            " as separate turns. On timeout it says which are still working. Use it instead of"
-            " polling `list_agents`.",
+            " as separate turns: it consumes what it returns (a later wait does not return it"
+            " again). On timeout it says which are still working; call it again to keep"
+            " waiting. Use it instead of polling `list_agents`.",
             Delegation.wait_agents,
             "delegation",
             True,
+            title="Wait for subagents' reports and notices",
+            hints=(False, False, False, False),
         ),
     )
 }
 
 
-def _object_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
-    """A top-level object schema (MCP wants no top-level $ref): inline the referenced definition."""
+def _object_schema(struct: type[msgspec.Struct], arguments: bool = False) -> dict[str, Any]:
+    """A top-level object schema (MCP wants no top-level $ref): inline the referenced definition.
+    Every `enum` gets its `type`; tool arguments are also made portable (`_portable`)."""
     schema = msgspec.json.schema(struct)
     defs = schema.get("$defs", {})
     name = schema["$ref"].rsplit("/", 1)[-1]
@@ -163,7 +181,44 @@ def _object_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
     top.pop("title", None)
     if defs:
         top["$defs"] = defs
+    _type_enums(top)
+    if arguments:
+        _portable(top)
     return top
+
+
+def _type_enums(node: Any) -> None:
+    """Give every `enum` of strings `type: "string"` (Gemini's function declarations need a
+    type on every schema; msgspec writes a Literal as a bare enum)."""
+    if isinstance(node, dict):
+        enum = node.get("enum")
+        if isinstance(enum, list) and "type" not in node and all(isinstance(v, str) for v in enum):
+            node["type"] = "string"
+        for value in node.values():
+            _type_enums(value)
+    elif isinstance(node, list):
+        for value in node:
+            _type_enums(value)
+
+
+def _portable(schema: dict[str, Any]) -> None:
+    """Optional arguments as providers' strict modes accept them: no `default` (strict
+    conversions keep it, and Azure OpenAI rejects it; the description says the default) and
+    nullable, `anyOf [T, {type: null}]` — a strict conversion makes every property required,
+    and null counts as absent (SEMANTICS.md section 3). Generic over the Struct's fields."""
+    required = set(schema.get("required", ()))
+    for name, prop in schema.get("properties", {}).items():
+        if name in required:
+            continue
+        prop.pop("default", None)
+        branches = prop.get("anyOf")
+        if isinstance(branches, list) and {"type": "null"} in branches:
+            continue
+        keep = {k: prop.pop(k) for k in ("description", "title") if k in prop}
+        branch = dict(prop)
+        prop.clear()
+        prop.update(keep)
+        prop["anyOf"] = [branch, {"type": "null"}]
 
 
 @cache
@@ -172,9 +227,17 @@ def tool_definitions(names: tuple[str, ...]) -> list[t.Tool]:
     return [
         t.Tool(
             name=spec.name,
+            title=spec.title,
             description=spec.description,
-            inputSchema=_object_schema(spec.args),
+            inputSchema=_object_schema(spec.args, arguments=True),
             outputSchema=_object_schema(spec.output),
+            annotations=t.ToolAnnotations(
+                title=spec.title,
+                readOnlyHint=spec.hints[0],
+                destructiveHint=spec.hints[1],
+                idempotentHint=spec.hints[2],
+                openWorldHint=spec.hints[3],
+            ),
         )
         for spec in TOOLS.values()
         if spec.name in names
@@ -236,8 +299,9 @@ def call_tool_result(
 
 
 def _structured(result: msgspec.Struct) -> dict[str, Any]:
-    """The result's fields but `text`, one level deep: nested Structs (10k listing rows) are
-    encoded straight to JSON later instead of being copied into dicts first."""
+    """The result's fields but `blocks` (the content, which `text` joins), one level deep: nested
+    Structs (10k listing rows) are encoded straight to JSON later instead of being copied into
+    dicts first."""
     out: dict[str, Any] = {}
     for name, wire_name, default in _output_fields(type(result)):
         value = getattr(result, name)
@@ -248,7 +312,7 @@ def _structured(result: msgspec.Struct) -> dict[str, Any]:
 
 @cache
 def _output_fields(result_type: type[msgspec.Struct]) -> tuple[tuple[str, str, Any], ...]:
-    """(name, wire name, default) of every field but `text` and `blocks` (the content), resolved
+    """(name, wire name, default) of every field but `blocks` (the content blocks), resolved
     once (resolving them costs ~100 us)."""
     return tuple(
         (
@@ -257,7 +321,7 @@ def _output_fields(result_type: type[msgspec.Struct]) -> tuple[tuple[str, str, A
             f.default_factory() if f.default_factory is not msgspec.NODEFAULT else f.default,
         )
         for f in msgspec.structs.fields(result_type)
-        if f.name not in ("text", "blocks")
+        if f.name != "blocks"
     )
 
 

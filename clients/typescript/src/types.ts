@@ -151,6 +151,7 @@ export interface InterruptAgentParams {
 
 export interface InterruptAgentResult {
   accepted: boolean;
+  /** The text the tool's content blocks hold, joined with a newline. */
   text: string;
   previous_status?: "idle" | "ready" | "running" | null;
 }
@@ -175,6 +176,7 @@ export interface ListAgentsParams {
 
 export interface ListAgentsResult {
   agents: Array<ChildRow | DiagnosticRow>;
+  /** The text the tool's content blocks hold, joined with a newline. */
   text: string;
 }
 
@@ -251,6 +253,7 @@ export interface ReportParams {
 
 export interface ReportResult {
   message_id: string;
+  /** The text the tool's content blocks hold, joined with a newline. */
   text: string;
 }
 
@@ -267,6 +270,7 @@ export interface SendMessageParams {
 
 export interface SendMessageResult {
   message_id: string;
+  /** The text the tool's content blocks hold, joined with a newline. */
   text: string;
 }
 
@@ -306,6 +310,7 @@ export interface SpawnAgentParams {
 
 export interface SpawnAgentResult {
   child_id: string;
+  /** The text the tool's content blocks hold, joined with a newline. */
   text: string;
 }
 
@@ -366,7 +371,18 @@ export interface Tool {
   description: string;
   inputSchema: { [key: string]: unknown };
   name: string;
+  annotations?: ToolAnnotations | null;
   outputSchema?: { [key: string]: unknown } | null;
+  title?: string | null;
+}
+
+/** MCP ToolAnnotations: hints for clients (approval prompts), every one stated. */
+export interface ToolAnnotations {
+  destructiveHint: boolean;
+  idempotentHint: boolean;
+  openWorldHint: boolean;
+  readOnlyHint: boolean;
+  title: string;
 }
 
 /** `data` of a direct tool method's JSON-RPC error. */
@@ -458,14 +474,16 @@ export interface WaitAgentsParams {
   caller?: string | null;
   /** "any" (default): return as soon as one of them has reported or finished; "all": return once every one of them has finished. */
   mode?: "all" | "any";
-  /** The longest to wait, in milliseconds: default 30000, at most 600000; 0 only collects what has already arrived. */
+  /** The longest to wait, in milliseconds: default 25000, at most 50000; 0 only collects what has already arrived. */
   timeout_ms?: number;
 }
 
 export interface WaitAgentsResult {
   agents: WaitedAgent[];
+  /** The text the tool's content blocks hold, joined with a newline. */
   text: string;
   blocks?: string[];
+  still_working?: string[];
   timed_out?: boolean;
 }
 
@@ -582,7 +600,7 @@ export interface Methods {
   "transcript/read": { params: TranscriptReadParams; result: TranscriptReadResult };
   "turns/begin": { params: TurnBeginParams; result: TurnBeginResult };
   "turns/end": { params: TurnEndParams; result: Empty };
-  /** Wait until your subagents have news: it returns as soon as one of them has reported or finished (mode "any", the default) or once all of them have finished (mode "all"), with their reports and finish notices, which then do not reach you again as separate turns. On timeout it says which are still working. Use it instead of polling `list_agents`. */
+  /** Wait until your subagents have news: it returns as soon as one of them has reported or finished (mode "any", the default) or once all of them have finished (mode "all"), with their reports and finish notices, which then do not reach you again as separate turns: it consumes what it returns (a later wait does not return it again). On timeout it says which are still working; call it again to keep waiting. Use it instead of polling `list_agents`. */
   "wait_agents": { params: WaitAgentsParams; result: WaitAgentsResult };
 }
 export type MethodName = keyof Methods;
