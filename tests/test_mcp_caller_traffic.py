@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import socket
 import subprocess
 import sys
 import time
@@ -188,3 +189,25 @@ def test_a_one_shot_childs_output_is_queued_for_the_client(tmp_path):
         "done: count",
     )
     assert piped.end() == []
+
+
+def test_a_second_process_for_the_same_caller_refuses_to_start_naming_the_first(tmp_path):
+    db = str(tmp_path / "shared.db")
+    first = initialized(db)
+    first.call("list_agents")  # loaded: it holds root live
+    argv = [sys.executable, "-m", "subagentd", "--db", db, "--caller", "root"]
+    init = frames(request(1, "initialize", {**INIT, "capabilities": {}}))
+    second = subprocess.run(argv, input=init, capture_output=True, timeout=60)
+    assert second.returncode == 1
+    said = second.stderr.decode()
+    assert "Traceback" not in said
+    [line] = [line for line in said.splitlines() if "cannot start" in line]
+    host = socket.gethostname()
+    assert line.endswith(
+        f"cannot start: --caller root is already served by another subagentd process (pid"
+        f" {first.proc.pid} on {host}) sharing this database; one root is served by one"
+        " process: stop that one, or give this one another --caller"
+    ), line
+    other = subprocess.run([*argv[:-1], "other"], input=init, capture_output=True, timeout=60)
+    assert other.returncode == 0  # another root on the same database is served
+    assert first.end() == []
