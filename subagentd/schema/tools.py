@@ -1,4 +1,9 @@
-"""The four model-facing tools: arguments, structured outputs, direct-method results, MCP shapes."""
+"""The model-facing tools: arguments, structured outputs, direct-method results, MCP shapes.
+
+Longer than ~300 lines on purpose: each tool's argument, output, params and result Structs sit
+side by side, since the input and output schemas, the argument validation and the direct methods
+are all generated from them; split by kind, one tool's shapes would be read across modules.
+"""
 
 from __future__ import annotations
 
