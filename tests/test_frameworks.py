@@ -7,6 +7,7 @@ left queued. LangChain (mcp 1.x) is tests/test_framework_langchain.py."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -155,3 +156,101 @@ def test_pydantic_ai_runs_the_delegation_loop_and_reconnects(tmp_path):
     anyio.run(play, s.RECONNECT, again, [])
     assert again[0][0]["text"].split("\n") in ["\n".join(w).split("\n") for w in s.RECONNECT_WAIT]
     assert again[1][0]["text"] == s.RECONNECT_LIST
+
+
+# --- the OpenAI Agents SDK ----------------------------------------------------------------------
+
+
+def test_openai_agents_runs_the_delegation_loop_and_reconnects(tmp_path):
+    from agents import Agent, Runner
+    from agents.items import ModelResponse
+    from agents.mcp import MCPServerStdio
+    from agents.models.interface import Model
+    from agents.usage import Usage
+    from openai.types.responses import (
+        ResponseFunctionToolCall,
+        ResponseOutputMessage,
+        ResponseOutputText,
+    )
+
+    db, log = str(tmp_path / "openai-agents.db"), tmp_path / "log"
+    command, args = s.server_args(db)
+
+    class Scripted(Model):
+        """A model that answers from a script, and keeps what it was shown for each call."""
+
+        def __init__(self, steps: list[list[s.Call]]) -> None:
+            self.steps = steps
+            self.step = 0
+            self.seen: list[list[Any]] = []
+            self.tools: list[list[str]] = []
+
+        async def get_response(
+            self, system_instructions, input, model_settings, tools, *rest, **kw
+        ):
+            self.tools.append([t.name for t in tools])
+            if self.step:  # the outputs of the previous response's calls, in order
+                wanted = {
+                    f"call-{self.step - 1}-{i}" for i in range(len(self.steps[self.step - 1]))
+                }
+                outputs = {
+                    item["call_id"]: item["output"]
+                    for item in input
+                    if isinstance(item, dict) and item.get("type") == "function_call_output"
+                }
+                self.seen.append([outputs[c] for c in sorted(wanted)])
+            step, self.step = self.step, self.step + 1
+            if step == len(self.steps):
+                text = ResponseOutputText(type="output_text", text=s.FINAL, annotations=[])
+                message = ResponseOutputMessage(
+                    id="m", type="message", role="assistant", status="completed", content=[text]
+                )
+                return ModelResponse(output=[message], usage=Usage(), response_id=None)
+            if self.steps is not s.RECONNECT and step == s.LIST_STEP:
+                s.wait_for_line(log, "waiting")
+            calls = [
+                ResponseFunctionToolCall(
+                    type="function_call",
+                    call_id=f"call-{step}-{i}",
+                    name=name,
+                    arguments=json.dumps(arguments),
+                )
+                for i, (name, arguments) in enumerate(self.steps[step])
+            ]
+            return ModelResponse(output=calls, usage=Usage(), response_id=None)
+
+        def stream_response(self, *args, **kwargs):
+            raise NotImplementedError
+
+    async def play(model: Scripted) -> Any:
+        # the SDK's default timeout is 5 s, below any useful wait: raise it (README, MCP section);
+        # here 5 s is kept, longer than every step but the wait it cancels
+        server = MCPServerStdio(
+            params={"command": command, "args": args}, client_session_timeout_seconds=5
+        )
+        async with server:
+            agent = Agent(
+                name="delegator", instructions="Delegate.", model=model, mcp_servers=[server]
+            )
+            return await Runner.run(agent, "Delegate the log work.", max_turns=20)
+
+    first = Scripted(s.delegation(log))
+    result = anyio.run(play, first)
+    assert result.final_output == s.FINAL
+    assert {"spawn_agent", "wait_agents", "send_message", "list_agents"} <= set(first.tools[0])
+    # the SDK hands its model the content blocks (text only), an error's text as a tool output
+    blocks = [
+        [[b["text"] for b in out] if isinstance(out, list) else out for out in step]
+        for step in first.seen
+    ]
+    for step, expected in enumerate(s.EXPECTED):
+        if expected is not None:
+            assert blocks[step] == expected, step
+    # its client timeout: the model is told to try again (the wait consumed nothing)
+    assert blocks[s.CANCEL_STEP] == ["An error occurred while running the tool. Please try again."]
+
+    again = Scripted(s.RECONNECT)
+    assert anyio.run(play, again).final_output == s.FINAL
+    waited, listed = [[b["text"] for b in out] for out in again.seen[0]], again.seen[1]
+    assert waited[0] in [list(w) for w in s.RECONNECT_WAIT]
+    assert [b["text"] for b in listed[0]] == [s.RECONNECT_LIST]
