@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
-RUNNER = shlex.join([sys.executable, str(SCRIPTS / "runner.py")])
 FINISHED = "Background subagent {} finished and will do no further work unless you send it more."
 STOPPED = "Background subagent {} was stopped before it finished."
 NONE_WORKING = "none of the subagents waited for is still working"
@@ -19,8 +18,10 @@ WAIT = 50_000  # wait_agents' longest
 
 
 def server_args(db: str, python: str = sys.executable) -> tuple[str, list[str]]:
-    """The command and arguments that serve `root` of `db` with the scripted runner."""
-    return python, ["-m", "subagentd", "--db", db, "--caller", "root", "--runner", RUNNER]
+    """The command and arguments that serve `root` of `db` with the scripted runner (`python`:
+    this project's environment, which has subagentd)."""
+    runner = shlex.join([python, str(SCRIPTS / "runner.py")])
+    return python, ["-m", "subagentd", "--db", db, "--caller", "root", "--runner", runner]
 
 
 def watcher(log: Path) -> str:
