@@ -91,7 +91,12 @@ async def play(steps: list[Any]) -> dict[str, Any]:
             final = result["messages"][-1].content
         except Exception as exc:  # how a timed-out call ends LangChain's loop
             outcome, final = f"{type(exc).__name__}: {exc}", None
-    return {"seen": model.seen, "outcome": outcome, "final": final, "tools": [t.name for t in tools]}
+    return {
+        "seen": model.seen,
+        "outcome": outcome,
+        "final": final,
+        "tools": [t.name for t in tools],
+    }
 
 
 async def per_call() -> Any:
