@@ -120,6 +120,7 @@ class Connection:
         for frame in self.notes:
             self.ledger.hold(frame)
         self.notes.clear()
+        self.dispatcher.updated.clear()
 
     def _commit(self) -> None:
         """Group commit: what the group produced becomes writable, or, when the commit fails,

@@ -15,6 +15,8 @@ class Session(msgspec.Struct):
     # a --caller (MCP) connection gets the host API's notifications only when its client asked
     # for them (initialize: capabilities.experimental.subagentd.hostNotifications: true)
     host_notifications: bool = False
+    # resources/subscribe: the subscribed URIs by agent id (notifications/resources/updated)
+    subscriptions: dict[str, list[str]] = msgspec.field(default_factory=dict)
 
     def wants(self, method: str) -> bool:
         """Whether a notification of this method is written to this connection: MCP ones

@@ -31,6 +31,7 @@ def server_info() -> lc.Implementation:
 def capabilities(call: Call) -> dict[str, Any]:
     return {
         "tools": {"listChanged": False},
+        "resources": {"subscribe": True, "listChanged": False},
         "experimental": {
             "subagentd": {
                 "protocol": subagentd.PROTOCOL,

@@ -257,6 +257,51 @@ export interface ReportResult {
   text: string;
 }
 
+export interface Resource {
+  mimeType: string;
+  name: string;
+  uri: string;
+  description?: string | null;
+  title?: string | null;
+}
+
+export interface ResourceTemplate {
+  description: string;
+  mimeType: string;
+  name: string;
+  title: string;
+  uriTemplate: string;
+}
+
+export interface ResourceTemplatesListResult {
+  resourceTemplates: ResourceTemplate[];
+}
+
+export interface ResourceText {
+  mimeType: string;
+  text: string;
+  uri: string;
+}
+
+export interface ResourceUriParams {
+  uri: string;
+  _meta?: { [key: string]: unknown } | null;
+}
+
+export interface ResourcesListParams {
+  _meta?: { [key: string]: unknown } | null;
+  cursor?: string | null;
+}
+
+export interface ResourcesListResult {
+  resources: Resource[];
+  nextCursor?: string | null;
+}
+
+export interface ResourcesReadResult {
+  contents: ResourceText[];
+}
+
 export interface SendMessageParams {
   /** The message. It runs as the child's next turn; the child sees only this text. */
   message: string;
@@ -588,6 +633,11 @@ export interface Methods {
   "ping": { params: Params; result: Empty };
   /** Send a message to the agent that started you (your direct parent only). It does not see your transcript, so make the report self-contained. Call it once before you finish with your answer, and earlier when a partial finding changes what the parent should do. Reporting does not end your turn. Success means the parent accepted the message, not that it has read it; it fails when your parent is not live. */
   "report": { params: ReportParams; result: ReportResult };
+  "resources/list": { params: ResourcesListParams; result: ResourcesListResult };
+  "resources/read": { params: ResourceUriParams; result: ResourcesReadResult };
+  "resources/subscribe": { params: ResourceUriParams; result: Empty };
+  "resources/templates/list": { params: ResourcesListParams; result: ResourceTemplatesListResult };
+  "resources/unsubscribe": { params: ResourceUriParams; result: Empty };
   /** Queue a message as the next turn of one of your own continuable subagents (a child you started). The message is stored durably in the child's inbox and runs as its own turn: if the child is running now, it gets the message after its current turn ends (this never redirects the running turn); if it is idle it starts at once; if it is ready (not live) it is resumed from its saved state. Success means the message was queued, not answered: the child's reply reaches you later (through `report` or its settlement notice). Only the direct parent can send; a grandparent, sibling or the child itself is refused. A failure text starts with `message not delivered:` and nothing was queued; if it says the subagent cannot be resumed, do not retry with that id. */
   "send_message": { params: SendMessageParams; result: SendMessageResult };
   "server/discover": { params: Params; result: DiscoverResult };
@@ -627,6 +677,6 @@ export interface ServerNotifications {
 export type ServerNotificationName = keyof ServerNotifications;
 
 /** Every request method, in name order. */
-export const METHOD_NAMES = ["agents/close","agents/followup","agents/get","agents/interrupt","agents/list","agents/open","agents/spawn","agents/wait_idle","initialize","interrupt_agent","list_agents","messages/cancel","messages/get","ping","report","send_message","server/discover","server/stats","spawn_agent","tools/call","tools/list","transcript/append","transcript/read","turns/begin","turns/end","wait_agents"] as const;
+export const METHOD_NAMES = ["agents/close","agents/followup","agents/get","agents/interrupt","agents/list","agents/open","agents/spawn","agents/wait_idle","initialize","interrupt_agent","list_agents","messages/cancel","messages/get","ping","report","resources/list","resources/read","resources/subscribe","resources/templates/list","resources/unsubscribe","send_message","server/discover","server/stats","spawn_agent","tools/call","tools/list","transcript/append","transcript/read","turns/begin","turns/end","wait_agents"] as const;
 /** Every server-to-host notification, in name order. */
 export const SERVER_NOTIFICATION_NAMES = ["agent/inject","agent/settled","agent/status","notifications/progress","turn/interrupt","turn/start"] as const;
