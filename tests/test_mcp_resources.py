@@ -92,3 +92,32 @@ def test_resources_show_the_subtree_its_state_and_transcript_and_consume_nothing
     assert outside["error"]["code"] == -32602
     assert outside["error"]["message"] == "resource not found: subagentd://agent/elsewhere"
     assert piped.end() == []
+
+
+def test_the_python_clients_read_resources_with_typed_methods():
+    import anyio
+
+    from subagentd.client import AsyncClient, Client
+
+    with Client.spawn(db=":memory:", caller="root") as client:
+        client.initialize()
+        listed = client.resources_list()
+        assert [r.uri for r in listed.resources] == [
+            "subagentd://agent/root",
+            "subagentd://agent/root/transcript",
+        ]
+        names = [t.name for t in client.resources_templates_list().resourceTemplates]
+        assert names == ["agent", "transcript"]
+        (content,) = client.resources_read("subagentd://agent/root").contents
+        assert json.loads(content.text)["kind"] == "ordinary"
+        assert client.resources_subscribe("subagentd://agent/root") == client.resources_unsubscribe(
+            "subagentd://agent/root"
+        )
+
+    async def main() -> str:
+        async with AsyncClient.spawn(db=":memory:", caller="root") as aclient:
+            await aclient.initialize()
+            (page,) = (await aclient.resources_read("subagentd://agent/root/transcript")).contents
+            return json.loads(page.text)["agent_id"]
+
+    assert anyio.run(main) == "root"

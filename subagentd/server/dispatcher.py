@@ -116,7 +116,7 @@ class Dispatcher:
         A --caller connection carries MCP traffic only, unless its client asked (Session.wants)."""
         if not self.session.wants(method):
             return
-        if method == "notifications/resources/updated":  # once per URI per commit group
+        if method == "notifications/resources/updated":  # once per URI until the next flush
             uri = params.uri  # type: ignore[attr-defined]
             if uri in self.updated:
                 return
