@@ -185,3 +185,37 @@ def test_official_python_client_spawns_waits_with_progress_and_collects_the_noti
         "text": "\n".join(c.text for c in settled.content),
     }
     assert listing.content[0].text == "c1 [ready] — worker"
+
+
+def test_the_mcp_2_client_logs_no_warning_over_a_delegation_session(tmp_path, caplog):
+    """The official SDK (2.x) client: spawn, wait, follow up and close — its loggers say
+    nothing (no frame it does not know, none after it closed)."""
+    import logging
+    import shlex
+    from pathlib import Path
+
+    runner = shlex.join([sys.executable, str(Path(__file__).parent / "scripts" / "runner.py")])
+    db = str(tmp_path / "sdk.db")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "subagentd", "--db", db, "--caller", "root", "--runner", runner],
+    )
+    said: list[str] = []
+
+    async def session() -> None:
+        async with Client(params) as client:
+            spawn = {"label": "w", "prompt": "work", "child_id": "c1"}
+            said.append((await client.call_tool("spawn_agent", spawn)).content[0].text)
+            waited = await client.call_tool("wait_agents", {"timeout_ms": 50_000})
+            said.append(waited.content[0].text)
+            follow = {"subagent_id": "c1", "message": "more"}
+            said.append((await client.call_tool("send_message", follow)).content[0].text)
+
+    with caplog.at_level(logging.DEBUG, logger="mcp"):
+        anyio.run(session)
+    assert said == [
+        "started subagent c1",
+        "Background subagent c1 finished and will do no further work unless you send it more.",
+        "message queued as the next turn for subagent c1",
+    ]
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
