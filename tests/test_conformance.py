@@ -342,6 +342,7 @@ def test_initialize_echoes_a_supported_version(make_server, version):
         "serverInfo": {"name": "subagentd", "version": subagentd.__version__},
         "capabilities": {
             "tools": {"listChanged": False},
+            "resources": {"subscribe": True, "listChanged": False},
             "experimental": {"subagentd": {"protocol": 1, "reportDelivery": "wakeup"}},
         },
         "instructions": lifecycle.INSTRUCTIONS,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 from subagentd.core.settings import served_tools
@@ -30,7 +31,7 @@ def test_a_model_spawns_waits_and_its_news_does_not_wake_it_again(spawn_process)
     )
     assert spawned == {
         "content": [{"type": "text", "text": "started subagent c1"}],
-        "structuredContent": {"child_id": "c1"},
+        "structuredContent": {"child_id": "c1", "text": "started subagent c1"},
         "isError": False,
     }
     c1_turn = host.notification("turn/start", agent_id="c1")["turn_id"]
@@ -39,7 +40,7 @@ def test_a_model_spawns_waits_and_its_news_does_not_wake_it_again(spawn_process)
     assert progress == {
         "progressToken": "p1",
         "progress": 0,
-        "total": 30000,
+        "total": 25000,
         "message": "waiting for c1",
     }
     assert host.call("ping") == {}  # the connection keeps serving while the wait is pending
@@ -55,7 +56,15 @@ def test_a_model_spawns_waits_and_its_news_does_not_wake_it_again(spawn_process)
         "structuredContent": {
             "agents": [
                 {"agent_id": "c1", "status": "ready", "reason": "completed", "output": "done"}
-            ]
+            ],
+            "text": "\n".join(
+                [
+                    FINISHED.format("c1"),
+                    "Its closing message:",
+                    "done",
+                    "none of the subagents waited for is still working",
+                ]
+            ),
         },
         "isError": False,
     }
@@ -70,7 +79,7 @@ def test_a_cancelled_wait_is_answered_and_leaves_the_news_for_a_turn(make_server
     host = server.host
     host.open("root")
     host.spawn("root", "c1")
-    waiting = tool_call(host, "wait_agents", "root", arguments={"timeout_ms": 600000})
+    waiting = tool_call(host, "wait_agents", "root", arguments={"timeout_ms": 50000})
     host.notify("notifications/cancelled", {"requestId": waiting})
     assert host.response(waiting)["error"] == {"code": -32800, "message": "request cancelled"}
     host.tool("report", "c1", output="for a turn")
@@ -97,9 +106,9 @@ def test_wait_agents_refusals_are_tool_errors(make_server):
         ],
         "isError": True,
     }
-    bad = host.result(tool_call(host, "wait_agents", "root", arguments={"timeout_ms": 600001}))
+    bad = host.result(tool_call(host, "wait_agents", "root", arguments={"timeout_ms": 50001}))
     assert bad["content"][0]["text"] == (
-        'Error: invalid arguments: "timeout_ms" must be an integer from 0 to 600000'
+        'Error: invalid arguments: "timeout_ms" must be an integer from 0 to 50000'
     )
     direct = host.tool("wait_agents", "root", timeout_ms=0)  # also a direct method
     assert direct == {"agents": [], "text": 'agent "root" has no subagents to wait for'}
@@ -204,19 +213,24 @@ def test_a_childs_tool_filter_binds_spawn_agent_and_wait_agents(make_server):
         }
 
 
-def test_a_pending_wait_is_answered_at_shutdown(spawn_process):
+def test_a_pending_wait_is_answered_at_a_signalled_shutdown(spawn_process):
     proc = spawn_process("--caller", "root", "--spawn-tool", "on")
     host = proc.host
     host.initialize()
     spawned = tool_call(host, "spawn_agent", "root", arguments={"label": "l", "prompt": "p"})
     child = host.result(spawned)["structuredContent"]["child_id"]
-    waiting = tool_call(host, "wait_agents", "root", arguments={"timeout_ms": 600000})
+    waiting = tool_call(host, "wait_agents", "root", arguments={"timeout_ms": 50000})
     assert host.call("ping") == {}
-    proc.close_stdin()  # EOF: the tree drains, the root leaves, the wait is answered
-    answer = host.result(waiting)  # the child left (its notice to a closing root is recorded)
+    # SIGTERM: the tree drains, the root leaves, the wait is answered (at EOF it would end
+    # unanswered: tests/test_mcp_caller_traffic.py); the child's notice stays queued for root
+    proc.proc.send_signal(signal.SIGTERM)
+    answer = host.result(waiting)
     assert answer == {
         "content": [{"type": "text", "text": "none of the subagents waited for is still working"}],
-        "structuredContent": {"agents": [{"agent_id": child, "status": "ready"}]},
+        "structuredContent": {
+            "agents": [{"agent_id": child, "status": "ready"}],
+            "text": "none of the subagents waited for is still working",
+        },
         "isError": False,
     }
     assert proc.wait() == 0

@@ -546,6 +546,7 @@ def valid_base(method: str, world: World) -> dict[str, Any]:
         "name": "list_agents",
         "events": [{"type": "fuzz"}],
         "reason": "completed",
+        "uri": f"subagentd://agent/{ROOT}",
     }
     spec = next(m for m in OPENRPC["methods"] if m["name"] == method)
     return {

@@ -69,11 +69,13 @@ def test_official_python_client_lists_and_calls_tools(prepared_db, mode):
                 "parent": "root",
                 "depth": 1,
             }
-        ]
+        ],
+        "text": "c1 [ready] parent=root depth=1 — worker",
     }
     assert sent.is_error is False
     assert sent.content[0].text == "message queued as the next turn for subagent c1"
-    assert set(sent.structured_content) == {"message_id"}
+    assert set(sent.structured_content) == {"message_id", "text"}
+    assert sent.structured_content["text"] == sent.content[0].text
     assert refused.is_error is True
     assert (
         refused.content[0].text == 'Error: message not delivered: subagent "nobody" is unavailable'
@@ -160,14 +162,16 @@ def test_official_python_client_spawns_waits_with_progress_and_collects_the_noti
     ]
     assert spawned.is_error is False
     assert spawned.content[0].text == "started subagent c1"
-    assert spawned.structured_content == {"child_id": "c1"}
+    assert spawned.structured_content == {"child_id": "c1", "text": "started subagent c1"}
     assert timed_out.is_error is False
     assert [c.text for c in timed_out.content] == [
-        "wait_agents timed out after 300 ms; still working: c1"
+        "wait_agents timed out after 300 ms; still working: c1; call wait_agents again to keep waiting"
     ]
     assert timed_out.structured_content == {
         "agents": [{"agent_id": "c1", "status": "running"}],
         "timed_out": True,
+        "still_working": ["c1"],
+        "text": timed_out.content[0].text,
     }
     assert (0, 300, "waiting for c1") in progress  # the first wait's first notification
     assert settled.is_error is False
@@ -177,6 +181,41 @@ def test_official_python_client_spawns_waits_with_progress_and_collects_the_noti
         "none of the subagents waited for is still working",
     ]
     assert settled.structured_content == {
-        "agents": [{"agent_id": "c1", "status": "ready", "reason": "aborted"}]
+        "agents": [{"agent_id": "c1", "status": "ready", "reason": "aborted"}],
+        "text": "\n".join(c.text for c in settled.content),
     }
     assert listing.content[0].text == "c1 [ready] — worker"
+
+
+def test_the_mcp_2_client_logs_no_warning_over_a_delegation_session(tmp_path, caplog):
+    """The official SDK (2.x) client: spawn, wait, follow up and close — its loggers say
+    nothing (no frame it does not know, none after it closed)."""
+    import logging
+    import shlex
+    from pathlib import Path
+
+    runner = shlex.join([sys.executable, str(Path(__file__).parent / "scripts" / "runner.py")])
+    db = str(tmp_path / "sdk.db")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "subagentd", "--db", db, "--caller", "root", "--runner", runner],
+    )
+    said: list[str] = []
+
+    async def session() -> None:
+        async with Client(params) as client:
+            spawn = {"label": "w", "prompt": "work", "child_id": "c1"}
+            said.append((await client.call_tool("spawn_agent", spawn)).content[0].text)
+            waited = await client.call_tool("wait_agents", {"timeout_ms": 50_000})
+            said.append(waited.content[0].text)
+            follow = {"subagent_id": "c1", "message": "more"}
+            said.append((await client.call_tool("send_message", follow)).content[0].text)
+
+    with caplog.at_level(logging.DEBUG, logger="mcp"):
+        anyio.run(session)
+    assert said == [
+        "started subagent c1",
+        "Background subagent c1 finished and will do no further work unless you send it more.",
+        "message queued as the next turn for subagent c1",
+    ]
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []

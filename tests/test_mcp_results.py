@@ -1,5 +1,6 @@
 """tools/call results: structuredContent is built one level deep (rows encode themselves later),
-and must put exactly the same JSON on the wire as a full conversion of the result would."""
+and must put exactly the same JSON on the wire as a full conversion of the result would; it holds
+the content's text too."""
 
 from __future__ import annotations
 
@@ -30,10 +31,10 @@ RESULTS = [
 ]
 
 
-def test_structured_content_is_the_result_without_its_text_exactly_as_on_the_wire():
+def test_structured_content_is_the_whole_result_with_its_text_exactly_as_on_the_wire():
     for result in RESULTS:
         expected = msgspec.to_builtins(result)
-        text = expected.pop("text")
+        text = expected["text"]  # both sides carry the text (PROTOCOL.md section 5)
         wire = msgspec.json.decode(msgspec.json.encode(call_tool_result(result, None)))
         assert wire == {
             "content": [{"type": "text", "text": text}],

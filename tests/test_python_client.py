@@ -462,7 +462,7 @@ def test_spawn_agent_and_wait_agents_direct(client):
     start = client.wait_for(TurnStart, agent_id="c1")
     quick = client.wait_agents(timeout_ms=0, caller="root")
     assert (quick.text, quick.timed_out) == (
-        "wait_agents timed out after 0 ms; still working: c1",
+        "wait_agents timed out after 0 ms; still working: c1; call wait_agents again to keep waiting",
         True,
     )
     client.report("found", caller="c1")

@@ -121,7 +121,9 @@ def test_wait_agents_collects_a_report_that_arrived_and_consumes_it():
     assert answer.timed_out is False
     assert inbox_states(core, "root") == ["claimed"]
     again = wait(core, timeout_ms=0)  # consumed: not collected twice
-    assert again.blocks == ["wait_agents timed out after 0 ms; still working: c1, c2"]
+    assert again.blocks == [
+        "wait_agents timed out after 0 ms; still working: c1, c2; call wait_agents again to keep waiting"
+    ]
     assert again.timed_out is True
 
 
@@ -240,7 +242,9 @@ def test_wait_agents_timeout_says_which_are_still_working():
     assert timer[0] == 1.5
     act(core, core.timers.fire_all)
     [answer] = answers
-    assert answer.blocks == ["wait_agents timed out after 1500 ms; still working: c1"]
+    assert answer.blocks == [
+        "wait_agents timed out after 1500 ms; still working: c1; call wait_agents again to keep waiting"
+    ]
     assert (answer.timed_out, answer.agents[0].status) == (True, "running")
 
 
@@ -592,12 +596,33 @@ def test_spawn_agent_needs_the_current_activation_and_keeps_the_mode_asked_for()
     assert core.svc.records.get("o1").mode == "one-shot"
 
 
-def test_wait_agents_by_default_waits_for_the_continuable_children_only():
+def test_wait_agents_by_default_waits_for_the_children_and_a_held_roots_one_shot_ones():
     core = held_root()
     spawn(core, "root", "c1")
     spawn(core, "c1", "g1")  # a grandchild is not waited for
-    spawn(core, "root", "o1", mode="one-shot")  # nor a one-shot child
+    spawn(core, "root", "o1", mode="one-shot")  # a held root also waits for a live one-shot
     answer = wait(core, timeout_ms=0)
-    assert [a.agent_id for a in answer.agents] == ["c1"]
+    assert [a.agent_id for a in answer.agents] == ["c1", "o1"]
+    core.end("o1", "completed", "counted: 3")  # its output is queued for the held root
+    answer = wait(core, timeout_ms=0)
+    assert answer.blocks == [
+        "Background one-shot subagent o1 finished; it takes no further messages.",
+        "Its closing message:",
+        "counted: 3",
+        "still working: c1",
+    ]
+    assert [(a.agent_id, a.status, a.reason) for a in answer.agents] == [
+        ("c1", "running", None),
+        ("o1", "ready", "completed"),
+    ]
+    assert [a.agent_id for a in wait(core, timeout_ms=0).agents] == ["c1"]  # consumed: gone
     empty = held_root()
     assert wait(empty).agents == []
+
+
+def test_a_one_shot_childs_output_reaches_an_unheld_parent_only_through_its_host():
+    core = CoreHost()
+    core.svc.host.open(OpenParams(agent_id="root"))  # a host's root: not held
+    spawn(core, "root", "o1", mode="one-shot")
+    core.end("o1", "completed", "counted: 3")
+    assert inbox_states(core, "root") == []  # no notice: the host's delegation call has it

@@ -235,7 +235,7 @@ def test_a_null_meta_caller_counts_as_absent(make_server):
     result = call_tool(srv.host, "list_agents", {}, {"subagentd/caller": None})
     assert result == {
         "content": [{"type": "text", "text": "(no subagents)"}],
-        "structuredContent": {"agents": []},
+        "structuredContent": {"agents": [], "text": "(no subagents)"},
         "isError": False,
     }
 

@@ -398,7 +398,7 @@ def test_a_runner_spawns_and_waits_for_its_own_child_through_the_tool_verb(serve
     srv = server(tools=ALL_TOOLS)
     steps = [
         {"tool": "spawn_agent", "args": {"label": "leaf", "prompt": "hi", "child_id": "g1"}},
-        {"tool": "wait_agents", "args": {"agent_ids": ["g1"], "timeout_ms": 60000}},
+        {"tool": "wait_agents", "args": {"agent_ids": ["g1"], "timeout_ms": 50000}},
     ]
     srv.spawn("c1", steps)
     spawned, waited = srv.ended("c1")["turn_end"]["output"].split("\n", 1)
@@ -417,7 +417,7 @@ def test_a_wait_through_the_verb_is_cancelled_when_its_run_is_interrupted(server
     leaf = json.dumps({"steps": [{"wait_file": str(go)}, {"print": "leaf done"}]})
     steps = [
         {"tool": "spawn_agent", "args": {"label": "leaf", "prompt": leaf, "child_id": "g1"}},
-        {"tool": "wait_agents", "args": {"agent_ids": ["g1"], "timeout_ms": 600000}},
+        {"tool": "wait_agents", "args": {"agent_ids": ["g1"], "timeout_ms": 50000}},
     ]
     srv.spawn("c1", steps)
     deadline = time.monotonic() + TIMEOUT

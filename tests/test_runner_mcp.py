@@ -53,7 +53,7 @@ def test_an_mcp_client_spawns_waits_follows_up_interrupts_and_lists(tmp_path, mo
             seen["spawn2"] = await call(
                 "spawn_agent", {"label": "watcher", "prompt": watch, "child_id": "c2"}
             )
-            wait = {"agent_ids": ["c1"], "timeout_ms": TIMEOUT * 1000}
+            wait = {"agent_ids": ["c1"], "timeout_ms": 50_000}
             seen["wait1"] = await call("wait_agents", wait)
             seen["followup"] = await call(
                 "send_message", {"subagent_id": "c1", "message": "And the errors?"}
@@ -62,9 +62,7 @@ def test_an_mcp_client_spawns_waits_follows_up_interrupts_and_lists(tmp_path, mo
             await wait_for_line(log, "waiting")  # c2's process runs, its SIGTERM handler set
             seen["list1"] = await call("list_agents", {})
             seen["interrupt"] = await call("interrupt_agent", {"agent_id": "c2"})
-            seen["wait3"] = await call(
-                "wait_agents", {"agent_ids": ["c2"], "timeout_ms": TIMEOUT * 1000}
-            )
+            seen["wait3"] = await call("wait_agents", {"agent_ids": ["c2"], "timeout_ms": 50_000})
             seen["list2"] = await call("list_agents", {})
 
     started = time.monotonic()
@@ -75,7 +73,7 @@ def test_an_mcp_client_spawns_waits_follows_up_interrupts_and_lists(tmp_path, mo
         seen["tools"]
     )
     assert texts(seen["spawn1"]) == ["started subagent c1"]
-    assert seen["spawn1"].structured_content == {"child_id": "c1"}
+    assert seen["spawn1"].structured_content == {"child_id": "c1", "text": "started subagent c1"}
     assert texts(seen["spawn2"]) == ["started subagent c2"]
 
     (c1,) = seen["wait1"].structured_content["agents"]

@@ -60,7 +60,7 @@ def test_runner_output_never_reaches_stdout_and_the_root_is_held(prepared_db, lo
     argv = ["--caller", "root", "--runner", RUNNER, "--event-loop", loop]
     proc = ServerProcess(*argv, db=prepared_db)
     try:
-        proc.host.initialize()
+        proc.host.initialize(hostNotifications=True)  # agent/settled: asked for (PROTOCOL.md §5)
         steps = [{"print": "LEAK-MARKER on stdout\n"}, {"stderr": "LEAK-MARKER on stderr\n"}]
         send(proc, "c1", steps)
         assert proc.host.notification("agent/settled", agent_id="c1")["reason"] == "completed"

@@ -58,7 +58,8 @@ def test_tools_call_returns_call_tool_results_with_meta_caller(host):
     assert result == {
         "content": [{"type": "text", "text": "c1 [running] — worker"}],
         "structuredContent": {
-            "agents": [{"kind": "child", "id": "c1", "label": "worker", "status": "running"}]
+            "agents": [{"kind": "child", "id": "c1", "label": "worker", "status": "running"}],
+            "text": "c1 [running] — worker",
         },
         "isError": False,
     }

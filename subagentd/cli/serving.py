@@ -32,14 +32,28 @@ TERMINAL_HINT = (
 )
 
 
+class CallerServedElsewhere(Exception):
+    """`--caller R` while another live process sharing the database serves R (it holds R live)."""
+
+
 def open_default_caller(service: Any, agent_id: str) -> None:
     """`--caller` names the session MCP clients act as: make it live (creating a root if new).
 
     An MCP client cannot run turns, so the root's input is held: whatever is queued for it (a crash
-    notice, a report) stays queued and no turn starts unannounced (PROTOCOL.md section 5)."""
+    notice, a report) stays queued and no turn starts unannounced (PROTOCOL.md section 5). One
+    root is served by one process: when another live process holds it, this one does not start
+    (CallerServedElsewhere), instead of serving a client every write of which would fail."""
     from subagentd.errors import SubagentdError
     from subagentd.schema.host_methods import OpenParams
 
+    owner = service.leases.owner_elsewhere(agent_id)
+    if owner is not None:
+        host, _, rest = owner.partition(":")
+        raise CallerServedElsewhere(
+            f"--caller {agent_id} is already served by another subagentd process (pid"
+            f" {rest.partition(':')[0]} on {host}) sharing this database; one root is served by"
+            " one process: stop that one, or give this one another --caller"
+        )
     try:
         service.host.open(OpenParams(agent_id=agent_id), hold=True)
     except SubagentdError as exc:
@@ -112,7 +126,7 @@ def serve(options: dict[str, Any]) -> int:
     answer_handshake(0, out_fd, started, settings)
     loader.join()
     error = loaded.get("error")
-    if isinstance(error, DatabaseRefusedError):  # e.g. a newer subagentd migrated it meanwhile
+    if isinstance(error, DatabaseRefusedError | CallerServedElsewhere):  # one line, no traceback
         log.error("cannot start: %s", error)
         return 1
     if isinstance(error, BaseException):

@@ -3,6 +3,9 @@
 The same methods as the blocking `Client`, named after their wire names (`agents/spawn` is
 `agents_spawn`), each taking its schema Struct's fields and returning its result Struct; many
 may be in flight at once from many tasks. The transport is `Streams`.
+
+Longer than ~300 lines on purpose: one short typed method per wire method, the client's whole
+surface in one class, as in the blocking client (splitting it would scatter that list).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from subagentd.client.pipes import TIMEOUT
 from subagentd.client.streams import Streams
 from subagentd.schema import host_methods as h
 from subagentd.schema import lifecycle as lc
+from subagentd.schema import resources as r
 from subagentd.schema import tools as t
 from subagentd.schema.messages import Mode, ToolFilter
 from subagentd.schema.stats import StatsResult
@@ -297,3 +301,29 @@ class AsyncClient(Streams):
             name=name, arguments=arguments, meta=tool_meta(caller, activation, idempotency_key)
         )
         return await self.call("tools/call", params, result=t.CallToolResult)
+
+    # --- MCP resources (PROTOCOL.md section 5) ---
+
+    async def resources_list(
+        self, cursor: str | None = None, *, caller: str | None = None
+    ) -> r.ResourcesListResult:
+        params = r.ResourcesListParams(cursor=cursor, meta=tool_meta(caller, None, None))
+        return await self.call("resources/list", params, result=r.ResourcesListResult)
+
+    async def resources_templates_list(self) -> r.ResourceTemplatesListResult:
+        params = r.ResourcesListParams()
+        return await self.call(
+            "resources/templates/list", params, result=r.ResourceTemplatesListResult
+        )
+
+    async def resources_read(self, uri: str, *, caller: str | None = None) -> r.ResourcesReadResult:
+        params = r.ResourceUriParams(uri=uri, meta=tool_meta(caller, None, None))
+        return await self.call("resources/read", params, result=r.ResourcesReadResult)
+
+    async def resources_subscribe(self, uri: str, *, caller: str | None = None) -> h.Empty:
+        params = r.ResourceUriParams(uri=uri, meta=tool_meta(caller, None, None))
+        return await self.call("resources/subscribe", params, result=h.Empty)
+
+    async def resources_unsubscribe(self, uri: str, *, caller: str | None = None) -> h.Empty:
+        params = r.ResourceUriParams(uri=uri, meta=tool_meta(caller, None, None))
+        return await self.call("resources/unsubscribe", params, result=h.Empty)

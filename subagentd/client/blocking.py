@@ -22,6 +22,7 @@ from subagentd.client.pipes import TIMEOUT, Pipes
 from subagentd.client.process import Stderr, StderrMode, server_command
 from subagentd.schema import host_methods as h
 from subagentd.schema import lifecycle as lc
+from subagentd.schema import resources as r
 from subagentd.schema import tools as t
 from subagentd.schema.messages import Mode, ToolFilter
 from subagentd.schema.stats import StatsResult
@@ -381,3 +382,27 @@ class Client(Pipes):
             name=name, arguments=arguments, meta=tool_meta(caller, activation, idempotency_key)
         )
         return self.call("tools/call", params, result=t.CallToolResult)
+
+    # --- MCP resources (PROTOCOL.md section 5) ---
+
+    def resources_list(
+        self, cursor: str | None = None, *, caller: str | None = None
+    ) -> r.ResourcesListResult:
+        params = r.ResourcesListParams(cursor=cursor, meta=tool_meta(caller, None, None))
+        return self.call("resources/list", params, result=r.ResourcesListResult)
+
+    def resources_templates_list(self) -> r.ResourceTemplatesListResult:
+        params = r.ResourcesListParams()
+        return self.call("resources/templates/list", params, result=r.ResourceTemplatesListResult)
+
+    def resources_read(self, uri: str, *, caller: str | None = None) -> r.ResourcesReadResult:
+        params = r.ResourceUriParams(uri=uri, meta=tool_meta(caller, None, None))
+        return self.call("resources/read", params, result=r.ResourcesReadResult)
+
+    def resources_subscribe(self, uri: str, *, caller: str | None = None) -> h.Empty:
+        params = r.ResourceUriParams(uri=uri, meta=tool_meta(caller, None, None))
+        return self.call("resources/subscribe", params, result=h.Empty)
+
+    def resources_unsubscribe(self, uri: str, *, caller: str | None = None) -> h.Empty:
+        params = r.ResourceUriParams(uri=uri, meta=tool_meta(caller, None, None))
+        return self.call("resources/unsubscribe", params, result=h.Empty)

@@ -15,6 +15,7 @@ from subagentd.core.store import Store
 from subagentd.core.tracing import OFF, Tracing
 from subagentd.errors import AgentUnknownError, StateInvalidError
 from subagentd.schema.notifications import AgentStatus
+from subagentd.schema.resources import ResourceUpdated
 
 if TYPE_CHECKING:
     from subagentd.schema.listing import Status
@@ -38,6 +39,7 @@ class Agents:
     ) -> None:
         self.store = store
         self.emit = emit
+        self.watched: dict[str, list[str]] | None = None  # subscribed resource URIs by agent id
         self.timers = timers
         self.tracing: Tracing = OFF  # the OpenTelemetry tracer when configured (subagentd/otel.py)
         self.settings = settings
@@ -127,11 +129,20 @@ class Agents:
 
     def record(self, agent_id: str, turn_id: str | None, event_type: str, data: Any) -> int:
         """One event in the agent's transcript."""
+        if self.watched and agent_id in self.watched:
+            self.resource_changed(agent_id)
         return self.store.append_events(
             agent_id, turn_id, [(event_type, _encode(data).decode())], now()
         )
 
+    def resource_changed(self, agent_id: str) -> None:
+        """An MCP client subscribed to this agent's resources: tell it they changed."""
+        for uri in self.watched.get(agent_id, ()) if self.watched else ():
+            self.emit("notifications/resources/updated", ResourceUpdated(uri=uri))
+
     def status_changed(self, agent: LiveAgent) -> None:
+        if self.watched and agent.agent_id in self.watched:
+            self.resource_changed(agent.agent_id)
         self.save_live(agent)
         if self.settings.status_events:
             self.emit("agent/status", AgentStatus(agent_id=agent.agent_id, status=agent.status))

@@ -10,6 +10,7 @@ from subagentd.core import texts
 from subagentd.core.agents import Agents
 from subagentd.core.host_api import HostApi
 from subagentd.core.listing import project
+from subagentd.core.registry import ONE_SHOT
 from subagentd.core.scheduling import Scheduler
 from subagentd.core.waits import Waiter, Waits
 from subagentd.errors import error_for
@@ -77,6 +78,8 @@ class Delegation:
         if args.agent_ids is None:
             rows = project(self.store, caller, False, lambda _: "ready", include_one_shot=False)
             ids = [row.id for row in rows if isinstance(row, ChildRow)]
+            if live.held:
+                ids += self._one_shot_children(caller, set(ids))
         else:
             ids = list(dict.fromkeys(args.agent_ids))
             for agent_id in ids:
@@ -98,6 +101,23 @@ class Delegation:
             return answer
         describe = partial(self._describe, ids)
         return self.waits.add(check, args.timeout_ms, token, describe)
+
+    def _one_shot_children(self, caller: str, listed: set[str]) -> list[str]:
+        """A root held for an MCP client also waits for its one-shot children: those live now
+        (their output will be queued for it, core/settlement.py) and those whose output waits."""
+        senders = [
+            a.agent_id
+            for a in self.registry
+            if a.parent_id == caller and a.kind == ONE_SHOT and a.agent_id not in listed
+        ]
+        for record in self.store.waiting_messages(caller):
+            source = _source_decoder.decode(record.source)
+            sender = source.sender_session_id
+            if source.kind in NEWS and sender and sender not in listed and sender not in senders:
+                stored = self.store.get_session(sender)
+                if stored is not None and stored.parent_id == caller:
+                    senders.append(sender)
+        return senders
 
     def _describe(self, ids: list[str]) -> str:
         status = self.agents.status_lookup()
@@ -244,13 +264,19 @@ def _answer(
     else:
         blocks.append(texts.WAIT_NONE_WORKING)
     return WaitAgentsResult(
-        agents=list(entries.values()), timed_out=timed_out, text="\n".join(blocks), blocks=blocks
+        agents=list(entries.values()),
+        timed_out=timed_out,
+        still_working=working,
+        text="\n".join(blocks),
+        blocks=blocks,
     )
 
 
 def _reason(first_line: str, sender: str) -> str | None:
     """The reason a settlement notice's first line stands for (SEMANTICS.md section 8)."""
     shown = texts.shown(sender)
+    if first_line == texts.ONE_SHOT_FINISHED.format(id=shown):
+        return "completed"
     for reason, line in texts.SETTLED_FIRST_LINE.items():
         if line.format(id=shown) == first_line:
             return reason

@@ -69,14 +69,19 @@ class Settlement:
             self.store.set_parked(agent.agent_id, False)
         self.agents.record(agent.agent_id, None, "settled", {"reason": reason})
         self.agents.emit("agent/settled", AgentSettled(agent_id=agent.agent_id, reason=reason))
-        if agent.kind == CONTINUABLE and agent.parent_id is not None:
-            self.notify_settled(
-                agent.agent_id,
-                agent.parent_id,
-                self.registry.get(agent.parent_id),
-                agent.last_reason,
-                agent.last_output,
-            )
+        if agent.parent_id is not None:
+            parent = self.registry.get(agent.parent_id)
+            # a one-shot child's output goes back with its host's delegation call; a root held
+            # for an MCP client has none, so it gets the output as a notice too
+            if agent.kind == CONTINUABLE or (parent is not None and parent.held):
+                self.notify_settled(
+                    agent.agent_id,
+                    agent.parent_id,
+                    parent,
+                    agent.last_reason,
+                    agent.last_output,
+                    one_shot=agent.kind == ONE_SHOT,
+                )
         owner = self.registry.get(agent.owner_id)  # the durable parent, or who adopted it
         if owner is not None:
             if owner.disposing:
@@ -91,12 +96,17 @@ class Settlement:
         parent: LiveAgent | None,
         reason: str | None,
         output: str | None,
+        one_shot: bool = False,
     ) -> None:
         """The settlement notice (SEMANTICS.md section 8): a waking input, or only recorded in the
-        parent's transcript when the parent is closing or is a one-shot child."""
+        parent's transcript when the parent is closing or is a one-shot child — except for a
+        root held for an MCP client, which gets it queued even while closing (PROTOCOL.md
+        section 5: nothing held for the client is recorded as delivered to it)."""
         first = texts.SETTLED_FIRST_LINE.get(
             reason or "completed", texts.SETTLED_FIRST_LINE["error"]
         )
+        if one_shot and (reason or "completed") == "completed":
+            first = texts.ONE_SHOT_FINISHED
         first = first.format(id=texts.shown(child_id))
         blocks = [TextBlock(text=first)]
         if output:
@@ -110,7 +120,10 @@ class Settlement:
             sender_session_id=child_id,
         )
         stored = self.store.get_session(parent_id) if parent is None else None
-        if (parent is not None and parent.disposing) or self._one_shot(parent, stored):
+        held = parent is not None and parent.held
+        if not held and (
+            (parent is not None and parent.disposing) or self._one_shot(parent, stored)
+        ):
             # a closing parent, or a one-shot one (it never runs another turn): recorded, not woken
             self.agents.record(
                 parent_id, None, "notice", Message(message_id=mint(), content=blocks, source=source)

@@ -71,7 +71,10 @@ WAIT_NOT_CHILD = (
 WAIT_NO_SUBAGENTS = 'agent "{caller}" has no subagents to wait for'
 WAIT_STILL_WORKING = "still working: {ids}"
 WAIT_NONE_WORKING = "none of the subagents waited for is still working"
-WAIT_TIMED_OUT = "wait_agents timed out after {ms} ms; still working: {ids}"
+WAIT_TIMED_OUT = (
+    "wait_agents timed out after {ms} ms; still working: {ids}; call wait_agents again to keep"
+    " waiting"
+)
 WAIT_PROGRESS = "waiting for {ids}"
 
 # --- settlement notices (section 8) ---
@@ -82,6 +85,9 @@ SETTLED_FIRST_LINE = {
     "refusal": "Background subagent {id} declined the task.",
     "error": "Background subagent {id} failed before it finished.",
 }
+ONE_SHOT_FINISHED = "Background one-shot subagent {id} finished; it takes no further messages."
+"""A one-shot child's first line for a root held for an MCP client (it has no delegation call
+that would return the output), instead of SETTLED_FIRST_LINE["completed"]."""
 CLOSING_MESSAGE = "Its closing message:"
 NO_CLOSING_MESSAGE = "It left no closing message."
 SUMMARY_LIMIT = 120

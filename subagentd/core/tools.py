@@ -234,7 +234,7 @@ class ToolRules:
             raise error_for(Code.PARENT_UNAVAILABLE, texts.REPORT_PARENT_NOT_LIVE)
         try:
             self.quotas.text("the report", args.output)
-            if self.settings.report_delivery != "quiet":
+            if self.settings.report_delivery != "quiet" or parent.held:  # it is queued
                 self.quotas.inbox(parent.agent_id, parent)
             self.quotas.database()
             self.quotas.report(caller, args.output)  # last: it charges the child's budget
@@ -245,7 +245,8 @@ class ToolRules:
             TextBlock(text=args.output),
         ]
         source = Source(kind="subagent-report", form="relay", sender_session_id=caller)
-        if self.settings.report_delivery == "quiet" or not self.rate.wakeup_allowed(child):
+        quiet = self.settings.report_delivery == "quiet" or not self.rate.wakeup_allowed(child)
+        if quiet and not parent.held:  # a held root's input is queued for its client: kept
             message_id = self.scheduler.inject(parent, blocks, source)
         else:
             message_id = self.scheduler.accept(parent.agent_id, blocks, source, parent)

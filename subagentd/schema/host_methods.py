@@ -164,7 +164,7 @@ class MessageInfo(Wire, kw_only=True):
     source: Source
 
 
-WaitMs = Annotated[int, msgspec.Meta(ge=0, le=600_000)]  # schema/tools.py WAIT_MAX_MS
+WaitMs = Annotated[int, msgspec.Meta(ge=0, le=600_000)]  # schema/tools.py WAIT_IDLE_MAX_MS
 
 
 class WaitIdleParams(HostParams, kw_only=True):

@@ -1,4 +1,9 @@
-"""The four model-facing tools: arguments, structured outputs, direct-method results, MCP shapes."""
+"""The model-facing tools: arguments, structured outputs, direct-method results, MCP shapes.
+
+Longer than ~300 lines on purpose: each tool's argument, output, params and result Structs sit
+side by side, since the input and output schemas, the argument validation and the direct methods
+are all generated from them; split by kind, one tool's shapes would be read across modules.
+"""
 
 from __future__ import annotations
 
@@ -21,10 +26,14 @@ IDEMPOTENCY_META = "subagentd/idempotency_key"
 # --- tool arguments (validated with the exact texts of SEMANTICS.md section 3) ---
 
 
-WAIT_DEFAULT_MS = 30_000
-"""wait_agents' `timeout_ms` when absent."""
-WAIT_MAX_MS = 600_000
-"""The longest wait_agents (and agents/wait_idle) may wait."""
+WAIT_DEFAULT_MS = 25_000
+"""wait_agents' `timeout_ms` when absent: under the MCP clients' request timeouts (the TypeScript
+SDK's and Claude Desktop's 60 s, Claude Code's 120 s; PROTOCOL.md section 5)."""
+WAIT_MAX_MS = 50_000
+"""The longest wait_agents may wait: under 60 s too, so no client times out a call the model
+asked for; a model that wants to wait longer calls it again."""
+WAIT_IDLE_MAX_MS = 600_000
+"""The longest agents/wait_idle (the host's own API, no MCP client in between) may wait."""
 
 
 SubagentId = Annotated[
@@ -139,23 +148,34 @@ class WaitAgentsArgs(Wire, kw_only=True):
 
 
 # --- structured outputs (MCP structuredContent) ---
+# Every one carries `text`: the exact text of the content blocks (joined with a newline), so a
+# client that shows its model only structuredContent gives it the same texts (PROTOCOL.md §5).
+
+ToolText = Annotated[
+    str,
+    msgspec.Meta(description="The text the tool's content blocks hold, joined with a newline."),
+]
 
 
 class MessageIdOutput(Wire, kw_only=True):
     message_id: str
+    text: ToolText
 
 
 class InterruptOutput(Wire, kw_only=True):
     accepted: bool
     previous_status: Status | None = None
+    text: ToolText
 
 
 class ListAgentsOutput(Wire, kw_only=True):
     agents: list[AgentRow]
+    text: ToolText
 
 
 class SpawnAgentOutput(Wire, kw_only=True):
     child_id: str
+    text: ToolText
 
 
 class WaitedAgent(Wire, kw_only=True):
@@ -171,6 +191,8 @@ class WaitedAgent(Wire, kw_only=True):
 class WaitAgentsOutput(Wire, kw_only=True):
     agents: list[WaitedAgent]
     timed_out: bool = False
+    still_working: list[str] = msgspec.field(default_factory=list)  # the live ones, in order
+    text: ToolText
 
 
 # --- direct methods: arguments plus the caller's identity ---
@@ -216,27 +238,26 @@ class WaitAgentsParams(WaitAgentsArgs, kw_only=True):
 
 
 class SendMessageResult(MessageIdOutput, kw_only=True):
-    text: str
+    pass
 
 
 class InterruptAgentResult(InterruptOutput, kw_only=True):
-    text: str
+    pass
 
 
 class ListAgentsResult(ListAgentsOutput, kw_only=True):
-    text: str
+    pass
 
 
 class ReportResult(MessageIdOutput, kw_only=True):
-    text: str
+    pass
 
 
 class SpawnAgentResult(SpawnAgentOutput, kw_only=True):
-    text: str
+    pass
 
 
 class WaitAgentsResult(WaitAgentsOutput, kw_only=True):
-    text: str
     blocks: list[str] = msgspec.field(default_factory=list)  # the text blocks, `text` joined
 
 
@@ -254,11 +275,23 @@ class ToolsListParams(Params, kw_only=True):
     cursor: str | None = None
 
 
+class ToolAnnotations(Wire, kw_only=True, omit_defaults=False):
+    """MCP ToolAnnotations: hints for clients (approval prompts), every one stated."""
+
+    title: str
+    readOnlyHint: bool
+    destructiveHint: bool
+    idempotentHint: bool
+    openWorldHint: bool
+
+
 class Tool(Wire, kw_only=True):
     name: str
+    title: str | None = None
     description: str
     inputSchema: dict[str, Any]
     outputSchema: dict[str, Any] | None = None
+    annotations: ToolAnnotations | None = None
 
 
 class ToolsListResult(Wire, kw_only=True, omit_defaults=False):

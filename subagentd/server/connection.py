@@ -91,6 +91,7 @@ class Connection:
         self._read_scope: anyio.CancelScope
         self._writing = False
         self._reading = False  # handling a chunk of input (its flush follows inline)
+        self.muted = False  # a --caller connection's input ended: nothing more is written
         self.trimmer = Trimmer()
         self.timers = Timers(self.run_work, self.lock)
         service.agents.emit = self.dispatcher.emit
@@ -107,6 +108,8 @@ class Connection:
 
     def _push(self, frame: bytes | memoryview) -> None:
         """Output to write now: committed, or claiming nothing (the answers of a lost group)."""
+        if self.muted:
+            return
         self.outbox.append(frame)
         self.outbox_bytes += len(frame)
         self.trimmer.note(len(frame))
@@ -117,6 +120,7 @@ class Connection:
         for frame in self.notes:
             self.ledger.hold(frame)
         self.notes.clear()
+        self.dispatcher.updated.clear()
 
     def _commit(self) -> None:
         """Group commit: what the group produced becomes writable, or, when the commit fails,
@@ -130,7 +134,7 @@ class Connection:
             self._fail_group()
             return
         frames, size = self.ledger.committed()
-        if frames:
+        if frames and not self.muted:
             self.outbox += frames
             self.outbox_bytes += size
             self.trimmer.note(size)  # once per group, not per frame
@@ -306,6 +310,8 @@ class Connection:
         # read before the server was up (see prelude)
         await self._handle(self.started.frames)
         self._flush_inline()
+        if self.started.input_ended:
+            self._input_ended()
         while not self.started.input_ended:
             if self.outbox_bytes + self.ledger.size > OUTBOX_LIMIT:
                 await self._until_drained()  # a host that does not read stdout slows us down
@@ -315,11 +321,24 @@ class Connection:
             data = await self.reader.read()
             if not data:
                 await self._handle(self.framer.finish())
+                self._flush_inline()
+                self._input_ended()
                 self._wake.set()
                 log.info("end of input: shutting down")
                 return
             await self._handle(self.framer.feed(data))
             self._flush_inline()
+
+    def _input_ended(self) -> None:
+        """End of input. An MCP client (--caller) has closed its side: what it would still be
+        owed it can no longer read, and a frame written now reaches a client that is tearing
+        down its streams. Its waits end as if cancelled, so they consume nothing (the reports
+        and notices stay queued for its next session), and nothing more is written."""
+        if self.session.default_caller is None:
+            return
+        for request_id in list(self.ledger.pending):
+            self.ledger.cancel(request_id)
+        self.muted = True
 
     async def _handle(self, frames: Sequence[Frame]) -> None:
         """Frames read together, in order. A write that finds another process holding the write

@@ -109,9 +109,18 @@ class Dispatcher:
         self.max_pending = max_pending
         self.run_batch = run_batch  # None: every frame goes to `invoke` on its own
         self.notes: list[bytes] = []  # notifications not yet held for the host
+        self.updated: set[str] = set()  # resource URIs told updated since the last flush
 
     def emit(self, method: str, params: msgspec.Struct) -> None:
-        """A notification to the host; written after the current request's reply and commit."""
+        """A notification to the host; written after the current request's reply and commit.
+        A --caller connection carries MCP traffic only, unless its client asked (Session.wants)."""
+        if not self.session.wants(method):
+            return
+        if method == "notifications/resources/updated":  # once per URI until the next flush
+            uri = params.uri  # type: ignore[attr-defined]
+            if uri in self.updated:
+                return
+            self.updated.add(uri)
         self.notes.append(self.frame({"jsonrpc": "2.0", "method": method, "params": params}))
 
     def handle_frame(self, frame: Frame) -> Reply | None:

@@ -12,6 +12,21 @@ class Session(msgspec.Struct):
 
     initialized: bool = False
     default_caller: str | None = None
+    # a --caller (MCP) connection gets the host API's notifications only when its client asked
+    # for them (initialize: capabilities.experimental.subagentd.hostNotifications: true)
+    host_notifications: bool = False
+    # resources/subscribe: the subscribed URIs by agent id (notifications/resources/updated)
+    subscriptions: dict[str, list[str]] = msgspec.field(default_factory=dict)
+
+    def wants(self, method: str) -> bool:
+        """Whether a notification of this method is written to this connection: MCP ones
+        (`notifications/...`) always; the host API's (`agent/*`, `turn/*`) to a host, and to a
+        --caller connection only when asked for."""
+        return (
+            self.default_caller is None
+            or self.host_notifications
+            or method.startswith("notifications/")
+        )
 
 
 def result_value(result: Any, stateless: bool) -> Any:

@@ -11,10 +11,8 @@ from typing import Any
 
 import msgspec
 
-from subagentd.core import texts
 from subagentd.core.waits import Waiter
 from subagentd.errors import (
-    CallerUnauthorizedError,
     InvalidParamsError,
     StorageBusyError,
     StorageFailedError,
@@ -25,10 +23,8 @@ from subagentd.schema import stats as st
 from subagentd.schema import tools as t
 from subagentd.server import lifecycle  # noqa: F401  (registers the handshake methods first)
 from subagentd.server.call import Call, Handler
+from subagentd.server.identity import caller_identity
 from subagentd.server.mcp import (
-    ACTIVATION_META,
-    CALLER_META,
-    IDEMPOTENCY_META,
     TOOLS,
     CallerIdentity,
     call_tool_result,
@@ -176,33 +172,9 @@ for _name, _spec in TOOLS.items():
 # --- the MCP bridge -------------------------------------------------------------------------
 
 
-def _identity(call: Call, meta: dict[str, Any] | None) -> CallerIdentity:
-    """The caller: `_meta["subagentd/caller"]` (null counts as absent), else `--caller`; with
-    `--caller R` a `_meta` caller must be R or a live agent below R (PROTOCOL.md section 5)."""
-    meta = meta or {}
-    confined = call.session.default_caller
-    caller = meta.get(CALLER_META)
-    identity = msgspec.convert(
-        {
-            "caller": confined if caller is None else caller,
-            "activation": meta.get(ACTIVATION_META),
-            "idempotency_key": meta.get(IDEMPOTENCY_META),
-        },
-        CallerIdentity,
-    )
-    if confined is not None and identity.caller != confined:
-        if not call.service.agents.registry.below(identity.caller, confined):
-            raise CallerUnauthorizedError(
-                texts.CALLER_OUTSIDE.format(
-                    caller=texts.shown(identity.caller or ""), root=texts.shown(confined)
-                )
-            )
-    return identity
-
-
 @method("tools/list", t.ToolsListParams, t.ToolsListResult, writes=False, confined=True)
 def tools_list(call: Call, p: t.ToolsListParams) -> t.ToolsListResult:
-    identity = _identity(call, p.meta)
+    identity = caller_identity(call, p.meta)
     offered = call.service.tools.offered_tools(identity.caller, identity.activation)
     return t.ToolsListResult(tools=tool_definitions(offered))
 
@@ -214,7 +186,7 @@ def tools_call(call: Call, p: t.ToolsCallParams) -> Any:
         raise InvalidParamsError(f"Unknown tool: {p.name}")
     arguments = {} if p.arguments is None else p.arguments
     try:
-        identity = _identity(call, p.meta)
+        identity = caller_identity(call, p.meta)
         if spec.waits and p.meta is not None:
             identity.progress = _progress_token(p.meta)
         if spec.writes:
@@ -242,3 +214,5 @@ def _tool_writes(params: Any) -> bool:
 
 
 METHODS["tools/call"] = msgspec.structs.replace(METHODS["tools/call"], writes_if=_tool_writes)
+
+from subagentd.server import resources  # noqa: E402, F401  (registers resources/*)

@@ -31,6 +31,7 @@ def server_info() -> lc.Implementation:
 def capabilities(call: Call) -> dict[str, Any]:
     return {
         "tools": {"listChanged": False},
+        "resources": {"subscribe": True, "listChanged": False},
         "experimental": {
             "subagentd": {
                 "protocol": subagentd.PROTOCOL,
@@ -50,6 +51,8 @@ def initialize(call: Call, p: lc.InitializeParams) -> lc.InitializeResult:
     if isinstance(wanted, dict):
         if wanted.get("statusEvents") is True:
             call.settings.status_events = True
+        if wanted.get("hostNotifications") is True:
+            call.session.host_notifications = True
         if wanted.get("reportDelivery") in ("wakeup", "quiet"):
             call.settings.report_delivery = wanted["reportDelivery"]
     call.session.initialized = True

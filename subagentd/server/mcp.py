@@ -18,6 +18,7 @@ from subagentd.core.waits import Waiter
 from subagentd.errors import CallerUnauthorizedError, SubagentdError
 from subagentd.schema import tools as t
 from subagentd.server.boundary import error_text
+from subagentd.server.tool_schemas import object_schema
 
 CALLER_META = "subagentd/caller"
 ACTIVATION_META = "subagentd/activation"
@@ -37,6 +38,10 @@ class ToolSpec:
     run: Callable[..., Any]  # a method of service.<rules>: (rules, caller, activation, args)
     rules: str = "tools"  # the Service attribute holding `run`'s object
     waits: bool = False  # may answer later (a Waiter): takes the client's progress token
+    title: str = ""  # MCP `title`, also the annotations' title
+    # MCP tool annotations (hints for approval prompts): (readOnly, destructive, idempotent,
+    # openWorld); see PROTOCOL.md section 5 for why each is what it is
+    hints: tuple[bool, bool, bool, bool] = (False, False, False, False)
 
 
 TOOLS: dict[str, ToolSpec] = {
@@ -60,6 +65,8 @@ TOOLS: dict[str, ToolSpec] = {
             " is refused. A failure text starts with `message not delivered:` and nothing was"
             " queued; if it says the subagent cannot be resumed, do not retry with that id.",
             ToolRules.send_message,
+            title="Send a message to a subagent",
+            hints=(False, False, False, True),
         ),
         ToolSpec(
             "interrupt_agent",
@@ -79,6 +86,8 @@ TOOLS: dict[str, ToolSpec] = {
             " or unknown is a harmless no-op. You cannot interrupt yourself, a sibling, or agents"
             " that are not below you.",
             ToolRules.interrupt_agent,
+            title="Interrupt a subagent",
+            hints=(False, True, True, False),
         ),
         ToolSpec(
             "list_agents",
@@ -99,6 +108,8 @@ TOOLS: dict[str, ToolSpec] = {
             " A child whose saved state cannot be read is shown as a diagnostic line. The listing"
             " is a snapshot and may change right after.",
             ToolRules.list_agents,
+            title="List subagents",
+            hints=(True, False, True, False),
         ),
         ToolSpec(
             "report",
@@ -114,6 +125,8 @@ TOOLS: dict[str, ToolSpec] = {
             " should do. Reporting does not end your turn. Success means the parent accepted the"
             " message, not that it has read it; it fails when your parent is not live.",
             ToolRules.report,
+            title="Report to the parent agent",
+            hints=(False, False, False, False),
         ),
         ToolSpec(
             "spawn_agent",
@@ -132,6 +145,8 @@ TOOLS: dict[str, ToolSpec] = {
             " closed, or when `child_id` is already taken.",
             Delegation.spawn_agent,
             "delegation",
+            title="Start a subagent",
+            hints=(False, False, False, True),
         ),
         ToolSpec(
             "wait_agents",
@@ -144,26 +159,17 @@ TOOLS: dict[str, ToolSpec] = {
             "Wait until your subagents have news: it returns as soon as one of them has reported"
             ' or finished (mode "any", the default) or once all of them have finished (mode'
             ' "all"), with their reports and finish notices, which then do not reach you again'
-            " as separate turns. On timeout it says which are still working. Use it instead of"
-            " polling `list_agents`.",
+            " as separate turns: it consumes what it returns (a later wait does not return it"
+            " again). On timeout it says which are still working; call it again to keep"
+            " waiting. Use it instead of polling `list_agents`.",
             Delegation.wait_agents,
             "delegation",
             True,
+            title="Wait for subagents' reports and notices",
+            hints=(False, False, False, False),
         ),
     )
 }
-
-
-def _object_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
-    """A top-level object schema (MCP wants no top-level $ref): inline the referenced definition."""
-    schema = msgspec.json.schema(struct)
-    defs = schema.get("$defs", {})
-    name = schema["$ref"].rsplit("/", 1)[-1]
-    top = dict(defs.pop(name))
-    top.pop("title", None)
-    if defs:
-        top["$defs"] = defs
-    return top
 
 
 @cache
@@ -172,9 +178,17 @@ def tool_definitions(names: tuple[str, ...]) -> list[t.Tool]:
     return [
         t.Tool(
             name=spec.name,
+            title=spec.title,
             description=spec.description,
-            inputSchema=_object_schema(spec.args),
-            outputSchema=_object_schema(spec.output),
+            inputSchema=object_schema(spec.args, arguments=True),
+            outputSchema=object_schema(spec.output),
+            annotations=t.ToolAnnotations(
+                title=spec.title,
+                readOnlyHint=spec.hints[0],
+                destructiveHint=spec.hints[1],
+                idempotentHint=spec.hints[2],
+                openWorldHint=spec.hints[3],
+            ),
         )
         for spec in TOOLS.values()
         if spec.name in names
@@ -237,8 +251,9 @@ def call_tool_result(
 
 
 def _structured(result: msgspec.Struct) -> dict[str, Any]:
-    """The result's fields but `text`, one level deep: nested Structs (10k listing rows) are
-    encoded straight to JSON later instead of being copied into dicts first."""
+    """The result's fields but `blocks` (the content, which `text` joins), one level deep: nested
+    Structs (10k listing rows) are encoded straight to JSON later instead of being copied into
+    dicts first."""
     out: dict[str, Any] = {}
     for name, wire_name, default in _output_fields(type(result)):
         value = getattr(result, name)
@@ -249,7 +264,7 @@ def _structured(result: msgspec.Struct) -> dict[str, Any]:
 
 @cache
 def _output_fields(result_type: type[msgspec.Struct]) -> tuple[tuple[str, str, Any], ...]:
-    """(name, wire name, default) of every field but `text` and `blocks` (the content), resolved
+    """(name, wire name, default) of every field but `blocks` (the content blocks), resolved
     once (resolving them costs ~100 us)."""
     return tuple(
         (
@@ -258,7 +273,7 @@ def _output_fields(result_type: type[msgspec.Struct]) -> tuple[tuple[str, str, A
             f.default_factory() if f.default_factory is not msgspec.NODEFAULT else f.default,
         )
         for f in msgspec.structs.fields(result_type)
-        if f.name not in ("text", "blocks")
+        if f.name != "blocks"
     )
 
 

@@ -28,6 +28,11 @@ import type {
   Params,
   ReportParams,
   ReportResult,
+  ResourcesListParams,
+  ResourcesListResult,
+  ResourcesReadResult,
+  ResourceTemplatesListResult,
+  ResourceUriParams,
   SendMessageParams,
   SendMessageResult,
   SeqResult,
@@ -208,6 +213,16 @@ export class SubagentdClient extends EventEmitter {
     list(params?: ToolsListParams, options?: RequestOptions): Promise<ToolsListResult>;
     call(params: ToolsCallParams, options?: RequestOptions): Promise<CallToolResult>;
   };
+  /** MCP resources: the caller's subtree, each agent's state and transcript (PROTOCOL.md §5). */
+  readonly resources: {
+    list(params?: ResourcesListParams, options?: RequestOptions): Promise<ResourcesListResult>;
+    templates: {
+      list(params?: ResourcesListParams, options?: RequestOptions): Promise<ResourceTemplatesListResult>;
+    };
+    read(params: ResourceUriParams, options?: RequestOptions): Promise<ResourcesReadResult>;
+    subscribe(params: ResourceUriParams, options?: RequestOptions): Promise<Empty>;
+    unsubscribe(params: ResourceUriParams, options?: RequestOptions): Promise<Empty>;
+  };
 
   /** Spawn subagentd (`options.command`, default `subagentd`) and connect to its pipes. */
   constructor(options: SubagentdClientOptions = {}) {
@@ -271,6 +286,15 @@ export class SubagentdClient extends EventEmitter {
     this.tools = {
       list: (params = {}, options) => this.request("tools/list", params, options),
       call: call("tools/call"),
+    };
+    this.resources = {
+      list: (params = {}, options) => this.request("resources/list", params, options),
+      templates: {
+        list: (params = {}, options) => this.request("resources/templates/list", params, options),
+      },
+      read: call("resources/read"),
+      subscribe: call("resources/subscribe"),
+      unsubscribe: call("resources/unsubscribe"),
     };
   }
 

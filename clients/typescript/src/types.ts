@@ -151,6 +151,7 @@ export interface InterruptAgentParams {
 
 export interface InterruptAgentResult {
   accepted: boolean;
+  /** The text the tool's content blocks hold, joined with a newline. */
   text: string;
   previous_status?: "idle" | "ready" | "running" | null;
 }
@@ -175,6 +176,7 @@ export interface ListAgentsParams {
 
 export interface ListAgentsResult {
   agents: Array<ChildRow | DiagnosticRow>;
+  /** The text the tool's content blocks hold, joined with a newline. */
   text: string;
 }
 
@@ -255,7 +257,53 @@ export interface ReportParams {
 
 export interface ReportResult {
   message_id: string;
+  /** The text the tool's content blocks hold, joined with a newline. */
   text: string;
+}
+
+export interface Resource {
+  mimeType: string;
+  name: string;
+  uri: string;
+  description?: string | null;
+  title?: string | null;
+}
+
+export interface ResourceTemplate {
+  description: string;
+  mimeType: string;
+  name: string;
+  title: string;
+  uriTemplate: string;
+}
+
+export interface ResourceTemplatesListResult {
+  resourceTemplates: ResourceTemplate[];
+}
+
+export interface ResourceText {
+  mimeType: string;
+  text: string;
+  uri: string;
+}
+
+export interface ResourceUriParams {
+  uri: string;
+  _meta?: { [key: string]: unknown } | null;
+}
+
+export interface ResourcesListParams {
+  _meta?: { [key: string]: unknown } | null;
+  cursor?: string | null;
+}
+
+export interface ResourcesListResult {
+  resources: Resource[];
+  nextCursor?: string | null;
+}
+
+export interface ResourcesReadResult {
+  contents: ResourceText[];
 }
 
 export interface SendMessageParams {
@@ -271,6 +319,7 @@ export interface SendMessageParams {
 
 export interface SendMessageResult {
   message_id: string;
+  /** The text the tool's content blocks hold, joined with a newline. */
   text: string;
 }
 
@@ -310,6 +359,7 @@ export interface SpawnAgentParams {
 
 export interface SpawnAgentResult {
   child_id: string;
+  /** The text the tool's content blocks hold, joined with a newline. */
   text: string;
 }
 
@@ -376,7 +426,18 @@ export interface Tool {
   description: string;
   inputSchema: { [key: string]: unknown };
   name: string;
+  annotations?: ToolAnnotations | null;
   outputSchema?: { [key: string]: unknown } | null;
+  title?: string | null;
+}
+
+/** MCP ToolAnnotations: hints for clients (approval prompts), every one stated. */
+export interface ToolAnnotations {
+  destructiveHint: boolean;
+  idempotentHint: boolean;
+  openWorldHint: boolean;
+  readOnlyHint: boolean;
+  title: string;
 }
 
 /** `data` of a direct tool method's JSON-RPC error. */
@@ -470,14 +531,16 @@ export interface WaitAgentsParams {
   caller?: string | null;
   /** "any" (default): return as soon as one of them has reported or finished; "all": return once every one of them has finished. */
   mode?: "all" | "any";
-  /** The longest to wait, in milliseconds: default 30000, at most 600000; 0 only collects what has already arrived. */
+  /** The longest to wait, in milliseconds: default 25000, at most 50000; 0 only collects what has already arrived. */
   timeout_ms?: number;
 }
 
 export interface WaitAgentsResult {
   agents: WaitedAgent[];
+  /** The text the tool's content blocks hold, joined with a newline. */
   text: string;
   blocks?: string[];
+  still_working?: string[];
   timed_out?: boolean;
 }
 
@@ -582,6 +645,11 @@ export interface Methods {
   "ping": { params: Params; result: Empty };
   /** Send a message to the agent that started you (your direct parent only). It does not see your transcript, so make the report self-contained. Call it once before you finish with your answer, and earlier when a partial finding changes what the parent should do. Reporting does not end your turn. Success means the parent accepted the message, not that it has read it; it fails when your parent is not live. */
   "report": { params: ReportParams; result: ReportResult };
+  "resources/list": { params: ResourcesListParams; result: ResourcesListResult };
+  "resources/read": { params: ResourceUriParams; result: ResourcesReadResult };
+  "resources/subscribe": { params: ResourceUriParams; result: Empty };
+  "resources/templates/list": { params: ResourcesListParams; result: ResourceTemplatesListResult };
+  "resources/unsubscribe": { params: ResourceUriParams; result: Empty };
   /** Queue a message as the next turn of one of your own continuable subagents (a child you started). The message is stored durably in the child's inbox and runs as its own turn: if the child is running now, it gets the message after its current turn ends (this never redirects the running turn); if it is idle it starts at once; if it is ready (not live) it is resumed from its saved state. Success means the message was queued, not answered: the child's reply reaches you later (through `report` or its settlement notice). Only the direct parent can send; a grandparent, sibling or the child itself is refused. A failure text starts with `message not delivered:` and nothing was queued; if it says the subagent cannot be resumed, do not retry with that id. */
   "send_message": { params: SendMessageParams; result: SendMessageResult };
   "server/discover": { params: Params; result: DiscoverResult };
@@ -594,7 +662,7 @@ export interface Methods {
   "transcript/read": { params: TranscriptReadParams; result: TranscriptReadResult };
   "turns/begin": { params: TurnBeginParams; result: TurnBeginResult };
   "turns/end": { params: TurnEndParams; result: Empty };
-  /** Wait until your subagents have news: it returns as soon as one of them has reported or finished (mode "any", the default) or once all of them have finished (mode "all"), with their reports and finish notices, which then do not reach you again as separate turns. On timeout it says which are still working. Use it instead of polling `list_agents`. */
+  /** Wait until your subagents have news: it returns as soon as one of them has reported or finished (mode "any", the default) or once all of them have finished (mode "all"), with their reports and finish notices, which then do not reach you again as separate turns: it consumes what it returns (a later wait does not return it again). On timeout it says which are still working; call it again to keep waiting. Use it instead of polling `list_agents`. */
   "wait_agents": { params: WaitAgentsParams; result: WaitAgentsResult };
 }
 export type MethodName = keyof Methods;
@@ -621,6 +689,6 @@ export interface ServerNotifications {
 export type ServerNotificationName = keyof ServerNotifications;
 
 /** Every request method, in name order. */
-export const METHOD_NAMES = ["agents/close","agents/followup","agents/get","agents/interrupt","agents/list","agents/open","agents/spawn","agents/wait_idle","initialize","interrupt_agent","list_agents","messages/cancel","messages/get","ping","report","send_message","server/discover","server/stats","spawn_agent","tools/call","tools/list","transcript/append","transcript/read","turns/begin","turns/end","wait_agents"] as const;
+export const METHOD_NAMES = ["agents/close","agents/followup","agents/get","agents/interrupt","agents/list","agents/open","agents/spawn","agents/wait_idle","initialize","interrupt_agent","list_agents","messages/cancel","messages/get","ping","report","resources/list","resources/read","resources/subscribe","resources/templates/list","resources/unsubscribe","send_message","server/discover","server/stats","spawn_agent","tools/call","tools/list","transcript/append","transcript/read","turns/begin","turns/end","wait_agents"] as const;
 /** Every server-to-host notification, in name order. */
 export const SERVER_NOTIFICATION_NAMES = ["agent/inject","agent/settled","agent/status","notifications/progress","turn/interrupt","turn/start"] as const;

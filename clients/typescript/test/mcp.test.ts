@@ -75,6 +75,7 @@ describe("official @modelcontextprotocol/sdk client over stdio", () => {
     assert.deepEqual(result.content, [{ type: "text", text: "c1 [ready] parent=root depth=1 — worker" }]);
     assert.deepEqual(result.structuredContent, {
       agents: [{ kind: "child", id: "c1", label: "worker", status: "ready", parent: "root", depth: 1 }],
+      text: "c1 [ready] parent=root depth=1 — worker",
     });
   });
 
