@@ -32,8 +32,8 @@ def blocks(language: str) -> list[str]:
 
 
 def test_the_runnable_blocks_are_all_found():
-    assert README.count("<!-- runs -->") == len(BLOCKS) == 5
-    assert [lang for lang, _ in BLOCKS] == ["sh", "python", "python", "json", "json"]
+    assert README.count("<!-- runs -->") == len(BLOCKS) == 4
+    assert [lang for lang, _ in BLOCKS] == ["sh", "python", "json", "json"]
 
 
 def test_the_sh_block_runs_against_this_checkout(tmp_path):
@@ -72,9 +72,10 @@ def run_script(tmp_path, body: str) -> list[str]:
     return done.stdout.splitlines()
 
 
-def test_the_python_block_runs_as_a_script_twice_in_a_row(tmp_path):
+def test_the_stdlib_example_runs_as_a_script_twice_in_a_row(tmp_path):
+    assert "(examples/stdlib_host.py)" in README
     for _ in range(2):
-        lines = run_script(tmp_path, blocks("python")[0])
+        lines = run_script(tmp_path, (ROOT / "examples" / "stdlib_host.py").read_text())
         assert lines == [
             "c1 was asked: Find the oldest open bug.",
             "root was told: Background subagent c1 finished and will do no further work unless"
@@ -123,7 +124,7 @@ def test_no_internal_notes_or_outside_paths():
 def test_the_python_host_block_runs_its_agents_turns(tmp_path):
     """The "A Python host" block: the client spawns this checkout's subagentd and AgentHost runs
     the child's turn, the parent's turn for its report, and the parent's turn for its settling."""
-    body = blocks("python")[1]
+    body = blocks("python")[0]
     assert "from subagentd.client import" in body
     assert run_script(tmp_path, body) == [
         "researcher: Oldest open bug: #12.",
