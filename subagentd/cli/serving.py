@@ -60,6 +60,16 @@ def serve(options: dict[str, Any]) -> int:
 
     out_fd = divert_stdout()
     configure_logging(options["log_level"], options["log_format"])
+    recording = None
+    if options.get("record"):
+        from subagentd.cli.recording import Recording
+
+        try:
+            recording = Recording(options["record"])
+        except OSError as exc:
+            log.error("cannot start: --record %s: %s", options["record"], exc)
+            return 1
+        out_fd = recording.attach(out_fd)
     if os.isatty(0):
         sys.stderr.write(TERMINAL_HINT)
         sys.stderr.flush()
@@ -153,6 +163,8 @@ def serve(options: dict[str, Any]) -> int:
                 os.set_blocking(fd, True)
             except OSError:
                 pass
+        if recording is not None:
+            recording.finish()
     log.info("stopped")
     return 0
 

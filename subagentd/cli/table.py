@@ -189,6 +189,14 @@ SERVE = (
         metavar="SECONDS",
     ),
     Spec(
+        "--record",
+        "str",
+        None,
+        "write the session served as a replayable transcript to FILE (every frame in and out,"
+        " minted ids and timestamps as placeholders; `subagentd replay FILE` runs it again)",
+        metavar="FILE",
+    ),
+    Spec(
         "--retention",
         "duration",
         None,
