@@ -214,8 +214,8 @@ def _step(run: _Run, step: Step, later: Sequence[Step]) -> None:
 def _finish(run: _Run) -> None:
     """The closing ping: whatever the transcript caused was written before its reply. After a
     close step: nothing more until subagentd closes its stdout."""
+    late: list[Any] = []
     if run.closed:
-        late: list[Any] = []
         try:
             while True:
                 late.append(run.read(run.timeout))
@@ -229,7 +229,6 @@ def _finish(run: _Run) -> None:
         return
     run.client.send_bytes(wire.encode({"jsonrpc": "2.0", "id": END_ID, "method": "ping"}) + b"\n")
     barrier = {"jsonrpc": "2.0", "result": {}, "id": END_ID}
-    late: list[Any] = []
     seen = False
     try:
         while True:
