@@ -144,9 +144,7 @@ def scripts_may_import(name: str) -> bool:
 
 def kit_may_import(name: str) -> bool:
     """The pytest plugin for host authors: pytest, the client, transcripts; nothing inside."""
-    return (
-        scripts_may_import(name) or top(name) == "pytest" or within(name, "subagentd.testing")
-    )
+    return scripts_may_import(name) or top(name) == "pytest" or within(name, "subagentd.testing")
 
 
 RULES = {
