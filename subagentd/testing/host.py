@@ -77,10 +77,6 @@ class ScriptedHost:
         (agents/wait_idle); the turns run. Each wait for a turn/start is bounded by `timeout`."""
         ran: list[Turn] = []
         while True:
-            self.client.poll()
-            if any(n.get("method") == "turn/start" for n in self.client.notifications):
-                ran.append(self.run_turn(timeout))
-                continue
             idle = self.client.agents_wait_idle(agent_id, timeout_ms=0)
             if idle.idle:
                 return ran
