@@ -47,12 +47,12 @@ def test_replay_passes_and_fails_with_the_status_a_ci_job_needs(tmp_path):
     bad = subagentd("replay", str(broken_flows(tmp_path)), str(SCRIPTS / "lifecycle.jsonl"))
     assert bad.returncode == 1
     out = bad.stdout.splitlines()
-    assert out[0] == "FAIL flows.jsonl: line 15: the frame received does not match the expect"
+    assert out[0] == "FAIL flows.jsonl: line 16: the frame received does not match the expect"
     assert out[1] == (
         '  $.result.text: expected "OLD TEXT for subagent c1",'
         ' got "message queued as the next turn for subagent c1"'
     )
-    assert out[2].startswith("  after the send at line 14: ")
+    assert out[2].startswith("  after the send at line 15: ")
     assert '    -    "text": "OLD TEXT for subagent c1"' in out
     assert '    +    "text": "message queued as the next turn for subagent c1"' in out
     assert out[-1] == "1 passed, 1 failed"  # the next script still ran
@@ -85,7 +85,7 @@ def test_junit_xml_names_each_script_and_carries_the_report(tmp_path):
     assert failure is not None
     assert (
         failure.get("message")
-        == "flows.jsonl: line 15: the frame received does not match the expect"
+        == "flows.jsonl: line 16: the frame received does not match the expect"
     )
     assert '+    "text": "message queued as the next turn for subagent c1"' in (failure.text or "")
 
