@@ -71,7 +71,7 @@ def test_a_turn_without_a_reply_fails_naming_the_agent_and_its_turn(
     with pytest.raises(ScriptedHostError) as failed:
         host.run_until_idle("root")
     assert str(failed.value).startswith(
-        "scripted host: agent 'root' started its turn 1, but the table has 0 replies for it;"
+        'scripted host: agent "root" started its turn 1, but the table has 0 replies for it;'
         " the turn's input: [\""
     )
     # the turn was ended (reason error), so the server is not left waiting on it

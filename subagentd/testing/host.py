@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -12,6 +13,7 @@ from subagentd.client.frames import typed
 from subagentd.schema.notifications import TurnStart
 
 WAIT = 10.0
+compact = partial(json.dumps, ensure_ascii=False, separators=(",", ":"))  # as Node and Go say it
 
 Reply = str | TurnOutcome | Callable[[TurnStart], str | TurnOutcome | None]
 """A scripted turn: its output (ended completed), a TurnOutcome, or a function of the turn/start
@@ -45,6 +47,7 @@ class ScriptedHost:
     def run_turn(self, timeout: float = WAIT) -> Turn:
         """Take the next `turn/start` (waiting up to `timeout`), end it with its agent's next
         reply, and return it."""
+        __tracebackhide__ = True  # pytest: the failure points at the test's line
         try:
             params = self.client.notification("turn/start", timeout)
         except RequestTimeout:
@@ -55,12 +58,12 @@ class ScriptedHost:
         number = self.used.get(agent, 0) + 1
         if number > len(self.replies.get(agent, ())):
             have = len(self.replies.get(agent, ()))
-            why = f"scripted host: no reply left for turn {number} of agent {agent!r}"
+            why = f"scripted host: no reply left for turn {number} of agent {compact(agent)}"
             self.client.turns_end(agent, start.turn_id, "error", why)
             raise ScriptedHostError(
-                f"scripted host: agent {agent!r} started its turn {number}, but the table has"
+                f"scripted host: agent {compact(agent)} started its turn {number}, but the table has"
                 f" {have} repl{'y' if have == 1 else 'ies'} for it; the turn's input:"
-                f" {json.dumps(texts, ensure_ascii=False)}"
+                f" {compact(texts)}"
             )
         reply = self.replies[agent][number - 1]
         self.used[agent] = number
@@ -75,6 +78,7 @@ class ScriptedHost:
     def run_until_idle(self, agent_id: str, timeout: float = WAIT) -> list[Turn]:
         """Run turns until no agent of `agent_id`'s tree runs one or has input to start one
         (agents/wait_idle); the turns run. Each wait for a turn/start is bounded by `timeout`."""
+        __tracebackhide__ = True
         ran: list[Turn] = []
         while True:
             idle = self.client.agents_wait_idle(agent_id, timeout_ms=0)
@@ -83,9 +87,9 @@ class ScriptedHost:
             try:
                 ran.append(self.run_turn(timeout))
             except ScriptedHostError as exc:
-                busy = f"running {idle.running or []}, runnable {idle.runnable or []}"
+                busy = f"running {compact(idle.running or [])}, runnable {compact(idle.runnable or [])}"
                 raise ScriptedHostError(
-                    f"{exc} while the tree of {agent_id!r} is busy ({busy})"
+                    f"{exc} while the tree of {compact(agent_id)} is busy ({busy})"
                 ) from None
 
     def left(self) -> dict[str, int]:

@@ -65,6 +65,7 @@ class Served(Client):
         """The params of the earliest notification `method` whose params hold every `match`
         pair and that no earlier call returned, one received before this call included; else
         the first such to arrive within `timeout` seconds (`NotificationTimeout` after)."""
+        __tracebackhide__ = True
         deadline = time.monotonic() + timeout
         while True:
             found = self._take(method, match)
@@ -93,6 +94,7 @@ class Served(Client):
 def assert_replays(path: str | Path, *serve_args: str, db: str = ":memory:") -> None:
     """Replay a transcript (docs/scripts.md) against a fresh subagentd; AssertionError with the
     report (the step, a diff) when it does not pass."""
+    __tracebackhide__ = True
     from subagentd.scripts.replay import replay
 
     outcome = replay(path, serve_args, db=db)

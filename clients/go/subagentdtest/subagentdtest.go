@@ -190,8 +190,8 @@ func (h *ScriptedHost) RunUntilIdle(ctx context.Context, agentID string) ([]Turn
 		}
 		turn, err := h.RunTurn(ctx)
 		if err != nil {
-			running, _ := json.Marshal(idle.Running)
-			runnable, _ := json.Marshal(idle.Runnable)
+			running, _ := json.Marshal(append([]string{}, idle.Running...))
+			runnable, _ := json.Marshal(append([]string{}, idle.Runnable...))
 			return ran, fmt.Errorf("%w while the tree of %q is busy (running %s, runnable %s)", err, agentID, running, runnable)
 		}
 		ran = append(ran, turn)
