@@ -81,13 +81,14 @@ def user_env(bin_dir: Path) -> dict[str, str]:
 def test_python_kit_in_a_fresh_project(venv, tmp_path):
     project = tmp_path / "my-host"
     write(project, "python")
-    assert sorted(files("python")) == ["host.py", "test_host.py"]
+    assert sorted(files("python")) == ["host.py", "test_host.py", "test_time.py"]
     code, out = run([str(venv / "pytest"), "-q", "-p", "no:cacheprovider"], project, user_env(venv))
     assert code == 0, out
-    assert "1 passed" in out
+    assert "2 passed" in out  # test_time.py: --clock manual, the interrupt grace
     write(project, "python", ('child_id=f"r{number}"', 'child_id=f"researcher-{number}"'))
     code, out = run([str(venv / "pytest"), "-q", "-p", "no:cacheprovider"], project, user_env(venv))
     assert code == 1, out
+    assert "1 failed, 1 passed" in out
     assert f"E       subagentd.testing.host.ScriptedHostError: {BROKEN}" in out
     assert "test_host.py:7: ScriptedHostError" in out  # the test's own line, not the kit's
 

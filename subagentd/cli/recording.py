@@ -58,7 +58,7 @@ class Recording:
 
     def _relay(self, source: int, target: int, inbound: bool) -> None:
         """Copy `source` to `target` until end of input, recording each whole frame."""
-        framer = FrameReader("ndjson", 1 << 62)
+        framer = FrameReader("auto", 1 << 62)  # NDJSON or LSP, as the host speaks
         os.set_blocking(source, True)
         try:
             while True:

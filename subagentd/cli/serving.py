@@ -112,6 +112,7 @@ def serve(options: dict[str, Any]) -> int:
         lock_wait=options["lock_wait_ms"] / 1000,
         tools=served_tools(options["tools"], spawn_tool_served(options)),
         report_window=options["report_window"],
+        clock=_clock(options.get("clock", "system")),
         **{name: options[name] for name in QUOTA_NAMES},
     )
     loaded: dict[str, object] = {}
@@ -169,6 +170,16 @@ def serve(options: dict[str, Any]) -> int:
     return 0
 
 
+def _clock(choice: str) -> Any:
+    """--clock: the system's, or (tests) a manual clock that moves only by clock/advance."""
+    from subagentd.core.clock import SYSTEM, ManualClock
+
+    if choice != "manual":
+        return SYSTEM
+    log.warning("--clock manual: time stands still until the host calls clock/advance (tests only)")
+    return ManualClock()
+
+
 def _open_database(path: str, options: dict[str, Any]) -> tuple[Any, str]:
     """The database `--db` names, opened and checked before the handshake: a SQLite file, or a
     PostgreSQL database for a `postgresql://` (or `postgres://`) URL, connected and migrated;
@@ -208,13 +219,16 @@ def _load(opened: Any, options: dict[str, Any], settings: Any, loaded: dict[str,
         settings.owner, settings.owner_alive = new_owner(), owner_alive
         store: Any
         if isinstance(opened, OpenedDatabase):
+            import time
+
             from subagentd.storage.database import SqliteStore
 
-            store = SqliteStore(opened)
+            # a manual clock moves leases, not the real time a group holds the lock
+            store = SqliteStore(opened, clock=settings.clock.wall, hold_clock=time.monotonic)
         else:
             from subagentd.storage.postgres.store import PostgresStore
 
-            store = PostgresStore(opened)
+            store = PostgresStore(opened, clock=settings.clock.wall)
         no_timers: Any = None  # the Connection sets them before anything is timed
         service: Any = Service(
             store, emit=lambda method, params: None, timers=no_timers, settings=settings

@@ -189,6 +189,14 @@ SERVE = (
         metavar="SECONDS",
     ),
     Spec(
+        "--clock",
+        "choice",
+        "system",
+        "for tests only: manual stops time-based rules (interrupt grace, lease expiry and"
+        " heartbeat, report windows, wait deadlines) until the host calls clock/advance",
+        choices=("system", "manual"),
+    ),
+    Spec(
         "--record",
         "str",
         None,

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from functools import partial
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from subagentd.client import Client, TurnOutcome
 from subagentd.client.errors import RequestTimeout

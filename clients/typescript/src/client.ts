@@ -38,6 +38,8 @@ import type {
   SpawnParams,
   SpawnResult,
   StatsResult,
+  ClockAdvanceParams,
+  ClockAdvanceResult,
   ToolsCallParams,
   ToolsListParams,
   ToolsListResult,
@@ -220,6 +222,10 @@ export class SubagentdClient extends EventEmitter {
     discover(params?: Params, options?: RequestOptions): Promise<DiscoverResult>;
     stats(params?: Params, options?: RequestOptions): Promise<StatsResult>;
   };
+  /** `clock/advance`: a `--clock manual` subagentd's clock moves on (tests); its timers due run. */
+  readonly clock: {
+    advance(params: ClockAdvanceParams, options?: RequestOptions): Promise<ClockAdvanceResult>;
+  };
   /** Typed wrappers for the MCP-style bridge `tools/list` and `tools/call`. */
   readonly tools: {
     list(params?: ToolsListParams, options?: RequestOptions): Promise<ToolsListResult>;
@@ -284,6 +290,9 @@ export class SubagentdClient extends EventEmitter {
     this.server = {
       discover: (params = {}, options) => this.request("server/discover", params, options),
       stats: (params = {}, options) => this.request("server/stats", params, options),
+    };
+    this.clock = {
+      advance: (params, options) => this.request("clock/advance", params, options),
     };
     this.tools = {
       list: (params = {}, options) => this.request("tools/list", params, options),
