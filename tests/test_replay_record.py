@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -19,13 +20,13 @@ FLOWS = SCRIPTS / "flows.jsonl"
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
-def subagentd(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def subagentd(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "subagentd", *args],
         capture_output=True,
         text=True,
         timeout=240,
-        cwd=cwd,
+        env=None if env is None else {**os.environ, **env},
     )
 
 
@@ -97,6 +98,12 @@ def test_serve_options_reach_the_server_replayed(tmp_path):
     first = done.stdout.splitlines()[0]
     assert first.startswith("FAIL flows.jsonl: line ") and "does not match" in first
     assert '"code": 1007' in done.stdout
+
+
+def test_the_replayed_server_reads_no_subagentd_variable():
+    """The same transcript means the same everywhere: SUBAGENTD_MAX_DEPTH does not reach it."""
+    done = subagentd("replay", str(FLOWS), env={"SUBAGENTD_MAX_DEPTH": "1"})
+    assert done.returncode == 0, done.stdout
 
 
 def test_a_malformed_script_is_an_error_naming_its_line(tmp_path):

@@ -142,8 +142,10 @@ def replay(
     db: str | None,
     **_: Any,
 ) -> None:
-    """Replay transcripts (docs/scripts.md), each against a fresh `subagentd serve`: at the first
-    frame that differs, show the step and a diff, and exit 1."""
+    """Replay transcripts, each against a fresh subagentd.
+
+    Each SCRIPT.jsonl (format: docs/scripts.md) runs against its own `subagentd serve`, given
+    the serve options below; the first frame that differs stops it with its step and a diff."""
     from subagentd.cli.replaying import run_replay
 
     database = db or (ctx.parent.params.get("db") if ctx.parent is not None else None)

@@ -113,7 +113,7 @@ def serve_options(f: F) -> F:
     return global_options(f)
 
 
-REPLAY_LEAVES_OUT = ("--record",)  # replay records nothing: it compares
+REPLAY_LEAVES_OUT = ("--record", "--framing")  # it records nothing; it speaks NDJSON
 
 
 def replayed_serve_options(f: F) -> F:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -108,7 +109,10 @@ def replay(
     except (OSError, UnicodeDecodeError, ScriptError) as exc:
         return Outcome(path.name, 0, failure=str(exc), error=True)
     outcome = Outcome(path.name, len(steps))
-    client = Client.spawn(*serve_args, db=db, command=command)
+    # configured by its command line alone: the SUBAGENTD_* variables of whoever runs the replay
+    # do not reach it (a transcript means the same on every machine)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SUBAGENTD_")}
+    client = Client.spawn(*serve_args, db=db, command=command, env=env)
     run = _Run(path.name, client, timeout, update)
     try:
         for index, step in enumerate(steps):
