@@ -76,7 +76,7 @@ func parseScript(text string) ([]step, error) {
 		if _, isString := object[key].(string); key == "send_raw" && !isString {
 			return nil, fmt.Errorf("line %d: send_raw takes a string", i+1)
 		}
-		if key == "version" && (len(steps) > 0 || object[key] != float64(1)) {
+		if key == "version" && (len(steps) > 0 || show(object[key]) != "1") {
 			return nil, fmt.Errorf("line %d: version 1 is the first step only: %s", i+1, line)
 		}
 		steps = append(steps, step{kind: key, value: object[key], line: i + 1})

@@ -125,6 +125,9 @@ def replay(
         outcome.failure, outcome.error = f"{path.name}: {exc}", True
     except _Failed as exc:
         outcome.failure = f"{path.name}: {exc}" + (_logs(client) if exc.logs else "")
+    except OSError as exc:  # a send to a subagentd that exited (its stdin is closed)
+        said = f"{path.name}: cannot write to subagentd ({exc}){run.context()}"
+        outcome.failure = said + _logs(client)
     finally:
         if client.process is not None and client.process.poll() is None:
             client.process.kill()
