@@ -543,6 +543,7 @@ def valid_base(method: str, world: World) -> dict[str, Any]:
         "name": "list_agents",
         "events": [{"type": "fuzz"}],
         "reason": "completed",
+        "seconds": 1,  # clock/advance (refused without --clock manual, after its params)
     }
     spec = next(m for m in OPENRPC["methods"] if m["name"] == method)
     return {
