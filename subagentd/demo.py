@@ -38,8 +38,9 @@ class Demo:
 
     LABELS = {"root": "coordinator"}
 
-    def __init__(self, db: str) -> None:
+    def __init__(self, db: str, record: str | None = None) -> None:
         self.db = db
+        self.record = record  # a directory: each subagentd's session as demo-<n>.jsonl
         self.turns: dict[str, str] = {}
         self.counts = {"turns": 0, "notices": 0, "reports": 0}
         self.servers: list[Client] = []
@@ -49,7 +50,11 @@ class Demo:
         return self.servers[-1]
 
     def boot(self) -> Client:
-        srv = Client.spawn("--log-level", "warning", db=self.db)
+        args = ["--log-level", "warning"]
+        if self.record is not None:
+            path = os.path.join(self.record, f"demo-{len(self.servers) + 1}.jsonl")
+            args += ["--record", path]
+        srv = Client.spawn(*args, db=self.db)
         self.servers.append(srv)
         info = srv.initialize(client_name="subagentd-demo", client_version="1")
         assert srv.process is not None
@@ -200,8 +205,9 @@ def failure(srv: Client | None, error: BaseException) -> str:
     return f"subagentd: {error}{state}{': ' + tail if tail else ''}"
 
 
-def run(db: str | None) -> int:
-    """Run the scripted tour; returns the process exit code."""
+def run(db: str | None, record: str | None = None) -> int:
+    """Run the scripted tour; returns the process exit code. `record`: a directory to write
+    each subagentd's session to as a transcript (`subagentd serve --record`)."""
     began = time.monotonic()
     if hasattr(sys.stdout, "reconfigure"):  # ▸ and — on a terminal that cannot show them
         sys.stdout.reconfigure(errors="replace")
@@ -216,7 +222,9 @@ def run(db: str | None) -> int:
     print("subagentd demo — a scripted host (no model, no network) drives a real subagentd")
     demo = None
     try:
-        demo = Demo(db)
+        if record is not None:
+            os.makedirs(record, exist_ok=True)
+        demo = Demo(db, record)
         demo.run()
     except DemoError as exc:
         print(f"subagentd demo failed: {exc}", file=sys.stderr)

@@ -547,6 +547,7 @@ def valid_base(method: str, world: World) -> dict[str, Any]:
         "events": [{"type": "fuzz"}],
         "reason": "completed",
         "uri": f"subagentd://agent/{ROOT}",
+        "seconds": 1,  # clock/advance (refused without --clock manual, after its params)
     }
     spec = next(m for m in OPENRPC["methods"] if m["name"] == method)
     return {

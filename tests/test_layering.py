@@ -150,6 +150,22 @@ def otel_may_import(name: str) -> bool:
     )
 
 
+def scripts_may_import(name: str) -> bool:
+    """Transcripts are replayed over the wire, as a host would: the client, the wire types."""
+    return (
+        top(name) in STDLIB
+        or top(name) == "msgspec"
+        or within(name, "subagentd.client")
+        or within(name, "subagentd.schema")
+        or within(name, "subagentd.scripts")
+    )
+
+
+def kit_may_import(name: str) -> bool:
+    """The pytest plugin for host authors: pytest, the client, transcripts; nothing inside."""
+    return scripts_may_import(name) or top(name) == "pytest" or within(name, "subagentd.testing")
+
+
 RULES = {
     "schema": (schema_may_import, ()),
     "errors.py": (errors_may_import, ()),
@@ -164,6 +180,8 @@ RULES = {
     "client": (client_may_import, ()),
     "demo.py": (demo_may_import, ()),
     "otel.py": (otel_may_import, ()),
+    "scripts": (scripts_may_import, ()),
+    "testing": (kit_may_import, ()),
 }
 
 
@@ -183,6 +201,8 @@ def test_every_subpackage_is_covered_by_a_rule():
         "client",
         "cli",
         "view",
+        "scripts",
+        "testing",
     }  # cli wires everything: no rule
     subpackages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and not p.name.startswith("__")}
     assert subpackages <= covered, f"layers without a rule: {subpackages - covered}"

@@ -4,11 +4,10 @@ summary boundaries (SEMANTICS.md section 8) and the --report-rate window (PROTOC
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
-from subagentd.core import report_rate, texts
+from subagentd.core import texts
+from subagentd.core.clock import Clock
 from subagentd.schema.codes import Code
 from subagentd.schema.messages import ToolFilter
 from tests.core_host import CoreHost
@@ -133,8 +132,8 @@ def test_summary_of_cuts_only_past_120_characters(length, expected):
 # --- --report-rate: a sliding window of 60 seconds per child (PROTOCOL.md section 5) --------
 
 
-class FakeTime:
-    """The report window's `time` module with a monotonic clock the test moves by hand."""
+class FakeTime(Clock):
+    """The clock the report window reads (Settings.clock), moved by hand."""
 
     def __init__(self) -> None:
         self.now = 1000.0
@@ -142,20 +141,15 @@ class FakeTime:
     def monotonic(self) -> float:
         return self.now
 
-    def __getattr__(self, name: str):
-        return getattr(time, name)
-
 
 @pytest.fixture
-def clock(monkeypatch):
-    fake = FakeTime()
-    monkeypatch.setattr(report_rate, "time", fake)
-    return fake
+def clock():
+    return FakeTime()
 
 
-def rated_tree(rate: int) -> CoreHost:
+def rated_tree(rate: int, clock: Clock) -> CoreHost:
     """root -> c1 -> g1, g2 with --report-rate `rate`; c1 idle (kept live by its children)."""
-    core = CoreHost(report_rate=rate)
+    core = CoreHost(report_rate=rate, clock=clock)
     core.open("root")
     core.spawn("root", "c1")
     core.spawn("c1", "g1")
@@ -187,7 +181,7 @@ def woke(core: CoreHost, output: str, child: str = "g1") -> bool:
 
 
 def test_past_the_rate_reports_are_quiet_until_60_seconds_have_passed(clock):
-    core = rated_tree(1)
+    core = rated_tree(1, clock)
     assert woke(core, "one") is True
     clock.now += 59.0
     assert woke(core, "two") is False  # still within the minute
@@ -198,7 +192,7 @@ def test_past_the_rate_reports_are_quiet_until_60_seconds_have_passed(clock):
 
 
 def test_the_rate_bounds_each_child_on_its_own(clock):
-    core = rated_tree(2)
+    core = rated_tree(2, clock)
     assert woke(core, "a1") is True
     clock.now += 10.0
     assert woke(core, "a2") is True
@@ -210,7 +204,7 @@ def test_the_rate_bounds_each_child_on_its_own(clock):
 
 
 def test_without_a_rate_every_report_wakes(clock):
-    core = rated_tree(0)
+    core = rated_tree(0, clock)
     for i in range(5):
         assert woke(core, f"r{i}") is True
 

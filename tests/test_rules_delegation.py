@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from subagentd.core import waits as waits_module
+from subagentd.core.clock import Clock
 from subagentd.core.waits import PROGRESS_EVERY, Waiter
 from subagentd.schema.codes import Code
 from subagentd.schema.host_methods import OpenParams
@@ -484,13 +484,13 @@ def test_wait_idle_of_an_agent_that_is_not_live_answers_idle_at_once():
 # --- progress and the clock of waits ----------------------------------------------------------
 
 
-class SteppingClock:
+class SteppingClock(Clock):
     """monotonic() for core/waits.py: where the test sets it, `step` seconds later each read."""
 
     def __init__(self, now: float = 1000.0, step: float = 0.0) -> None:
         self.now, self.step = now, step
 
-    def __call__(self) -> float:
+    def monotonic(self) -> float:
         value = self.now
         self.now += self.step
         return value
@@ -503,10 +503,9 @@ def fire(core: CoreHost, delay: float) -> None:
         act(core, entry[1])
 
 
-def test_progress_counts_the_milliseconds_waited_and_names_the_live_agents(monkeypatch):
+def test_progress_counts_the_milliseconds_waited_and_names_the_live_agents():
     clock = SteppingClock(step=0.001)  # time moves on between any two reads
-    monkeypatch.setattr(waits_module, "monotonic", clock)
-    core = held_root()
+    core = held_root(clock=clock)
     spawn(core, "root", "c1")
     spawn(core, "root", "c2")
     waiter, answers = wait(core, token=7, timeout_ms=60000, mode="all")  # deadline: 1060.0
@@ -537,10 +536,9 @@ def test_a_wait_without_a_description_sends_progress_without_a_message():
     ]
 
 
-def test_a_wait_armed_again_waits_only_until_its_first_deadline(monkeypatch):
+def test_a_wait_armed_again_waits_only_until_its_first_deadline():
     clock = SteppingClock()
-    monkeypatch.setattr(waits_module, "monotonic", clock)
-    core = held_root()
+    core = held_root(clock=clock)
     spawn(core, "root", "c1")
     waiter, answers = wait(core, token="tok", timeout_ms=60000)  # deadline: 1060.0
     act(core, core.report, "c1", "first")

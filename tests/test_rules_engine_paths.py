@@ -7,6 +7,7 @@ from __future__ import annotations
 import msgspec
 
 from subagentd.core import texts
+from subagentd.core.clock import ManualClock
 from subagentd.schema.codes import Code
 from subagentd.schema.host_methods import OpenParams, TurnEndParams
 from tests.core_host import CoreHost
@@ -232,17 +233,16 @@ def test_the_grace_period_is_the_configured_one():
     assert [entry[0] for entry in core.timers.scheduled] == [2.5]
 
 
-def test_the_report_rate_window_is_sliding_over_sixty_seconds(monkeypatch):
-    clock = [1000.0]
-    monkeypatch.setattr("subagentd.core.report_rate.time.monotonic", lambda: clock[0])
-    core = CoreHost(report_rate=1)
+def test_the_report_rate_window_is_sliding_over_sixty_seconds():
+    clock = ManualClock()
+    core = CoreHost(report_rate=1, clock=clock)
     core.open("root")
     core.spawn("root", "c1")
     core.report("c1", "one")  # a wakeup
-    clock[0] += 59.999
+    clock.advance(59.999)
     core.report("c1", "two")  # within the minute: quiet
     assert [n["agent_id"] for n in core.take("agent/inject")] == ["root"]
-    clock[0] += 0.001  # exactly 60 s after the wakeup: it no longer counts
+    clock.advance(0.001)  # exactly 60 s after the wakeup: it no longer counts
     core.report("c1", "three")
     assert core.take("agent/inject") == []
 

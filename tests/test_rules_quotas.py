@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from subagentd.core.clock import ManualClock
 from subagentd.core.settings import Settings
 from subagentd.errors import QuotaExceededError
 from subagentd.schema.codes import Code
@@ -205,15 +206,16 @@ def test_report_budget_refuses_reports_past_it_instead_of_injecting_them():
         assert core.notes == []  # nothing injected, no turn started
 
 
-def test_report_budget_renews_with_the_next_window(monkeypatch):
-    clock = [1000.0]
-    monkeypatch.setattr("subagentd.core.quotas.time.monotonic", lambda: clock[0])
-    core = CoreHost(report_budget=4, report_window=60.0)
+def test_report_budget_renews_with_the_next_window():
+    clock = ManualClock()
+    core = CoreHost(report_budget=4, report_window=60.0, clock=clock)
     core.open("root")
     core.spawn("root", "c1")
     core.report("c1", "abcd")
     refused(core, core.report, "c1", "e")
-    clock[0] += 60.0
+    clock.advance(59.999)
+    refused(core, core.report, "c1", "e")
+    clock.advance(0.001)
     core.report("c1", "abcd")
 
 
@@ -318,6 +320,7 @@ def test_every_serve_option_takes_its_default_from_a_subagentd_variable(monkeypa
     values |= {"--framing": "lsp", "--durability": "full", "--report-delivery": "quiet"}
     values |= {"--db": "/tmp/x.db", "--max-depth": "5", "--tools": "list_agents,report"}
     values |= {"--event-loop": "trio", "--retention": "30s", "--spawn-tool": "on"}
+    values |= {"--clock": "manual"}
     for option in options:
         name = "SUBAGENTD_" + option[2:].upper().replace("-", "_")
         monkeypatch.setenv(name, values.get(option, "3"))

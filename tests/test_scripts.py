@@ -1,157 +1,80 @@
-"""Replays tests/scripts/*.jsonl against a real `python -m subagentd` (format: scripts/README.md)."""
+"""The transcript format (docs/scripts.md) and its replayer, subagentd.scripts: tests/scripts/*.jsonl
+replayed against a real `python -m subagentd serve`, and the matcher's rules one by one."""
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
-from tests.spawned import ServerProcess
+from subagentd.scripts import STEP_SCHEMA, Mismatch, ScriptError, match, parse, replay, substitute
+from subagentd.scripts.format import masked, merge
 
 SCRIPTS = Path(__file__).parent / "scripts"
-PLACEHOLDER = re.compile(r"^\$\{(\w+)\}$")
-QUIET = 0.3  # seconds to wait for frames that must not come
-BARRIER_ID = "script-end"
-
-
-class ScriptMismatch(AssertionError):
-    pass
-
-
-def load(path: Path) -> list[tuple[int, str, Any]]:
-    steps = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        entry = json.loads(line)
-        if not isinstance(entry, dict) or len(entry) != 1:
-            raise ValueError(f"{path.name}:{number}: a step is an object with exactly one key")
-        [(kind, value)] = entry.items()
-        if kind not in ("send", "send_raw", "expect", "comment"):
-            raise ValueError(f"{path.name}:{number}: unknown step {kind!r}")
-        if kind == "send_raw" and not isinstance(value, str):
-            raise ValueError(f"{path.name}:{number}: send_raw takes a string")
-        steps.append((number, kind, value))
-    return steps
-
-
-def substitute(value: Any, captures: dict[str, Any]) -> Any:
-    if isinstance(value, str):
-        found = PLACEHOLDER.match(value)
-        if found:
-            name = found.group(1)
-            if name not in captures:
-                raise KeyError(f"nothing was captured as ${{{name}}}")
-            return captures[name]
-        return value
-    if isinstance(value, list):
-        return [substitute(v, captures) for v in value]
-    if isinstance(value, dict):
-        return {k: substitute(v, captures) for k, v in value.items()}
-    return value
-
-
-def match(expected: Any, actual: Any, captures: dict[str, Any], path: str = "$") -> None:
-    """Exact structural equality; "${name}" captures on first sight, "${_}" matches anything."""
-    if isinstance(expected, str):
-        found = PLACEHOLDER.match(expected)
-        if found:
-            name = found.group(1)
-            if name == "_":
-                return
-            if name not in captures:
-                captures[name] = actual
-                return
-            expected = captures[name]
-            if expected != actual or type(expected) is not type(actual):
-                raise ScriptMismatch(f"{path}: ${{{name}}} was {expected!r}, now {actual!r}")
-            return
-    if isinstance(expected, dict):
-        if not isinstance(actual, dict):
-            raise ScriptMismatch(f"{path}: expected an object, got {actual!r}")
-        if set(expected) != set(actual):
-            missing = sorted(set(expected) - set(actual))
-            extra = sorted(set(actual) - set(expected))
-            raise ScriptMismatch(f"{path}: keys differ (missing {missing}, unexpected {extra})")
-        for key, value in expected.items():
-            match(value, actual[key], captures, f"{path}.{key}")
-        return
-    if isinstance(expected, list):
-        if not isinstance(actual, list) or len(actual) != len(expected):
-            raise ScriptMismatch(f"{path}: expected an array of {len(expected)}, got {actual!r}")
-        for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
-            match(e, a, captures, f"{path}[{i}]")
-        return
-    same_type = type(expected) is type(actual) or (
-        isinstance(expected, int | float)
-        and isinstance(actual, int | float)
-        and not isinstance(expected, bool)
-        and not isinstance(actual, bool)
-    )
-    if not same_type or expected != actual:
-        raise ScriptMismatch(f"{path}: expected {expected!r}, got {actual!r}")
-
-
-def replay(path: Path, db: str = ":memory:") -> None:
-    steps = load(path)
-    server = ServerProcess(db=db)
-    host = server.host
-    captures: dict[str, Any] = {}
-    try:
-        for number, kind, value in steps:
-            where = f"{path.name}:{number}"
-            if kind == "send":
-                host.send(substitute(value, captures))
-            elif kind == "send_raw":
-                host.send_bytes(value.encode() + b"\n")
-            elif kind == "expect":
-                try:
-                    frame = host.read_any()
-                except (TimeoutError, EOFError) as exc:
-                    raise ScriptMismatch(
-                        f"{where}: expected {json.dumps(value)}, but {exc}"
-                    ) from None
-                try:
-                    match(value, frame, captures)
-                except ScriptMismatch as exc:
-                    raise ScriptMismatch(
-                        f"{where}: {exc}\n  expected: {json.dumps(value)}\n  actual:   {json.dumps(frame)}"
-                    ) from None
-        # barrier: replies are written in order, so whatever the script caused comes before this
-        host.send({"jsonrpc": "2.0", "id": BARRIER_ID, "method": "ping"})
-        barrier = {"jsonrpc": "2.0", "result": {}, "id": BARRIER_ID}
-        frames: list[Any] = []
-        try:
-            while barrier not in frames:
-                frames.append(host.read_any())
-            while True:  # and a short while longer, for late deferred replies
-                frames.append(host.read_any(timeout=QUIET))
-        except TimeoutError:
-            pass
-        unexpected = [f for f in frames if f != barrier]
-        if unexpected or barrier not in frames:
-            raise ScriptMismatch(
-                f"{path.name}: unexpected frame after the script: {json.dumps(unexpected)}"
-            )
-        server.close_stdin()
-        assert server.wait() == 0, server.stderr_text()
-    finally:
-        server.stop()
+DOCS = Path(__file__).parents[1] / "docs" / "scripts.md"
 
 
 @pytest.mark.parametrize("store", ["sqlite", "postgres"])
 @pytest.mark.parametrize("path", sorted(SCRIPTS.glob("*.jsonl")), ids=lambda p: p.stem)
 def test_script_replays_against_the_real_server(path, store, request):
     """Each transcript on SQLite (in memory) and on a new PostgreSQL database: the same frames."""
-    replay(path, ":memory:" if store == "sqlite" else request.getfixturevalue("pg_stores").url())
+    db = ":memory:" if store == "sqlite" else request.getfixturevalue("pg_stores").url()
+    outcome = replay(path, db=db)
+    assert outcome.failure is None, outcome.failure
 
 
 def test_scripts_directory_holds_the_expected_transcripts():
     names = {p.name for p in SCRIPTS.glob("*.jsonl")}
-    assert {"conformance.jsonl", "lifecycle.jsonl", "stateless.jsonl"} <= names
+    assert {"conformance.jsonl", "lifecycle.jsonl", "stateless.jsonl", "flows.jsonl"} <= names
+
+
+def all_lines() -> list[str]:
+    paths = [*SCRIPTS.glob("*.jsonl"), *SCRIPTS.glob("demo/*.jsonl")]
+    return [line for p in paths for line in p.read_text().splitlines() if line.strip()]
+
+
+def test_every_line_of_the_repositorys_transcripts_satisfies_the_one_line_schema():
+    validator = jsonschema.Draft202012Validator(STEP_SCHEMA)
+    lines = all_lines()
+    assert len(lines) > 200
+    for line in lines:
+        validator.validate(json.loads(line))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"send": 1, "expect": 2}',
+        "{}",
+        '{"sned": {}}',
+        '{"send_raw": 5}',
+        '{"version": 2}',
+        '{"close": false}',
+        '{"comment": 3}',
+    ],
+)
+def test_the_schema_and_the_parser_both_refuse_a_bad_line(line):
+    assert not jsonschema.Draft202012Validator(STEP_SCHEMA).is_valid(json.loads(line))
+    with pytest.raises(ScriptError, match=r"^x\.jsonl:1: "):
+        parse(line, "x.jsonl")
+
+
+def test_the_documented_schema_is_the_one_the_package_holds():
+    """docs/scripts.md prints the schema of one line; it is STEP_SCHEMA, on one line."""
+    assert json.dumps(STEP_SCHEMA) in DOCS.read_text().splitlines()
+
+
+def test_version_is_the_first_step_only_and_nothing_is_sent_after_close():
+    assert [s.kind for s in parse('{"version": 1}\n{"comment": "x"}')] == ["version", "comment"]
+    with pytest.raises(ScriptError, match="x:2: version is the first step only"):
+        parse('{"comment": "x"}\n{"version": 1}', "x")
+    with pytest.raises(ScriptError, match=r"x:1: format version 2 is not supported \(this"):
+        parse('{"version": 2}', "x")
+    with pytest.raises(ScriptError, match="x:3: nothing is sent after close"):
+        parse('{"close": true}\n{"expect": 1}\n{"send": {}}', "x")
 
 
 # --- the matcher itself: each of these must be able to fail ----------------------------------
@@ -162,53 +85,128 @@ def test_placeholder_captures_first_and_then_must_repeat():
     match({"id": "${x}"}, {"id": 5}, captures)
     assert captures == {"x": 5}
     match({"again": "${x}"}, {"again": 5}, captures)
-    with pytest.raises(ScriptMismatch):
+    with pytest.raises(Mismatch, match=r"^\$\.again: \$\{x\} was 5, here it is 6$"):
         match({"again": "${x}"}, {"again": 6}, captures)
 
 
 def test_wildcard_matches_anything_but_the_key_must_exist():
     match({"a": "${_}"}, {"a": [1, {"b": None}]}, {})
-    with pytest.raises(ScriptMismatch):
+    with pytest.raises(Mismatch, match=r'^\$: keys differ: missing "a"$'):
         match({"a": "${_}"}, {}, {})
 
 
 @pytest.mark.parametrize(
-    ("expected", "actual"),
+    ("expected", "actual", "said"),
     [
-        ({"a": 1}, {"a": 1, "b": 2}),
-        ({"a": 1}, {"a": True}),
-        ({"a": "1"}, {"a": 1}),
-        ([1, 2], [2, 1]),
-        ([1], [1, 1]),
-        ({"a": None}, {"a": {}}),
-        ("${x} suffix", "5 suffix"),
+        ({"a": 1}, {"a": 1, "b": 2}, '$: keys differ: unexpected "b"'),
+        ({"a": 1}, {"a": True}, "$.a: expected 1, got true"),
+        ({"a": "1"}, {"a": 1}, '$.a: expected "1", got 1'),
+        ([1, 2], [2, 1], "$[0]: expected 1, got 2"),
+        ([1], [1, 1], "$: expected 1 items, got 2"),
+        ({"a": None}, {"a": {}}, "$.a: expected null, got {}"),
+        ("${x} suffix", "5 suffix", '$: expected "${x} suffix", got "5 suffix"'),
     ],
 )
-def test_matcher_rejects_near_misses(expected, actual):
-    with pytest.raises(ScriptMismatch):
+def test_matcher_rejects_near_misses(expected, actual, said):
+    with pytest.raises(Mismatch) as raised:
         match(expected, actual, {})
+    assert str(raised.value) == said
+
+
+def test_numbers_match_across_int_and_float_but_not_bool():
+    match({"n": 1}, {"n": 1.0}, {})
+    with pytest.raises(Mismatch):
+        match({"n": 0}, {"n": False}, {})
 
 
 def test_substitution_replaces_whole_string_placeholders_only():
     captures = {"id": "abc", "n": 3}
     sent = substitute({"a": "${id}", "b": ["${n}", "x ${id}"], "${id}": 1}, captures)
     assert sent == {"a": "abc", "b": [3, "x ${id}"], "${id}": 1}
-    with pytest.raises(KeyError):
+    with pytest.raises(ScriptError, match=r"\$\{missing\} is used in a send before"):
         substitute("${missing}", captures)
 
 
-def test_a_wrong_expectation_fails_the_replay(tmp_path):
+def test_masked_shows_placeholders_where_they_stand_and_merge_keeps_them():
+    expected = {"turn_id": "${t}", "text": "old", "n": [1]}
+    actual = {"turn_id": "u-1", "text": "new", "n": [1, 2], "extra": "u-1"}
+    assert masked(expected, actual) == {
+        "turn_id": "${t}",
+        "text": "new",
+        "n": [1, 2],
+        "extra": "u-1",
+    }
+    captures: dict[str, Any] = {}
+    assert merge(expected, actual, captures) == {
+        "turn_id": "${t}",
+        "text": "new",
+        "n": [1, 2],
+        "extra": "${t}",  # a value recorded before is written as its placeholder
+    }
+    assert captures == {"t": "u-1"}
+
+
+# --- replays that must fail, and how they say so ---------------------------------------------
+
+
+def test_a_wrong_expectation_fails_the_replay_naming_the_line_with_a_diff(tmp_path):
     script = tmp_path / "wrong.jsonl"
     script.write_text(
         '{"send": {"jsonrpc": "2.0", "id": 1, "method": "ping"}}\n'
         '{"expect": {"jsonrpc": "2.0", "result": {"pong": true}, "id": 1}}\n'
     )
-    with pytest.raises(ScriptMismatch, match="keys differ"):
-        replay(script)
+    failure = replay(script).failure
+    assert failure is not None
+    lines = failure.splitlines()
+    assert lines[0] == "wrong.jsonl: line 2: the frame received does not match the expect"
+    assert lines[1] == '  $.result: keys differ: missing "pong"'
+    assert lines[2] == (
+        '  after the send at line 1: {"send": {"jsonrpc": "2.0", "id": 1, "method": "ping"}}'
+    )
+    assert "    --- expected (line 2)" in lines and "    +++ received" in lines
+    assert '    -  "result": {' in lines and '    +  "result": {},' in lines
 
 
 def test_an_unexpected_trailing_frame_fails_the_replay(tmp_path):
     script = tmp_path / "extra.jsonl"
     script.write_text('{"send": {"jsonrpc": "2.0", "id": 1, "method": "ping"}}\n')
-    with pytest.raises(ScriptMismatch, match="unexpected frame"):
-        replay(script)
+    failure = replay(script).failure
+    assert failure is not None
+    assert failure.startswith("extra.jsonl: after the last step: 1 unexpected frame(s)")
+    assert '      "id": 1' in failure.splitlines()
+
+
+def test_an_expect_nothing_answers_fails_after_the_timeout(tmp_path):
+    script = tmp_path / "silent.jsonl"
+    script.write_text('{"send": {"jsonrpc": "2.0", "method": "ping"}}\n{"expect": {}}\n')
+    failure = replay(script, timeout=0.5).failure
+    assert failure is not None
+    assert failure.startswith(
+        "silent.jsonl: line 2: expected a frame, but no frame from subagentd within 0.5 s"
+    )
+
+
+def test_a_close_step_checks_what_subagentd_writes_while_it_shuts_down(tmp_path):
+    """After close, the frames of the shutdown are expected too, then the end of stdout."""
+    head = (
+        '{"send": {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params":'
+        ' {"protocolVersion": "2025-06-18", "clientInfo": {"name": "t", "version": "0"}}}}\n'
+        '{"expect": {"jsonrpc": "2.0", "result": "${_}", "id": 0}}\n'
+        '{"send": {"jsonrpc": "2.0", "method": "notifications/initialized"}}\n'
+        '{"send": {"jsonrpc": "2.0", "id": 1, "method": "agents/open", "params": {"agent_id": "r"}}}\n'
+        '{"expect": {"jsonrpc": "2.0", "result": {"agent_id": "r", "activation_id": "${a}"}, "id": 1}}\n'
+        '{"send": {"jsonrpc": "2.0", "id": 2, "method": "turns/begin", "params": {"agent_id": "r"}}}\n'
+        '{"expect": {"jsonrpc": "2.0", "result": {"turn_id": "${t}"}, "id": 2}}\n'
+        '{"expect": {"jsonrpc": "2.0", "method": "turn/start", "params": "${_}"}}\n'
+        '{"close": true}\n'
+    )
+    interrupt = (
+        '{"expect": {"jsonrpc": "2.0", "method": "turn/interrupt", "params": {"agent_id": "r",'
+        ' "turn_id": "${t}", "cause": {"kind": "shutdown"}}}}\n'
+    )
+    script = tmp_path / "close.jsonl"
+    script.write_text(head + interrupt)
+    assert replay(script).failure is None
+    script.write_text(head)
+    failure = replay(script).failure
+    assert failure is not None and "after the last step: 1 unexpected frame(s)" in failure

@@ -97,6 +97,16 @@ func (c *Client) Discover(ctx context.Context) (DiscoverResult, error) {
 	return callTyped[DiscoverResult](ctx, c, "server/discover", map[string]any{})
 }
 
+// AdvanceClock moves a `--clock manual` subagentd's clock forward by seconds (tests): the timers
+// due on the way run (clock/advance). It returns the seconds advanced since start.
+func (c *Client) AdvanceClock(ctx context.Context, seconds float64) (float64, error) {
+	var r struct {
+		Advanced float64 `json:"advanced"`
+	}
+	err := c.Call(ctx, "clock/advance", map[string]any{"seconds": seconds}, &r)
+	return r.Advanced, err
+}
+
 // Stats returns the server's counts and commit figures (server/stats).
 func (c *Client) Stats(ctx context.Context) (StatsResult, error) {
 	return callTyped[StatsResult](ctx, c, "server/stats", map[string]any{})

@@ -110,6 +110,10 @@ type Client struct {
 	queue     []notification
 	queueWake chan struct{}
 
+	logMu   sync.Mutex
+	log     []*received   // the last KeepNotifications notifications, for WaitFor
+	logWake chan struct{} // closed (and replaced) when a notification is kept
+
 	exited   chan struct{}
 	exitCode int
 	exitErr  error
@@ -154,6 +158,7 @@ func Start(opts Options) (*Client, error) {
 		pending:   map[int64]*pendingCall{},
 		handlers:  map[string][]handler{},
 		queueWake: make(chan struct{}, 1),
+		logWake:   make(chan struct{}),
 		exited:    make(chan struct{}),
 	}
 	if c.timeout == 0 {
@@ -328,6 +333,7 @@ func (c *Client) dispatch(raw json.RawMessage) {
 			_ = c.SendFrame(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{"code": CodeMethodNotFound, "message": "method not found"}})
 			return
 		}
+		c.keep(*m.Method, m.Params)
 		c.queueMu.Lock()
 		c.queue = append(c.queue, notification{*m.Method, m.Params})
 		c.queueMu.Unlock()

@@ -1,7 +1,7 @@
 package subagentd
 
 // Replays the scripted transcripts in tests/scripts/*.jsonl (the format is
-// tests/scripts/README.md) against a real subagentd, exactly as the Python and Node suites do:
+// docs/scripts.md) against a real subagentd, exactly as the Python and Node suites do:
 // placeholders, a closing ping with id "script-end", nothing unexpected, exit code 0.
 
 import (
@@ -25,11 +25,11 @@ const endID = "script-end"
 var (
 	scriptsDir = filepath.Join("..", "..", "tests", "scripts")
 	whole      = regexp.MustCompile(`^\$\{([A-Za-z0-9_]+)\}$`)
-	stepKeys   = []string{"send", "send_raw", "expect", "comment"}
+	stepKeys   = []string{"send", "send_raw", "expect", "comment", "version"}
 )
 
 type step struct {
-	kind  string // send, send_raw, expect or comment
+	kind  string // send, send_raw, expect, comment or version (docs/scripts.md)
 	value any
 	line  int
 }
@@ -75,6 +75,9 @@ func parseScript(text string) ([]step, error) {
 		}
 		if _, isString := object[key].(string); key == "send_raw" && !isString {
 			return nil, fmt.Errorf("line %d: send_raw takes a string", i+1)
+		}
+		if key == "version" && (len(steps) > 0 || show(object[key]) != "1") {
+			return nil, fmt.Errorf("line %d: version 1 is the first step only: %s", i+1, line)
 		}
 		steps = append(steps, step{kind: key, value: object[key], line: i + 1})
 	}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 
-from subagentd.cli.serving import open_default_caller
+from subagentd.cli.caller import open_default_caller
 
 __all__ = ["main", "open_default_caller"]
 

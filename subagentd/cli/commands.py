@@ -15,6 +15,8 @@ from subagentd.cli.options import (
     global_options,
     logging_options,
     option,
+    replayed_serve_options,
+    serve_arguments,
     serve_options,
 )
 from subagentd.cli.table import VERSION, default_database
@@ -50,13 +52,18 @@ def serve(ctx: click.Context, /, **options: Any) -> None:
 @database_option(
     "new database file to keep for `subagentd inspect`  [default: a temporary one, removed]"
 )
+@option(
+    "--record",
+    metavar="DIR",
+    help="write each subagentd's session to DIR/demo-N.jsonl (see `subagentd replay`)",
+)
 @logging_options
 @click.pass_context
-def demo(ctx: click.Context, /, db: str | None, **_: Any) -> None:
+def demo(ctx: click.Context, /, db: str | None, record: str | None, **_: Any) -> None:
     """Watch a scripted host drive a real subagentd (no model, no network)."""
     from subagentd import demo as demo_module
 
-    ctx.exit(demo_module.run(effective(ctx, "db")))
+    ctx.exit(demo_module.run(effective(ctx, "db"), record))
 
 
 @cli.command(context_settings=CONTEXT)
@@ -101,6 +108,59 @@ def watch(ctx: click.Context, /, root: str | None, once: bool, **_: Any) -> None
 
     path = effective(ctx, "db") or default_database()
     ctx.exit(watching.run(path, root, once))
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("scripts", nargs=-1, required=True, metavar="SCRIPT.jsonl...")
+@click.option(
+    "--update",
+    is_flag=True,
+    help="rewrite each script's expectations from what was received, keeping its placeholders",
+)
+@click.option("--junit", metavar="FILE", help="also write the results as JUnit XML to FILE")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0, min_open=True),
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="how long an expect waits for its frame",
+)
+@click.option(
+    "--db",
+    metavar="PATH",
+    help="database of the subagentd each script runs against; a file is shared by the scripts,"
+    " in order  [default: :memory:, a new one per script]",
+)
+@replayed_serve_options
+@click.pass_context
+def replay(
+    ctx: click.Context,
+    /,
+    scripts: tuple[str, ...],
+    update: bool,
+    junit: str | None,
+    timeout: float,
+    db: str | None,
+    **_: Any,
+) -> None:
+    """Replay transcripts, each against a fresh subagentd.
+
+    Each SCRIPT.jsonl (format: docs/scripts.md) runs against its own `subagentd serve`, given
+    the serve options below; the first frame that differs stops it with its step and a diff."""
+    from subagentd.cli.replaying import run_replay
+
+    database = db or (ctx.parent.params.get("db") if ctx.parent is not None else None)
+    ctx.exit(
+        run_replay(
+            scripts,
+            serve_arguments(ctx),
+            db=database or ":memory:",
+            timeout=timeout,
+            update=update,
+            junit=junit,
+        )
+    )
 
 
 @cli.command(context_settings=CONTEXT)

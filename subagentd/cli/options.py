@@ -119,3 +119,34 @@ def serve_options(f: F) -> F:
     for spec in reversed(SERVE):
         f = from_spec(spec)(f)
     return global_options(f)
+
+
+REPLAY_LEAVES_OUT = ("--record", "--framing")  # it records nothing; it speaks NDJSON
+
+
+def replayed_serve_options(f: F) -> F:
+    """The serve options `replay` passes on to each subagentd it starts (no SUBAGENTD_*
+    variable: a replay's server is configured by its command line alone)."""
+    for spec in reversed(SERVE):
+        if spec.name not in REPLAY_LEAVES_OUT:
+            f = click.option(
+                spec.name,
+                type=_type(spec),
+                default=None,
+                metavar=spec.metavar,
+                help=f"as for serve: {spec.help}",
+            )(f)
+    return f
+
+
+def serve_arguments(ctx: click.Context) -> list[str]:
+    """The serve options given to `replay` as a serve command line (in --help order)."""
+    argv: list[str] = []
+    for spec in SERVE:
+        value = ctx.params.get(spec.dest)
+        if spec.name in REPLAY_LEAVES_OUT or value is None:
+            continue
+        if isinstance(value, tuple):
+            value = ",".join(value)
+        argv += [spec.name, repr(value) if isinstance(value, float) else str(value)]
+    return argv

@@ -11,6 +11,7 @@ import threading
 from typing import Any
 
 import subagentd
+from subagentd.cli.caller import CallerServedElsewhere, open_default_caller
 from subagentd.cli.logs import configure_logging
 
 log = logging.getLogger("subagentd")
@@ -32,34 +33,6 @@ TERMINAL_HINT = (
 )
 
 
-class CallerServedElsewhere(Exception):
-    """`--caller R` while another live process sharing the database serves R (it holds R live)."""
-
-
-def open_default_caller(service: Any, agent_id: str) -> None:
-    """`--caller` names the session MCP clients act as: make it live (creating a root if new).
-
-    An MCP client cannot run turns, so the root's input is held: whatever is queued for it (a crash
-    notice, a report) stays queued and no turn starts unannounced (PROTOCOL.md section 5). One
-    root is served by one process: when another live process holds it, this one does not start
-    (CallerServedElsewhere), instead of serving a client every write of which would fail."""
-    from subagentd.errors import SubagentdError
-    from subagentd.schema.host_methods import OpenParams
-
-    owner = service.leases.owner_elsewhere(agent_id)
-    if owner is not None:
-        host, _, rest = owner.partition(":")
-        raise CallerServedElsewhere(
-            f"--caller {agent_id} is already served by another subagentd process (pid"
-            f" {rest.partition(':')[0]} on {host}) sharing this database; one root is served by"
-            " one process: stop that one, or give this one another --caller"
-        )
-    try:
-        service.host.open(OpenParams(agent_id=agent_id), hold=True)
-    except SubagentdError as exc:
-        log.warning("--caller %s was not opened: %s", agent_id, exc.message)
-
-
 def spawn_tool_served(options: dict[str, Any]) -> bool:
     """--spawn-tool: on, off, or auto (on exactly when a turn runner runs the children's turns)."""
     choice = options.get("spawn_tool", "auto")
@@ -74,6 +47,16 @@ def serve(options: dict[str, Any]) -> int:
 
     out_fd = divert_stdout()
     configure_logging(options["log_level"], options["log_format"])
+    recording = None
+    if options.get("record"):
+        from subagentd.cli.recording import Recording
+
+        try:
+            recording = Recording(options["record"])
+        except OSError as exc:
+            log.error("cannot start: --record %s: %s", options["record"], exc)
+            return 1
+        out_fd = recording.attach(out_fd)
     if os.isatty(0):
         sys.stderr.write(TERMINAL_HINT)
         sys.stderr.flush()
@@ -117,6 +100,7 @@ def serve(options: dict[str, Any]) -> int:
         lock_wait=options["lock_wait_ms"] / 1000,
         tools=served_tools(options["tools"], spawn_tool_served(options)),
         report_window=options["report_window"],
+        clock=_clock(options.get("clock", "system")),
         **{name: options[name] for name in QUOTA_NAMES},
     )
     loaded: dict[str, object] = {}
@@ -169,6 +153,8 @@ def serve(options: dict[str, Any]) -> int:
                 os.set_blocking(fd, True)
             except OSError:
                 pass
+        if recording is not None:
+            recording.finish()
     log.info("stopped")
     return 0
 
@@ -183,6 +169,16 @@ def _database_refusal(options: dict[str, Any]) -> str | None:
     from subagentd.extras import missing
 
     return missing("postgres", "--db postgresql://…")
+
+
+def _clock(choice: str) -> Any:
+    """--clock: the system's, or (tests) a manual clock that moves only by clock/advance."""
+    from subagentd.core.clock import SYSTEM, ManualClock
+
+    if choice != "manual":
+        return SYSTEM
+    log.warning("--clock manual: time stands still until the host calls clock/advance (tests only)")
+    return ManualClock()
 
 
 def _open_database(path: str, options: dict[str, Any]) -> tuple[Any, str]:
@@ -221,13 +217,16 @@ def _load(opened: Any, options: dict[str, Any], settings: Any, loaded: dict[str,
         settings.owner, settings.owner_alive = new_owner(), owner_alive
         store: Any
         if isinstance(opened, OpenedDatabase):
+            import time
+
             from subagentd.storage.database import SqliteStore
 
-            store = SqliteStore(opened)
+            # a manual clock moves leases, not the real time a group holds the lock
+            store = SqliteStore(opened, clock=settings.clock.wall, hold_clock=time.monotonic)
         else:
             from subagentd.storage.postgres.store import PostgresStore
 
-            store = PostgresStore(opened)
+            store = PostgresStore(opened, clock=settings.clock.wall)
         no_timers: Any = None  # the Connection sets them before anything is timed
         service: Any = Service(
             store, emit=lambda method, params: None, timers=no_timers, settings=settings

@@ -189,6 +189,22 @@ SERVE = (
         metavar="SECONDS",
     ),
     Spec(
+        "--clock",
+        "choice",
+        "system",
+        "for tests only: manual stops time-based rules (interrupt grace, lease expiry and"
+        " heartbeat, report windows, wait deadlines) until the host calls clock/advance",
+        choices=("system", "manual"),
+    ),
+    Spec(
+        "--record",
+        "str",
+        None,
+        "write the session served as a replayable transcript to FILE (every frame in and out,"
+        " minted ids and timestamps as placeholders; `subagentd replay FILE` runs it again)",
+        metavar="FILE",
+    ),
+    Spec(
         "--retention",
         "duration",
         None,

@@ -57,6 +57,10 @@ class AsyncClient(Streams):
         """Counts, queues, commit latency and size (PROTOCOL.md, server/stats)."""
         return await self.call("server/stats", {}, result=StatsResult)
 
+    async def clock_advance(self, seconds: float) -> h.ClockAdvanceResult:
+        """Move a `--clock manual` subagentd's clock forward (tests): the timers due run."""
+        return await self.call("clock/advance", {"seconds": seconds}, result=h.ClockAdvanceResult)
+
     # --- host API -------------------------------------------------------------------------
 
     async def agents_open(

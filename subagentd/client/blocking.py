@@ -138,6 +138,10 @@ class Client(Pipes):
         """Counts, queues, commit latency and size (PROTOCOL.md, server/stats)."""
         return self.call("server/stats", {}, result=StatsResult)
 
+    def clock_advance(self, seconds: float) -> h.ClockAdvanceResult:
+        """Move a `--clock manual` subagentd's clock forward (tests): the timers due run."""
+        return self.call("clock/advance", {"seconds": seconds}, result=h.ClockAdvanceResult)
+
     # --- host API -------------------------------------------------------------------------
 
     def agents_open(

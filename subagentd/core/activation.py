@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from subagentd.core.agents import Agents
 from subagentd.core.leases import Leases
 from subagentd.core.recovery import Recovery
@@ -48,7 +46,7 @@ class Activator:
             agent_id,
             self.agents.owner,
             "idle",
-            time.time() + self.agents.settings.lease_ttl,
+            self.agents.settings.clock.wall() + self.agents.settings.lease_ttl,
             activation_id=activation_id,
             ancestry=" ".join(ancestry),
             kind=kind,

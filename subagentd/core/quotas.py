@@ -6,8 +6,6 @@ QuotaExceededError (1011 OVERLOADED, `data.quota` naming the serve option). A bo
 
 from __future__ import annotations
 
-import time
-
 from subagentd.core import texts
 from subagentd.core.registry import LiveAgent, Registry
 from subagentd.core.settings import Settings
@@ -108,7 +106,7 @@ class Quotas:
         if not limit:
             return
         window = self.settings.report_window
-        now_s = time.monotonic()
+        now_s = self.settings.clock.monotonic()
         start, spent = self._reports.get(child_id, (now_s, 0))
         if now_s - start >= window:
             start, spent = now_s, 0

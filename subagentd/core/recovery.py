@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 from subagentd.core.agents import Agents
@@ -68,7 +67,7 @@ class Recovery:
         for session_id, turn_id in recovered:
             self.recover_turn(session_id, turn_id)
         self.store.prune_idempotent(
-            stamp(time.time() - self.settings.idempotency_retention * 86400)
+            stamp(self.settings.clock.wall() - self.settings.idempotency_retention * 86400)
         )
         self.store.prune_owners(clock - _OWNERS_KEPT)
         return len(recovered)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from subagentd.core.registry import LiveAgent
@@ -23,7 +22,7 @@ class ReportRate:
         limit = self.settings.report_rate
         if limit <= 0:
             return True
-        now_s = time.monotonic()
+        now_s = self.settings.clock.monotonic()
         recent = [t for t in self._wakeups.get(child.agent_id, ()) if now_s - t < WINDOW]
         if len(recent) >= limit:
             self._wakeups[child.agent_id] = recent

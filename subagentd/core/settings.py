@@ -7,6 +7,8 @@ from typing import Protocol
 
 import msgspec
 
+from subagentd.core.clock import SYSTEM, Clock
+
 
 class Timers(Protocol):
     """Deferred callbacks; the server implements it on its event loop."""
@@ -59,3 +61,4 @@ class Settings(msgspec.Struct):
     report_budget: int = 1024 * 1024  # report bytes per child per report window
     report_window: float = 600.0  # seconds of one report budget window
     max_db_bytes: int = 0  # database size past which model-driven writes are refused
+    clock: Clock = SYSTEM  # --clock manual: a ManualClock the host advances (tests)

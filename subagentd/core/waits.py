@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from time import monotonic
 from typing import Any
 
 from subagentd.core.agents import Agents
@@ -46,7 +45,13 @@ class Waits:
         token: str | int | None = None,
         describe: Callable[[], str] | None = None,
     ) -> Waiter:
-        waiter = Waiter(check, monotonic() + timeout_ms / 1000, timeout_ms, token, describe)
+        waiter = Waiter(
+            check,
+            self.agents.settings.clock.monotonic() + timeout_ms / 1000,
+            timeout_ms,
+            token,
+            describe,
+        )
         self._arm(waiter, timeout_ms / 1000)
         if token is not None:
             self._progress(waiter, first=True)
@@ -64,7 +69,11 @@ class Waits:
         """One progress notification now (progress: milliseconds waited, 0 the first time), the
         next in PROGRESS_EVERY seconds."""
         assert waiter.token is not None
-        elapsed = 0.0 if first else waiter.total_ms - (waiter.deadline - monotonic()) * 1000
+        elapsed = (
+            0.0
+            if first
+            else waiter.total_ms - (waiter.deadline - self.agents.settings.clock.monotonic()) * 1000
+        )
         self.agents.emit(
             "notifications/progress",
             Progress(
@@ -106,6 +115,6 @@ class Waits:
     def rearm(self, waiter: Waiter, done: Callable[[Any], None]) -> None:
         """Its answer was lost with a commit group (rolled back): wait again until the deadline."""
         waiter.done = done
-        self._arm(waiter, max(0.0, waiter.deadline - monotonic()))
+        self._arm(waiter, max(0.0, waiter.deadline - self.agents.settings.clock.monotonic()))
         if waiter.token is not None:
             self._progress(waiter)

@@ -172,6 +172,18 @@ class WaitIdleParams(HostParams, kw_only=True):
     timeout_ms: WaitMs = 30_000
 
 
+class ClockAdvanceParams(HostParams, kw_only=True):
+    """clock/advance (`--clock manual` only): seconds to move the clock forward."""
+
+    seconds: Annotated[float, msgspec.Meta(gt=0, le=366 * 86400)]
+
+
+class ClockAdvanceResult(Wire, kw_only=True):
+    """The seconds the manual clock was advanced since start, in all."""
+
+    advanced: float
+
+
 class WaitIdleResult(Wire, kw_only=True):
     """agents/wait_idle: `idle`, or (on timeout) the agents still running or with input to run."""
 

@@ -93,7 +93,7 @@ class Connection:
         self._reading = False  # handling a chunk of input (its flush follows inline)
         self.muted = False  # a --caller connection's input ended: nothing more is written
         self.trimmer = Trimmer()
-        self.timers = Timers(self.run_work, self.lock)
+        self.timers = Timers(self.run_work, self.lock, service.settings.clock)
         service.agents.emit = self.dispatcher.emit
         service.agents.timers = self.timers
 

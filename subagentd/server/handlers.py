@@ -14,6 +14,7 @@ import msgspec
 from subagentd.core.waits import Waiter
 from subagentd.errors import (
     InvalidParamsError,
+    StateInvalidError,
     StorageBusyError,
     StorageFailedError,
     SubagentdError,
@@ -33,6 +34,7 @@ from subagentd.server.mcp import (
 )
 from subagentd.server.methods import METHODS as METHODS  # the full table, once this is imported
 from subagentd.server.methods import method
+from subagentd.server.timers import Timers
 
 HOST_CALLER = ""  # idempotency namespace of agents/followup: no agent id is empty (migration m007)
 
@@ -127,6 +129,17 @@ def messages_get(call: Call, p: h.MessageGetParams) -> h.MessageInfo:
 def agents_wait_idle(call: Call, p: h.WaitIdleParams) -> Any:
     answer = call.service.delegation.wait_idle(p.agent_id, p.timeout_ms)
     return call.wait_for(answer, lambda a: a) if isinstance(answer, Waiter) else answer
+
+
+@method("clock/advance", h.ClockAdvanceParams, h.ClockAdvanceResult)
+def clock_advance(call: Call, p: h.ClockAdvanceParams) -> h.ClockAdvanceResult:
+    """Tests only: the manual clock moves on, and the timers due on the way run, in order."""
+    timers = call.service.agents.timers
+    if not call.service.settings.clock.manual or not isinstance(timers, Timers):
+        raise StateInvalidError(
+            "clock/advance needs a manual clock: it is served only with --clock manual (for tests)"
+        )
+    return h.ClockAdvanceResult(advanced=timers.advance(p.seconds))
 
 
 @method("server/stats", st.StatsParams, st.StatsResult, writes=False)

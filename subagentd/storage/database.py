@@ -44,6 +44,7 @@ class SqliteStore(BoundParts):
         durability: str = "normal",
         busy_timeout_ms: int = 5000,
         clock: Callable[[], float] = time.time,
+        hold_clock: Callable[[], float] | None = None,
     ):
         """`source` is a path (opened and checked here) or a database start-up already opened."""
         opened = (
@@ -54,7 +55,7 @@ class SqliteStore(BoundParts):
         self.path = opened.path
         if set(migrations.names) - opened.applied:  # sqlite-utils is imported only then
             _migrate(opened.conn, opened.path)
-        self.group = group = GroupCommit(opened, busy_timeout_ms, clock)
+        self.group = group = GroupCommit(opened, busy_timeout_ms, clock, hold_clock)
         self._now = clock  # wall-clock seconds (storage/stats.py reads by it)
         self.bind_parts(
             group,

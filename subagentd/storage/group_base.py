@@ -78,6 +78,8 @@ class GroupCommitBase:
         self._on_lost: Callable[[], None] = lambda: None
         self._renewer: RenewalThread | None = None
         self._began = 0.0  # when the open write transaction took the lock
+        self._began_held = 0.0  # the same moment by the clock lock-hold time is counted in
+        self._hold_clock = clock  # a backend may count it in real time (a test's manual clock)
         self._now = clock  # wall-clock seconds, shared by every process on this database
 
     if TYPE_CHECKING:  # an attribute or a property of the backend's
@@ -150,6 +152,7 @@ class GroupCommitBase:
         self._cause = "error"
         self._checked = False
         self._began = self._now()
+        self._began_held = self._hold_clock()
 
     def _check_fence(self) -> None:
         """Fencing, once per group before its first write: unless this process's lease is known

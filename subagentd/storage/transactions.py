@@ -36,9 +36,15 @@ class GroupCommit(GroupCommitBase):
     _conn: sqlite3.Connection
 
     def __init__(
-        self, opened: OpenedDatabase, busy_timeout_ms: int, clock: Callable[[], float]
+        self,
+        opened: OpenedDatabase,
+        busy_timeout_ms: int,
+        clock: Callable[[], float],
+        hold_clock: Callable[[], float] | None = None,
     ) -> None:
         super().__init__(busy_timeout_ms, clock)
+        if hold_clock is not None:  # the lock-hold time given back to other owners (_renew)
+            self._hold_clock = hold_clock
         self.path = opened.path
         self._conn = opened.conn
         self._deferred = Deferred()  # rows held for one executemany, savepoints opened late
@@ -187,7 +193,7 @@ class GroupCommit(GroupCommitBase):
                     self._materialize()
                 if holding is not None:
                     now = self._now()
-                    held = now - self._began
+                    held = self._hold_clock() - self._began_held
                     renew = (
                         holding.expires - now < holding.ttl * (1 - RENEW_EVERY) or held >= LONG_HOLD
                     )

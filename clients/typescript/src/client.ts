@@ -3,6 +3,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { EventEmitter } from "node:events";
 import type { Readable, Writable } from "node:stream";
+import { isDeepStrictEqual } from "node:util";
 
 import type {
   AgentInfo,
@@ -42,6 +43,8 @@ import type {
   SpawnParams,
   SpawnResult,
   StatsResult,
+  ClockAdvanceParams,
+  ClockAdvanceResult,
   ToolsCallParams,
   ToolsListParams,
   ToolsListResult,
@@ -151,6 +154,20 @@ export interface SubagentdClientEvents {
 }
 
 const STDERR_KEEP = 64 * 1024;
+/** Notifications kept for `waitFor` (the oldest go first past this many). */
+export const KEEP_NOTIFICATIONS = 10_000;
+
+interface Received {
+  method: string;
+  params: unknown;
+  taken: boolean;
+}
+
+interface Waiter {
+  method: string;
+  test: (params: unknown) => boolean;
+  take: (params: unknown) => void;
+}
 
 /**
  * A connection to one subagentd process.
@@ -171,6 +188,8 @@ export class SubagentdClient extends EventEmitter {
   private closed = false;
   private closedReason = "";
   private readonly exited: Promise<number | null>;
+  private readonly received: Received[] = [];
+  private waiters: Waiter[] = [];
 
   /** Typed wrappers for `agents/*`. */
   readonly agents: {
@@ -207,6 +226,10 @@ export class SubagentdClient extends EventEmitter {
   readonly server: {
     discover(params?: Params, options?: RequestOptions): Promise<DiscoverResult>;
     stats(params?: Params, options?: RequestOptions): Promise<StatsResult>;
+  };
+  /** `clock/advance`: a `--clock manual` subagentd's clock moves on (tests); its timers due run. */
+  readonly clock: {
+    advance(params: ClockAdvanceParams, options?: RequestOptions): Promise<ClockAdvanceResult>;
   };
   /** Typed wrappers for the MCP-style bridge `tools/list` and `tools/call`. */
   readonly tools: {
@@ -283,6 +306,9 @@ export class SubagentdClient extends EventEmitter {
       discover: (params = {}, options) => this.request("server/discover", params, options),
       stats: (params = {}, options) => this.request("server/stats", params, options),
     };
+    this.clock = {
+      advance: (params, options) => this.request("clock/advance", params, options),
+    };
     this.tools = {
       list: (params = {}, options) => this.request("tools/list", params, options),
       call: call("tools/call"),
@@ -322,32 +348,67 @@ export class SubagentdClient extends EventEmitter {
   }
 
   /**
-   * The next notification `method` whose params satisfy `match` (a predicate, or fields that
-   * must be equal). Only notifications that arrive after the call are seen.
+   * The earliest notification `method` whose params satisfy `match` (a predicate, or fields that
+   * must be equal) that no earlier `waitFor` returned — one received before the call included
+   * (the client keeps the last 10 000 notifications, whoever else listened to them) — else the
+   * first such to arrive. Rejects after `timeoutMs`, naming what of `method` did arrive.
    */
   waitFor<K extends keyof ServerNotifications>(
     method: K,
     match: Partial<ServerNotifications[K]> | ((params: ServerNotifications[K]) => boolean) = {},
     timeoutMs = this.requestTimeoutMs || 30_000,
   ): Promise<ServerNotifications[K]> {
-    const test =
+    const test = (params: unknown): boolean =>
       typeof match === "function"
-        ? match
-        : (params: ServerNotifications[K]) =>
-            Object.entries(match).every(([k, v]) => (params as unknown as Record<string, unknown>)[k] === v);
+        ? match(params as ServerNotifications[K])
+        : Object.entries(match).every(([k, v]) => isDeepStrictEqual((params as Record<string, unknown>)?.[k], v));
+    const kept = this.received.find((r) => !r.taken && r.method === method && test(r.params));
+    if (kept) {
+      kept.taken = true;
+      return Promise.resolve(kept.params as ServerNotifications[K]);
+    }
     return new Promise((resolve, reject) => {
-      const listener = (params: ServerNotifications[K]) => {
-        if (!test(params)) return;
-        clearTimeout(timer);
-        this.off(method, listener);
-        resolve(params);
+      const waiter: Waiter = {
+        method,
+        test,
+        take: (params) => {
+          clearTimeout(timer);
+          resolve(params as ServerNotifications[K]);
+        },
       };
       const timer = setTimeout(() => {
-        this.off(method, listener);
-        reject(new Error(`no ${method} notification matching ${JSON.stringify(match)} within ${timeoutMs} ms`));
+        this.waiters = this.waiters.filter((w) => w !== waiter);
+        reject(new Error(this.missing(method, match, timeoutMs)));
       }, timeoutMs);
-      this.on(method, listener);
+      this.waiters.push(waiter);
     });
+  }
+
+  /** The params of every notification kept (of `method`), in arrival order. */
+  notifications(method?: string): unknown[] {
+    return this.received.filter((r) => method === undefined || r.method === method).map((r) => r.params);
+  }
+
+  private missing(method: string, match: unknown, timeoutMs: number): string {
+    const shown = typeof match === "function" ? "the predicate" : JSON.stringify(match);
+    const said = `no ${method} notification matching ${shown} within ${timeoutMs} ms`;
+    const seen = this.received.filter((r) => r.method === method).slice(-10);
+    if (seen.length === 0) return `${said}; no ${method} notification arrived at all`;
+    const lines = seen.map((r) => `  ${JSON.stringify(r.params)}${r.taken ? " (taken)" : ""}`);
+    return `${said}; the ${method} notifications received:\n${lines.join("\n")}`;
+  }
+
+  /** A notification arrived: kept, handed to the first waiter it matches, then emitted. */
+  private keep(method: string, params: unknown): void {
+    const entry: Received = { method, params, taken: false };
+    this.received.push(entry);
+    if (this.received.length > KEEP_NOTIFICATIONS) this.received.shift();
+    const waiter = this.waiters.find((w) => w.method === method && w.test(params));
+    if (waiter) {
+      entry.taken = true;
+      this.waiters = this.waiters.filter((w) => w !== waiter);
+      waiter.take(params);
+    }
   }
 
   // --- requests ---------------------------------------------------------------------------------
@@ -471,6 +532,7 @@ export class SubagentdClient extends EventEmitter {
         return;
       }
       const params = m.params;
+      this.keep(m.method, params);
       this.emit("notification", m.method, params);
       this.emit(m.method, params);
       return;

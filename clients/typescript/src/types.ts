@@ -70,6 +70,17 @@ export interface ChildRow {
   parked?: number | null;
 }
 
+/** clock/advance (`--clock manual` only): seconds to move the clock forward. */
+export interface ClockAdvanceParams {
+  seconds: number;
+  _meta?: { [key: string]: unknown } | null;
+}
+
+/** The seconds the manual clock was advanced since start, in all. */
+export interface ClockAdvanceResult {
+  advanced: number;
+}
+
 /** Group-commit latency over the most recent commits of this process, in milliseconds. */
 export interface CommitLatency {
   p50_ms: number;
@@ -635,6 +646,8 @@ export interface Methods {
   "agents/open": { params: OpenParams; result: OpenResult };
   "agents/spawn": { params: SpawnParams; result: SpawnResult };
   "agents/wait_idle": { params: WaitIdleParams; result: WaitIdleResult };
+  /** Tests only: the manual clock moves on, and the timers due on the way run, in order. */
+  "clock/advance": { params: ClockAdvanceParams; result: ClockAdvanceResult };
   "initialize": { params: InitializeParams; result: InitializeResult };
   /** Stop the current turn of a live continuable subagent below you (your child or a deeper descendant). It returns as soon as the stop is requested; the target may run briefly before it stops. Only that turn stops: messages already queued for the target are parked, and it resumes with them, in order, at its next waking input (your next `send_message` to it, or a report or settlement notice from one of its own children); agents it started keep running. If the target has nothing left to do it finishes and you get a notice. Interrupting an agent that is not running, not live or unknown is a harmless no-op. You cannot interrupt yourself, a sibling, or agents that are not below you. */
   "interrupt_agent": { params: InterruptAgentParams; result: InterruptAgentResult };
@@ -689,6 +702,6 @@ export interface ServerNotifications {
 export type ServerNotificationName = keyof ServerNotifications;
 
 /** Every request method, in name order. */
-export const METHOD_NAMES = ["agents/close","agents/followup","agents/get","agents/interrupt","agents/list","agents/open","agents/spawn","agents/wait_idle","initialize","interrupt_agent","list_agents","messages/cancel","messages/get","ping","report","resources/list","resources/read","resources/subscribe","resources/templates/list","resources/unsubscribe","send_message","server/discover","server/stats","spawn_agent","tools/call","tools/list","transcript/append","transcript/read","turns/begin","turns/end","wait_agents"] as const;
+export const METHOD_NAMES = ["agents/close","agents/followup","agents/get","agents/interrupt","agents/list","agents/open","agents/spawn","agents/wait_idle","clock/advance","initialize","interrupt_agent","list_agents","messages/cancel","messages/get","ping","report","resources/list","resources/read","resources/subscribe","resources/templates/list","resources/unsubscribe","send_message","server/discover","server/stats","spawn_agent","tools/call","tools/list","transcript/append","transcript/read","turns/begin","turns/end","wait_agents"] as const;
 /** Every server-to-host notification, in name order. */
 export const SERVER_NOTIFICATION_NAMES = ["agent/inject","agent/settled","agent/status","notifications/progress","turn/interrupt","turn/start"] as const;

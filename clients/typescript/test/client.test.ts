@@ -103,6 +103,8 @@ describe("SubagentdClient against the real server", () => {
     const read = await client.transcript.read({ agent_id: "root", after: seq - 1 });
     assert.deepEqual(read.events.map((e) => [e.type, e.data]), [["assistant", { text: "hello" }]]);
     const { turn_id } = await client.turns.begin({ agent_id: "root", messages: ["hi"] });
+    // its turn/start is kept for waitFor until taken: take it, so a later wait gets the next one
+    assert.equal((await client.waitFor("turn/start", { agent_id: "root" })).turn_id, turn_id);
     await client.turns.end({ agent_id: "root", turn_id, reason: "completed" });
     const followup = await client.agents.followup({ agent_id: "c1", message: "more" });
     assert.ok(followup.message_id);

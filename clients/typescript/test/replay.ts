@@ -1,4 +1,4 @@
-// Replays a scripted transcript (tests/scripts/*.jsonl; the format is tests/scripts/README.md)
+// Replays a scripted transcript (tests/scripts/*.jsonl; the format is docs/scripts.md)
 // against a running subagentd. One JSON object per line, each with exactly one key:
 //   {"send": <value>}        serialize it as one line ("${name}" strings substituted)
 //   {"send_raw": "<text>"}   write text + "\n" verbatim (never substituted)
@@ -7,6 +7,7 @@
 //                            "${name}" records the actual value the first time and must equal
 //                            it afterwards; "${_}" matches any value (the key must be present)
 //   {"comment": "..."}       ignored
+//   {"version": 1}           the format's version (first line only; docs/scripts.md)
 // After the last line: ping with id "script-end", read until its reply and a little longer;
 // any other frame is "unexpected"; then close stdin and require exit code 0.
 
@@ -18,10 +19,11 @@ export type Step =
   | { send: unknown }
   | { send_raw: string }
   | { expect: unknown }
-  | { comment: unknown };
+  | { comment: unknown }
+  | { version: 1 };
 
 const WHOLE = /^\$\{([A-Za-z0-9_]+)\}$/;
-const STEP_KEYS = ["send", "send_raw", "expect", "comment"];
+const STEP_KEYS = ["send", "send_raw", "expect", "comment", "version"];
 export const END_ID = "script-end";
 
 export function parseScript(text: string): Step[] {
@@ -43,6 +45,9 @@ export function parseScript(text: string): Step[] {
     }
     if ("send_raw" in step && typeof (step as { send_raw: unknown }).send_raw !== "string") {
       throw new Error(`line ${index + 1}: send_raw takes a string`);
+    }
+    if ("version" in step && (steps.length > 0 || (step as { version: unknown }).version !== 1)) {
+      throw new Error(`line ${index + 1}: version 1 is the first step only: ${line}`);
     }
     steps.push(step as Step);
   });
