@@ -54,6 +54,7 @@ class Delegation:
                 prompt=args.prompt,
                 mode=args.mode,
                 child_id=args.child_id,
+                budget=args.budget,
             )
         )
         return SpawnAgentResult(child_id=spawned.child_id, text=spawned.text)

@@ -27,6 +27,7 @@ from subagentd.errors import (
     InvalidParamsError,
     StateInvalidError,
 )
+from subagentd.schema.budgets import Budget, BudgetInfo, BudgetParams, BudgetResult
 from subagentd.schema.host_methods import (
     InterruptResult,
     MessageIdResult,
@@ -61,6 +62,7 @@ class HostApi:
         self.registry = agents.registry
         self.settings = agents.settings
         self.quotas = agents.quotas
+        self.budgets = agents.budgets
         self.leases = leases
         self.activator = activator
         self.settlement = settlement
@@ -98,12 +100,56 @@ class HostApi:
             )
         else:
             self.quotas.activation(record.parent_id)
+        self._open_budget(record, params.budget)
         agent = self.activator.activate(
             record.id, record.parent_id, ORDINARY, record.depth, record.parked
         )
         agent.held = hold
         self.scheduler.pump(agent)
         return OpenResult(agent_id=agent_id, activation_id=agent.activation_id)
+
+    def _open_budget(self, record: SessionRecord, budget: Budget | None) -> None:
+        """agents/open's `budget` (the host's: not cut to the ancestors', which still bind). A
+        root's first budget takes the serve options' defaults for the limits it does not give."""
+        budgets = self.budgets
+        row = self.store.spending_rows([record.id]).get(record.id)
+        if record.parent_id is None and (row is None or not row.limits_set):
+            defaults = budgets.defaults()
+            if defaults is not None:
+                given = {} if budget is None else msgspec.structs.asdict(budget)
+                budget = msgspec.structs.replace(
+                    defaults, **{k: v for k, v in given.items() if v is not None}
+                )
+        if budget is not None:
+            budgets.set(record.id, budget, keep=row)
+
+    def set_budget(self, params: BudgetParams) -> BudgetResult:
+        """agents/budget: the host sets or drops limits of an agent's own budget; agents it held
+        start their queued turns, running turns follow the new deadline."""
+        record = self.agents.require_session(params.agent_id)
+        budgets = self.budgets
+        agent_id = record.id
+        row = self.store.spending_rows([agent_id]).get(agent_id)
+        budgets.set(agent_id, params.budget or Budget(), keep=row, remove=tuple(params.remove or ()))
+        resumed = self.scheduler.release(agent_id)
+        self.scheduler.rearm_deadlines()
+        self._release_elsewhere(agent_id)
+        row = self.store.spending_rows([agent_id])[agent_id]
+        return BudgetResult(
+            agent_id=agent_id,
+            budget=budgets.info(row) or BudgetInfo(),
+            tree_usage=budgets.tree(row),
+            resumed=resumed or None,
+        )
+
+    def _release_elsewhere(self, agent_id: str) -> None:
+        """Agents below `agent_id` live in other processes take another look at their inbox."""
+        for session_id in self.agents.elsewhere():
+            record = self.store.get_session(session_id)
+            if record is not None and agent_id in self.budgets.lineage(
+                session_id, record.parent_id
+            ):
+                self.leases.signal_elsewhere(session_id, "inbox")
 
     def close_root(self, agent_id: str, done: Callable[[], None]) -> None:
         agent = self.agents.require_live(agent_id)
@@ -151,6 +197,8 @@ class HostApi:
         self.quotas.descriptor(body)
         self.quotas.activation(caller.agent_id)
         self.quotas.database()
+        budgets = self.budgets
+        budgets.require((child_id, *caller.lineage), spawn=True, extra=params.budget)
         record = SessionRecord(
             id=child_id,
             parent_id=caller.agent_id,
@@ -160,6 +208,9 @@ class HostApi:
             depth=depth,
         )
         self.store.insert_session(record, body, descriptor.mode)
+        budgets.spawned(caller.lineage)
+        if params.budget is not None:  # never more than the caller's lineage has left
+            budgets.set(child_id, params.budget, caller.lineage)
         self.agents.record(child_id, None, "descriptor", descriptor)
         child = self.activator.activate(
             child_id,
@@ -192,6 +243,7 @@ class HostApi:
             )
         for text in messages or []:
             self.quotas.text("a message", text)
+        self.budgets.require(agent.lineage)
         source = Source(kind="user", form="direct")
         built = [
             Message(message_id=mint(), content=[TextBlock(text=text)], source=source)
@@ -216,7 +268,7 @@ class HostApi:
                 f'turn "{params.turn_id}" is not the open turn of agent "{params.agent_id}"'
             )
         self.quotas.text("the output", params.output)
-        self.scheduler.end_turn(agent, params.reason, params.output)
+        self.scheduler.end_turn(agent, params.reason, params.output, usage=params.usage)
 
     def followup(self, agent_id: str, message: str) -> MessageIdResult:
         record = self.agents.require_session(agent_id)
@@ -229,6 +281,9 @@ class HostApi:
         self.quotas.text("the message", message)
         self.quotas.inbox(agent_id, agent)
         self.quotas.database()
+        self.budgets.require(
+            agent.lineage if agent is not None else self.budgets.lineage(agent_id, record.parent_id)
+        )
         message_id = self.scheduler.accept(
             agent_id,
             [TextBlock(text=message)],

@@ -131,6 +131,9 @@ class Recovery:
                     # its owner: the nearest ancestor live at its activation and live still (a
                     # one-shot parent that left handed it on, registry.remove), else its parent
                     owner_id=next((live[a] for a in ancestry[1:] if a in live), row.parent_id),
+                    lineage=same.lineage
+                    if same is not None
+                    else self.agents.budgets.lineage(row.agent_id, row.parent_id),
                 )
             )
         self.agents.closing = {root: list(w) for root, w in self.agents.closing_committed.items()}
@@ -142,6 +145,7 @@ class Recovery:
             }
         )
         self.rate.keep(self.registry.get)
+        self.scheduler.rearm_deadlines()
 
     def _stored_tools(self, row: LiveRecord) -> frozenset[str] | None:
         """A rebuilt child's tool_filter, read from its descriptor (None: all tools)."""

@@ -127,6 +127,8 @@ class Service:
         """server/stats: the database's figures, plus this process's live agents and commits."""
         figures = self.store.stats()
         figures.live_here = len(self.agents.registry)
+        if figures.usage is not None and self.settings.cost_currency:
+            figures.usage.currency = self.settings.cost_currency
         figures.commits = COMMITS.count
         p50, p99 = COMMITS.percentile(0.5), COMMITS.percentile(0.99)
         if p50 is not None and p99 is not None:

@@ -12,6 +12,7 @@ from subagentd.schema.records import (
     InboxRecord,
     LiveRecord,
     SessionRecord,
+    SpendingRecord,
 )
 from subagentd.schema.stats import StatsResult
 
@@ -114,5 +115,25 @@ class Store(Protocol):
     def cancel_message(self, message_id: str) -> None: ...
     def get_idempotent(self, caller: str, key: str) -> IdempotencyRecord | None: ...
     def put_idempotent(self, caller: str, key: str, record: IdempotencyRecord, at: str) -> None: ...
+    def spending_rows(self, session_ids: Sequence[str]) -> dict[str, SpendingRecord]: ...
+    def charge(
+        self,
+        lineage: Sequence[str],
+        turns: int,
+        spawns: int,
+        tokens_in: int,
+        tokens_out: int,
+        cost: int,
+    ) -> None: ...
+    def set_limits(
+        self,
+        session_id: str,
+        max_turns: int | None,
+        max_spawns: int | None,
+        max_tokens: int | None,
+        max_cost: int | None,
+        deadline: float | None,
+    ) -> None: ...
+    def set_stopped(self, session_id: str, stopped: bool) -> None: ...
     def size_bytes(self) -> int: ...
     def stats(self) -> StatsResult: ...

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from subagentd.schema.base import AgentId, PageSize, Params, Seq, Wire
+from subagentd.schema.budgets import Budget, BudgetInfo, Held, Spent, Usage
 from subagentd.schema.listing import AgentRow, Status
 from subagentd.schema.messages import MessageState, Mode, Source, ToolFilter
 
@@ -26,6 +27,7 @@ class OpenParams(Params, kw_only=True):
     agent_id: AgentId | None = None
     label: str | None = None
     parent_id: str | None = None
+    budget: Budget | None = None  # the tree's (or fork's) own budget; else the serve defaults
 
 
 class OpenResult(Wire, kw_only=True):
@@ -48,6 +50,7 @@ class SpawnParams(Params, kw_only=True):
     agent_model: str | None = None
     persona: str | None = None
     tool_filter: ToolFilter | None = None
+    budget: Budget | None = None  # the child's own, cut to what the caller's lineage has left
     idempotency_key: str | None = None
 
 
@@ -87,6 +90,7 @@ class TurnEndParams(Params, kw_only=True):
     turn_id: str
     reason: TurnReason
     output: str | None = None
+    usage: Usage | None = None  # what the turn used: charged to the agent and every ancestor
 
 
 class Event(Wire, kw_only=True):
@@ -134,6 +138,10 @@ class AgentInfo(Wire, kw_only=True):
     created_at: str
     queued: int
     parked: int
+    usage: Spent | None = None  # its own turns, spawns, tokens and cost
+    tree_usage: Spent | None = None  # the same summed over it and everything below it
+    budget: BudgetInfo | None = None  # its own budget (ancestors' bind it too)
+    held: Held | None = None  # its queued input starts no turn: this budget is spent
 
 
 class ListParams(Params, kw_only=True):
@@ -142,6 +150,7 @@ class ListParams(Params, kw_only=True):
     include_one_shot: bool = True
     cursor: str | None = None
     limit: PageSize | None = None
+    usage: bool = False  # each child row gains its own usage
 
 
 class ListResult(Wire, kw_only=True):

@@ -18,7 +18,7 @@ class TurnStart(Wire, kw_only=True):
     instructions: str | None = None
 
 
-InterruptKind = Literal["parent", "user", "shutdown"]
+InterruptKind = Literal["parent", "user", "shutdown", "deadline", "stop"]
 
 
 class InterruptCause(Wire, kw_only=True):

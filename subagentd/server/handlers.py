@@ -20,6 +20,7 @@ from subagentd.errors import (
     StorageFailedError,
     SubagentdError,
 )
+from subagentd.schema import budgets as b
 from subagentd.schema import host_methods as h
 from subagentd.schema import stats as st
 from subagentd.schema import tools as t
@@ -101,6 +102,11 @@ def agents_followup(call: Call, p: h.FollowupParams) -> h.MessageIdResult:
 @method("agents/interrupt", h.AgentParams, h.InterruptResult)
 def agents_interrupt(call: Call, p: h.AgentParams) -> h.InterruptResult:
     return call.service.host.host_interrupt(p.agent_id)
+
+
+@method("agents/budget", b.BudgetParams, b.BudgetResult)
+def agents_budget(call: Call, p: b.BudgetParams) -> b.BudgetResult:
+    return call.service.host.set_budget(p)
 
 
 @method("transcript/append", h.TranscriptAppendParams, h.SeqResult)

@@ -20,6 +20,7 @@ from subagentd.storage.opening import (
 from subagentd.storage.parts import BoundParts
 from subagentd.storage.sessions import Sessions
 from subagentd.storage.signals import Signals
+from subagentd.storage.spending import Spending
 from subagentd.storage.stats import stats_of
 from subagentd.storage.transactions import GroupCommit
 from subagentd.storage.trees import Trees
@@ -65,6 +66,7 @@ class SqliteStore(BoundParts):
             Signals(group),
             IdempotencyKeys(group),
         )
+        self.bind_spending(Spending(group))
 
     @property
     def conn(self) -> sqlite3.Connection:

@@ -250,3 +250,33 @@ def m010_parked_index(db: Database) -> None:
     """Parked messages by session, so a listing shows `[idle, 2 parked]` without scanning the
     inbox (only sessions holding parked messages are in this partial index)."""
     db.execute("CREATE INDEX inbox_parked ON inbox (session_id) WHERE state = 'parked'")
+
+
+SPENDING_TABLE = """CREATE TABLE spending (
+    session_id TEXT PRIMARY KEY,
+    limits_set INTEGER NOT NULL DEFAULT 0,
+    max_turns INTEGER,
+    max_spawns INTEGER,
+    max_tokens INTEGER,
+    max_cost INTEGER,
+    deadline REAL,
+    stopped INTEGER NOT NULL DEFAULT 0,
+    own_turns INTEGER NOT NULL DEFAULT 0,
+    own_spawns INTEGER NOT NULL DEFAULT 0,
+    own_input INTEGER NOT NULL DEFAULT 0,
+    own_output INTEGER NOT NULL DEFAULT 0,
+    own_cost INTEGER NOT NULL DEFAULT 0,
+    tree_turns INTEGER NOT NULL DEFAULT 0,
+    tree_spawns INTEGER NOT NULL DEFAULT 0,
+    tree_input INTEGER NOT NULL DEFAULT 0,
+    tree_output INTEGER NOT NULL DEFAULT 0,
+    tree_cost INTEGER NOT NULL DEFAULT 0
+)"""
+
+
+@migrations()
+def m011_spending_and_budgets(db: Database) -> None:
+    """Usage and budgets (storage/spending.py): per session its own turns, spawns, tokens and
+    cost (millionths of the currency), the same summed over its subtree (charged to every
+    ancestor in the spending request's transaction), and its budget's limits and deadline."""
+    db.execute(SPENDING_TABLE)

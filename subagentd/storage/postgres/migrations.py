@@ -130,6 +130,31 @@ ALTER TABLE leases ALTER COLUMN session_id TYPE TEXT COLLATE "C";
 ALTER TABLE signals ALTER COLUMN session_id TYPE TEXT COLLATE "C";
 """,
     ),
+    (  # m011_spending_and_budgets' table
+        "p004_spending_and_budgets",
+        """
+CREATE TABLE spending (
+    session_id TEXT COLLATE "C" PRIMARY KEY,
+    limits_set INTEGER NOT NULL DEFAULT 0,
+    max_turns BIGINT,
+    max_spawns BIGINT,
+    max_tokens BIGINT,
+    max_cost BIGINT,
+    deadline DOUBLE PRECISION,
+    stopped INTEGER NOT NULL DEFAULT 0,
+    own_turns BIGINT NOT NULL DEFAULT 0,
+    own_spawns BIGINT NOT NULL DEFAULT 0,
+    own_input BIGINT NOT NULL DEFAULT 0,
+    own_output BIGINT NOT NULL DEFAULT 0,
+    own_cost BIGINT NOT NULL DEFAULT 0,
+    tree_turns BIGINT NOT NULL DEFAULT 0,
+    tree_spawns BIGINT NOT NULL DEFAULT 0,
+    tree_input BIGINT NOT NULL DEFAULT 0,
+    tree_output BIGINT NOT NULL DEFAULT 0,
+    tree_cost BIGINT NOT NULL DEFAULT 0
+);
+""",
+    ),
 ]
 NAMES = [name for name, _ in MIGRATIONS]
 

@@ -21,7 +21,8 @@ from subagentd.storage.postgres.connection import PgConnection
 from subagentd.storage.postgres.group import PgGroupCommit
 from subagentd.storage.postgres.tables import PgEvents, PgInbox, PgLeases, PgSessions, PgTrees
 from subagentd.storage.signals import Signals
-from subagentd.storage.stats import figures
+from subagentd.storage.spending import Spending
+from subagentd.storage.stats import USAGE_SQL, figures
 
 
 def shown(url: str) -> str:
@@ -125,6 +126,7 @@ class PostgresStore(BoundParts):
             Signals(db),  # its ring is a NOTIFY in the group (PgGroupCommit.ring_after_commit)
             IdempotencyKeys(db),
         )
+        self.bind_spending(Spending(db))
 
     def changes(self) -> int:
         """A new number each call: psycopg counts no changes, so core reuses nothing it read
@@ -153,11 +155,14 @@ class PostgresStore(BoundParts):
             (total,) = conn.execute("SELECT count(*) FROM sessions").fetchone()
             waiting = conn.execute(_WAITING_SQL).fetchone()
             (size,) = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+            usage = conn.execute(USAGE_SQL).fetchone()
         finally:
             if began:
                 conn.execute("COMMIT")
         # free_bytes 0: PostgreSQL reuses dead space itself (VACUUM); no free-page count
-        return figures(live, total, waiting, clock, database_bytes=int(size), free_bytes=0)
+        return figures(
+            live, total, waiting, clock, database_bytes=int(size), free_bytes=0, usage=usage
+        )
 
 
 _LIVE_SQL = """
