@@ -1,6 +1,9 @@
 """Budgets (PROTOCOL.md section 12): what a tree or a child may spend, checked before a turn or a
 spawn starts, charged to the agent and every ancestor in the same transaction.
 
+Longer than ~300 lines on purpose: the checks, the charges, the stored limits and what the host
+reads of them are one rule's, and read best side by side.
+
 A session's *lineage* is itself and its durable ancestors, nearest first. A turn may start only
 while no session of its lineage has spent a budget; a spawn only while its parent's lineage
 has a spawn left too. Every read and write goes through the store inside the request's write
@@ -11,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from subagentd.core import texts
 from subagentd.core.settings import Settings
@@ -101,7 +106,10 @@ class Budgets:
                 )
             if row.max_turns is not None and row.tree_turns + 1 > row.max_turns:
                 return Refusal(
-                    "turns", session_id, row.max_turns, row.tree_turns,
+                    "turns",
+                    session_id,
+                    row.max_turns,
+                    row.tree_turns,
                     max(0, row.max_turns - row.tree_turns),
                 )
             if (
@@ -111,7 +119,10 @@ class Budgets:
                 and (extra is None or session_id != lineage[0])  # the new child's own spawn
             ):
                 return Refusal(
-                    "spawns", session_id, row.max_spawns, row.tree_spawns,
+                    "spawns",
+                    session_id,
+                    row.max_spawns,
+                    row.tree_spawns,
                     max(0, row.max_spawns - row.tree_spawns),
                 )
             tokens = row.tree_input + row.tree_output
@@ -164,8 +175,24 @@ class Budgets:
         deadline = None if budget.max_seconds is None else clock + budget.max_seconds
         cost = None if budget.max_cost is None else micros(budget.max_cost)
         return SpendingRecord(
-            session_id, 1, budget.max_turns, budget.max_spawns, budget.max_tokens, cost,
-            deadline, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+            session_id,
+            1,
+            budget.max_turns,
+            budget.max_spawns,
+            budget.max_tokens,
+            cost,
+            deadline,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
         )
 
     def deadline(self, lineage: tuple[str, ...]) -> float | None:
@@ -235,6 +262,20 @@ class Budgets:
             values["deadline"],
         )
 
+    def opened(self, session_id: str, parent_id: str | None, budget: Budget | None) -> None:
+        """agents/open's `budget` (the host's: not cut to the ancestors', which still bind). A
+        root's first budget takes the serve options' defaults for the limits it does not give."""
+        row = self.store.spending_rows([session_id]).get(session_id)
+        if parent_id is None and (row is None or not row.limits_set):
+            defaults = self.defaults()
+            if defaults is not None:
+                given = {} if budget is None else msgspec.structs.asdict(budget)
+                budget = msgspec.structs.replace(
+                    defaults, **{k: v for k, v in given.items() if v is not None}
+                )
+        if budget is not None:
+            self.set(session_id, budget, keep=row)
+
     def left(self, lineage: tuple[str, ...]) -> dict[str, int | float | None]:
         """What the budgets of `lineage` leave, the tightest of each (None: unbounded)."""
         left: dict[str, int | float | None] = dict.fromkeys(
@@ -288,7 +329,9 @@ class Budgets:
     def own(self, row: SpendingRecord | None) -> Spent:
         if row is None:
             return self.spent(0, 0, 0, 0, 0)
-        return self.spent(row.own_turns, row.own_spawns, row.own_input, row.own_output, row.own_cost)
+        return self.spent(
+            row.own_turns, row.own_spawns, row.own_input, row.own_output, row.own_cost
+        )
 
     def tree(self, row: SpendingRecord | None) -> Spent:
         if row is None:

@@ -27,7 +27,6 @@ from subagentd.errors import (
     InvalidParamsError,
     StateInvalidError,
 )
-from subagentd.schema.budgets import Budget, BudgetInfo, BudgetParams, BudgetResult
 from subagentd.schema.host_methods import (
     InterruptResult,
     MessageIdResult,
@@ -100,56 +99,13 @@ class HostApi:
             )
         else:
             self.quotas.activation(record.parent_id)
-        self._open_budget(record, params.budget)
+        self.budgets.opened(record.id, record.parent_id, params.budget)
         agent = self.activator.activate(
             record.id, record.parent_id, ORDINARY, record.depth, record.parked
         )
         agent.held = hold
         self.scheduler.pump(agent)
         return OpenResult(agent_id=agent_id, activation_id=agent.activation_id)
-
-    def _open_budget(self, record: SessionRecord, budget: Budget | None) -> None:
-        """agents/open's `budget` (the host's: not cut to the ancestors', which still bind). A
-        root's first budget takes the serve options' defaults for the limits it does not give."""
-        budgets = self.budgets
-        row = self.store.spending_rows([record.id]).get(record.id)
-        if record.parent_id is None and (row is None or not row.limits_set):
-            defaults = budgets.defaults()
-            if defaults is not None:
-                given = {} if budget is None else msgspec.structs.asdict(budget)
-                budget = msgspec.structs.replace(
-                    defaults, **{k: v for k, v in given.items() if v is not None}
-                )
-        if budget is not None:
-            budgets.set(record.id, budget, keep=row)
-
-    def set_budget(self, params: BudgetParams) -> BudgetResult:
-        """agents/budget: the host sets or drops limits of an agent's own budget; agents it held
-        start their queued turns, running turns follow the new deadline."""
-        record = self.agents.require_session(params.agent_id)
-        budgets = self.budgets
-        agent_id = record.id
-        row = self.store.spending_rows([agent_id]).get(agent_id)
-        budgets.set(agent_id, params.budget or Budget(), keep=row, remove=tuple(params.remove or ()))
-        resumed = self.scheduler.release(agent_id)
-        self.scheduler.rearm_deadlines()
-        self._release_elsewhere(agent_id)
-        row = self.store.spending_rows([agent_id])[agent_id]
-        return BudgetResult(
-            agent_id=agent_id,
-            budget=budgets.info(row) or BudgetInfo(),
-            tree_usage=budgets.tree(row),
-            resumed=resumed or None,
-        )
-
-    def _release_elsewhere(self, agent_id: str) -> None:
-        """Agents below `agent_id` live in other processes take another look at their inbox."""
-        for session_id in self.agents.elsewhere():
-            record = self.store.get_session(session_id)
-            if record is not None and agent_id in self.budgets.lineage(
-                session_id, record.parent_id
-            ):
-                self.leases.signal_elsewhere(session_id, "inbox")
 
     def close_root(self, agent_id: str, done: Callable[[], None]) -> None:
         agent = self.agents.require_live(agent_id)

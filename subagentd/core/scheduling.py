@@ -1,4 +1,7 @@
-"""Turn scheduling: durable inboxes, one turn per waking input in FIFO order, interrupts."""
+"""Turn scheduling: durable inboxes, one turn per waking input in FIFO order, interrupts.
+
+Longer than ~300 lines on purpose: the timers that stop a turn (the interrupt grace, deadlines)
+live beside the turns they end, so a turn's whole life reads in one place."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ class Usage(Wire, kw_only=True):
     cost: Money | None = None  # in the deployment's currency (--cost-currency)
 
 
-class Spent(Wire, kw_only=True, omit_defaults=False):
+class Spent(Wire, kw_only=True):
     """Sums: turns started, subagents spawned, tokens and cost reported."""
 
     turns: int

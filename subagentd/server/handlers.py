@@ -106,7 +106,17 @@ def agents_interrupt(call: Call, p: h.AgentParams) -> h.InterruptResult:
 
 @method("agents/budget", b.BudgetParams, b.BudgetResult)
 def agents_budget(call: Call, p: b.BudgetParams) -> b.BudgetResult:
-    return call.service.host.set_budget(p)
+    return call.service.budgets.set_budget(p)
+
+
+@method("agents/stop", b.StopParams, b.StopResult)
+def agents_stop(call: Call, p: b.StopParams) -> b.StopResult:
+    return call.service.budgets.stop(p)
+
+
+@method("agents/resume", h.AgentParams, b.BudgetResult)
+def agents_resume(call: Call, p: h.AgentParams) -> b.BudgetResult:
+    return call.service.budgets.resume(p.agent_id)
 
 
 @method("transcript/append", h.TranscriptAppendParams, h.SeqResult)

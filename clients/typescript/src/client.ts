@@ -6,6 +6,8 @@ import type { Readable, Writable } from "node:stream";
 
 import type {
   AgentInfo,
+  BudgetParams,
+  BudgetResult,
   CallToolResult,
   DiscoverResult,
   Empty,
@@ -37,6 +39,8 @@ import type {
   SpawnParams,
   SpawnResult,
   StatsResult,
+  StopParams,
+  StopResult,
   ToolsCallParams,
   ToolsListParams,
   ToolsListResult,
@@ -176,6 +180,12 @@ export class SubagentdClient extends EventEmitter {
     followup(params: FollowupParams, options?: RequestOptions): Promise<MessageIdResult>;
     interrupt(params: { agent_id: string } & Params, options?: RequestOptions): Promise<InterruptResult>;
     list(params: ListParams, options?: RequestOptions): Promise<ListResult>;
+    /** Set (or, with `remove`, drop) limits of an agent's own budget; held input then runs. */
+    budget(params: BudgetParams, options?: RequestOptions): Promise<BudgetResult>;
+    /** Stop a whole subtree: every open turn interrupted, queues parked or cleared, nothing starts. */
+    stop(params: StopParams, options?: RequestOptions): Promise<StopResult>;
+    /** Resume a stopped subtree: its held input runs again. */
+    resume(params: { agent_id: string } & Params, options?: RequestOptions): Promise<BudgetResult>;
     /**
      * Answered once no agent of the tree runs a turn or has input to run, or after
      * `timeout_ms` (default 30000; then `idle` is false and `running` / `runnable` name the busy
@@ -258,6 +268,9 @@ export class SubagentdClient extends EventEmitter {
       followup: call("agents/followup"),
       interrupt: call("agents/interrupt"),
       list: call("agents/list"),
+      budget: call("agents/budget"),
+      stop: call("agents/stop"),
+      resume: call("agents/resume"),
       waitIdle: (params, options) =>
         this.request("agents/wait_idle", params, this.waitOptions(params.timeout_ms, options)),
     };

@@ -15,9 +15,13 @@ export interface AgentInfo {
   parked: number;
   queued: number;
   status: "idle" | "ready" | "running";
+  budget?: BudgetInfo | null;
+  held?: Held | null;
   label?: string | null;
   mode?: "continuable" | "one-shot" | null;
   parent_id?: string | null;
+  tree_usage?: Spent | null;
+  usage?: Spent | null;
 }
 
 export interface AgentInject {
@@ -38,6 +42,44 @@ export interface AgentSettled {
 export interface AgentStatus {
   agent_id: string;
   status: "idle" | "ready" | "running";
+}
+
+/**
+ * Limits (absent: none at this level; the ancestors' still bind). `max_tokens` counts input
+ * and output tokens together; `max_seconds` is a wall-clock deadline counted from when the
+ * budget is set (a spawn, agents/open, agents/budget).
+ */
+export interface Budget {
+  max_cost?: number | null;
+  max_seconds?: number | null;
+  max_spawns?: number | null;
+  max_tokens?: number | null;
+  max_turns?: number | null;
+}
+
+/** An agent's own budget as stored: its limits and its deadline (a UTC stamp). */
+export interface BudgetInfo {
+  deadline?: string | null;
+  max_cost?: number | null;
+  max_spawns?: number | null;
+  max_tokens?: number | null;
+  max_turns?: number | null;
+  stopped?: boolean | null;
+}
+
+/** agents/budget: set (or, with `remove`, drop) limits of an agent's own budget. */
+export interface BudgetParams {
+  agent_id: string;
+  _meta?: { [key: string]: unknown } | null;
+  budget?: Budget | null;
+  remove?: Array<"cost" | "deadline" | "spawns" | "tokens" | "turns"> | null;
+}
+
+export interface BudgetResult {
+  agent_id: string;
+  budget: BudgetInfo;
+  tree_usage: Spent;
+  resumed?: string[] | null;
 }
 
 export interface CallToolResult {
@@ -68,6 +110,7 @@ export interface ChildRow {
   mode?: "continuable" | "one-shot" | null;
   parent?: string | null;
   parked?: number | null;
+  usage?: Spent | null;
 }
 
 /** Group-commit latency over the most recent commits of this process, in milliseconds. */
@@ -121,6 +164,12 @@ export interface FollowupParams {
   idempotency_key?: string | null;
 }
 
+/** Why an agent's queued input starts no turn: the first budget spent, and whose it is. */
+export interface Held {
+  agent_id: string;
+  budget: "cost" | "deadline" | "spawns" | "stopped" | "tokens" | "turns";
+}
+
 export interface Implementation {
   name: string;
   version: string;
@@ -156,7 +205,7 @@ export interface InterruptAgentResult {
 }
 
 export interface InterruptCause {
-  kind: "parent" | "shutdown" | "user";
+  kind: "deadline" | "parent" | "shutdown" | "stop" | "user";
   by?: string | null;
 }
 
@@ -185,6 +234,7 @@ export interface ListParams {
   include_one_shot?: boolean;
   limit?: number | null;
   scope?: "children" | "descendants";
+  usage?: boolean;
 }
 
 export interface ListResult {
@@ -218,6 +268,7 @@ export interface MessageInfo {
 export interface OpenParams {
   _meta?: { [key: string]: unknown } | null;
   agent_id?: string | null;
+  budget?: Budget | null;
   label?: string | null;
   parent_id?: string | null;
 }
@@ -296,6 +347,8 @@ export interface SpawnAgentParams {
   prompt: string;
   _meta?: { [key: string]: unknown } | null;
   activation?: string | null;
+  /** Limits for the subagent and everything it starts: max_turns, max_spawns, max_tokens (input and output), max_cost, max_seconds (a wall-clock deadline from now). Each is cut to what you have left yourself. Omit it to share your own budget. */
+  budget?: Budget | null;
   caller?: string | null;
   /** Id for the new subagent; it must not exist yet. Omit it to get a fresh one. */
   child_id?: string | null;
@@ -317,6 +370,7 @@ export interface SpawnParams {
   activation?: string | null;
   agent_model?: string | null;
   agent_provider?: string | null;
+  budget?: Budget | null;
   child_id?: string | null;
   idempotency_key?: string | null;
   mode?: "continuable" | "one-shot";
@@ -329,6 +383,16 @@ export interface SpawnResult {
   child_id: string;
   message_id: string;
   text: string;
+}
+
+/** Sums: turns started, subagents spawned, tokens and cost reported. */
+export interface Spent {
+  cost: number;
+  input_tokens: number;
+  output_tokens: number;
+  spawns: number;
+  turns: number;
+  currency?: string | null;
 }
 
 /**
@@ -346,6 +410,20 @@ export interface StatsResult {
   commits?: number | null;
   live_here?: number | null;
   oldest_queued_age_s?: number | null;
+  usage?: Spent | null;
+}
+
+/** agents/stop: hold a whole subtree; `queues` parks (default) or cancels what waits. */
+export interface StopParams {
+  agent_id: string;
+  _meta?: { [key: string]: unknown } | null;
+  queues?: "clear" | "park";
+}
+
+export interface StopResult {
+  agent_id: string;
+  interrupted: string[];
+  cleared?: number | null;
 }
 
 export interface StoredEvent {
@@ -433,6 +511,7 @@ export interface TurnEndParams {
   turn_id: string;
   _meta?: { [key: string]: unknown } | null;
   output?: string | null;
+  usage?: Usage | null;
 }
 
 export interface TurnInterrupt {
@@ -448,6 +527,13 @@ export interface TurnStart {
   turn_id: string;
   instructions?: string | null;
   resume?: Descriptor | null;
+}
+
+/** What one turn used, as the host (turns/end) or a runner's command reports it. */
+export interface Usage {
+  cost?: number | null;
+  input_tokens?: number | null;
+  output_tokens?: number | null;
 }
 
 export interface WaitAgentsParams {
@@ -552,13 +638,16 @@ export type ErrorCodeName = keyof typeof ErrorCode;
 
 /** Requests the host sends: params and result of each method. */
 export interface Methods {
+  "agents/budget": { params: BudgetParams; result: BudgetResult };
   "agents/close": { params: AgentParams; result: Empty };
   "agents/followup": { params: FollowupParams; result: MessageIdResult };
   "agents/get": { params: AgentParams; result: AgentInfo };
   "agents/interrupt": { params: AgentParams; result: InterruptResult };
   "agents/list": { params: ListParams; result: ListResult };
   "agents/open": { params: OpenParams; result: OpenResult };
+  "agents/resume": { params: AgentParams; result: BudgetResult };
   "agents/spawn": { params: SpawnParams; result: SpawnResult };
+  "agents/stop": { params: StopParams; result: StopResult };
   "agents/wait_idle": { params: WaitIdleParams; result: WaitIdleResult };
   "initialize": { params: InitializeParams; result: InitializeResult };
   /** Stop the current turn of a live continuable subagent below you (your child or a deeper descendant). It returns as soon as the stop is requested; the target may run briefly before it stops. Only that turn stops: messages already queued for the target are parked, and it resumes with them, in order, at its next waking input (your next `send_message` to it, or a report or settlement notice from one of its own children); agents it started keep running. If the target has nothing left to do it finishes and you get a notice. Interrupting an agent that is not running, not live or unknown is a harmless no-op. You cannot interrupt yourself, a sibling, or agents that are not below you. */
@@ -609,6 +698,6 @@ export interface ServerNotifications {
 export type ServerNotificationName = keyof ServerNotifications;
 
 /** Every request method, in name order. */
-export const METHOD_NAMES = ["agents/close","agents/followup","agents/get","agents/interrupt","agents/list","agents/open","agents/spawn","agents/wait_idle","initialize","interrupt_agent","list_agents","messages/cancel","messages/get","ping","report","send_message","server/discover","server/stats","spawn_agent","tools/call","tools/list","transcript/append","transcript/read","turns/begin","turns/end","wait_agents"] as const;
+export const METHOD_NAMES = ["agents/budget","agents/close","agents/followup","agents/get","agents/interrupt","agents/list","agents/open","agents/resume","agents/spawn","agents/stop","agents/wait_idle","initialize","interrupt_agent","list_agents","messages/cancel","messages/get","ping","report","send_message","server/discover","server/stats","spawn_agent","tools/call","tools/list","transcript/append","transcript/read","turns/begin","turns/end","wait_agents"] as const;
 /** Every server-to-host notification, in name order. */
 export const SERVER_NOTIFICATION_NAMES = ["agent/inject","agent/settled","agent/status","notifications/progress","turn/interrupt","turn/start"] as const;
