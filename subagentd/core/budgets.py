@@ -248,10 +248,11 @@ class Budgets:
                 values[name] = value
         for name in remove:
             values[name] = None
-        if above:
+        if above:  # only the limits it is given: the others are its ancestors' as they change
             left = self.left(above)
             for name, most in left.items():
-                if most is not None and (values[name] is None or values[name] > most):  # type: ignore[operator]
+                value = given[name]
+                if value is not None and most is not None and value > most:
                     values[name] = most
         self.store.set_limits(
             session_id,
