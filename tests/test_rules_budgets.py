@@ -328,3 +328,27 @@ def test_spawn_agent_passes_its_budget_and_is_refused_like_agents_spawn():
         core, core.svc.delegation.spawn_agent, "root", None, SpawnAgentArgs(label="w", prompt="go")
     )
     assert error.message == spent_text("root", "spawns", 1, 1, 0, "spawns")
+
+
+def test_every_budget_text_is_the_one_docs_semantics_fixes():
+    from pathlib import Path
+
+    doc = " ".join((Path(__file__).parents[1] / "docs" / "semantics.md").read_text().split())
+
+    def documented(text: str) -> bool:
+        return f"`{' '.join(text.split())}`" in doc
+
+    def shown(template: str) -> str:  # `{x}` placeholders as the document writes them, `<x>`
+        return template.replace("{", "<").replace("}", ">")
+
+    assert documented(shown(texts.BUDGET_SPENT))
+    assert documented(shown(texts.BUDGET_DEADLINE))
+    assert documented(shown(texts.BUDGET_STOPPED))
+    assert documented(shown(texts.SETTLED_FIRST_LINE["deadline"]))
+    assert documented(texts.MUST_BE_OBJECT.format(name="budget"))
+    assert documented(texts.MUST_BE_INTEGER.format(name="budget.<field>", low=0, high=2**53))
+    assert documented(
+        texts.MUST_BE_NUMBER.format(name="budget.<field>", low=0, high="<high>")
+    )
+    for unit in [*texts.BUDGET_UNITS.values(), texts.BUDGET_COST_UNIT]:
+        assert documented(unit)

@@ -157,12 +157,12 @@ class Budgets:
             return texts.BUDGET_STOPPED.format(id=shown)
         if refusal.budget == "deadline":
             return texts.BUDGET_DEADLINE.format(
-                id=shown, deadline=refusal.limit, late=f"{refusal.spent:g}"
+                id=shown, stamp=refusal.limit, seconds=f"{refusal.spent:g}"
             )
         if refusal.budget == "cost":
             limit, spent = money(int(refusal.limit)), money(int(refusal.spent))
             left = money(max(0, int(refusal.limit) - int(refusal.spent)))
-            unit = self.settings.cost_currency or "cost units"
+            unit = self.settings.cost_currency or texts.BUDGET_COST_UNIT
         else:
             limit, spent, left = str(refusal.limit), str(refusal.spent), str(refusal.left)
             unit = texts.BUDGET_UNITS[refusal.budget]

@@ -121,8 +121,9 @@ BUDGET_SPENT = (
     " until the user raises the budget"
 )
 BUDGET_UNITS = {"turns": "turns", "spawns": "spawns", "tokens": "tokens"}
+BUDGET_COST_UNIT = "cost units"  # cost's unit when the deployment names no --cost-currency
 BUDGET_DEADLINE = (
-    'the deadline of agent "{id}" passed at {deadline} ({late} seconds ago, 0 left; it binds'
+    'the deadline of agent "{id}" passed at {stamp} ({seconds} seconds ago, 0 left; it binds'
     " its subagents too); nothing more starts under it until the user extends it"
 )
 BUDGET_STOPPED = (
