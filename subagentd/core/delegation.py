@@ -153,7 +153,11 @@ class Delegation:
         root = self.registry.get(root_id)
         tree = [] if root is None else [root, *self.registry.subtree(root)]
         running = [a.agent_id for a in tree if a.turn is not None]
-        runnable = [a.agent_id for a in tree if a.pending and not (a.parked or a.held)]
+        runnable = [
+            a.agent_id
+            for a in tree
+            if a.pending and not (a.parked or a.held or a.held_by is not None)  # held by a budget
+        ]
         idle = not running and not runnable
         if not (idle or timed_out):
             return None
