@@ -347,8 +347,6 @@ def test_every_budget_text_is_the_one_docs_semantics_fixes():
     assert documented(shown(texts.SETTLED_FIRST_LINE["deadline"]))
     assert documented(texts.MUST_BE_OBJECT.format(name="budget"))
     assert documented(texts.MUST_BE_INTEGER.format(name="budget.<field>", low=0, high=2**53))
-    assert documented(
-        texts.MUST_BE_NUMBER.format(name="budget.<field>", low=0, high="<high>")
-    )
+    assert documented(texts.MUST_BE_NUMBER.format(name="budget.<field>", low=0, high="<high>"))
     for unit in [*texts.BUDGET_UNITS.values(), texts.BUDGET_COST_UNIT]:
         assert documented(unit)

@@ -231,7 +231,7 @@ class Scheduler:
         if agent.disposing:
             self.drain(agent)
         elif agent.kind == ONE_SHOT:
-            self.dispose(agent, reason)
+            self.dispose(agent, last)
         else:
             self.pump(agent)
 
