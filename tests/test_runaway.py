@@ -48,7 +48,9 @@ def play(data, core: CoreHost, root: str, steps: int, limit: int) -> dict[str, i
         for action in data.draw(st.lists(st.sampled_from(ACTIONS), min_size=1, max_size=4)):
             try:
                 if action in ("spawn", "one-shot", "greedy"):
-                    budget = Budget(max_turns=10**9, max_spawns=10**9) if action == "greedy" else None
+                    budget = (
+                        Budget(max_turns=10**9, max_spawns=10**9) if action == "greedy" else None
+                    )
                     mode = "one-shot" if action == "one-shot" else "continuable"
                     minted += 1
                     args = SpawnAgentArgs(

@@ -51,7 +51,17 @@ def busy_db(tmp_path):
         c2 = host.spawn("root", "c2", label="writer", prompt="one go", mode="one-shot")
         host.spawn("root", "c3", label="parker", prompt="wait")
         host.tool("send_message", "root", subagent_id="c1", message="also the closed ones")
-        host.end_turn("c2", c2["turn_id"], "completed", "written")
+        usage = {"input_tokens": 1200, "output_tokens": 300, "cost": 0.25}
+        host.call(
+            "turns/end",
+            {
+                "agent_id": "c2",
+                "turn_id": c2["turn_id"],
+                "reason": "completed",
+                "output": "written",
+                "usage": usage,
+            },
+        )
         host.notification("agent/settled", agent_id="c2")
         host.tool("send_message", "root", subagent_id="c3", message="first")
         host.tool("send_message", "root", subagent_id="c3", message="second")
@@ -68,8 +78,16 @@ def test_once_prints_one_frame_of_the_tree(busy_db):
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith(f"subagentd watch {busy_db}  4 agent(s): ")
-    assert "; 1 queued, 2 parked" in lines[0]
-    assert columns(lines[1]) == ["agent", "status", "queued", "parked", "turn", "last event"]
+    assert "; 1 queued, 2 parked, 1500 tokens" in lines[0]
+    assert columns(lines[1]) == [
+        "agent",
+        "status",
+        "queued",
+        "parked",
+        "turn",
+        "used",
+        "last event",
+    ]
     rows = {columns(line)[0]: columns(line)[1:] for line in lines[2:]}
     assert list(rows) == [
         "root coordinator",
@@ -79,6 +97,8 @@ def test_once_prints_one_frame_of_the_tree(busy_db):
     ]
     # the host closed stdin: every session was released, so none is "open turn" in storage
     assert rows["├─ c2 writer"][:3] == ["ready (completed)", "·", "·"]
+    assert rows["├─ c2 writer"][-2] == "1500 0.25"  # its own turn's usage
+    assert rows["root coordinator"][-2] == "·"
     assert rows["└─ c3 parker"][:3] == ["ready (aborted)", "·", "2"]
     assert rows["├─ c1 researcher"][1] == "1"
     assert re.fullmatch(r"settled [\d.]+s ago \(last turn completed\)", rows["├─ c2 writer"][-1])
@@ -250,7 +270,7 @@ def test_watch_in_a_terminal_follows_a_running_server(tmp_path):
         delays = []
         host.spawn("root", "c1", label="researcher", prompt="Find the oldest bug")
         delays.append(
-            term.wait_for(r"^└─ c1 researcher\s+open turn\s+·\s+·\s+[\d.]+s\s+turn_start")
+            term.wait_for(r"^└─ c1 researcher\s+open turn\s+·\s+·\s+[\d.]+s\s+·\s+turn_start")
         )
         host.tool("send_message", "root", subagent_id="c1", message="also the closed ones")
         delays.append(term.wait_for(r"^└─ c1 researcher\s+open turn\s+1\s+·"))

@@ -16,6 +16,8 @@ def large_run(path: str, leads: int = 20, workers: int = 49) -> CoreHost:
         max_live_per_root=agents,
         max_live=agents,
         max_children=max(leads, workers),
+        tree_max_spawns=0,  # a tree of thousands: past the default budgets (SECURITY.md)
+        tree_max_turns=0,
     )
     with core.svc.transaction():
         core.open("root", label="conductor")
