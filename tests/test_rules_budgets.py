@@ -350,3 +350,48 @@ def test_every_budget_text_is_the_one_docs_semantics_fixes():
     assert documented(texts.MUST_BE_NUMBER.format(name="budget.<field>", low=0, high="<high>"))
     for unit in [*texts.BUDGET_UNITS.values(), texts.BUDGET_COST_UNIT]:
         assert documented(unit)
+
+
+def test_a_child_spawned_to_finish_keeps_its_turn_through_a_close_of_its_root():
+    core = CoreHost()
+    core.open("root")
+    core.spawn("root", "steady", on_parent_close="finish")
+    core.spawn("root", "plain")
+    core.send("root", "steady", "after")  # queued: a draining agent starts no new turn
+    assert core.svc.records.get("steady").on_parent_close == "finish"
+    core.notes.clear()
+    closed = []
+    core.svc.host.close_root("root", lambda: closed.append(True))
+    interrupted = {n["agent_id"] for n in core.take("turn/interrupt")}
+    assert interrupted == {"plain"}  # the root has no open turn; steady's runs on
+    end(core, "plain", reason="aborted")
+    assert closed == [] and core.turn("steady") is not None
+    core.end("steady", output="finished anyway")
+    assert closed == [True]
+    assert [n["reason"] for n in core.take("agent/settled", "steady")] == ["closed"]
+    assert core.take("turn/start", "steady") == []
+    assert core.svc.records.get("steady").queued == 1  # kept for its next activation
+
+
+def test_shutdown_interrupts_a_finishing_child_too():
+    core = CoreHost()
+    core.open("root")
+    core.spawn("root", "steady", on_parent_close="finish")
+    core.notes.clear()
+    core.svc.settlement.shutdown(lambda: None)
+    assert [n["agent_id"] for n in core.take("turn/interrupt")] == ["steady"]
+
+
+def test_a_rebuild_after_a_lost_group_keeps_what_a_budget_held():
+    core = CoreHost()
+    core.open("root", budget=Budget(max_turns=2))
+    core.spawn("root", "c1")
+    core.send("root", "c1", "second")
+    core.spawn("root", "c2")
+    end(core, "c1")
+    held = core.svc.agents.registry.get("c1").held_by
+    assert held == Held(budget="turns", agent_id="root")
+    core.svc.commit()
+    core.svc.recovery.rebuild()
+    assert core.svc.agents.registry.get("c1").held_by == held
+    assert core.svc.agents.registry.get("c1").lineage == ("c1", "root")

@@ -270,7 +270,7 @@ def test_watch_in_a_terminal_follows_a_running_server(tmp_path):
         delays = []
         host.spawn("root", "c1", label="researcher", prompt="Find the oldest bug")
         delays.append(
-            term.wait_for(r"^└─ c1 researcher\s+open turn\s+·\s+·\s+[\d.]+s\s+·\s+turn_start")
+            term.wait_for(r"^└─ c1 researcher\s+open turn\s+·\s+·\s+[\d.]+s\s+turn_start")
         )
         host.tool("send_message", "root", subagent_id="c1", message="also the closed ones")
         delays.append(term.wait_for(r"^└─ c1 researcher\s+open turn\s+1\s+·"))

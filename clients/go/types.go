@@ -99,6 +99,7 @@ type SpawnParams struct {
 	Persona        string      `json:"persona,omitempty"`
 	ToolFilter     *ToolFilter `json:"tool_filter,omitempty"`
 	Budget         *Budget     `json:"budget,omitempty"`
+	OnParentClose  string      `json:"on_parent_close,omitempty"` // "drain" (default) or "finish"
 	IdempotencyKey string      `json:"idempotency_key,omitempty"`
 }
 
@@ -140,6 +141,8 @@ type AgentInfo struct {
 	TreeUsage *Spent      `json:"tree_usage,omitempty"`
 	Budget    *BudgetInfo `json:"budget,omitempty"`
 	Held      *Held       `json:"held,omitempty"`
+	// OnParentClose is "finish" when a close of its root lets its open turn end first.
+	OnParentClose string `json:"on_parent_close,omitempty"`
 }
 
 // --- usage and budgets (PROTOCOL.md §12) ----------------------------------------------------

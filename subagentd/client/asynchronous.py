@@ -100,6 +100,7 @@ class AsyncClient(Streams):
         persona: str | None = None,
         tool_filter: ToolFilter | None = None,
         budget: Budget | None = None,
+        on_parent_close: h.ClosePolicy = "drain",
         idempotency_key: str | None = None,
     ) -> h.SpawnResult:
         """Spawn a child of `caller`; its first `turn/start` follows."""
@@ -115,6 +116,7 @@ class AsyncClient(Streams):
             persona=persona,
             tool_filter=tool_filter,
             budget=budget,
+            on_parent_close=on_parent_close,
             idempotency_key=idempotency_key,
         )
         return await self.call("agents/spawn", params, result=h.SpawnResult)

@@ -181,6 +181,7 @@ class Client(Pipes):
         persona: str | None = None,
         tool_filter: ToolFilter | None = None,
         budget: Budget | None = None,
+        on_parent_close: h.ClosePolicy = "drain",
         idempotency_key: str | None = None,
     ) -> h.SpawnResult:
         """Spawn a child of `caller`; its first `turn/start` follows."""
@@ -196,6 +197,7 @@ class Client(Pipes):
             persona=persona,
             tool_filter=tool_filter,
             budget=budget,
+            on_parent_close=on_parent_close,
             idempotency_key=idempotency_key,
         )
         return self.call("agents/spawn", params, result=h.SpawnResult)

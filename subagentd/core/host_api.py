@@ -167,6 +167,8 @@ class HostApi:
         budgets.spawned(caller.lineage)
         if params.budget is not None:  # never more than the caller's lineage has left
             budgets.set(child_id, params.budget, caller.lineage)
+        if params.on_parent_close != "drain":
+            self.store.set_close_policy(child_id, params.on_parent_close)
         self.agents.record(child_id, None, "descriptor", descriptor)
         child = self.activator.activate(
             child_id,

@@ -71,6 +71,7 @@ class HostRecords:
             tree_usage=budgets.tree(row),
             budget=budgets.info(row),
             held=held,
+            on_parent_close="finish" if row is not None and row.close_policy == "finish" else None,
         )
 
     def _kind(self, record: SessionRecord) -> tuple[AgentKind, Mode | None, str | None]:

@@ -118,7 +118,7 @@ class Recovery:
                     depth=row.depth,
                     activation_id=row.activation_id,
                     ancestry=ancestry,
-                    turn=Turn(row.open_turn_id, row.interrupted) if row.open_turn_id else None,
+                    turn=self._turn(row),
                     parked=row.parked,
                     pending=row.pending,
                     disposing=row.disposing,
@@ -146,6 +146,20 @@ class Recovery:
         )
         self.rate.keep(self.registry.get)
         self.scheduler.rearm_deadlines()
+        for agent in self.registry:  # what a spent budget held before is held still
+            if agent.pending and agent.turn is None and not agent.parked:
+                refusal = self.agents.budgets.refusal(agent.lineage)
+                agent.held_by = refusal.held() if refusal is not None else None
+
+    def _turn(self, row: LiveRecord) -> Turn | None:
+        """The open turn as stored; an interrupted one remembers whether its deadline stopped it
+        (its interrupt event's cause), so its notice stays the deadline's."""
+        if row.open_turn_id is None:
+            return None
+        turn = Turn(row.open_turn_id, row.interrupted)
+        if row.interrupted:
+            turn.deadline = self.store.interrupt_cause(row.agent_id, row.open_turn_id) == "deadline"
+        return turn
 
     def _stored_tools(self, row: LiveRecord) -> frozenset[str] | None:
         """A rebuilt child's tool_filter, read from its descriptor (None: all tools)."""

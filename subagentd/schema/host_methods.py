@@ -14,6 +14,7 @@ from subagentd.schema.messages import MessageState, Mode, Source, ToolFilter
 TurnReason = Literal["completed", "aborted", "max-tokens", "refusal", "error"]
 Scope = Literal["children", "descendants"]
 AgentKind = Literal["ordinary", "continuable", "one-shot", "unknown"]
+ClosePolicy = Literal["drain", "finish"]
 
 
 class Empty(Wire, kw_only=True):
@@ -51,6 +52,7 @@ class SpawnParams(Params, kw_only=True):
     persona: str | None = None
     tool_filter: ToolFilter | None = None
     budget: Budget | None = None  # the child's own, cut to what the caller's lineage has left
+    on_parent_close: ClosePolicy = "drain"  # what a close of its root does to its open turn
     idempotency_key: str | None = None
 
 
@@ -142,6 +144,7 @@ class AgentInfo(Wire, kw_only=True):
     tree_usage: Spent | None = None  # the same summed over it and everything below it
     budget: BudgetInfo | None = None  # its own budget (ancestors' bind it too)
     held: Held | None = None  # its queued input starts no turn: this budget is spent
+    on_parent_close: ClosePolicy | None = None  # "finish" when it was spawned so
 
 
 class ListParams(Params, kw_only=True):

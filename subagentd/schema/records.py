@@ -103,3 +103,4 @@ class SpendingRecord(msgspec.Struct, array_like=True):
     tree_input: int
     tree_output: int
     tree_cost: int
+    close_policy: str | None = None  # "finish": a close of its root lets its turn end first

@@ -270,7 +270,8 @@ SPENDING_TABLE = """CREATE TABLE spending (
     tree_spawns INTEGER NOT NULL DEFAULT 0,
     tree_input INTEGER NOT NULL DEFAULT 0,
     tree_output INTEGER NOT NULL DEFAULT 0,
-    tree_cost INTEGER NOT NULL DEFAULT 0
+    tree_cost INTEGER NOT NULL DEFAULT 0,
+    close_policy TEXT
 )"""
 
 
@@ -278,5 +279,6 @@ SPENDING_TABLE = """CREATE TABLE spending (
 def m011_spending_and_budgets(db: Database) -> None:
     """Usage and budgets (storage/spending.py): per session its own turns, spawns, tokens and
     cost (millionths of the currency), the same summed over its subtree (charged to every
-    ancestor in the spending request's transaction), and its budget's limits and deadline."""
+    ancestor in the spending request's transaction), its budget's limits and deadline, whether
+    agents/stop holds its subtree, and what a close of its root does to it (`close_policy`)."""
     db.execute(SPENDING_TABLE)

@@ -91,6 +91,7 @@ class BoundParts:
 
         self.append_events = events.append_events
         self.read_events = events.read_events
+        self.interrupt_cause = events.interrupt_cause
 
         self.owners = leases.owners
         self.owner_state = leases.owner_state
@@ -118,6 +119,7 @@ class BoundParts:
         self.charge = spending.charge
         self.set_limits = spending.set_limits
         self.set_stopped = spending.set_stopped
+        self.set_close_policy = spending.set_close_policy
 
     def doorbell(self) -> int | None:
         """The fd another process's signal makes readable (None: nobody can signal this one)."""

@@ -15,7 +15,7 @@ from subagentd.storage.connected import Connected
 _COLUMNS = (
     "session_id, limits_set, max_turns, max_spawns, max_tokens, max_cost, deadline, stopped,"
     " own_turns, own_spawns, own_input, own_output, own_cost,"
-    " tree_turns, tree_spawns, tree_input, tree_output, tree_cost"
+    " tree_turns, tree_spawns, tree_input, tree_output, tree_cost, close_policy"
 )
 _COUNTERS = ("turns", "spawns", "input", "output", "cost")
 _CHARGE_SQL = (
@@ -34,6 +34,10 @@ _SET_LIMITS_SQL = (
     + ", ".join(_LIMITS)
     + ") VALUES (?,1,?,?,?,?,?) ON CONFLICT (session_id) DO UPDATE SET limits_set = 1, "
     + ", ".join(f"{name} = excluded.{name}" for name in _LIMITS)
+)
+_CLOSE_POLICY_SQL = (
+    "INSERT INTO spending (session_id, close_policy) VALUES (?, ?)"
+    " ON CONFLICT (session_id) DO UPDATE SET close_policy = excluded.close_policy"
 )
 _STOPPED_SQL = (
     "INSERT INTO spending (session_id, stopped) VALUES (?, ?)"
@@ -88,6 +92,11 @@ class Spending:
         db.conn.execute(
             _SET_LIMITS_SQL, (session_id, max_turns, max_spawns, max_tokens, max_cost, deadline)
         )
+
+    def set_close_policy(self, session_id: str, policy: str | None) -> None:
+        db = self._db
+        db.begin()
+        db.conn.execute(_CLOSE_POLICY_SQL, (session_id, policy))
 
     def set_stopped(self, session_id: str, stopped: bool) -> None:
         db = self._db

@@ -189,10 +189,13 @@ def frame(snapshot: Snapshot, title: str, height: int, now: float | None = None)
     table.add_column("queued", justify="right", no_wrap=True)
     table.add_column("parked", justify="right", no_wrap=True)
     table.add_column("turn", justify="right", no_wrap=True)
-    table.add_column("used", justify="right", no_wrap=True)
+    with_usage = any(s.tokens or s.cost for s in sessions.values())  # only once a host reports it
+    if with_usage:
+        table.add_column("used", justify="right", no_wrap=True)
     table.add_column("last event", no_wrap=True, overflow="ellipsis", ratio=4)
     for row in lay_out(build_tree(sessions), max(height - 3, 1)):
-        table.add_row(*cells(row, snapshot.last, now))
+        row_cells = cells(row, snapshot.last, now)
+        table.add_row(*(row_cells if with_usage else row_cells[:5] + row_cells[6:]))
     return Group(header, table)
 
 

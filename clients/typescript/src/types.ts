@@ -19,6 +19,7 @@ export interface AgentInfo {
   held?: Held | null;
   label?: string | null;
   mode?: "continuable" | "one-shot" | null;
+  on_parent_close?: "drain" | "finish" | null;
   parent_id?: string | null;
   tree_usage?: Spent | null;
   usage?: Spent | null;
@@ -374,6 +375,7 @@ export interface SpawnParams {
   child_id?: string | null;
   idempotency_key?: string | null;
   mode?: "continuable" | "one-shot";
+  on_parent_close?: "drain" | "finish";
   persona?: string | null;
   tool_filter?: ToolFilter | null;
 }

@@ -151,7 +151,8 @@ CREATE TABLE spending (
     tree_spawns BIGINT NOT NULL DEFAULT 0,
     tree_input BIGINT NOT NULL DEFAULT 0,
     tree_output BIGINT NOT NULL DEFAULT 0,
-    tree_cost BIGINT NOT NULL DEFAULT 0
+    tree_cost BIGINT NOT NULL DEFAULT 0,
+    close_policy TEXT
 );
 """,
     ),
