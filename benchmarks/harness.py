@@ -86,6 +86,9 @@ def server_command(kind: str, db: str | None = None, durability: str = "normal")
             "--max-live-per-root=0",
             "--max-live=0",
             "--max-queued=0",
+            # nor are the budgets of a tree over its life (PROTOCOL.md section 12)
+            "--tree-max-spawns=0",
+            "--tree-max-turns=0",
         ]
     raise ValueError(kind)
 

@@ -125,6 +125,37 @@ class QuotaExceededError(ServerOverloadedError):
         return QuotaExceededError(template.format(reason=self.message), self.quota, self.limit)
 
 
+class BudgetExceededError(ServerOverloadedError):
+    """A budget (PROTOCOL.md section 12) is spent: the turn or spawn was refused before anything
+    was written. `data.budget` names which, `data.agent_id` whose."""
+
+    def __init__(
+        self,
+        message: str,
+        budget: str,
+        agent_id: str,
+        limit: int | float | str,
+        spent: int | float | str,
+        left: int,
+    ) -> None:
+        super().__init__(
+            message,
+            {
+                "reason": "budget",
+                "budget": budget,
+                "agent_id": agent_id,
+                "limit": limit,
+                "spent": spent,
+                "left": left,
+            },
+        )
+        self.budget, self.args_kept = budget, (budget, agent_id, limit, spent, left)
+
+    def reworded(self, template: str) -> BudgetExceededError:
+        """The same refusal inside a tool's failure text (`template` has a `{reason}`)."""
+        return BudgetExceededError(template.format(reason=self.message), *self.args_kept)
+
+
 class StorageBusyError(ServerOverloadedError):
     """Another process holds the database's write lock; the request was not run."""
 

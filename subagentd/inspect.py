@@ -32,6 +32,8 @@ class Session:
     parked: int
     last_reason: str | None
     created_at: str
+    tokens: int = 0  # input and output tokens its own turns reported (PROTOCOL.md section 12)
+    cost: float = 0.0  # the cost they reported, in the deployment's currency
     depth: int = 0  # edges from the root it is drawn under (not the stored depth)
     cycle: bool = False  # drawn as a root only because its ancestors form a cycle
 
@@ -61,11 +63,13 @@ def load(reader: StoreReader, only: str | Iterable[str] | None = None) -> dict[s
         records = reader.all_sessions()
         bodies = reader.all_descriptors()
         counts = reader.all_inbox_counts()
+        usage = reader.usage_of(None)
     else:
         ids = [only] if isinstance(only, str) else list(only)
         records = reader.sessions_of(ids)
         bodies = {i: reader.get_descriptor(i) for i in ids}
         counts = {i: reader.inbox_counts(i) for i in ids}
+        usage = reader.usage_of(ids)
     sessions: dict[str, Session] = {}
     for r in records:
         queued, parked = counts.get(r.id, (0, 0))
@@ -79,6 +83,8 @@ def load(reader: StoreReader, only: str | Iterable[str] | None = None) -> dict[s
             parked=parked,
             last_reason=r.last_reason,
             created_at=r.created_at or "",
+            tokens=usage.get(r.id, (0, 0.0))[0],
+            cost=usage.get(r.id, (0, 0.0))[1],
         )
     return sessions
 

@@ -17,6 +17,8 @@ TABLES = (
     "owners",
     "leases",
     "signals",
+    "spending",
+    "trace_context",
 )
 
 

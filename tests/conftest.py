@@ -7,6 +7,7 @@ from tests.spawned import InProcessServer, ServerProcess
 # ways (test_multiprocess, test_crash, test_scripts, test_state_machine, test_postgres) are not here.
 BOTH_BACKENDS = {
     "test_rules_boundaries",
+    "test_rules_budgets",
     "test_rules_delegation",
     "test_rules_engine_events",
     "test_rules_engine_paths",

@@ -28,6 +28,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
+from subagentd.client.errors import RpcError
 from subagentd.storage.postgres import is_postgres
 from tests.spawned import ServerProcess
 
@@ -675,3 +676,48 @@ def test_acknowledged_work_survives_kill_nine_under_pipelined_load(crash_db, rec
     print(f"\ncrash harness: {json.dumps(summary)}")
     assert ledger.stats["rounds"] >= MIN_ROUNDS, summary
     assert ledger.stats["acknowledged_messages_checked"] > 0, summary
+
+
+def test_spent_budgets_survive_kill_nine(crash_db):
+    """Budgets are charged in the request's transaction: a restart resets nothing. A tree that
+    spent its spawns and its tokens before a SIGKILL is still refused after it, with the same
+    figures, and what its turns reported is still summed."""
+    proc = start(crash_db)
+    host = proc.host
+    host.open("root", budget={"max_spawns": 2, "max_tokens": 100})
+    for child in ("c1", "c2"):
+        started = host.spawn("root", child)
+        host.call(
+            "turns/end",
+            {
+                "agent_id": child,
+                "turn_id": started["turn_id"],
+                "reason": "completed",
+                "usage": {"input_tokens": 40, "output_tokens": 20, "cost": 0.125},
+            },
+        )
+    proc.proc.kill()  # SIGKILL: no shutdown path runs
+    proc.stop()
+    proc = start(crash_db)
+    try:
+        host = proc.host
+        info = host.call("agents/get", {"agent_id": "root"})
+        assert info["tree_usage"] == {
+            "turns": info["tree_usage"]["turns"],
+            "spawns": 2,
+            "input_tokens": 80,
+            "output_tokens": 40,
+            "cost": 0.25,
+        }
+        assert info["budget"]["max_spawns"] == 2
+        host.open("root")
+        with pytest.raises(RpcError) as refused:
+            host.call("agents/spawn", {"caller": "root", "label": "t", "prompt": "go"})
+        assert refused.value.code == 1011
+        assert (refused.value.data["budget"], refused.value.data["spent"]) == ("spawns", 2)
+        host.call("agents/budget", {"agent_id": "root", "remove": ["spawns"]})
+        with pytest.raises(RpcError) as refused:
+            host.call("agents/spawn", {"caller": "root", "label": "t", "prompt": "go"})
+        assert (refused.value.data["budget"], refused.value.data["spent"]) == ("tokens", 120)
+    finally:
+        proc.stop()

@@ -305,7 +305,13 @@ def test_a_process_busy_for_several_ttls_keeps_its_leases_and_reaps_nobody(
     ttl = 1.0  # renewed every third of it: a renewal thread delayed by 0.6 s still holds
     db = shared
     # thousands of live children under one root: the live-agent quotas (SECURITY.md) are lifted
-    unbounded = ("--max-children=0", "--max-live-per-root=0", "--max-live=0")
+    unbounded = (
+        "--max-children=0",
+        "--max-live-per-root=0",
+        "--max-live=0",
+        "--tree-max-spawns=0",
+        "--tree-max-turns=0",
+    )
     a = start(spawn_process, db, "--lease-ttl", str(ttl), *unbounded)
     b = start(spawn_process, db, "--lease-ttl", str(ttl), *unbounded)
     b.host.open("broot")
@@ -402,7 +408,13 @@ def test_a_quiet_process_keeps_its_leases_past_the_ttl(shared, spawn_process):
     ttl = 3.0  # renewals every second: a renewal may come two seconds late before anything lapses
     db = shared
     # thousands of live children under one root: the live-agent quotas (SECURITY.md) are lifted
-    unbounded = ("--max-children=0", "--max-live-per-root=0", "--max-live=0")
+    unbounded = (
+        "--max-children=0",
+        "--max-live-per-root=0",
+        "--max-live=0",
+        "--tree-max-spawns=0",
+        "--tree-max-turns=0",
+    )
     a = start(spawn_process, db, "--lease-ttl", str(ttl), *unbounded)
     b = start(spawn_process, db, "--lease-ttl", str(ttl), *unbounded)
     a.host.open("root")

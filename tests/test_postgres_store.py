@@ -160,6 +160,7 @@ SESSION_ID_COLUMNS = {
     ("inbox", "session_id"),
     ("leases", "session_id"),
     ("signals", "session_id"),
+    ("spending", "session_id"),
 }
 
 

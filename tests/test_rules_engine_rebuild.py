@@ -35,6 +35,8 @@ def view(core: CoreHost) -> list[tuple[Any, ...]]:
             a.held,
             a.tools,
             a.owner_id,
+            a.lineage,
+            a.held_by,
         )
         for a in core.svc.agents.registry
     )

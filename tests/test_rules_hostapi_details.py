@@ -15,6 +15,7 @@ from subagentd.errors import (
     InvalidParamsError,
     StateInvalidError,
 )
+from subagentd.schema.budgets import BudgetInfo, Spent
 from subagentd.schema.host_methods import (
     AgentInfo,
     Event,
@@ -172,6 +173,9 @@ def test_agents_get_fills_every_field_from_the_session_and_its_inbox():
         created_at=stored["root"].created_at,
         queued=0,
         parked=0,
+        usage=Spent(turns=0, spawns=1, input_tokens=0, output_tokens=0, cost=0.0),
+        tree_usage=Spent(turns=1, spawns=1, input_tokens=0, output_tokens=0, cost=0.0),
+        budget=BudgetInfo(max_turns=10_000, max_spawns=1_000),  # the serve defaults
     )
     assert core.svc.records.get("c1") == AgentInfo(
         agent_id="c1",
@@ -184,6 +188,8 @@ def test_agents_get_fills_every_field_from_the_session_and_its_inbox():
         created_at=stored["c1"].created_at,
         queued=1,
         parked=0,
+        usage=Spent(turns=1, spawns=0, input_tokens=0, output_tokens=0, cost=0.0),
+        tree_usage=Spent(turns=1, spawns=0, input_tokens=0, output_tokens=0, cost=0.0),
     )
 
 

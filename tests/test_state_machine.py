@@ -12,7 +12,10 @@ when, nothing keeps a continuable child resident, with exactly one notice into i
 inbox; the inbox rows in SQLite are the ones the model expects, in order; and every status the
 service reports matches the model. Small quotas are on, and the model predicts each refusal
 (live children per parent, live agents per tree and in total, waiting messages per inbox, report
-bytes per child) and that a refused request writes nothing.
+bytes per child) and that a refused request writes nothing. Small budgets are on too (a tree's
+turns and spawns over its life, deadlines of some children on a clock the test moves): the model
+predicts every budget refusal, which queued messages are held instead of run, and every turn a
+passed deadline interrupts (and the deadline's notice), across restarts.
 
 `HYPOTHESIS_PROFILE=long` runs many more and longer programs.
 """
@@ -32,11 +35,12 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from subagentd.core.settings import Settings
-from subagentd.errors import SubagentdError
+from subagentd.errors import BudgetExceededError, SubagentdError
+from subagentd.schema.budgets import Budget
 from subagentd.schema.codes import Code
 from subagentd.schema.host_methods import SpawnParams, TurnEndParams
 from subagentd.storage.database import SqliteStore
-from tests.core_host import CoreHost
+from tests.core_host import CoreHost, FakeClock
 
 LONG = os.environ.get("HYPOTHESIS_PROFILE") == "long"
 PROFILE = (
@@ -63,6 +67,7 @@ FIRST_LINE = {
     "max-tokens": "Background subagent {id} ran out of room before it finished.",
     "refusal": "Background subagent {id} declined the task.",
     "error": "Background subagent {id} failed before it finished.",
+    "deadline": "Background subagent {id} ran out of time: its deadline passed before it finished.",
 }
 MAX_DEPTH = 8
 # Small quotas (SECURITY.md) so programs reach them; the model predicts every refusal.
@@ -74,6 +79,9 @@ QUOTAS = {
     "report_budget": 25,  # bytes: two or three reports like "report-12" per activation
     "report_window": 1e9,  # one window for the whole program
 }
+# Small budgets of every tree (PROTOCOL.md 12), over its whole life and across restarts.
+BUDGETS = {"tree_max_turns": 9, "tree_max_spawns": 4}
+DEADLINES = [None, None, 20.0, 50.0, 200.0]  # a spawned child's own max_seconds
 STATS: dict[str, int] | None = {} if os.environ.get("SUBAGENTD_SM_STATS") else None
 
 
@@ -104,6 +112,8 @@ class Agent:
     disposing: bool = False
     last_reason: str | None = None
     owner: str | None = None  # who keeps it resident and drains it: its parent, until adopted
+    deadline: float | None = None  # its own budget's deadline (clock seconds)
+    deadline_hit: bool = False  # its open turn was interrupted because a deadline passed
 
 
 class SchedulingMachine(RuleBasedStateMachine):
@@ -112,6 +122,9 @@ class SchedulingMachine(RuleBasedStateMachine):
         self.dir = tempfile.mkdtemp(prefix="subagentd-sm-")
         self.path = os.path.join(self.dir, "model.db")
         self.restarts = 0
+        self.clock = FakeClock()
+        self.tree_turns: dict[str, int] = {}  # root id -> turns started in its tree
+        self.tree_spawns: dict[str, int] = {}  # root id -> spawns in its tree
         self.core = self.new_core()
         self.agents: dict[str, Agent] = {}
         self.counter = 0
@@ -129,14 +142,16 @@ class SchedulingMachine(RuleBasedStateMachine):
             shutil.rmtree(self.dir, ignore_errors=True)
 
     def new_store(self) -> Any:
-        return SqliteStore(self.path)
+        return SqliteStore(self.path, clock=self.clock)
 
     def new_core(self) -> CoreHost:
         """A fresh service on the same file, as a new process: earlier owners count as dead."""
         if not hasattr(Settings(), "owner_alive"):  # before multi-process leases
             return CoreHost(self.new_store())
         owner = f"state-machine:{self.restarts}"
-        return CoreHost(self.new_store(), owner=owner, owner_alive=lambda o: o == owner, **QUOTAS)
+        return CoreHost(
+            self.new_store(), owner=owner, owner_alive=lambda o: o == owner, **QUOTAS, **BUDGETS
+        )
 
     # --- model helpers -------------------------------------------------------------------
 
@@ -167,6 +182,28 @@ class SchedulingMachine(RuleBasedStateMachine):
             ancestors.append(agent.parent)
             agent = self.agents[agent.parent]
         return ancestors
+
+    def top(self, agent: Agent) -> str:
+        """The durable root of its tree (whose budget binds it)."""
+        lineage = self.lineage(agent)
+        return lineage[-1] if lineage else agent.id
+
+    def deadline_passed(self, agent: Agent) -> bool:
+        """Whether a deadline of the agent's lineage (itself and its ancestors) has passed."""
+        for member in [agent.id, *self.lineage(agent)]:
+            deadline = self.agents[member].deadline
+            if deadline is not None and self.clock.now >= deadline:
+                return True
+        return False
+
+    def can_start(self, agent: Agent, spawn: bool = False) -> bool:
+        """A turn (and with `spawn`, a spawn) may start in the agent's lineage (its budgets)."""
+        root = self.top(agent)
+        if self.tree_turns.get(root, 0) >= BUDGETS["tree_max_turns"]:
+            return False
+        if spawn and self.tree_spawns.get(root, 0) >= BUDGETS["tree_max_spawns"]:
+            return False
+        return not self.deadline_passed(agent)
 
     def root_of(self, agent: Agent) -> Agent:
         seen = {agent.id}
@@ -215,7 +252,10 @@ class SchedulingMachine(RuleBasedStateMachine):
         self.expected_rows.append((agent_id, key))
 
     def end_model_turn(self, agent: Agent, reason: str) -> None:
+        if agent.deadline_hit and reason == "aborted":  # its notice is the deadline's
+            reason = "deadline"
         agent.turn, agent.interrupted, agent.last_reason = None, False, reason
+        agent.deadline_hit = False
 
     # --- running an action and reading what it caused --------------------------------------
 
@@ -229,7 +269,9 @@ class SchedulingMachine(RuleBasedStateMachine):
         result, error = outcome
         if STATS is not None:
             key = what.split(" ")[0] + (" ok" if allowed else " refused")
-            if error is not None and error.code == Code.OVERLOADED:
+            if isinstance(error, BudgetExceededError):
+                key += f" by the {error.budget} budget"
+            elif error is not None and error.code == Code.OVERLOADED:
                 key += " by a quota"
             STATS[key] = STATS.get(key, 0) + 1
         if allowed:
@@ -274,8 +316,11 @@ class SchedulingMachine(RuleBasedStateMachine):
         assert agent.queue and keys[0] == agent.queue[0], (
             f"{agent.id} started {keys[0]!r}; FIFO says {agent.queue[:1]!r} (queue {agent.queue})"
         )
+        assert self.can_start(agent), f"{agent.id} started a turn past its budget"
         agent.queue.pop(0)
         agent.turn = params["turn_id"]
+        root = self.top(agent)
+        self.tree_turns[root] = self.tree_turns.get(root, 0) + 1
         assert params["activation_id"] == self.core.svc.agents.registry.get(agent.id).activation_id
 
     def on_settled(self, agent: Agent, reason: str) -> None:
@@ -321,6 +366,7 @@ class SchedulingMachine(RuleBasedStateMachine):
 
     def step(self, action, *args: Any) -> tuple[Any, SubagentdError | None]:
         outcome = self.attempt(action, *args)
+        self.core.svc.commit()  # as the server does: the clock budgets read is the commit's
         self.process_notes()
         return outcome
 
@@ -354,9 +400,13 @@ class SchedulingMachine(RuleBasedStateMachine):
         self.expect(self.step(self.core.open, root.id), allowed, f"open {root.id}")
 
     @precondition(lambda self: self.live())
-    @rule(data=st.data(), one_shot=st.integers(0, 3).map(lambda n: n == 0))
-    def spawn(self, data, one_shot: bool) -> None:
-        self.spawn_by(self.agents[data.draw(st.sampled_from(self.live()))], one_shot)
+    @rule(
+        data=st.data(),
+        one_shot=st.integers(0, 3).map(lambda n: n == 0),
+        seconds=st.sampled_from(DEADLINES),
+    )
+    def spawn(self, data, one_shot: bool, seconds: float | None) -> None:
+        self.spawn_by(self.agents[data.draw(st.sampled_from(self.live()))], one_shot, seconds)
 
     def live_one_shots(self) -> list[str]:
         return sorted(a.id for a in self.agents.values() if a.live and a.kind == "one-shot")
@@ -374,7 +424,7 @@ class SchedulingMachine(RuleBasedStateMachine):
                 self.step(self.core.svc.host.finish_turn, params), True, f"turns/end {params}"
             )
 
-    def spawn_by(self, caller: Agent, one_shot: bool) -> None:
+    def spawn_by(self, caller: Agent, one_shot: bool, seconds: float | None = None) -> None:
         child_id = self.fresh("c")
         prompt = self.fresh("prompt-")
         mode = "one-shot" if one_shot else "continuable"
@@ -383,14 +433,24 @@ class SchedulingMachine(RuleBasedStateMachine):
             and not caller.disposing
             and caller.depth < MAX_DEPTH
             and self.room_for(caller)
+            and self.can_start(caller, spawn=True)  # the budgets come after every quota
         )
         if allowed:
             child = Agent(child_id, caller.id, mode, caller.depth + 1)
+            if seconds is not None:
+                child.deadline = self.clock.now + seconds
             self.agents[child_id] = child
             self.activate(child)
             self.accept(child_id, prompt)
+            root = self.top(child)
+            self.tree_spawns[root] = self.tree_spawns.get(root, 0) + 1
         params = SpawnParams(
-            caller=caller.id, child_id=child_id, label="task", prompt=prompt, mode=mode
+            caller=caller.id,
+            child_id=child_id,
+            label="task",
+            prompt=prompt,
+            mode=mode,
+            budget=None if seconds is None else Budget(max_seconds=seconds),
         )
         self.expect(self.step(self.core.svc.host.spawn, params), allowed, f"spawn {params}")
 
@@ -430,7 +490,11 @@ class SchedulingMachine(RuleBasedStateMachine):
             )
         if allowed:  # the quotas come after every rule
             assert target is not None
-            allowed = self.inbox_has_room(target) and (target.live or self.room_for(caller))
+            allowed = (
+                self.inbox_has_room(target)
+                and (target.live or self.room_for(caller))
+                and self.can_start(target)
+            )
         if allowed:
             assert target is not None
             if not target.live:
@@ -509,7 +573,11 @@ class SchedulingMachine(RuleBasedStateMachine):
         if allowed:  # the quotas come after every rule: the parent's inbox, the report budget
             assert parent is not None
             spent = self.spent.get(caller.id, 0) + len(output)
-            allowed = self.inbox_has_room(parent) and spent <= QUOTAS["report_budget"]
+            allowed = (
+                self.inbox_has_room(parent)
+                and self.can_start(parent)  # a wakeup starts a turn of the parent
+                and spent <= QUOTAS["report_budget"]
+            )
             if allowed:
                 self.spent[caller.id] = spent
         if allowed:
@@ -535,7 +603,9 @@ class SchedulingMachine(RuleBasedStateMachine):
     def host_followup(self, data) -> None:
         target = self.agents[data.draw(st.sampled_from(sorted(self.agents)))]
         text = self.fresh("followup-")
-        allowed = not self.draining(target) and self.inbox_has_room(target)
+        allowed = (
+            not self.draining(target) and self.inbox_has_room(target) and self.can_start(target)
+        )
         if allowed:
             self.accept(target.id, text)
         outcome = self.step(self.core.svc.host.followup, target.id, text)
@@ -549,6 +619,41 @@ class SchedulingMachine(RuleBasedStateMachine):
                     self.end_model_turn(agent, "aborted")
         self.force_order = []
         self.step(self.core.timers.fire_all)
+
+    @rule(seconds=st.sampled_from([10.0, 60.0, 150.0]))
+    def time_passes(self, seconds: float) -> None:
+        """The clock moves on and the timers fire: every running turn whose lineage's deadline
+        passed (and that no one interrupted yet) gets turn/interrupt, cause deadline, and parks
+        what is queued; interrupted turns past their grace are force-ended as before."""
+        for turn_id in self.force_order:
+            for agent in self.agents.values():
+                if agent.turn == turn_id:
+                    self.end_model_turn(agent, "aborted")
+        self.force_order = []
+        self.clock.advance(seconds)
+        expected = sorted(
+            a.id
+            for a in self.agents.values()
+            if a.turn is not None and not a.interrupted and self.deadline_passed(a)
+        )
+        for agent_id in expected:
+            agent = self.agents[agent_id]
+            agent.parked = bool(agent.queue)
+        notes_before = len(self.core.notes)
+        assert notes_before == 0
+        self.attempt(self.core.timers.fire_all)
+        self.core.svc.commit()
+        interrupts = sorted(
+            p["agent_id"]
+            for m, p in self.core.notes
+            if m == "turn/interrupt" and p["cause"] == {"kind": "deadline"}
+        )
+        assert interrupts == expected, f"deadline interrupts {interrupts}, model {expected}"
+        self.process_notes()
+        for agent_id in expected:
+            self.agents[agent_id].deadline_hit = True
+        if STATS is not None:
+            STATS["deadline interrupts"] = STATS.get("deadline interrupts", 0) + len(expected)
 
     @precondition(lambda self: any(a.kind == "root" and a.live for a in self.agents.values()))
     @rule(data=st.data(), really=st.integers(0, 3).map(lambda n: n == 0))
@@ -585,6 +690,7 @@ class SchedulingMachine(RuleBasedStateMachine):
                 first = FIRST_LINE["error"].format(id=agent.id)
                 self.accept(agent.parent, ("notice", agent.id, first))
             agent.live, agent.turn, agent.interrupted, agent.disposing = False, None, False, False
+            agent.deadline_hit = False
         self.force_order = []
         self.close_waiters = {}
         self.spent = {}
@@ -644,6 +750,13 @@ class SchedulingMachine(RuleBasedStateMachine):
             ).fetchall()
         )
         for live in self.core.svc.agents.registry:
+            if live.held_by is not None:  # a spent budget holds it: the model must agree
+                assert not self.can_start(self.agents[live.agent_id]), f"{live.agent_id} held"
+                if STATS is not None:
+                    STATS["held by a budget (agent-steps)"] = (
+                        STATS.get("held by a budget (agent-steps)", 0) + 1
+                    )
+                continue
             if live.turn is None and not live.disposing:
                 assert not waiting.get(live.agent_id), (
                     f"{live.agent_id} is live and idle with {waiting[live.agent_id]} waking"
@@ -657,7 +770,7 @@ class SchedulingMachine(RuleBasedStateMachine):
         for agent in self.agents.values():
             if not agent.live or agent.disposing or agent.turn is not None:
                 continue
-            if agent.queue and not agent.parked:
+            if agent.queue and not agent.parked and self.can_start(agent):
                 raise AssertionError(f"{agent.id} is idle with runnable messages {agent.queue}")
             if agent.kind == "continuable":
                 assert agent.queue or self.live_children(agent.id), (
@@ -686,7 +799,7 @@ class PostgresSchedulingMachine(SchedulingMachine):
 
         if hasattr(self, "core"):
             release(self.core.store)
-        return PostgresStore(self.server.url(self.database))
+        return PostgresStore(self.server.url(self.database), clock=self.clock)
 
     def teardown(self) -> None:
         from tests.pg import release

@@ -334,6 +334,8 @@ def test_restart_with_the_same_database_sees_the_same_sessions(spawn_process, tm
         "created_at": before["c"]["created_at"],
         "queued": 0,
         "parked": 0,
+        "usage": {"turns": 1, "spawns": 0, "input_tokens": 0, "output_tokens": 0, "cost": 0.0},
+        "tree_usage": {"turns": 1, "spawns": 0, "input_tokens": 0, "output_tokens": 0, "cost": 0.0},
     }
     # the root was live (running the notice turn) in the first process; after a restart: ready
     assert before["r"]["status"] == "running"

@@ -298,3 +298,32 @@ def test_inspect_html_refuses_what_it_cannot_read_or_write(demo_db, tmp_path):
     assert failed.returncode == 1
     assert failed.stderr.startswith(f"subagentd inspect: cannot write {unwritable}: ")
     assert not (tmp_path / "x.html").exists()
+
+
+def test_a_turns_usage_is_shown_with_the_turn(browser, tmp_path):
+    """What a turn reported (turns/end usage) is in its details, and each agent's own sums in the
+    page's data."""
+    from subagentd.schema.budgets import Usage
+    from subagentd.schema.host_methods import TurnEndParams
+
+    db = str(tmp_path / "used.db")
+    core = CoreHost(store=SqliteStore(db))
+    with core.svc.transaction():
+        core.open("root")
+        core.spawn("root", "c1")
+        core.svc.host.finish_turn(
+            TurnEndParams(
+                agent_id="c1",
+                turn_id=core.turn("c1"),
+                reason="completed",
+                usage=Usage(input_tokens=1200, output_tokens=300, cost=0.25),
+            )
+        )
+    core.svc.commit()
+    core.store.conn.close()
+    page = tmp_path / "used.html"
+    render(db, page)
+    browser.open(page.as_uri())
+    assert browser.problems() == []
+    text = click(browser, "#lanes rect.turn")
+    assert "1200 in, 300 out tokens, cost 0.25" in text

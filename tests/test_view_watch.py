@@ -57,8 +57,16 @@ def test_once_prints_one_frame_of_the_tree(busy_db):
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith(f"subagentd watch {busy_db}  4 agent(s): ")
-    assert "; 1 queued, 2 parked" in lines[0]
-    assert columns(lines[1]) == ["agent", "status", "queued", "parked", "turn", "last event"]
+    assert "; 1 queued, 2 parked, 1500 tokens" in lines[0]
+    assert columns(lines[1]) == [
+        "agent",
+        "status",
+        "queued",
+        "parked",
+        "turn",
+        "used",
+        "last event",
+    ]
     rows = {columns(line)[0]: columns(line)[1:] for line in lines[2:]}
     assert list(rows) == [
         "root coordinator",
@@ -68,6 +76,8 @@ def test_once_prints_one_frame_of_the_tree(busy_db):
     ]
     # the host closed stdin: every session was released, so none is "open turn" in storage
     assert rows["├─ c2 writer"][:3] == ["ready (completed)", "·", "·"]
+    assert rows["├─ c2 writer"][-2] == "1500 0.25"  # its own turn's usage
+    assert rows["root coordinator"][-2] == "·"
     assert rows["└─ c3 parker"][:3] == ["ready (aborted)", "·", "2"]
     assert rows["├─ c1 researcher"][1] == "1"
     assert re.fullmatch(r"settled [\d.]+s ago \(last turn completed\)", rows["├─ c2 writer"][-1])

@@ -17,6 +17,8 @@ def large_run(path: str, leads: int = 20, workers: int = 49) -> CoreHost:
         max_live_per_root=agents,
         max_live=agents,
         max_children=max(leads, workers),
+        tree_max_spawns=0,  # a tree of thousands: past the default budgets (SECURITY.md)
+        tree_max_turns=0,
     )
     with core.svc.transaction():
         core.open("root", label="conductor")
@@ -51,7 +53,9 @@ def busy_run(host) -> None:
     c2 = host.spawn("root", "c2", label="writer", prompt="one go", mode="one-shot")
     host.spawn("root", "c3", label="parker", prompt="wait")
     host.tool("send_message", "root", subagent_id="c1", message="also the closed ones")
-    host.end_turn("c2", c2["turn_id"], "completed", "written")
+    usage = {"input_tokens": 1200, "output_tokens": 300, "cost": 0.25}
+    end = {"agent_id": "c2", "turn_id": c2["turn_id"], "reason": "completed", "output": "written"}
+    host.call("turns/end", {**end, "usage": usage})
     host.notification("agent/settled", agent_id="c2")
     host.tool("send_message", "root", subagent_id="c3", message="first")
     host.tool("send_message", "root", subagent_id="c3", message="second")

@@ -48,6 +48,23 @@ func (c *Client) Followup(ctx context.Context, params FollowupParams) (string, e
 	return r.MessageID, err
 }
 
+// Budget sets (or, with Remove, drops) limits of an agent's own budget (agents/budget); agents
+// it held then run their queued input.
+func (c *Client) Budget(ctx context.Context, params BudgetParams) (BudgetResult, error) {
+	return callTyped[BudgetResult](ctx, c, "agents/budget", params)
+}
+
+// Stop stops a whole subtree (agents/stop): every open turn below it interrupted, queues parked
+// or cleared, no new turn until Resume.
+func (c *Client) Stop(ctx context.Context, params StopParams) (StopResult, error) {
+	return callTyped[StopResult](ctx, c, "agents/stop", params)
+}
+
+// Resume resumes a stopped subtree (agents/resume).
+func (c *Client) Resume(ctx context.Context, agentID string) (BudgetResult, error) {
+	return callTyped[BudgetResult](ctx, c, "agents/resume", map[string]string{"agent_id": agentID})
+}
+
 // Interrupt interrupts any live agent with host authority (agents/interrupt).
 func (c *Client) Interrupt(ctx context.Context, agentID string) (InterruptResult, error) {
 	return callTyped[InterruptResult](ctx, c, "agents/interrupt", map[string]string{"agent_id": agentID})

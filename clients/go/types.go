@@ -68,9 +68,10 @@ type InitializeResult struct {
 
 // OpenParams are agents/open's params.
 type OpenParams struct {
-	AgentID  string `json:"agent_id,omitempty"`
-	Label    string `json:"label,omitempty"`
-	ParentID string `json:"parent_id,omitempty"`
+	AgentID  string  `json:"agent_id,omitempty"`
+	Label    string  `json:"label,omitempty"`
+	ParentID string  `json:"parent_id,omitempty"`
+	Budget   *Budget `json:"budget,omitempty"`
 	// Traceparent is the host's span (W3C trace context) for this agent's turns.
 	Traceparent string `json:"traceparent,omitempty"`
 }
@@ -99,6 +100,8 @@ type SpawnParams struct {
 	AgentModel     string      `json:"agent_model,omitempty"`
 	Persona        string      `json:"persona,omitempty"`
 	ToolFilter     *ToolFilter `json:"tool_filter,omitempty"`
+	Budget         *Budget     `json:"budget,omitempty"`
+	OnParentClose  string      `json:"on_parent_close,omitempty"` // "drain" (default) or "finish"
 	IdempotencyKey string      `json:"idempotency_key,omitempty"`
 	// Traceparent is the host's span (W3C trace context) for the child's turns.
 	Traceparent string `json:"traceparent,omitempty"`
@@ -137,6 +140,85 @@ type AgentInfo struct {
 	CreatedAt string `json:"created_at"`
 	Queued    int    `json:"queued"`
 	Parked    int    `json:"parked"`
+	// Usage is its own usage; TreeUsage the same summed over its subtree.
+	Usage     *Spent      `json:"usage,omitempty"`
+	TreeUsage *Spent      `json:"tree_usage,omitempty"`
+	Budget    *BudgetInfo `json:"budget,omitempty"`
+	Held      *Held       `json:"held,omitempty"`
+	// OnParentClose is "finish" when a close of its root lets its open turn end first.
+	OnParentClose string `json:"on_parent_close,omitempty"`
+}
+
+// --- usage and budgets (PROTOCOL.md §12) ----------------------------------------------------
+
+// Usage is what one turn used (turns/end).
+type Usage struct {
+	InputTokens  *int64   `json:"input_tokens,omitempty"`
+	OutputTokens *int64   `json:"output_tokens,omitempty"`
+	Cost         *float64 `json:"cost,omitempty"`
+}
+
+// Spent sums turns, spawns, tokens and cost.
+type Spent struct {
+	Turns        int64   `json:"turns"`
+	Spawns       int64   `json:"spawns"`
+	InputTokens  int64   `json:"input_tokens"`
+	OutputTokens int64   `json:"output_tokens"`
+	Cost         float64 `json:"cost"`
+	Currency     string  `json:"currency,omitempty"`
+}
+
+// Budget holds limits; a nil field sets none at this level.
+type Budget struct {
+	MaxTurns   *int64   `json:"max_turns,omitempty"`
+	MaxSpawns  *int64   `json:"max_spawns,omitempty"`
+	MaxTokens  *int64   `json:"max_tokens,omitempty"`
+	MaxCost    *float64 `json:"max_cost,omitempty"`
+	MaxSeconds *float64 `json:"max_seconds,omitempty"`
+}
+
+// BudgetInfo is an agent's own budget as stored.
+type BudgetInfo struct {
+	MaxTurns  *int64   `json:"max_turns,omitempty"`
+	MaxSpawns *int64   `json:"max_spawns,omitempty"`
+	MaxTokens *int64   `json:"max_tokens,omitempty"`
+	MaxCost   *float64 `json:"max_cost,omitempty"`
+	Deadline  string   `json:"deadline,omitempty"`
+	Stopped   bool     `json:"stopped,omitempty"`
+}
+
+// Held says which budget (whose) keeps an agent's queued input from starting a turn.
+type Held struct {
+	Budget  string `json:"budget"`
+	AgentID string `json:"agent_id"`
+}
+
+// BudgetParams are agents/budget's params.
+type BudgetParams struct {
+	AgentID string   `json:"agent_id"`
+	Budget  *Budget  `json:"budget,omitempty"`
+	Remove  []string `json:"remove,omitempty"`
+}
+
+// BudgetResult is agents/budget's (and agents/resume's) result.
+type BudgetResult struct {
+	AgentID   string     `json:"agent_id"`
+	Budget    BudgetInfo `json:"budget"`
+	TreeUsage Spent      `json:"tree_usage"`
+	Resumed   []string   `json:"resumed,omitempty"`
+}
+
+// StopParams are agents/stop's params; Queues is "park" (default) or "clear".
+type StopParams struct {
+	AgentID string `json:"agent_id"`
+	Queues  string `json:"queues,omitempty"`
+}
+
+// StopResult is agents/stop's result.
+type StopResult struct {
+	AgentID     string   `json:"agent_id"`
+	Interrupted []string `json:"interrupted"`
+	Cleared     int      `json:"cleared,omitempty"`
 }
 
 // TurnBeginParams are turns/begin's params.
@@ -153,6 +235,7 @@ type TurnEndParams struct {
 	TurnID  string  `json:"turn_id"`
 	Reason  string  `json:"reason"`
 	Output  *string `json:"output,omitempty"`
+	Usage   *Usage  `json:"usage,omitempty"`
 }
 
 // --- the four tools -------------------------------------------------------------------------

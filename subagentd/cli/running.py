@@ -55,6 +55,7 @@ class Running:
             max_running=options["max_running"],
             environment={"SUBAGENTD_DB": db, "SUBAGENTD_SOCKET": self.path},
             tokens=tokens,
+            usage_dir=self.directory,
         )
         self.relay = Relay(service, tokens, options["max_frame_bytes"])
         self.runner.attach(connection)

@@ -27,6 +27,13 @@ QUOTA_NAMES = (
     "report_budget",
     "max_db_bytes",
 )
+BUDGET_NAMES = (  # a new tree's budget (core/budgets.py)
+    "tree_max_turns",
+    "tree_max_spawns",
+    "tree_max_tokens",
+    "tree_max_cost",
+    "tree_max_seconds",
+)
 TERMINAL_HINT = (
     "subagentd: serving JSON-RPC on stdin/stdout (one JSON value per line); it is meant to be"
     " spawned by an agent host. Ctrl-D stops it; `subagentd --help` lists the commands.\n"
@@ -102,6 +109,8 @@ def serve(options: dict[str, Any]) -> int:
         report_window=options["report_window"],
         clock=_clock(options.get("clock", "system")),
         **{name: options[name] for name in QUOTA_NAMES},
+        **{name: options[name] for name in BUDGET_NAMES},
+        cost_currency=options.get("cost_currency") or "",
     )
     loaded: dict[str, object] = {}
     loader = threading.Thread(target=_load, args=(opened, options, settings, loaded), daemon=True)

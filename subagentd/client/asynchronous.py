@@ -16,10 +16,12 @@ from subagentd import __version__
 from subagentd.client.frames import DEFAULT_PROTOCOL_VERSION, tool_meta
 from subagentd.client.pipes import TIMEOUT
 from subagentd.client.streams import Streams
+from subagentd.schema import budgets as b
 from subagentd.schema import host_methods as h
 from subagentd.schema import lifecycle as lc
 from subagentd.schema import resources as r
 from subagentd.schema import tools as t
+from subagentd.schema.budgets import Budget, Usage
 from subagentd.schema.messages import Mode, ToolFilter
 from subagentd.schema.stats import StatsResult
 
@@ -70,9 +72,14 @@ class AsyncClient(Streams):
         label: str | None = None,
         parent_id: str | None = None,
         traceparent: str | None = None,
+        budget: Budget | None = None,
     ) -> h.OpenResult:
         params = h.OpenParams(
-            agent_id=agent_id, label=label, parent_id=parent_id, traceparent=traceparent
+            agent_id=agent_id,
+            label=label,
+            parent_id=parent_id,
+            traceparent=traceparent,
+            budget=budget,
         )
         return await self.call("agents/open", params, result=h.OpenResult)
 
@@ -104,6 +111,8 @@ class AsyncClient(Streams):
         agent_model: str | None = None,
         persona: str | None = None,
         tool_filter: ToolFilter | None = None,
+        budget: Budget | None = None,
+        on_parent_close: h.ClosePolicy = "drain",
         idempotency_key: str | None = None,
         traceparent: str | None = None,
     ) -> h.SpawnResult:
@@ -119,6 +128,8 @@ class AsyncClient(Streams):
             agent_model=agent_model,
             persona=persona,
             tool_filter=tool_filter,
+            budget=budget,
+            on_parent_close=on_parent_close,
             idempotency_key=idempotency_key,
             traceparent=traceparent,
         )
@@ -132,6 +143,29 @@ class AsyncClient(Streams):
         )
         return await self.call("agents/followup", params, result=h.MessageIdResult)
 
+    async def agents_budget(
+        self,
+        agent_id: str,
+        budget: Budget | None = None,
+        *,
+        remove: list[Literal["turns", "spawns", "tokens", "cost", "deadline"]] | None = None,
+    ) -> b.BudgetResult:
+        """Set (or drop) limits of the agent's own budget; agents it held run their input."""
+        params = b.BudgetParams(agent_id=agent_id, budget=budget, remove=remove)
+        return await self.call("agents/budget", params, result=b.BudgetResult)
+
+    async def agents_stop(
+        self, agent_id: str, *, queues: Literal["park", "clear"] = "park"
+    ) -> b.StopResult:
+        """Stop a whole subtree: open turns interrupted, queues parked (or cleared)."""
+        params = b.StopParams(agent_id=agent_id, queues=queues)
+        return await self.call("agents/stop", params, result=b.StopResult)
+
+    async def agents_resume(self, agent_id: str) -> b.BudgetResult:
+        """Resume a stopped subtree: what waits below it runs again."""
+        params = h.AgentParams(agent_id=agent_id)
+        return await self.call("agents/resume", params, result=b.BudgetResult)
+
     async def agents_interrupt(self, agent_id: str) -> h.InterruptResult:
         params = h.AgentParams(agent_id=agent_id)
         return await self.call("agents/interrupt", params, result=h.InterruptResult)
@@ -144,6 +178,7 @@ class AsyncClient(Streams):
         include_one_shot: bool = True,
         cursor: str | None = None,
         limit: int | None = None,
+        usage: bool = False,
     ) -> h.ListResult:
         params = h.ListParams(
             root_id=root_id,
@@ -151,6 +186,7 @@ class AsyncClient(Streams):
             include_one_shot=include_one_shot,
             cursor=cursor,
             limit=limit,
+            usage=usage,
         )
         return await self.call("agents/list", params, result=h.ListResult)
 
@@ -166,8 +202,11 @@ class AsyncClient(Streams):
         turn_id: str,
         reason: h.TurnReason = "completed",
         output: str | None = None,
+        usage: Usage | None = None,
     ) -> h.Empty:
-        params = h.TurnEndParams(agent_id=agent_id, turn_id=turn_id, reason=reason, output=output)
+        params = h.TurnEndParams(
+            agent_id=agent_id, turn_id=turn_id, reason=reason, output=output, usage=usage
+        )
         return await self.call("turns/end", params, result=h.Empty)
 
     async def transcript_append(

@@ -20,10 +20,12 @@ from subagentd import __version__
 from subagentd.client.frames import DEFAULT_PROTOCOL_VERSION, tool_meta
 from subagentd.client.pipes import TIMEOUT, Pipes
 from subagentd.client.process import Stderr, StderrMode, server_command
+from subagentd.schema import budgets as b
 from subagentd.schema import host_methods as h
 from subagentd.schema import lifecycle as lc
 from subagentd.schema import resources as r
 from subagentd.schema import tools as t
+from subagentd.schema.budgets import Budget, Usage
 from subagentd.schema.messages import Mode, ToolFilter
 from subagentd.schema.stats import StatsResult
 
@@ -151,9 +153,14 @@ class Client(Pipes):
         label: str | None = None,
         parent_id: str | None = None,
         traceparent: str | None = None,
+        budget: Budget | None = None,
     ) -> h.OpenResult:
         params = h.OpenParams(
-            agent_id=agent_id, label=label, parent_id=parent_id, traceparent=traceparent
+            agent_id=agent_id,
+            label=label,
+            parent_id=parent_id,
+            traceparent=traceparent,
+            budget=budget,
         )
         return self.call("agents/open", params, result=h.OpenResult)
 
@@ -185,6 +192,8 @@ class Client(Pipes):
         agent_model: str | None = None,
         persona: str | None = None,
         tool_filter: ToolFilter | None = None,
+        budget: Budget | None = None,
+        on_parent_close: h.ClosePolicy = "drain",
         idempotency_key: str | None = None,
         traceparent: str | None = None,
     ) -> h.SpawnResult:
@@ -200,6 +209,8 @@ class Client(Pipes):
             agent_model=agent_model,
             persona=persona,
             tool_filter=tool_filter,
+            budget=budget,
+            on_parent_close=on_parent_close,
             idempotency_key=idempotency_key,
             traceparent=traceparent,
         )
@@ -213,6 +224,29 @@ class Client(Pipes):
         )
         return self.call("agents/followup", params, result=h.MessageIdResult)
 
+    def agents_budget(
+        self,
+        agent_id: str,
+        budget: Budget | None = None,
+        *,
+        remove: list[Literal["turns", "spawns", "tokens", "cost", "deadline"]] | None = None,
+    ) -> b.BudgetResult:
+        """Set (or drop) limits of the agent's own budget; agents it held run their input."""
+        params = b.BudgetParams(agent_id=agent_id, budget=budget, remove=remove)
+        return self.call("agents/budget", params, result=b.BudgetResult)
+
+    def agents_stop(
+        self, agent_id: str, *, queues: Literal["park", "clear"] = "park"
+    ) -> b.StopResult:
+        """Stop a whole subtree: open turns interrupted, queues parked (or cleared)."""
+        params = b.StopParams(agent_id=agent_id, queues=queues)
+        return self.call("agents/stop", params, result=b.StopResult)
+
+    def agents_resume(self, agent_id: str) -> b.BudgetResult:
+        """Resume a stopped subtree: what waits below it runs again."""
+        params = h.AgentParams(agent_id=agent_id)
+        return self.call("agents/resume", params, result=b.BudgetResult)
+
     def agents_interrupt(self, agent_id: str) -> h.InterruptResult:
         params = h.AgentParams(agent_id=agent_id)
         return self.call("agents/interrupt", params, result=h.InterruptResult)
@@ -225,6 +259,7 @@ class Client(Pipes):
         include_one_shot: bool = True,
         cursor: str | None = None,
         limit: int | None = None,
+        usage: bool = False,
     ) -> h.ListResult:
         params = h.ListParams(
             root_id=root_id,
@@ -232,6 +267,7 @@ class Client(Pipes):
             include_one_shot=include_one_shot,
             cursor=cursor,
             limit=limit,
+            usage=usage,
         )
         return self.call("agents/list", params, result=h.ListResult)
 
@@ -247,8 +283,11 @@ class Client(Pipes):
         turn_id: str,
         reason: h.TurnReason = "completed",
         output: str | None = None,
+        usage: Usage | None = None,
     ) -> h.Empty:
-        params = h.TurnEndParams(agent_id=agent_id, turn_id=turn_id, reason=reason, output=output)
+        params = h.TurnEndParams(
+            agent_id=agent_id, turn_id=turn_id, reason=reason, output=output, usage=usage
+        )
         return self.call("turns/end", params, result=h.Empty)
 
     def transcript_append(

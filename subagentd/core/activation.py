@@ -67,6 +67,7 @@ class Activator:
             last_output=last_output,
             tools=tools,
             owner_id=parent_id,
+            lineage=self.agents.budgets.lineage(agent_id, parent_id),
         )
         self.registry.add(agent)
         self.agents.record(

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from subagentd.core.budgets import Budgets
 from subagentd.core.quotas import Quotas
 from subagentd.core.registry import LiveAgent, Registry
 from subagentd.core.settings import Settings, Timers
@@ -45,6 +46,7 @@ class Agents:
         self.settings = settings
         self.registry = Registry()
         self.quotas = Quotas(settings, self.registry, store)
+        self.budgets = Budgets(settings, self.registry, store)
         self.owner = settings.owner or f"local:{mint()}"  # the lease owner id (core/leases.py)
         self.shutting_down = False
         self.closing: dict[str, list[Callable[[], None]]] = {}  # closing root -> waiters

@@ -12,7 +12,7 @@ import msgspec
 from subagentd.core import texts
 from subagentd.errors import InvalidParamsError
 
-Rule = tuple[str, bool, Any]  # (name, required, allowed values | "str" | "int" | "list")
+Rule = tuple[str, bool, Any]  # (name, required, allowed values | "str" | "int" | "list" | Struct)
 
 
 @cache
@@ -24,7 +24,10 @@ def _rules(struct: type[msgspec.Struct]) -> list[Rule]:
     for field in info.fields:
         hint = typing.get_type_hints(struct)[field.name]
         args = [a for a in typing.get_args(hint) if a is not type(None)]
-        if typing.get_origin(hint) is Literal:
+        structs = [a for a in args if isinstance(a, type) and issubclass(a, msgspec.Struct)]
+        if structs:
+            rules.append((field.encode_name, field.required, structs[0]))
+        elif typing.get_origin(hint) is Literal:
             rules.append((field.encode_name, field.required, typing.get_args(hint)))
         elif hint is int:
             meta = getattr(field.type, "type", field.type)  # inside the description's Metadata
@@ -50,6 +53,11 @@ def check_arguments(struct: type[msgspec.Struct], arguments: Any) -> msgspec.Str
         if value is None:
             if required:
                 violations.append(texts.MISSING_PROPERTY.format(name=name))
+            continue
+        if isinstance(choices, type):  # an object of numbers (spawn_agent's budget)
+            built = _check_object(name, choices, value, violations)
+            if built is not None:
+                values[name] = built
             continue
         if choices == "list":
             if isinstance(value, list) and all(isinstance(v, str) for v in value):
@@ -79,6 +87,45 @@ def check_arguments(struct: type[msgspec.Struct], arguments: Any) -> msgspec.Str
     if violations:
         raise InvalidParamsError(texts.INVALID_ARGUMENTS.format(violations="; ".join(violations)))
     return struct(**values)
+
+
+def _check_object(
+    name: str, struct: type[msgspec.Struct], value: Any, violations: list[str]
+) -> msgspec.Struct | None:
+    """An object whose every field is an optional bounded number; its violations are named
+    `<name>.<field>`."""
+    if not isinstance(value, dict):
+        violations.append(texts.MUST_BE_OBJECT.format(name=name))
+        return None
+    info: msgspec.inspect.StructType = msgspec.inspect.type_info(struct)  # type: ignore[assignment]  # a Struct type's info is a StructType
+    before = len(violations)
+    values: dict[str, Any] = {}
+    for field in info.fields:
+        item = value.get(field.encode_name)
+        if item is None:
+            continue
+        kind = field.type
+        if isinstance(kind, msgspec.inspect.UnionType):
+            kind = next(t for t in kind.types if not isinstance(t, msgspec.inspect.NoneType))
+        low, high = _bound(getattr(kind, "ge", None) or 0), _bound(getattr(kind, "le", None))
+        full = f"{name}.{field.encode_name}"
+        if isinstance(kind, msgspec.inspect.IntType):
+            if type(item) is int and low <= item <= high:
+                values[field.name] = item
+            else:
+                violations.append(texts.MUST_BE_INTEGER.format(name=full, low=low, high=high))
+        elif type(item) in (int, float) and low <= item <= high:  # NaN compares false
+            values[field.name] = float(item)
+        else:
+            violations.append(texts.MUST_BE_NUMBER.format(name=full, low=low, high=high))
+    return struct(**values) if len(violations) == before else None
+
+
+def _bound(value: float | None) -> int | float:
+    """A schema bound as the texts print it: whole numbers without a fraction."""
+    if value is None:
+        return 2**63 - 1
+    return int(value) if float(value).is_integer() else value
 
 
 def _choices(choices: tuple[str, ...]) -> str:

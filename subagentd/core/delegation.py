@@ -56,6 +56,7 @@ class Delegation:
                 prompt=args.prompt,
                 mode=args.mode,
                 child_id=args.child_id,
+                budget=args.budget,
             )
         )
         return SpawnAgentResult(child_id=spawned.child_id, text=spawned.text)
@@ -190,7 +191,11 @@ class Delegation:
             root = self.registry.get(root_id)
             tree = [] if root is None else [root, *self.registry.subtree(root)]
             running = [a.agent_id for a in tree if a.turn is not None]
-            runnable = [a.agent_id for a in tree if a.pending and not (a.parked or a.held)]
+            runnable = [
+                a.agent_id
+                for a in tree
+                if a.pending and not (a.parked or a.held or a.held_by is not None)  # by a budget
+            ]
             foreign = False
         idle = not running and not runnable
         if not (idle or timed_out):

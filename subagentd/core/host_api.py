@@ -61,6 +61,7 @@ class HostApi:
         self.registry = agents.registry
         self.settings = agents.settings
         self.quotas = agents.quotas
+        self.budgets = agents.budgets
         self.leases = leases
         self.activator = activator
         self.settlement = settlement
@@ -98,6 +99,7 @@ class HostApi:
             )
         else:
             self.quotas.activation(record.parent_id)
+        self.budgets.opened(record.id, record.parent_id, params.budget)
         agent = self.activator.activate(
             record.id, record.parent_id, ORDINARY, record.depth, record.parked
         )
@@ -152,6 +154,8 @@ class HostApi:
         self.quotas.descriptor(body)
         self.quotas.activation(caller.agent_id)
         self.quotas.database()
+        budgets = self.budgets
+        budgets.require((child_id, *caller.lineage), spawn=True, extra=params.budget)
         record = SessionRecord(
             id=child_id,
             parent_id=caller.agent_id,
@@ -162,6 +166,11 @@ class HostApi:
         )
         self.store.insert_session(record, body, descriptor.mode)
         self.agents.tracing.child_spawned(child_id, caller.agent_id, params.traceparent)
+        budgets.spawned(caller.lineage)
+        if params.budget is not None:  # never more than the caller's lineage has left
+            budgets.set(child_id, params.budget, caller.lineage)
+        if params.on_parent_close != "drain":
+            self.store.set_close_policy(child_id, params.on_parent_close)
         self.agents.record(child_id, None, "descriptor", descriptor)
         child = self.activator.activate(
             child_id,
@@ -196,6 +205,7 @@ class HostApi:
             )
         for text in messages or []:
             self.quotas.text("a message", text)
+        self.budgets.require(agent.lineage)
         source = Source(kind="user", form="direct")
         built = [
             Message(message_id=mint(), content=[TextBlock(text=text)], source=source)
@@ -222,7 +232,7 @@ class HostApi:
                 f'turn "{params.turn_id}" is not the open turn of agent "{params.agent_id}"'
             )
         self.quotas.text("the output", params.output)
-        self.scheduler.end_turn(agent, params.reason, params.output)
+        self.scheduler.end_turn(agent, params.reason, params.output, usage=params.usage)
 
     def followup(self, agent_id: str, message: str) -> MessageIdResult:
         record = self.agents.require_session(agent_id)
@@ -235,6 +245,9 @@ class HostApi:
         self.quotas.text("the message", message)
         self.quotas.inbox(agent_id, agent)
         self.quotas.database()
+        self.budgets.require(
+            agent.lineage if agent is not None else self.budgets.lineage(agent_id, record.parent_id)
+        )
         message_id = self.scheduler.accept(
             agent_id,
             [TextBlock(text=message)],

@@ -22,6 +22,7 @@ from subagentd.schema.host_methods import (
     StoredEvent,
     TranscriptReadResult,
 )
+from subagentd.schema.listing import ChildRow
 from subagentd.schema.messages import Source
 
 if TYPE_CHECKING:
@@ -45,6 +46,16 @@ class HostRecords:
         record = self.agents.require_session(agent_id)
         kind, mode, label = self._kind(record)
         queued, parked = self.store.inbox_counts(agent_id)
+        budgets = self.agents.budgets
+        row = self.store.spending_rows([agent_id]).get(agent_id)
+        live = self.agents.registry.get(agent_id)
+        held = live.held_by if live is not None else None
+        if held is None and queued and (live is None or live.turn is None):
+            lineage = (
+                live.lineage if live is not None else budgets.lineage(agent_id, record.parent_id)
+            )
+            refusal = budgets.refusal(lineage)
+            held = refusal.held() if refusal is not None else None
         return AgentInfo(
             agent_id=agent_id,
             parent_id=record.parent_id,
@@ -56,6 +67,11 @@ class HostRecords:
             created_at=record.created_at,
             queued=queued,
             parked=parked,
+            usage=budgets.own(row),
+            tree_usage=budgets.tree(row),
+            budget=budgets.info(row),
+            held=held,
+            on_parent_close="finish" if row is not None and row.close_policy == "finish" else None,
         )
 
     def _kind(self, record: SessionRecord) -> tuple[AgentKind, Mode | None, str | None]:
@@ -111,6 +127,12 @@ class HostRecords:
             include_one_shot=params.include_one_shot,
         )
         page = mark_parked(self.store, rows[offset : offset + limit])
+        if params.usage:
+            spending = self.store.spending_rows([row.id for row in page])
+            own = self.agents.budgets.own
+            for row in page:
+                if isinstance(row, ChildRow):
+                    row.usage = own(spending.get(row.id))
         more = offset + limit < len(rows)
         return ListResult(agents=page, next_cursor=str(offset + limit) if more else None)
 

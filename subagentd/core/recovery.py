@@ -118,7 +118,7 @@ class Recovery:
                     depth=row.depth,
                     activation_id=row.activation_id,
                     ancestry=ancestry,
-                    turn=Turn(row.open_turn_id, row.interrupted) if row.open_turn_id else None,
+                    turn=self._turn(row),
                     parked=row.parked,
                     pending=row.pending,
                     disposing=row.disposing,
@@ -131,6 +131,9 @@ class Recovery:
                     # its owner: the nearest ancestor live at its activation and live still (a
                     # one-shot parent that left handed it on, registry.remove), else its parent
                     owner_id=next((live[a] for a in ancestry[1:] if a in live), row.parent_id),
+                    lineage=same.lineage
+                    if same is not None
+                    else self.agents.budgets.lineage(row.agent_id, row.parent_id),
                 )
             )
         self.agents.closing = {root: list(w) for root, w in self.agents.closing_committed.items()}
@@ -142,6 +145,21 @@ class Recovery:
             }
         )
         self.rate.keep(self.registry.get)
+        self.scheduler.rearm_deadlines()
+        for agent in self.registry:  # what a spent budget held before is held still
+            if agent.pending and agent.turn is None and not agent.parked:
+                refusal = self.agents.budgets.refusal(agent.lineage)
+                agent.held_by = refusal.held() if refusal is not None else None
+
+    def _turn(self, row: LiveRecord) -> Turn | None:
+        """The open turn as stored; an interrupted one remembers whether its deadline stopped it
+        (its interrupt event's cause), so its notice stays the deadline's."""
+        if row.open_turn_id is None:
+            return None
+        turn = Turn(row.open_turn_id, row.interrupted)
+        if row.interrupted:
+            turn.deadline = self.store.interrupt_cause(row.agent_id, row.open_turn_id) == "deadline"
+        return turn
 
     def _stored_tools(self, row: LiveRecord) -> frozenset[str] | None:
         """A rebuilt child's tool_filter, read from its descriptor (None: all tools)."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from subagentd.schema.budgets import Held
     from subagentd.schema.listing import Status
 
 ORDINARY = "ordinary"
@@ -19,6 +20,7 @@ KIND_OF_MODE = {"continuable": CONTINUABLE, "one-shot": ONE_SHOT}
 class Turn:
     turn_id: str
     interrupted: bool = False
+    deadline: bool = False  # interrupted because a deadline passed (its notice says so)
 
 
 @dataclass(slots=True, eq=False)
@@ -42,6 +44,8 @@ class LiveAgent:
     held: bool = False  # the --caller root: its input waits for the client, no turn starts
     tools: frozenset[str] | None = None  # its descriptor's tool_filter applied (None: all tools)
     owner_id: str | None = None  # who keeps it resident and drains it: its parent, until adopted
+    lineage: tuple[str, ...] = ()  # itself and its durable ancestors, nearest first (budgets)
+    held_by: Held | None = None  # the budget that keeps its queued input from starting a turn
 
     @property
     def status(self) -> Status:

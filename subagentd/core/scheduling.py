@@ -1,4 +1,7 @@
-"""Turn scheduling: durable inboxes, one turn per waking input in FIFO order, interrupts."""
+"""Turn scheduling: durable inboxes, one turn per waking input in FIFO order, interrupts.
+
+Longer than ~300 lines on purpose: the timers that stop a turn (the interrupt grace, deadlines)
+live beside the turns they end, so a turn's whole life reads in one place."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from subagentd.core.agents import Agents
 from subagentd.core.descriptors import parse_descriptor
 from subagentd.core.registry import CONTINUABLE, ONE_SHOT, LiveAgent, Turn
 from subagentd.core.stamps import mint, now
+from subagentd.schema.budgets import Usage
 from subagentd.schema.messages import Message, Source, TextBlock
 from subagentd.schema.notifications import AgentInject, InterruptCause, TurnInterrupt, TurnStart
 
@@ -46,6 +50,8 @@ class Scheduler:
         self.dispose = dispose
         self.drain = drain
         self._grace: dict[str, Callable[[], None]] = {}  # turn id -> cancel its force-end timer
+        self._deadlines: dict[str, Callable[[], None]] = {}  # turn id -> cancel its deadline timer
+        self.budgets = agents.budgets
         # input for an agent live in another process: Leases.signal_elsewhere, set by Service
         # (Leases is built on this scheduler, so it cannot be handed in here)
         self.signal_elsewhere: Callable[[str, str], bool] = lambda agent_id, kind: False
@@ -119,6 +125,11 @@ class Scheduler:
         if agent.pending and not agent.parked:
             record = self.store.next_queued(agent.agent_id)
             if record is not None:
+                refusal = self.budgets.refusal(agent.lineage)
+                if refusal is not None:  # held: it stays queued until the budget is raised
+                    agent.held_by = refusal.held()
+                    return
+                agent.held_by = None
                 message = Message(
                     message_id=record.message_id,
                     content=_blocks_decoder.decode(record.content),
@@ -173,6 +184,8 @@ class Scheduler:
             {"turn_id": turn_id, "message_ids": [m.message_id for m in messages]},
         )
         agent.turn = Turn(turn_id)
+        self.budgets.turn_started(agent)
+        self.arm_deadline(agent, turn_id)
         # cold resume: the descriptor (checked when the agent was resumed) is read, not kept live
         resume = (
             parse_descriptor(self.store.get_descriptor(agent.agent_id)) if agent.resume else None
@@ -195,30 +208,46 @@ class Scheduler:
         return turn_id
 
     def end_turn(
-        self, agent: LiveAgent, reason: str, output: str | None, cause: str | None = None
+        self,
+        agent: LiveAgent,
+        reason: str,
+        output: str | None,
+        cause: str | None = None,
+        usage: Usage | None = None,
     ) -> None:
-        """Close the agent's open turn, then schedule what follows."""
+        """Close the agent's open turn (charging what it used), then schedule what follows."""
         turn = agent.turn
         assert turn is not None
         cancel = self._grace.pop(turn.turn_id, None)
         if cancel is not None:
             cancel()
-        self.store.end_turn(agent.agent_id, reason, output)
+        cancel = self._deadlines.pop(turn.turn_id, None)
+        if cancel is not None:
+            cancel()
+        if usage is not None:
+            self.budgets.used(agent.lineage, usage)
+        # a turn its deadline stopped is told as such to its parent (SEMANTICS.md section 8)
+        last = "deadline" if turn.deadline and reason == "aborted" else reason
+        self.store.end_turn(agent.agent_id, last, output)
         data: dict[str, Any] = {"turn_id": turn.turn_id, "reason": reason}
         if output is not None:
             data["output"] = output
         if cause is not None:
             data["cause"] = cause
+        elif turn.deadline:
+            data["cause"] = "deadline"
+        if usage is not None:
+            data["usage"] = usage
         self.agents.record(agent.agent_id, turn.turn_id, "turn_end", data)
         # usage: none is reported on turns/end yet; the tracer takes it when one is
         self.agents.tracing.turn_ended(agent.agent_id, turn.turn_id, reason, cause)
         agent.turn = None
-        agent.last_reason, agent.last_output = reason, output
+        agent.last_reason, agent.last_output = last, output
         self.agents.status_changed(agent)
         if agent.disposing:
             self.drain(agent)
         elif agent.kind == ONE_SHOT:
-            self.dispose(agent, reason)
+            self.dispose(agent, last)
         else:
             self.pump(agent)
 
@@ -249,6 +278,60 @@ class Scheduler:
                 self.store.end_turn(agent.agent_id, "aborted", None)  # the last turn counts so
                 self.settle(agent)
         return previous
+
+    # --- budgets: deadlines of running turns, held input released ------------------------
+
+    def arm_deadline(self, agent: LiveAgent, turn_id: str) -> None:
+        """A running turn is interrupted (cause `deadline`) once its lineage's deadline passes."""
+        deadline = self.budgets.deadline(agent.lineage)
+        if deadline is None:
+            return
+        cancel = self._deadlines.pop(turn_id, None)
+        if cancel is not None:
+            cancel()
+        delay = max(0.0, deadline - self.store.clock())
+        agent_id = agent.agent_id
+        self._deadlines[turn_id] = self.agents.timers.call_later(
+            delay, lambda: self._deadline_passed(agent_id, turn_id)
+        )
+
+    def _deadline_passed(self, agent_id: str, turn_id: str) -> None:
+        """The timer fired: interrupt the turn if its deadline (as stored now) has passed, else
+        wait for the deadline as it stands (the host may have moved it)."""
+        self._deadlines.pop(turn_id, None)
+        agent = self.registry.get(agent_id)
+        turn = agent.turn if agent is not None else None
+        if agent is None or turn is None or turn.turn_id != turn_id or turn.interrupted:
+            return
+        deadline = self.budgets.deadline(agent.lineage)
+        if deadline is None:
+            return
+        if self.store.clock() < deadline:
+            self.arm_deadline(agent, turn_id)
+            return
+        turn.deadline = True
+        self.interrupt(agent, "deadline", None)
+
+    def rearm_deadlines(self) -> None:
+        """Deadline timers for exactly the running turns (after a lost group or a new deadline)."""
+        running = {a.turn.turn_id: a for a in self.registry if a.turn is not None}
+        for turn_id in [t for t in self._deadlines if t not in running]:
+            self._deadlines.pop(turn_id)()
+        for turn_id, agent in running.items():
+            assert agent.turn is not None
+            if not agent.turn.interrupted:
+                self.arm_deadline(agent, turn_id)
+
+    def release(self, below: str) -> list[str]:
+        """Budgets changed at `below`: held agents under it start their queued turns."""
+        started = []
+        for agent in self.registry:
+            if agent.held_by is not None and below in agent.lineage:
+                agent.held_by = None
+                self.pump(agent)
+                if agent.turn is not None:
+                    started.append(agent.agent_id)
+        return started
 
     def arm_grace(self, agent_id: str, turn_id: str) -> None:
         """The interrupted turn is force-ended if the host has not ended it within the grace."""

@@ -10,6 +10,7 @@ import msgspec
 
 from subagentd.core.activation import Activator
 from subagentd.core.agents import Agents
+from subagentd.core.budget_api import BudgetApi
 from subagentd.core.commits import COMMITS
 from subagentd.core.delegation import Delegation
 from subagentd.core.host_api import HostApi
@@ -64,6 +65,7 @@ class Service:
         self.host = HostApi(
             agents, self.leases, activator, self.scheduler, self.settlement, self.records
         )
+        self.budgets = BudgetApi(agents, self.leases, self.scheduler, self.settlement)
         self.tools = ToolRules(agents, self.leases, activator, self.scheduler, rate)
         self.waits = Waits(agents)
         self.delegation = Delegation(agents, self.host, self.scheduler, self.waits)
@@ -127,6 +129,8 @@ class Service:
         """server/stats: the database's figures, plus this process's live agents and commits."""
         figures = self.store.stats()
         figures.live_here = len(self.agents.registry)
+        if figures.usage is not None and self.settings.cost_currency:
+            figures.usage.currency = self.settings.cost_currency
         figures.commits = COMMITS.count
         p50, p99 = COMMITS.percentile(0.5), COMMITS.percentile(0.99)
         if p50 is not None and p99 is not None:

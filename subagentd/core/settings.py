@@ -62,3 +62,10 @@ class Settings(msgspec.Struct):
     report_window: float = 600.0  # seconds of one report budget window
     max_db_bytes: int = 0  # database size past which model-driven writes are refused
     clock: Clock = SYSTEM  # --clock manual: a ManualClock the host advances (tests)
+    # Budgets of a new tree (SECURITY.md gives each default and why); 0 means no bound.
+    tree_max_turns: int = 10_000  # turns over the tree's life
+    tree_max_spawns: int = 1_000  # spawns over the tree's life
+    tree_max_tokens: int = 0  # input + output tokens reported
+    tree_max_cost: float = 0.0  # cost reported, in --cost-currency
+    tree_max_seconds: float = 0.0  # wall-clock deadline from the tree's first open
+    cost_currency: str = ""  # what `cost` is counted in (e.g. USD); shown with every sum

@@ -148,14 +148,24 @@ class Settlement:
         """Drain a root: refuse admissions below it, stop its descendants, then let it leave."""
         self.agents.closing.setdefault(root.agent_id, []).append(done)
         draining = [a for a in [*self.registry.subtree(root), root] if not a.disposing]
+        finishing = self._finishing(draining)
         for agent in draining:
             agent.disposing = True
-            if agent.turn is not None:
+            if agent.turn is not None and agent.agent_id not in finishing:
                 self.scheduler.interrupt(agent, "shutdown", None)
             self.agents.save_live(agent)
         for agent in draining:
             if self.registry.get(agent.agent_id) is agent:
                 self.drain_step(agent)
+
+    def _finishing(self, draining: list[LiveAgent]) -> set[str]:
+        """The running children spawned with `on_parent_close: "finish"`: a close (not a
+        shutdown) lets their open turn end before they are disposed."""
+        if self.agents.shutting_down:
+            return set()
+        running = [a.agent_id for a in draining if a.turn is not None and a.parent_id is not None]
+        rows = self.store.spending_rows(running) if running else {}
+        return {sid for sid, row in rows.items() if row.close_policy == "finish"}
 
     def drain_step(self, agent: LiveAgent) -> None:
         """A draining agent leaves once its turn has ended and its live children are gone."""

@@ -42,6 +42,8 @@ MUST_BE_STRING = '"{name}" must be a string'
 MUST_BE_INTEGER = '"{name}" must be an integer from {low} to {high}'  # wait_agents' timeout_ms
 MUST_BE_STRINGS = '"{name}" must be an array of strings'  # wait_agents' agent_ids
 MUST_BE_ONE_OF = '"{name}" must be one of {choices}'
+MUST_BE_OBJECT = '"{name}" must be an object'  # spawn_agent's budget
+MUST_BE_NUMBER = '"{name}" must be a number from {low} to {high}'  # its max_cost, max_seconds
 ARGUMENTS_NOT_OBJECT = '"arguments" must be an object'
 NO_CALLER = "{tool} requires a calling agent (caller was not given)"
 # Not in SEMANTICS.md (tool filters are the descriptor's; PROTOCOL.md section 5):
@@ -84,6 +86,7 @@ SETTLED_FIRST_LINE = {
     "max-tokens": "Background subagent {id} ran out of room before it finished.",
     "refusal": "Background subagent {id} declined the task.",
     "error": "Background subagent {id} failed before it finished.",
+    "deadline": "Background subagent {id} ran out of time: its deadline passed before it finished.",
 }
 ONE_SHOT_FINISHED = "Background one-shot subagent {id} finished; it takes no further messages."
 """A one-shot child's first line for a root held for an MCP client (it has no delegation call
@@ -116,6 +119,23 @@ QUOTA_REPORTS = (
     " send one self-contained report later"
 )
 QUOTA_DATABASE = "the database reached its size limit of {limit} bytes; nothing was stored"
+
+# --- budgets (SEMANTICS.md section 11) ---
+BUDGET_SPENT = (
+    'agent "{id}" spent its {budget} budget: {spent} of {limit} {unit} used, {left} left'
+    " (what its subagents spend counts against it); nothing more starts under it"
+    " until the user raises the budget"
+)
+BUDGET_UNITS = {"turns": "turns", "spawns": "spawns", "tokens": "tokens"}
+BUDGET_COST_UNIT = "cost units"  # cost's unit when the deployment names no --cost-currency
+BUDGET_DEADLINE = (
+    'the deadline of agent "{id}" passed at {stamp} ({seconds} seconds ago, 0 left; it binds'
+    " its subagents too); nothing more starts under it until the user extends it"
+)
+BUDGET_STOPPED = (
+    'agent "{id}" and everything below it were stopped by the user;'
+    " nothing starts under it until the user resumes it"
+)
 
 # --- report guidance for continuable children (turn/start `instructions`) ---
 REPORT_INSTRUCTIONS = (

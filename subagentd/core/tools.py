@@ -1,4 +1,8 @@
-"""The four model-facing tools, in the exact order of checks SEMANTICS.md sections 4-7 fix."""
+"""The four model-facing tools, in the exact order of checks SEMANTICS.md sections 4-7 fix.
+
+Longer than ~300 lines on purpose: the four tools' checks read top to bottom in the order the
+semantics lists them, with the tool filter they share; split, one rule's order would span files.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from subagentd.core.parked import mark_parked
 from subagentd.core.registry import CONTINUABLE, LiveAgent
 from subagentd.core.report_rate import ReportRate
 from subagentd.core.scheduling import Scheduler
-from subagentd.errors import QuotaExceededError, SubagentdError, error_for
+from subagentd.errors import BudgetExceededError, QuotaExceededError, SubagentdError, error_for
 from subagentd.schema.codes import Code
 from subagentd.schema.messages import Source, TextBlock
 from subagentd.schema.tools import (
@@ -81,7 +85,7 @@ class ToolRules:
                 raise _not_delivered(
                     Code.NOT_RESUMABLE, texts.SEND_NOT_RESUMABLE.format(id=shown_id)
                 )
-            self._admit_message(args.message, target_id, target, None)
+            self._admit_message(args.message, target_id, target, None, caller)
         else:
             record = self.store.get_session(target_id)
             if record is None:
@@ -108,10 +112,10 @@ class ToolRules:
                 root = self.leases.draining_elsewhere(target_id)
                 if root is not None:
                     raise _not_delivered(Code.DRAINING, draining_text(root))
-                self._admit_message(args.message, target_id, None, None)
+                self._admit_message(args.message, target_id, None, None, caller)
                 stored_parked = record.parked
             else:
-                self._admit_message(args.message, target_id, None, record.parent_id)
+                self._admit_message(args.message, target_id, None, record.parent_id, caller)
                 target = self.activator.activate(
                     target_id,
                     record.parent_id,
@@ -131,16 +135,26 @@ class ToolRules:
         return SendMessageResult(text=texts.SEND_OK.format(id=shown_id), message_id=message_id)
 
     def _admit_message(
-        self, message: str, target_id: str, target: LiveAgent | None, resume_parent: str | None
+        self,
+        message: str,
+        target_id: str,
+        target: LiveAgent | None,
+        resume_parent: str | None,
+        parent_id: str,
     ) -> None:
-        """Quotas for a send_message that passed every rule (a cold resume also activates)."""
+        """Quotas and budgets for a send_message that passed every rule (a cold resume also
+        activates); `parent_id`: the target's durable parent (the caller)."""
         try:
             self.quotas.text("the message", message)
             self.quotas.inbox(target_id, target)
             if target is None and resume_parent is not None:  # a cold resume here
                 self.quotas.activation(resume_parent)
             self.quotas.database()
-        except QuotaExceededError as exc:
+            budgets = self.agents.budgets
+            budgets.require(
+                target.lineage if target is not None else budgets.lineage(target_id, parent_id)
+            )
+        except (QuotaExceededError, BudgetExceededError) as exc:
             raise exc.reworded(texts.NOT_DELIVERED) from None
 
     def interrupt_agent(
@@ -237,8 +251,10 @@ class ToolRules:
             if self.settings.report_delivery != "quiet" or parent.held:  # it is queued
                 self.quotas.inbox(parent.agent_id, parent)
             self.quotas.database()
+            if self.settings.report_delivery != "quiet":  # a wakeup starts a turn of the parent
+                self.agents.budgets.require(parent.lineage)
             self.quotas.report(caller, args.output)  # last: it charges the child's budget
-        except QuotaExceededError as exc:
+        except (QuotaExceededError, BudgetExceededError) as exc:
             raise exc.reworded(texts.REPORT_NOT_DELIVERED) from None
         blocks = [
             TextBlock(text=texts.REPORT_HEADER.format(id=shown_caller)),

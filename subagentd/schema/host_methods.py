@@ -7,12 +7,14 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from subagentd.schema.base import AgentId, HostParams, PageSize, Seq, Wire
+from subagentd.schema.budgets import Budget, BudgetInfo, Held, Spent, Usage
 from subagentd.schema.listing import AgentRow, Status
 from subagentd.schema.messages import MessageState, Mode, Source, ToolFilter
 
 TurnReason = Literal["completed", "aborted", "max-tokens", "refusal", "error"]
 Scope = Literal["children", "descendants"]
 AgentKind = Literal["ordinary", "continuable", "one-shot", "unknown"]
+ClosePolicy = Literal["drain", "finish"]
 
 
 class Empty(Wire, kw_only=True):
@@ -27,6 +29,7 @@ class OpenParams(HostParams, kw_only=True):
     label: str | None = None
     parent_id: str | None = None
     traceparent: str | None = None  # W3C trace context: the host's span for this agent's turns
+    budget: Budget | None = None  # the tree's (or fork's) own budget; else the serve defaults
 
 
 class OpenResult(Wire, kw_only=True):
@@ -49,6 +52,8 @@ class SpawnParams(HostParams, kw_only=True):
     agent_model: str | None = None
     persona: str | None = None
     tool_filter: ToolFilter | None = None
+    budget: Budget | None = None  # the child's own, cut to what the caller's lineage has left
+    on_parent_close: ClosePolicy = "drain"  # what a close of its root does to its open turn
     idempotency_key: str | None = None
     traceparent: str | None = None  # W3C trace context: the host's span for the child's turns
 
@@ -90,6 +95,7 @@ class TurnEndParams(HostParams, kw_only=True):
     turn_id: str
     reason: TurnReason
     output: str | None = None
+    usage: Usage | None = None  # what the turn used: charged to the agent and every ancestor
 
 
 class Event(Wire, kw_only=True):
@@ -137,6 +143,11 @@ class AgentInfo(Wire, kw_only=True):
     created_at: str
     queued: int
     parked: int
+    usage: Spent | None = None  # its own turns, spawns, tokens and cost
+    tree_usage: Spent | None = None  # the same summed over it and everything below it
+    budget: BudgetInfo | None = None  # its own budget (ancestors' bind it too)
+    held: Held | None = None  # its queued input starts no turn: this budget is spent
+    on_parent_close: ClosePolicy | None = None  # "finish" when it was spawned so
 
 
 class ListParams(HostParams, kw_only=True):
@@ -145,6 +156,7 @@ class ListParams(HostParams, kw_only=True):
     include_one_shot: bool = True
     cursor: str | None = None
     limit: PageSize | None = None
+    usage: bool = False  # each child row gains its own usage
 
 
 class ListResult(Wire, kw_only=True):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from subagentd.schema.base import Wire
+from subagentd.schema.budgets import Spent
 from subagentd.schema.messages import Mode
 
 Status = Literal["running", "idle", "ready"]
@@ -20,6 +21,7 @@ class ChildRow(Wire, tag_field="kind", tag="child", kw_only=True, gc=False):
     parent: str | None = None
     depth: int | None = None
     parked: int | None = None  # parked messages, when it holds any: `[idle, 2 parked]`
+    usage: Spent | None = None  # its own usage, set by the host's agents/list only
 
 
 class DiagnosticRow(Wire, tag_field="kind", tag="diagnostic", kw_only=True, gc=False):

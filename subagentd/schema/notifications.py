@@ -19,7 +19,7 @@ class TurnStart(Wire, kw_only=True):
     traceparent: str | None = None  # the turn's span (W3C trace context) when tracing is on
 
 
-InterruptKind = Literal["parent", "user", "shutdown"]
+InterruptKind = Literal["parent", "user", "shutdown", "deadline", "stop"]
 
 
 class InterruptCause(Wire, kw_only=True):

@@ -79,3 +79,28 @@ class LiveRecord(msgspec.Struct, array_like=True):
     last_reason: str | None
     last_output: str | None
     pending: int  # queued or parked inbox messages
+
+
+class SpendingRecord(msgspec.Struct, array_like=True):
+    """One `spending` row: a session's budget limits, its own usage and its subtree's (itself
+    included). Cost is in millionths of the deployment's currency unit."""
+
+    session_id: str
+    limits_set: int  # a budget was decided for it (agents/open's defaults apply only once)
+    max_turns: int | None
+    max_spawns: int | None
+    max_tokens: int | None
+    max_cost: int | None
+    deadline: float | None  # wall-clock seconds
+    stopped: int
+    own_turns: int
+    own_spawns: int
+    own_input: int
+    own_output: int
+    own_cost: int
+    tree_turns: int
+    tree_spawns: int
+    tree_input: int
+    tree_output: int
+    tree_cost: int
+    close_policy: str | None = None  # "finish": a close of its root lets its turn end first

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from subagentd.schema.base import Wire
+from subagentd.schema.budgets import Usage
 from subagentd.schema.messages import Descriptor, Message
 
 
@@ -23,3 +24,5 @@ class RunnerExit(Wire, kw_only=True):
     interrupted: bool = False  # turn/interrupt reached it (SIGTERM, SIGKILL after the grace)
     stdout_cut: bool = False  # stdout passed --max-text-bytes: the output is its first part
     stderr: str | None = None  # the last STDERR_TAIL bytes of its stderr, when it wrote any
+    usage: Usage | None = None  # what it wrote to $SUBAGENTD_USAGE, summed (turns/end's usage)
+    usage_refused: int = 0  # lines of that file that were not a usage object

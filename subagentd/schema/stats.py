@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from subagentd.schema.base import HostParams, Wire
+from subagentd.schema.budgets import Spent
 
 
 class StatsParams(HostParams, kw_only=True):
@@ -38,3 +39,4 @@ class StatsResult(Wire, kw_only=True):
     free_bytes: int  # of them, free pages (left by deletes; reused before the file grows)
     commits: int | None = None  # group commits this process made (writes only)
     commit_latency: CommitLatency | None = None  # absent until a commit was made
+    usage: Spent | None = None  # every session's own usage summed (absent: no such table yet)

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from subagentd.schema.base import Params, Wire
+from subagentd.schema.budgets import Budget
 from subagentd.schema.host_methods import Scope
 from subagentd.schema.listing import AgentRow, Status
 from subagentd.schema.messages import Mode
@@ -93,6 +94,14 @@ SpawnChildId = Annotated[
         description="Id for the new subagent; it must not exist yet. Omit it to get a fresh one."
     ),
 ]
+SpawnBudget = Annotated[
+    Budget | None,
+    msgspec.Meta(
+        description="Limits for the subagent and everything it starts: max_turns, max_spawns,"
+        " max_tokens (input and output), max_cost, max_seconds (a wall-clock deadline from now)."
+        " Each is cut to what you have left yourself. Omit it to share your own budget."
+    ),
+]
 WaitIds = Annotated[
     list[str] | None,
     msgspec.Meta(
@@ -139,6 +148,7 @@ class SpawnAgentArgs(Wire, kw_only=True):
     prompt: SpawnPrompt
     mode: SpawnMode = "continuable"
     child_id: SpawnChildId = None
+    budget: SpawnBudget = None
 
 
 class WaitAgentsArgs(Wire, kw_only=True):

@@ -19,6 +19,7 @@ from subagentd.errors import (
     StorageFailedError,
     SubagentdError,
 )
+from subagentd.schema import budgets as b
 from subagentd.schema import host_methods as h
 from subagentd.schema import stats as st
 from subagentd.schema import tools as t
@@ -98,6 +99,21 @@ def agents_followup(call: Call, p: h.FollowupParams) -> h.MessageIdResult:
 @method("agents/interrupt", h.AgentParams, h.InterruptResult)
 def agents_interrupt(call: Call, p: h.AgentParams) -> h.InterruptResult:
     return call.service.host.host_interrupt(p.agent_id)
+
+
+@method("agents/budget", b.BudgetParams, b.BudgetResult)
+def agents_budget(call: Call, p: b.BudgetParams) -> b.BudgetResult:
+    return call.service.budgets.set_budget(p)
+
+
+@method("agents/stop", b.StopParams, b.StopResult)
+def agents_stop(call: Call, p: b.StopParams) -> b.StopResult:
+    return call.service.budgets.stop(p)
+
+
+@method("agents/resume", h.AgentParams, b.BudgetResult)
+def agents_resume(call: Call, p: h.AgentParams) -> b.BudgetResult:
+    return call.service.budgets.resume(p.agent_id)
 
 
 @method("transcript/append", h.TranscriptAppendParams, h.SeqResult)

@@ -26,6 +26,7 @@ import anyio.abc
 import msgspec
 
 from subagentd.core.service import Service
+from subagentd.schema.budgets import Usage
 from subagentd.schema.host_methods import TurnEndParams
 from subagentd.schema.notifications import TurnInterrupt, TurnStart
 from subagentd.schema.runner import RunnerExit, RunnerTurn
@@ -41,6 +42,8 @@ log = logging.getLogger("subagentd")
 _encode = msgspec.json.Encoder().encode
 STDERR_TAIL = 4096  # bytes of a runner's stderr kept for its transcript
 OUTPUT_DRAIN = 1.0  # seconds to read what a runner's pipes hold after it exited
+USAGE_MAX_BYTES = 64 * 1024  # of a run's SUBAGENTD_USAGE file read (the rest is ignored)
+_usage_line = msgspec.json.Decoder(Usage).decode
 
 
 @dataclass(slots=True, eq=False)
@@ -65,6 +68,7 @@ class Runner:
         max_running: int,
         environment: dict[str, str],
         tokens: Tokens,
+        usage_dir: str | None = None,
     ) -> None:
         self.service = service
         self.command = command
@@ -72,6 +76,7 @@ class Runner:
         self.max_running = max_running
         self.environment = environment  # SUBAGENTD_DB and SUBAGENTD_SOCKET, added to os.environ
         self.tokens = tokens
+        self.usage_dir = usage_dir  # where each run's SUBAGENTD_USAGE file is (private, 0700)
         self.waiting: deque[Job] = deque()  # FIFO: the order the turns started in
         self.running: dict[str, Job] = {}  # turn id -> job with a process (or being started)
         self._events: list[TurnStart | TurnInterrupt] = []  # not yet known to be committed
@@ -183,6 +188,10 @@ class Runner:
             "SUBAGENTD_TURN_ID": start.turn_id,
             "SUBAGENTD_TOKEN": token,
         }
+        usage_path = None
+        if self.usage_dir is not None:
+            usage_path = os.path.join(self.usage_dir, f"usage-{start.turn_id}.jsonl")
+            env["SUBAGENTD_USAGE"] = usage_path
         turn = RunnerTurn(
             agent_id=start.agent_id,
             turn_id=start.turn_id,
@@ -242,11 +251,14 @@ class Runner:
                 reason = "aborted"
             else:
                 reason = "completed" if code == 0 else "error"
+            usage, refused = read_usage(usage_path)
             report = RunnerExit(
                 exit_code=code,
                 interrupted=job.interrupted,
                 stdout_cut=cut[0],
                 stderr=bytes(stderr).decode("utf-8", errors="replace") or None,
+                usage=usage,
+                usage_refused=refused,
             )
             await self._end(job, reason, text or None, report)
         finally:
@@ -272,12 +284,52 @@ class Runner:
             if not self._current(agent_id, turn_id):  # force-ended, or ended by the host
                 return
             self.service.agents.record(agent_id, turn_id, "runner_exit", report)
-            params = TurnEndParams(agent_id=agent_id, turn_id=turn_id, reason=reason, output=output)  # type: ignore[arg-type]
+            params = TurnEndParams(
+                agent_id=agent_id,
+                turn_id=turn_id,
+                reason=reason,  # type: ignore[arg-type]  # one of the reasons, chosen above
+                output=output,
+                usage=report.usage,
+            )
             self.service.host.finish_turn(params)
 
         with anyio.CancelScope(shield=True):
             while not self._connection.run_work(end):
                 await anyio.sleep(BUSY_RETRY)  # another process holds the write lock
+
+
+def read_usage(path: str | None) -> tuple[Usage | None, int]:
+    """The usage a run reported in its SUBAGENTD_USAGE file (JSON lines, summed; the file is
+    then removed) and how many lines were refused; (None, 0) when it wrote none."""
+    if path is None:
+        return None, 0
+    try:
+        with open(path, "rb") as file:
+            data = file.read(USAGE_MAX_BYTES)
+        os.unlink(path)
+    except OSError:
+        return None, 0
+    sums = {"input_tokens": 0, "output_tokens": 0}
+    cost = 0.0
+    seen = False
+    refused = 0
+    for line in data.splitlines():
+        if not line.strip():
+            continue
+        try:
+            item = _usage_line(line)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            refused += 1
+            continue
+        seen = True
+        sums["input_tokens"] += item.input_tokens or 0
+        sums["output_tokens"] += item.output_tokens or 0
+        cost += item.cost or 0.0
+    if not seen:
+        return None, refused
+    return Usage(
+        input_tokens=sums["input_tokens"], output_tokens=sums["output_tokens"], cost=cost
+    ), refused
 
 
 def _signal(job: Job, signum: signal.Signals) -> None:

@@ -18,9 +18,28 @@ def object_schema(struct: type[msgspec.Struct], arguments: bool = False) -> dict
     if defs:
         top["$defs"] = defs
     _type_enums(top)
+    top = _inlined(top, top.pop("$defs", {}), arguments)
     if arguments:
         _portable(top)
     return top
+
+
+def _inlined(node: Any, defs: dict[str, Any], portable: bool) -> Any:
+    """Every `$ref` replaced by its definition (Gemini's function declarations take no
+    references, and want a type on every property); with `portable` (tool arguments), each
+    nested object made portable too."""
+    if isinstance(node, list):
+        return [_inlined(value, defs, portable) for value in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        definition = {k: v for k, v in defs[ref.rsplit("/", 1)[-1]].items() if k != "title"}
+        nested = _inlined(definition, defs, portable)
+        if portable:
+            _portable(nested)
+        return {**{k: v for k, v in node.items() if k != "$ref"}, **nested}
+    return {key: _inlined(value, defs, portable) for key, value in node.items()}
 
 
 def _type_enums(node: Any) -> None:

@@ -20,6 +20,7 @@ from subagentd.storage.opening import (
 from subagentd.storage.parts import BoundParts
 from subagentd.storage.sessions import Sessions
 from subagentd.storage.signals import Signals
+from subagentd.storage.spending import Spending
 from subagentd.storage.stats import stats_of
 from subagentd.storage.traces import TraceContexts
 from subagentd.storage.transactions import GroupCommit
@@ -69,6 +70,7 @@ class SqliteStore(BoundParts):
         )
         traces = TraceContexts(group)
         self.put_trace, self.get_traces = traces.put_trace, traces.get_traces
+        self.bind_spending(Spending(group))
 
     @property
     def conn(self) -> sqlite3.Connection:

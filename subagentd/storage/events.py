@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import msgspec
+
 from subagentd.schema.records import EventRecord
 from subagentd.storage.connected import Connected
 
@@ -58,3 +60,19 @@ class Events:
             EventRecord(seq=r[0], turn_id=r[1], type=r[2], data=r[3], at=r[4])
             for r in self._db.conn.execute(EVENTS_SQL, (session_id, 0, -1))
         ]
+
+    def interrupt_cause(self, session_id: str, turn_id: str) -> str | None:
+        """The cause recorded by the last `interrupt` event of a turn (a rebuilt registry reads
+        whether a deadline stopped it); None when there is none."""
+        row = self._db.conn.execute(
+            "SELECT data FROM events WHERE session_id = ? AND turn_id = ? AND type = 'interrupt'"
+            " ORDER BY seq DESC LIMIT 1",
+            (session_id, turn_id),
+        ).fetchone()
+        if row is None or row[0] is None:
+            return None
+        try:
+            cause = msgspec.json.decode(row[0]).get("cause")
+        except (msgspec.DecodeError, AttributeError):
+            return None
+        return cause if isinstance(cause, str) else None

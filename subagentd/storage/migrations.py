@@ -260,3 +260,35 @@ def m011_trace_context(db: Database) -> None:
         "CREATE TABLE trace_context (key TEXT PRIMARY KEY, traceparent TEXT NOT NULL,"
         " at REAL NOT NULL)"
     )
+
+
+SPENDING_TABLE = """CREATE TABLE spending (
+    session_id TEXT PRIMARY KEY,
+    limits_set INTEGER NOT NULL DEFAULT 0,
+    max_turns INTEGER,
+    max_spawns INTEGER,
+    max_tokens INTEGER,
+    max_cost INTEGER,
+    deadline REAL,
+    stopped INTEGER NOT NULL DEFAULT 0,
+    own_turns INTEGER NOT NULL DEFAULT 0,
+    own_spawns INTEGER NOT NULL DEFAULT 0,
+    own_input INTEGER NOT NULL DEFAULT 0,
+    own_output INTEGER NOT NULL DEFAULT 0,
+    own_cost INTEGER NOT NULL DEFAULT 0,
+    tree_turns INTEGER NOT NULL DEFAULT 0,
+    tree_spawns INTEGER NOT NULL DEFAULT 0,
+    tree_input INTEGER NOT NULL DEFAULT 0,
+    tree_output INTEGER NOT NULL DEFAULT 0,
+    tree_cost INTEGER NOT NULL DEFAULT 0,
+    close_policy TEXT
+)"""
+
+
+@migrations()
+def m012_spending_and_budgets(db: Database) -> None:
+    """Usage and budgets (storage/spending.py): per session its own turns, spawns, tokens and
+    cost (millionths of the currency), the same summed over its subtree (charged to every
+    ancestor in the spending request's transaction), its budget's limits and deadline, whether
+    agents/stop holds its subtree, and what a close of its root does to it (`close_policy`)."""
+    db.execute(SPENDING_TABLE)

@@ -12,6 +12,7 @@ from subagentd.storage.inbox import Inbox
 from subagentd.storage.leases import Leases
 from subagentd.storage.sessions import Sessions
 from subagentd.storage.signals import Signals
+from subagentd.storage.spending import Spending
 from subagentd.storage.trees import Trees
 
 
@@ -90,6 +91,7 @@ class BoundParts:
 
         self.append_events = events.append_events
         self.read_events = events.read_events
+        self.interrupt_cause = events.interrupt_cause
 
         self.owners = leases.owners
         self.owner_state = leases.owner_state
@@ -110,6 +112,14 @@ class BoundParts:
         self.get_idempotent = keys.get_idempotent
         self.put_idempotent = keys.put_idempotent
         self.prune_idempotent = keys.prune_idempotent
+
+    def bind_spending(self, spending: Spending) -> None:
+        """Usage and budgets (storage/spending.py), bound as the store's own too."""
+        self.spending_rows = spending.spending_rows
+        self.charge = spending.charge
+        self.set_limits = spending.set_limits
+        self.set_stopped = spending.set_stopped
+        self.set_close_policy = spending.set_close_policy
 
     def doorbell(self) -> int | None:
         """The fd another process's signal makes readable (None: nobody can signal this one)."""

@@ -98,6 +98,22 @@ class StoreReader:
     def close(self) -> None:
         self.conn.close()
 
+    def usage_of(self, ids: Iterable[str] | None) -> dict[str, tuple[int, float]]:
+        """Own tokens (input + output) and cost by session (all, or those of `ids`); nothing for a
+        database no serving process has migrated to usage yet."""
+        sql = "SELECT session_id, own_input + own_output, own_cost FROM spending"
+        params: list[str] = []
+        if ids is not None:
+            params = list(ids)
+            if not params:
+                return {}
+            sql += f" WHERE session_id IN ({','.join('?' * len(params))})"
+        try:
+            rows = self.conn.execute(sql, params).fetchall()
+        except self.errors:  # no such table: an older database
+            return {}
+        return {sid: (int(tokens), int(cost) / 1_000_000) for sid, tokens, cost in rows}
+
     def _data_version(self) -> int:
         """Changes whenever another connection commits (SQLite's PRAGMA data_version): one
         check of the WAL header, no table read (PostgreSQL: postgres/reading.py `Snapshots`)."""

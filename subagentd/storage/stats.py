@@ -7,6 +7,7 @@ import time
 from datetime import datetime
 from typing import Protocol
 
+from subagentd.schema.budgets import Spent
 from subagentd.schema.stats import SessionCounts, StatsResult
 
 # A lease counts while its owner's row is unfenced and unexpired (storage/leases.py).
@@ -14,6 +15,11 @@ _LIVE_SQL = """
 SELECT l.status, count(*) FROM leases l JOIN owners o ON o.owner = l.owner
 WHERE o.fenced = 0 AND o.expires_at > ? GROUP BY l.status
 """
+USAGE_SQL = (
+    "SELECT coalesce(sum(own_turns), 0), coalesce(sum(own_spawns), 0),"
+    " coalesce(sum(own_input), 0), coalesce(sum(own_output), 0), coalesce(sum(own_cost), 0)"
+    " FROM spending"
+)
 _WAITING_SQL = """
 SELECT coalesce(sum(state = 'queued'), 0), coalesce(sum(state = 'parked'), 0),
        min(CASE WHEN state = 'queued' THEN created_at END)
@@ -35,6 +41,10 @@ def read_stats(conn: sqlite3.Connection, clock: float | None = None) -> StatsRes
             conn.execute(f"PRAGMA {name}").fetchone()[0]
             for name in ("page_count", "freelist_count", "page_size")
         )
+        try:
+            usage = conn.execute(USAGE_SQL).fetchone()
+        except sqlite3.OperationalError:  # a database no serving process has migrated yet
+            usage = None
     finally:
         if began:
             conn.execute("COMMIT")
@@ -45,6 +55,7 @@ def read_stats(conn: sqlite3.Connection, clock: float | None = None) -> StatsRes
         clock,
         database_bytes=int(pages) * int(size),
         free_bytes=int(free) * int(size),
+        usage=usage,
     )
 
 
@@ -56,6 +67,7 @@ def figures(
     *,
     database_bytes: int,
     free_bytes: int,
+    usage: tuple[int, int, int, int, int] | None = None,
 ) -> StatsResult:
     """The figures from what either backend read in one snapshot: live leases by status, the
     sessions, and the waiting inbox (queued, parked, the oldest queued row's stamp)."""
@@ -72,6 +84,18 @@ def figures(
         oldest_queued_age_s=None if oldest is None else _age(oldest, clock),
         database_bytes=database_bytes,
         free_bytes=free_bytes,
+        usage=None if usage is None else _usage(*usage),
+    )
+
+
+def _usage(turns: int, spawns: int, tokens_in: int, tokens_out: int, cost: int) -> Spent:
+    """The summed usage (cost stored in millionths of the currency, core/budgets.py)."""
+    return Spent(
+        turns=int(turns),
+        spawns=int(spawns),
+        input_tokens=int(tokens_in),
+        output_tokens=int(tokens_out),
+        cost=int(cost) / 1_000_000,
     )
 
 

@@ -173,10 +173,12 @@ def frame(snapshot: Snapshot, title: str, height: int, now: float | None = None)
     running = sum(1 for s in sessions.values() if s.status == "open turn")
     queued = sum(s.queued for s in sessions.values())
     parked = sum(s.parked for s in sessions.values())
+    tokens = sum(s.tokens for s in sessions.values())
     header = Text(printable(title), style="bold")
     header.append(
         f"  {len(sessions)} agent(s): {running} in a turn, {len(sessions) - running} ready;"
-        f" {queued} queued, {parked} parked  · {time.strftime('%H:%M:%S', time.localtime(now))}",
+        f" {queued} queued, {parked} parked, {tokens} tokens"
+        f"  · {time.strftime('%H:%M:%S', time.localtime(now))}",
         style="dim",
     )
     if snapshot.root is not None and snapshot.root not in sessions:
@@ -187,9 +189,13 @@ def frame(snapshot: Snapshot, title: str, height: int, now: float | None = None)
     table.add_column("queued", justify="right", no_wrap=True)
     table.add_column("parked", justify="right", no_wrap=True)
     table.add_column("turn", justify="right", no_wrap=True)
+    with_usage = any(s.tokens or s.cost for s in sessions.values())  # only once a host reports it
+    if with_usage:
+        table.add_column("used", justify="right", no_wrap=True)
     table.add_column("last event", no_wrap=True, overflow="ellipsis", ratio=4)
     for row in lay_out(build_tree(sessions), max(height - 3, 1)):
-        table.add_row(*cells(row, snapshot.last, now))
+        row_cells = cells(row, snapshot.last, now)
+        table.add_row(*(row_cells if with_usage else row_cells[:5] + row_cells[6:]))
     return Group(header, table)
 
 
@@ -197,7 +203,7 @@ def cells(row: Row, last: dict[str, Last], now: float) -> tuple[Text, ...]:
     if row.node is None:
         blank = Text("")
         fold = Text(row.prefix + printable(row.folded), style="dim")
-        return (fold, blank, blank, blank, blank, Text(row.detail, style="dim"))
+        return (fold, blank, blank, blank, blank, blank, Text(row.detail, style="dim"))
     s = row.node.session
     name = Text(row.prefix, style="dim")
     name.append(printable(s.id), style="bold" if busy(s) else "")
@@ -224,5 +230,14 @@ def cells(row: Row, last: dict[str, Last], now: float) -> tuple[Text, ...]:
         Text(str(s.queued) if s.queued else "·", style="yellow" if s.queued else "dim"),
         Text(str(s.parked) if s.parked else "·", style="red" if s.parked else "dim"),
         Text(turn, style="blue"),
+        Text(used(s), style="green" if s.tokens or s.cost else "dim"),
         event,
     )
+
+
+def used(s: Session) -> str:
+    """What its own turns reported: tokens (k past ten thousand) and cost, `·` when nothing."""
+    if not s.tokens and not s.cost:
+        return "·"
+    tokens = f"{s.tokens / 1000:.0f}k" if s.tokens >= 10_000 else str(s.tokens)
+    return tokens + (f" {s.cost:g}" if s.cost else "")

@@ -87,6 +87,8 @@ class Builder:
                 "parked": s.parked,
                 "last": s.last_reason,
                 "created": millis(s.created_at),
+                "tokens": s.tokens,
+                "cost": s.cost,
             }
             for s, _, _ in drawn
         ]
@@ -127,6 +129,7 @@ class Builder:
                     reason=str(data.get("reason")),
                     cause=data.get("cause"),
                     output=clip(_text(data.get("output"))),
+                    usage=data.get("usage") if isinstance(data.get("usage"), dict) else None,
                 )
             elif kind == "interrupt":
                 by = data.get("by")

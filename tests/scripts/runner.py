@@ -19,6 +19,7 @@ text is answered `done: <text>`; a JSON object {"steps": [...]} runs each step i
   {"sleep": seconds}      sleep (only to keep a process alive for SIGKILL)
   {"background": seconds} start `sleep seconds` holding our stdout and stderr, and go on
   {"env": true}           print the SUBAGENTD_* variables and the turn as one JSON line
+  {"usage": s}            append the line s to the file $SUBAGENTD_USAGE names (usage reports)
 """
 
 import json
@@ -73,6 +74,9 @@ for step in plan["steps"]:
         done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
         said = (done.stdout + done.stderr).strip()
         print(f"{step['tool']} -> {done.returncode}: {said}", flush=True)
+    elif "usage" in step:
+        with open(os.environ["SUBAGENTD_USAGE"], "a") as f:
+            f.write(step["usage"] + "\n")
     elif "append" in step:
         with open(step["append"], "a") as f:
             f.write(step["text"].format(agent=agent, turn=turn_id) + "\n")

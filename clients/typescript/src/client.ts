@@ -7,6 +7,8 @@ import { isDeepStrictEqual } from "node:util";
 
 import type {
   AgentInfo,
+  BudgetParams,
+  BudgetResult,
   CallToolResult,
   DiscoverResult,
   Empty,
@@ -45,6 +47,8 @@ import type {
   StatsResult,
   ClockAdvanceParams,
   ClockAdvanceResult,
+  StopParams,
+  StopResult,
   ToolsCallParams,
   ToolsListParams,
   ToolsListResult,
@@ -200,6 +204,12 @@ export class SubagentdClient extends EventEmitter {
     followup(params: FollowupParams, options?: RequestOptions): Promise<MessageIdResult>;
     interrupt(params: { agent_id: string } & Params, options?: RequestOptions): Promise<InterruptResult>;
     list(params: ListParams, options?: RequestOptions): Promise<ListResult>;
+    /** Set (or, with `remove`, drop) limits of an agent's own budget; held input then runs. */
+    budget(params: BudgetParams, options?: RequestOptions): Promise<BudgetResult>;
+    /** Stop a whole subtree: every open turn interrupted, queues parked or cleared, nothing starts. */
+    stop(params: StopParams, options?: RequestOptions): Promise<StopResult>;
+    /** Resume a stopped subtree: its held input runs again. */
+    resume(params: { agent_id: string } & Params, options?: RequestOptions): Promise<BudgetResult>;
     /**
      * Answered once no agent of the tree runs a turn or has input to run, or after
      * `timeout_ms` (default 30000; then `idle` is false and `running` / `runnable` name the busy
@@ -296,6 +306,9 @@ export class SubagentdClient extends EventEmitter {
       followup: call("agents/followup"),
       interrupt: call("agents/interrupt"),
       list: call("agents/list"),
+      budget: call("agents/budget"),
+      stop: call("agents/stop"),
+      resume: call("agents/resume"),
       waitIdle: (params, options) =>
         this.request("agents/wait_idle", params, this.waitOptions(params.timeout_ms, options)),
     };

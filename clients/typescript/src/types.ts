@@ -15,9 +15,14 @@ export interface AgentInfo {
   parked: number;
   queued: number;
   status: "idle" | "ready" | "running";
+  budget?: BudgetInfo | null;
+  held?: Held | null;
   label?: string | null;
   mode?: "continuable" | "one-shot" | null;
+  on_parent_close?: "drain" | "finish" | null;
   parent_id?: string | null;
+  tree_usage?: Spent | null;
+  usage?: Spent | null;
 }
 
 export interface AgentInject {
@@ -38,6 +43,44 @@ export interface AgentSettled {
 export interface AgentStatus {
   agent_id: string;
   status: "idle" | "ready" | "running";
+}
+
+/**
+ * Limits (absent: none at this level; the ancestors' still bind). `max_tokens` counts input
+ * and output tokens together; `max_seconds` is a wall-clock deadline counted from when the
+ * budget is set (a spawn, agents/open, agents/budget).
+ */
+export interface Budget {
+  max_cost?: number | null;
+  max_seconds?: number | null;
+  max_spawns?: number | null;
+  max_tokens?: number | null;
+  max_turns?: number | null;
+}
+
+/** An agent's own budget as stored: its limits and its deadline (a UTC stamp). */
+export interface BudgetInfo {
+  deadline?: string | null;
+  max_cost?: number | null;
+  max_spawns?: number | null;
+  max_tokens?: number | null;
+  max_turns?: number | null;
+  stopped?: boolean | null;
+}
+
+/** agents/budget: set (or, with `remove`, drop) limits of an agent's own budget. */
+export interface BudgetParams {
+  agent_id: string;
+  _meta?: { [key: string]: unknown } | null;
+  budget?: Budget | null;
+  remove?: Array<"cost" | "deadline" | "spawns" | "tokens" | "turns"> | null;
+}
+
+export interface BudgetResult {
+  agent_id: string;
+  budget: BudgetInfo;
+  tree_usage: Spent;
+  resumed?: string[] | null;
 }
 
 export interface CallToolResult {
@@ -68,6 +111,7 @@ export interface ChildRow {
   mode?: "continuable" | "one-shot" | null;
   parent?: string | null;
   parked?: number | null;
+  usage?: Spent | null;
 }
 
 /** clock/advance (`--clock manual` only): seconds to move the clock forward. */
@@ -132,6 +176,12 @@ export interface FollowupParams {
   idempotency_key?: string | null;
 }
 
+/** Why an agent's queued input starts no turn: the first budget spent, and whose it is. */
+export interface Held {
+  agent_id: string;
+  budget: "cost" | "deadline" | "spawns" | "stopped" | "tokens" | "turns";
+}
+
 export interface Implementation {
   name: string;
   version: string;
@@ -168,7 +218,7 @@ export interface InterruptAgentResult {
 }
 
 export interface InterruptCause {
-  kind: "parent" | "shutdown" | "user";
+  kind: "deadline" | "parent" | "shutdown" | "stop" | "user";
   by?: string | null;
 }
 
@@ -198,6 +248,7 @@ export interface ListParams {
   include_one_shot?: boolean;
   limit?: number | null;
   scope?: "children" | "descendants";
+  usage?: boolean;
 }
 
 export interface ListResult {
@@ -231,6 +282,7 @@ export interface MessageInfo {
 export interface OpenParams {
   _meta?: { [key: string]: unknown } | null;
   agent_id?: string | null;
+  budget?: Budget | null;
   label?: string | null;
   parent_id?: string | null;
   traceparent?: string | null;
@@ -360,6 +412,8 @@ export interface SpawnAgentParams {
   prompt: string;
   _meta?: { [key: string]: unknown } | null;
   activation?: string | null;
+  /** Limits for the subagent and everything it starts: max_turns, max_spawns, max_tokens (input and output), max_cost, max_seconds (a wall-clock deadline from now). Each is cut to what you have left yourself. Omit it to share your own budget. */
+  budget?: Budget | null;
   caller?: string | null;
   /** Id for the new subagent; it must not exist yet. Omit it to get a fresh one. */
   child_id?: string | null;
@@ -382,9 +436,11 @@ export interface SpawnParams {
   activation?: string | null;
   agent_model?: string | null;
   agent_provider?: string | null;
+  budget?: Budget | null;
   child_id?: string | null;
   idempotency_key?: string | null;
   mode?: "continuable" | "one-shot";
+  on_parent_close?: "drain" | "finish";
   persona?: string | null;
   tool_filter?: ToolFilter | null;
   traceparent?: string | null;
@@ -395,6 +451,16 @@ export interface SpawnResult {
   child_id: string;
   message_id: string;
   text: string;
+}
+
+/** Sums: turns started, subagents spawned, tokens and cost reported. */
+export interface Spent {
+  cost: number;
+  input_tokens: number;
+  output_tokens: number;
+  spawns: number;
+  turns: number;
+  currency?: string | null;
 }
 
 /** server/stats takes no params but `_meta`. */
@@ -417,6 +483,20 @@ export interface StatsResult {
   commits?: number | null;
   live_here?: number | null;
   oldest_queued_age_s?: number | null;
+  usage?: Spent | null;
+}
+
+/** agents/stop: hold a whole subtree; `queues` parks (default) or cancels what waits. */
+export interface StopParams {
+  agent_id: string;
+  _meta?: { [key: string]: unknown } | null;
+  queues?: "clear" | "park";
+}
+
+export interface StopResult {
+  agent_id: string;
+  interrupted: string[];
+  cleared?: number | null;
 }
 
 export interface StoredEvent {
@@ -516,6 +596,7 @@ export interface TurnEndParams {
   turn_id: string;
   _meta?: { [key: string]: unknown } | null;
   output?: string | null;
+  usage?: Usage | null;
 }
 
 export interface TurnInterrupt {
@@ -532,6 +613,13 @@ export interface TurnStart {
   instructions?: string | null;
   resume?: Descriptor | null;
   traceparent?: string | null;
+}
+
+/** What one turn used, as the host (turns/end) or a runner's command reports it. */
+export interface Usage {
+  cost?: number | null;
+  input_tokens?: number | null;
+  output_tokens?: number | null;
 }
 
 export interface WaitAgentsParams {
@@ -638,13 +726,16 @@ export type ErrorCodeName = keyof typeof ErrorCode;
 
 /** Requests the host sends: params and result of each method. */
 export interface Methods {
+  "agents/budget": { params: BudgetParams; result: BudgetResult };
   "agents/close": { params: AgentParams; result: Empty };
   "agents/followup": { params: FollowupParams; result: MessageIdResult };
   "agents/get": { params: AgentParams; result: AgentInfo };
   "agents/interrupt": { params: AgentParams; result: InterruptResult };
   "agents/list": { params: ListParams; result: ListResult };
   "agents/open": { params: OpenParams; result: OpenResult };
+  "agents/resume": { params: AgentParams; result: BudgetResult };
   "agents/spawn": { params: SpawnParams; result: SpawnResult };
+  "agents/stop": { params: StopParams; result: StopResult };
   "agents/wait_idle": { params: WaitIdleParams; result: WaitIdleResult };
   /** Tests only: the manual clock moves on, and the timers due on the way run, in order. */
   "clock/advance": { params: ClockAdvanceParams; result: ClockAdvanceResult };
@@ -702,6 +793,6 @@ export interface ServerNotifications {
 export type ServerNotificationName = keyof ServerNotifications;
 
 /** Every request method, in name order. */
-export const METHOD_NAMES = ["agents/close","agents/followup","agents/get","agents/interrupt","agents/list","agents/open","agents/spawn","agents/wait_idle","clock/advance","initialize","interrupt_agent","list_agents","messages/cancel","messages/get","ping","report","resources/list","resources/read","resources/subscribe","resources/templates/list","resources/unsubscribe","send_message","server/discover","server/stats","spawn_agent","tools/call","tools/list","transcript/append","transcript/read","turns/begin","turns/end","wait_agents"] as const;
+export const METHOD_NAMES = ["agents/budget","agents/close","agents/followup","agents/get","agents/interrupt","agents/list","agents/open","agents/resume","agents/spawn","agents/stop","agents/wait_idle","clock/advance","initialize","interrupt_agent","list_agents","messages/cancel","messages/get","ping","report","resources/list","resources/read","resources/subscribe","resources/templates/list","resources/unsubscribe","send_message","server/discover","server/stats","spawn_agent","tools/call","tools/list","transcript/append","transcript/read","turns/begin","turns/end","wait_agents"] as const;
 /** Every server-to-host notification, in name order. */
 export const SERVER_NOTIFICATION_NAMES = ["agent/inject","agent/settled","agent/status","notifications/progress","turn/interrupt","turn/start"] as const;

@@ -135,6 +135,32 @@ ALTER TABLE signals ALTER COLUMN session_id TYPE TEXT COLLATE "C";
         'CREATE TABLE trace_context (key TEXT COLLATE "C" PRIMARY KEY,'
         " traceparent TEXT NOT NULL, at DOUBLE PRECISION NOT NULL);",
     ),
+    (  # m012_spending_and_budgets' table
+        "p005_spending_and_budgets",
+        """
+CREATE TABLE spending (
+    session_id TEXT COLLATE "C" PRIMARY KEY,
+    limits_set INTEGER NOT NULL DEFAULT 0,
+    max_turns BIGINT,
+    max_spawns BIGINT,
+    max_tokens BIGINT,
+    max_cost BIGINT,
+    deadline DOUBLE PRECISION,
+    stopped INTEGER NOT NULL DEFAULT 0,
+    own_turns BIGINT NOT NULL DEFAULT 0,
+    own_spawns BIGINT NOT NULL DEFAULT 0,
+    own_input BIGINT NOT NULL DEFAULT 0,
+    own_output BIGINT NOT NULL DEFAULT 0,
+    own_cost BIGINT NOT NULL DEFAULT 0,
+    tree_turns BIGINT NOT NULL DEFAULT 0,
+    tree_spawns BIGINT NOT NULL DEFAULT 0,
+    tree_input BIGINT NOT NULL DEFAULT 0,
+    tree_output BIGINT NOT NULL DEFAULT 0,
+    tree_cost BIGINT NOT NULL DEFAULT 0,
+    close_policy TEXT
+);
+""",
+    ),
 ]
 NAMES = [name for name, _ in MIGRATIONS]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from subagentd.schema.stats import StatsResult
 from subagentd.storage.postgres.connection import PgConnection
-from subagentd.storage.stats import figures
+from subagentd.storage.stats import USAGE_SQL, figures
 
 
 def read_stats(conn: PgConnection, clock: float) -> StatsResult:
@@ -19,11 +19,12 @@ def read_stats(conn: PgConnection, clock: float) -> StatsResult:
         (total,) = conn.execute("SELECT count(*) FROM sessions").fetchone()
         waiting = conn.execute(_WAITING_SQL).fetchone()
         (size,) = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+        usage = conn.execute(USAGE_SQL).fetchone()
     finally:
         if began:
             conn.execute("COMMIT")
     # free_bytes 0: PostgreSQL reuses dead space itself (VACUUM); no free-page count
-    return figures(live, total, waiting, clock, database_bytes=int(size), free_bytes=0)
+    return figures(live, total, waiting, clock, database_bytes=int(size), free_bytes=0, usage=usage)
 
 
 _LIVE_SQL = """

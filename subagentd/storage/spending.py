@@ -1,0 +1,104 @@
+"""The `spending` table: per session, its own usage, its subtree's usage and its budget's limits.
+
+A row is written the first time a session spends or is given a budget. Spending is charged in
+the request's transaction to the session and to every ancestor (its lineage), so a budget check
+reads a handful of rows by primary key, whichever process wrote them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from subagentd.schema.records import SpendingRecord
+from subagentd.storage.connected import Connected
+
+_COLUMNS = (
+    "session_id, limits_set, max_turns, max_spawns, max_tokens, max_cost, deadline, stopped,"
+    " own_turns, own_spawns, own_input, own_output, own_cost,"
+    " tree_turns, tree_spawns, tree_input, tree_output, tree_cost, close_policy"
+)
+_COUNTERS = ("turns", "spawns", "input", "output", "cost")
+_CHARGE_SQL = (
+    "INSERT INTO spending (session_id, "
+    + ", ".join(f"own_{c}" for c in _COUNTERS)
+    + ", "
+    + ", ".join(f"tree_{c}" for c in _COUNTERS)
+    + ") VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (session_id) DO UPDATE SET "
+    + ", ".join(
+        f"{p}_{c} = spending.{p}_{c} + excluded.{p}_{c}" for p in ("own", "tree") for c in _COUNTERS
+    )
+)
+_LIMITS = ("max_turns", "max_spawns", "max_tokens", "max_cost", "deadline")
+_SET_LIMITS_SQL = (
+    "INSERT INTO spending (session_id, limits_set, "
+    + ", ".join(_LIMITS)
+    + ") VALUES (?,1,?,?,?,?,?) ON CONFLICT (session_id) DO UPDATE SET limits_set = 1, "
+    + ", ".join(f"{name} = excluded.{name}" for name in _LIMITS)
+)
+_CLOSE_POLICY_SQL = (
+    "INSERT INTO spending (session_id, close_policy) VALUES (?, ?)"
+    " ON CONFLICT (session_id) DO UPDATE SET close_policy = excluded.close_policy"
+)
+_STOPPED_SQL = (
+    "INSERT INTO spending (session_id, stopped) VALUES (?, ?)"
+    " ON CONFLICT (session_id) DO UPDATE SET stopped = excluded.stopped"
+)
+
+
+class Spending:
+    """Usage counters and budget limits by session."""
+
+    def __init__(self, db: Connected) -> None:
+        self._db = db
+
+    def spending_rows(self, session_ids: Sequence[str]) -> dict[str, SpendingRecord]:
+        if not session_ids:
+            return {}
+        marks = ",".join("?" * len(session_ids))
+        rows = self._db.conn.execute(
+            f"SELECT {_COLUMNS} FROM spending WHERE session_id IN ({marks})", list(session_ids)
+        ).fetchall()
+        return {row[0]: SpendingRecord(*row) for row in rows}
+
+    def charge(
+        self,
+        lineage: Sequence[str],
+        turns: int,
+        spawns: int,
+        tokens_in: int,
+        tokens_out: int,
+        cost: int,
+    ) -> None:
+        """Charge the first session of `lineage` (its own) and all of it (its subtree's sums)."""
+        db = self._db
+        db.begin()
+        spent = (turns, spawns, tokens_in, tokens_out, cost)
+        none = (0, 0, 0, 0, 0)
+        conn = db.conn
+        for i, session_id in enumerate(lineage):  # a handful: trees are shallow
+            conn.execute(_CHARGE_SQL, (session_id, *(spent if i == 0 else none), *spent))
+
+    def set_limits(
+        self,
+        session_id: str,
+        max_turns: int | None,
+        max_spawns: int | None,
+        max_tokens: int | None,
+        max_cost: int | None,
+        deadline: float | None,
+    ) -> None:
+        db = self._db
+        db.begin()
+        db.conn.execute(
+            _SET_LIMITS_SQL, (session_id, max_turns, max_spawns, max_tokens, max_cost, deadline)
+        )
+
+    def set_close_policy(self, session_id: str, policy: str | None) -> None:
+        db = self._db
+        db.begin()
+        db.conn.execute(_CLOSE_POLICY_SQL, (session_id, policy))
+
+    def set_stopped(self, session_id: str, stopped: bool) -> None:
+        db = self._db
+        db.begin()
+        db.conn.execute(_STOPPED_SQL, (session_id, int(stopped)))
