@@ -18,7 +18,7 @@ def object_schema(struct: type[msgspec.Struct], arguments: bool = False) -> dict
     if defs:
         top["$defs"] = defs
     _type_enums(top)
-    top = _inlined(top, top.pop("$defs", {}), arguments)
+    top = dict(_inlined(top, top.pop("$defs", {}), arguments))
     if arguments:
         _portable(top)
     return top
