@@ -143,6 +143,7 @@ def serve(options: dict[str, Any]) -> int:
     gc.freeze()
     try:
         anyio.run(main, backend=backend, backend_options=loop_options)
+        code = connection.exit_code
     finally:
         try:
             service.store.close()
@@ -154,7 +155,7 @@ def serve(options: dict[str, Any]) -> int:
             except OSError:
                 pass
     log.info("stopped")
-    return 0
+    return code
 
 
 def _open_database(path: str, options: dict[str, Any]) -> tuple[Any, str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import math
 import time
 from typing import TYPE_CHECKING
 
@@ -16,6 +18,8 @@ from subagentd.core.stamps import stamp
 
 if TYPE_CHECKING:
     from subagentd.schema.records import LiveRecord
+
+log = logging.getLogger("subagentd")
 
 _OWNERS_KEPT = 86400.0  # seconds a fenced owner row is kept (a process stopped longer finds none)
 
@@ -39,6 +43,7 @@ class Recovery:
         self.settlement = settlement
         self.scheduler = scheduler
         self.rate = rate
+        self.stale = False  # a rebuild could not read the database (resync retries it)
 
     # --- crashed processes ---------------------------------------------------------------
 
@@ -60,9 +65,11 @@ class Recovery:
         for other, _, fenced in self.store.owners():
             if other != owner and not fenced:
                 self.leases.holds(other)  # fences it if it lapsed
+        # every owner that lapsed is fenced now; one expired by the clock but not fenced (it
+        # expired while the database did not answer, Leases.holds) still holds its turns
         recovered = [
             (session_id, turn_id)
-            for session_id, turn_id in self.store.orphaned_turns(owner, clock)
+            for session_id, turn_id in self.store.orphaned_turns(owner, -math.inf)
             if self.registry.get(session_id) is None
         ]
         for session_id, turn_id in recovered:
@@ -95,6 +102,21 @@ class Recovery:
 
     # --- a lost commit group -------------------------------------------------------------
 
+    def resync(self) -> bool:
+        """After a lost group whose live state could not be read back (the database did not
+        answer), try again (every heartbeat); whether memory agrees with storage now. Until it
+        does, every write is refused 1012."""
+        if not self.stale:
+            return True
+        self.store.check_file()  # a lost connection is replaced here
+        try:
+            self.rebuild()
+        except Exception as exc:
+            log.warning("the live state cannot be read back yet (%s); writes stay refused", exc)
+            return False
+        log.warning("the live state was read back from the database; writes are accepted again")
+        return True
+
     def rebuild(self) -> None:
         """After a lost commit group: roll it back and make memory agree with storage again.
 
@@ -104,7 +126,15 @@ class Recovery:
         """
         self.store.rollback()
         before = {agent.activation_id: agent for agent in self.registry}
-        rows = self.store.live_agents(self.agents.owner)
+        try:
+            rows = self.store.live_agents(self.agents.owner)
+        except Exception:
+            self.stale = True  # memory is what the lost group left: no write until it is read
+            self.store.refuse_writes(True)
+            raise
+        if self.stale:
+            self.stale = False
+            self.store.refuse_writes(False)
         live = {row.activation_id: row.agent_id for row in rows}
         self.registry.clear()
         for row in rows:

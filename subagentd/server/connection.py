@@ -71,6 +71,7 @@ class Connection:
             self.session.default_caller = default_caller
         self.grace = grace
         self.handle_signals = handle_signals
+        self.exit_code = 0  # 1 once the server stops because its database cannot be read
         self.outbox: list[bytes | memoryview] = []  # committed output, ready to write
         self.outbox_bytes = 0
         self.ledger = Ledger(self._frame, self._held)  # output held back until its commit
@@ -140,11 +141,20 @@ class Connection:
         requests are answered STORAGE_FAILED (Ledger.answer_lost); notifications are dropped."""
         lost = self.ledger.lost
         self.notes.clear()
+        was_stale = self.service.recovery.stale
         try:
             self.service.recovery.rebuild()
-        except Exception:
-            log.critical("cannot rebuild the live state from the database; shutting down")
-            self._read_scope.cancel()
+        except Exception as exc:
+            if not self.service.store.transient(exc):
+                log.critical("cannot rebuild the live state from the database; shutting down")
+                self.exit_code = 1
+                self._read_scope.cancel()
+            elif not was_stale:  # the heartbeat reads it back (resync)
+                log.warning(
+                    "the live state cannot be read back now (%s); writes are refused until"
+                    " the database answers",
+                    str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
+                )
 
         answers = self.ledger.answer_lost(lambda request_id: refusal(lost, request_id))
         for answer in answers:
@@ -297,10 +307,28 @@ class Connection:
 
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            self._bound_database_waits()
             async for signum in signals:
                 log.info("received %s: shutting down", signal.Signals(signum).name)
                 self._read_scope.cancel()
                 return
+
+    def _bound_database_waits(self) -> None:
+        """A signal that arrives while the loop waits for the database (which never answers,
+        say) runs this handler on the loop's thread inside that wait (the driver checks for
+        signals): from then on no database wait outlasts --shutdown-grace, so the loop gets
+        to its shutdown in time. The event loop's own handler, which does the shutdown, is
+        called too."""
+        give_up_after, grace = self.service.store.give_up_after, self.grace
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            previous = signal.getsignal(signum)
+
+            def handler(number: int, frame: Any, previous: Any = previous) -> None:
+                give_up_after(grace)
+                if callable(previous):
+                    previous(number, frame)
+
+            signal.signal(signum, handler)
 
     async def _read_loop(self) -> None:
         # read before the server was up (see prelude)

@@ -49,6 +49,8 @@ class Timers:
         """Reap what processes that died or stalled left; a fenced idle process finds out here."""
         while True:
             await anyio.sleep(service.settings.lease_ttl / 3)
+            if not service.recovery.resync():  # the database is not answering yet
+                continue
             await self._lock()
             # refused (the lock held past the patience): the next one retries
             self._run(service.recovery.heartbeat)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from subagentd.errors import LeaseLostError, StorageBusyError, StorageFailedError
 from subagentd.storage.deferred import Deferred
-from subagentd.storage.leases import Holding
+from subagentd.storage.leases import RENEW_EVERY, SLOW_ANSWER, Holding
 
 log = logging.getLogger("subagentd")
 
@@ -66,6 +67,7 @@ class GroupCommitBase:
     _deferred: Deferred
     doorbell: Closing | None
     lost: str | None = None  # why writes are refused for good (only a SQLite file can be lost)
+    stale = False  # memory could not be read back after a lost group: writes wait for it
 
     def __init__(self, lock_wait_ms: int, clock: Callable[[], float]) -> None:
         self._savepoints = 0
@@ -108,7 +110,7 @@ class GroupCommitBase:
         with its event loop running and asks again (server/lockwait.py). False only while another
         process holds it; True once held, after a given-up wait (the write is then refused busy
         without waiting), or when the write will fail its own way (a lost file or group)."""
-        if self._conn.in_transaction or self._open or self.lost is not None:
+        if self._conn.in_transaction or self._open or self.lost is not None or self.stale:
             return True
         try:
             self._lock(wait=False)
@@ -134,12 +136,49 @@ class GroupCommitBase:
         """
         if self._open:
             raise StorageFailedError(self._cause)
+        if self.stale:  # memory may not agree with storage until it is read back (refuse_writes)
+            raise StorageFailedError("error")
         try:
             self._lock(wait=True)
         except StorageBusyError:
             self._busy = True
             raise
         self._check_fence()
+
+    def refuse_writes(self, refused: bool) -> None:
+        """While memory could not be rebuilt from storage after a lost group (the database did
+        not answer), every write is refused 1012; the heartbeat reads it back and lifts this."""
+        self.stale = refused
+
+    def transient(self, exc: BaseException) -> bool:
+        """Whether a failure to read the live state back is the database not answering (it may
+        come back: retried at heartbeats) rather than a database that cannot be read."""
+        return False
+
+    def give_up_after(self, seconds: float) -> None:
+        """Shutdown: from now on no call waits for the database past `seconds` from now."""
+
+    def lapse_seen(self, expires_at: float, clock: float) -> bool:
+        """Whether another owner whose row expired at `expires_at` lapsed by `clock` through a
+        stall of its own, not of the database or of another writer's lock: this process had the
+        database answering it promptly (its renewals and statements) since at least two thirds
+        of a TTL before that expiry (the other owner had that long to renew), or for a whole TTL
+        (a row that expired before this process's answers began). Owners are expected to share
+        --lease-ttl. Time nobody's database answered counts against no lease."""
+        holding = self._holding
+        if holding is None:
+            return True
+        ttl = holding.ttl
+        renewing = holding.renewing
+        if renewing is not None and time.monotonic() - renewing > ttl * SLOW_ANSWER:
+            return False  # this process's own renewal is waiting for the database right now
+        return holding.answered_since <= max(expires_at - ttl * (1 - RENEW_EVERY), clock - ttl)
+
+    def stalled(self) -> None:
+        """The database took long to answer, or failed to: judging starts afresh from now."""
+        holding = self._holding
+        if holding is not None:
+            holding.answered_since = self._now()
 
     def _lock(self, wait: bool) -> None:
         """The write lock of a new group, waiting (`wait`, unless a refusal since the last
@@ -265,7 +304,7 @@ class GroupCommitBase:
         """From now on `owner`'s row (valid until now + ttl) is renewed at commit time and by a
         renewal thread: the one started here, or the running one, which takes the new owner."""
         if self._holding is None:
-            self._holding = Holding(owner, ttl, now + ttl)
+            self._holding = Holding(owner, ttl, now + ttl, answered_since=now)
             self._renewer = renewer = self._renewer_for(self._holding)
             weakref.finalize(self, renewer.stopped.set)
             renewer.start()

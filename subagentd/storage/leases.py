@@ -3,11 +3,13 @@ the `leases` rows saying which owner holds each live session."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import socket
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,22 +27,51 @@ log = logging.getLogger("subagentd")
 
 _HOST = socket.gethostname()
 
+
+def _pid_scope() -> str:
+    """Which processes this one's pids name: its boot (boot_id) and its PID namespace (the
+    inode of /proc/self/ns/pid), hashed short. Two processes with one hostname (containers on
+    the host's network) see each other's pids only when their scopes are equal."""
+    parts = []
+    for path in ("/proc/sys/kernel/random/boot_id",):
+        try:
+            with open(path) as file:
+                parts.append(file.read().strip())
+        except OSError:
+            parts.append("")
+    try:
+        parts.append(str(os.stat("/proc/self/ns/pid").st_ino))
+    except OSError:
+        parts.append("")
+    if not any(parts):
+        return ""
+    return hashlib.sha256(" ".join(parts).encode()).hexdigest()[:12]
+
+
+_SCOPE = _pid_scope()
+
+
 # A renewal that took the write lock writes expires_at = now + ttl; the owner renews every third
 # of the ttl, so it has two thirds of it to get the lock from busy writers.
 RENEW_EVERY = 1 / 3
+# A renewal or statement slower than this share of the ttl means the database stalled (or another
+# writer held the lock): another owner's lapse is judged afresh from then (GroupCommitBase).
+SLOW_ANSWER = 1 / 6
 
 
 def new_owner() -> str:
-    """`host:pid:nonce` — unique per process start, and checkable on the same host."""
-    return f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+    """`host:pid:nonce:scope` — unique per process start; its pid is checkable by a process of
+    the same host, boot and PID namespace (the scope, see _pid_scope)."""
+    return f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}:{_SCOPE}"
 
 
 def owner_alive(owner: str) -> bool:
-    """False only when the owner ran on this host and its process is gone (a crash or kill)."""
-    host, _, rest = owner.partition(":")
-    pid_text = rest.partition(":")[0]
-    if host != _HOST or not pid_text.isdigit():
-        return True  # another machine: only lease expiry tells
+    """False only when the owner's process is gone, as this process can tell: same host, same
+    boot, same PID namespace (its pid names the same process here), and no such pid. Anything
+    else (another machine or container, an owner id without a scope) only lease expiry tells."""
+    host, pid_text, _, scope = (owner.partition("#")[0].split(":") + ["", "", "", ""])[:4]
+    if host != _HOST or not pid_text.isdigit() or not _SCOPE or scope != _SCOPE:
+        return True
     try:
         os.kill(int(pid_text), 0)
     except ProcessLookupError:
@@ -58,6 +89,17 @@ class Holding:
     owner: str
     ttl: float
     expires: float = 0.0
+    answered_since: float = 0.0  # since when the database answered this process promptly
+    renewing: float | None = None  # time.monotonic() when the renewal in flight began
+
+    def renewal_began(self) -> None:
+        self.renewing = time.monotonic()
+
+    def renewal_ended(self, ok: bool, now: float) -> None:
+        """A renewal that failed or took long: the database was not answering until `now`."""
+        began, self.renewing = self.renewing, None
+        if not ok or (began is not None and time.monotonic() - began > self.ttl * SLOW_ANSWER):
+            self.answered_since = now
 
 
 RENEW_SQL = "UPDATE owners SET expires_at = ? WHERE owner = ? AND fenced = 0"
@@ -95,6 +137,7 @@ class Renewer(threading.Thread):
     def renew(self, conn: sqlite3.Connection) -> None:
         holding = self.holding
         owner, ttl = holding.owner, holding.ttl
+        holding.renewal_began()
         try:
             conn.execute("BEGIN IMMEDIATE")
             expires = self.clock() + ttl  # counted from when the write lock was ours
@@ -103,8 +146,10 @@ class Renewer(threading.Thread):
         except sqlite3.Error as exc:  # busy past the timeout, or the database went away
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
+            holding.renewal_ended(False, self.clock())
             log.debug("lease renewal failed (%s); retrying in %.1f s", exc, ttl * RENEW_EVERY)
             return
+        holding.renewal_ended(True, self.clock())
         if holding.owner == owner:
             holding.expires = expires if held else 0.0
 

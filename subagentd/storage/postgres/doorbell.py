@@ -18,7 +18,7 @@ import psycopg
 from psycopg import pq
 
 from subagentd.storage.leases import RENEW_EVERY, RENEW_SQL, Holding
-from subagentd.storage.postgres.connection import to_psycopg
+from subagentd.storage.postgres.connection import Timeouts, to_psycopg
 
 log = logging.getLogger("subagentd")
 
@@ -31,8 +31,8 @@ def channel_of(owner: str) -> str:
 class Listener:
     """This process's doorbell: a LISTEN connection, drained without blocking."""
 
-    def __init__(self, url: str) -> None:
-        self.conn = psycopg.connect(url, autocommit=True)
+    def __init__(self, url: str, timeouts: Timeouts | None = None) -> None:
+        self.conn = psycopg.connect(url, autocommit=True, **(timeouts or Timeouts()).libpq())
         self.channel = ""
         self._fd = self.conn.fileno()  # the server waits on this number (it outlives a loss)
         self._quiet: int | None = None  # a pipe's write end, once the connection was lost
@@ -87,10 +87,16 @@ class Renewer(threading.Thread):
     (row locks alone order it with a fencing writer: the UPDATE re-checks `fenced = 0`)."""
 
     def __init__(
-        self, url: str, holding: Holding, lock_wait_ms: int, clock: Callable[[], float]
+        self,
+        url: str,
+        holding: Holding,
+        lock_wait_ms: int,
+        clock: Callable[[], float],
+        timeouts: Timeouts | None = None,
     ) -> None:
         super().__init__(name="subagentd-lease-renewal", daemon=True)
         self.url = url
+        self.timeouts = timeouts or Timeouts()
         self.holding = holding
         self.lock_wait_ms = lock_wait_ms
         self.clock = clock
@@ -107,6 +113,8 @@ class Renewer(threading.Thread):
                     if conn is not None:
                         conn.close()
                     conn = self._connect()  # the server dropped it: commits renew meanwhile
+                    if conn is None:
+                        self.holding.answered_since = self.clock()
                 if conn is not None:
                     self.renew(conn)
         finally:
@@ -115,8 +123,11 @@ class Renewer(threading.Thread):
 
     def _connect(self) -> psycopg.Connection[tuple[object, ...]] | None:
         try:
-            conn = psycopg.connect(self.url, autocommit=True)
-            conn.execute(f"SET lock_timeout = {int(self.lock_wait_ms)}")
+            conn = psycopg.connect(self.url, autocommit=True, **self.timeouts.libpq())
+            conn.execute(
+                f"SET lock_timeout = {int(self.lock_wait_ms)};"
+                f" SET statement_timeout = {int(self.timeouts.statement * 1000)}"
+            )
         except psycopg.Error as exc:  # commits still renew the lease
             log.warning("lease renewal thread cannot connect to the database: %s", exc)
             return None
@@ -126,10 +137,13 @@ class Renewer(threading.Thread):
         holding = self.holding
         owner, ttl = holding.owner, holding.ttl
         expires = self.clock() + ttl
+        holding.renewal_began()
         try:
             held = conn.execute(to_psycopg(RENEW_SQL), (expires, owner)).rowcount == 1
         except psycopg.Error as exc:
+            holding.renewal_ended(False, self.clock())
             log.debug("lease renewal failed (%s); retrying in %.1f s", exc, ttl * RENEW_EVERY)
             return
+        holding.renewal_ended(True, self.clock())
         if holding.owner == owner:
             holding.expires = expires if held else 0.0
