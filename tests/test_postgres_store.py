@@ -12,6 +12,7 @@ import pytest
 
 from subagentd.errors import LeaseLostError, StorageBusyError, StorageFailedError
 from subagentd.schema.records import SessionRecord
+from subagentd.storage.postgres.doorbell import channel_of
 from subagentd.storage.postgres.group import WRITER_LOCK
 from tests.core_host import FakeClock
 
@@ -150,6 +151,10 @@ def test_a_lost_connection_is_opened_anew_at_the_heartbeat_and_the_doorbell_goes
         store.insert_session(session("a"))
     store.commit()
     assert store.get_session("a") == session("a")
+    # the heartbeat opened the doorbell again, under the same number: a ring is heard
+    with psycopg.connect(pg_stores.url(next(iter(pg_stores.databases))), autocommit=True) as other:
+        other.execute("SELECT pg_notify(%s, '')", (channel_of("me"),))
+    assert readable(fd, 30.0) and store.group.doorbell.drain() == 1
 
 
 SESSION_ID_COLUMNS = {

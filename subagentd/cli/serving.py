@@ -168,9 +168,15 @@ def _open_database(path: str, options: dict[str, Any]) -> tuple[Any, str]:
     if is_postgres(path):
         if options["retention"] is not None:
             raise DatabaseRefusedError("--retention prunes SQLite databases only")
+        from subagentd.storage.postgres.connection import Timeouts
         from subagentd.storage.postgres.store import open_postgres, shown
 
-        return open_postgres(path, durability=options["durability"]), shown(path)
+        timeouts = Timeouts(
+            connect=options["db_connect_timeout"],
+            statement=options["db_statement_timeout"],
+            keepalive=options["db_keepalive"],
+        )
+        return open_postgres(path, durability=options["durability"], timeouts=timeouts), shown(path)
     from subagentd.storage.opening import open_database
 
     _make_state_directory(path)

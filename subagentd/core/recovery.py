@@ -114,7 +114,6 @@ class Recovery:
         except Exception as exc:
             log.warning("the live state cannot be read back yet (%s); writes stay refused", exc)
             return False
-        log.warning("the live state was read back from the database; writes are accepted again")
         return True
 
     def rebuild(self) -> None:
@@ -135,6 +134,7 @@ class Recovery:
         if self.stale:
             self.stale = False
             self.store.refuse_writes(False)
+            log.warning("the live state was read back from the database; writes are accepted again")
         live = {row.activation_id: row.agent_id for row in rows}
         self.registry.clear()
         for row in rows:

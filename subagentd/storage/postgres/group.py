@@ -70,7 +70,8 @@ class PgGroupCommit(GroupCommitBase):
         dropped is replaced here by the one a thread made meanwhile (outside a group: the lost
         group already failed), so writes work again once the server is back. True: writes are
         not refused for good."""
-        self._fresh(0.5)
+        if self._fresh(0.5) and self.doorbell is not None:
+            self.doorbell.revive()
         return True
 
     def _fresh(self, wait: float) -> bool:

@@ -59,10 +59,18 @@ def connect(url: str, durability: str, timeouts: Timeouts | None = None) -> psyc
     10k sessions for ~220 ms before running it in ~5."""
     timeouts = timeouts or Timeouts()
     conn = psycopg.connect(url, autocommit=True, **timeouts.libpq())
-    conn.execute(f"SET jit = off; SET statement_timeout = {int(timeouts.statement * 1000)}")
+    conn.execute(_BOUND_STATEMENTS, {"ms": int(timeouts.statement * 1000)})
     if durability == "full":  # each COMMIT waits for its WAL flush (also if the default is off)
         conn.execute("SET synchronous_commit = on")
     return conn
+
+
+# jit off; statement_timeout the smaller of the server's own (if any) and ours
+_BOUND_STATEMENTS = """
+SELECT set_config('jit', 'off', false), set_config('statement_timeout', (
+    SELECT CASE WHEN s.setting::bigint BETWEEN 1 AND %(ms)s THEN s.setting ELSE %(ms)s::text END
+    FROM pg_settings s WHERE s.name = 'statement_timeout'), false)
+"""
 
 
 def one_line(exc: BaseException) -> str:
