@@ -102,29 +102,6 @@ def test_the_doorbell_rings_at_the_senders_commit_and_drains(pg_stores):
     assert owner.take_signals("owner") == []
 
 
-def test_an_output_postgresql_cannot_store_fails_only_its_own_request(pg_stores):
-    from tests.core_host import CoreHost
-
-    core = CoreHost(store=pg_stores(None))
-    core.open("root")
-    core.spawn("root", "c1")
-    core.spawn("root", "c2")
-    core.svc.commit()
-    with core.svc.transaction():
-        core.end("c2", output="fine")  # another request of the same group
-    with pytest.raises(StorageFailedError) as failed:  # PostgreSQL text cannot hold U+0000
-        with core.svc.transaction():
-            core.end("c1", output="a\x00b")
-    assert failed.value.data == {"reason": "error"}
-    core.svc.commit()
-    assert core.status("c1") == "running"
-    assert core.store.get_session("c2").last_output == "fine"
-    with core.svc.transaction():
-        core.end("c1", output="ok")
-    core.svc.commit()
-    assert core.store.get_session("c1").last_output == "ok"
-
-
 def test_a_lost_connection_is_opened_anew_at_the_heartbeat_and_the_doorbell_goes_quiet(pg_stores):
     """The server dropped every connection of the store (a restart, a failover): the doorbell's
     number neither stays readable nor closes, the lost group fails, and the next heartbeat

@@ -21,6 +21,8 @@ from typing import Any
 
 import psycopg
 from psycopg import pq
+from psycopg.adapt import Loader
+from psycopg.types.string import StrDumperUnknown
 
 from subagentd.storage.deferred import Deferred, Row
 
@@ -28,6 +30,36 @@ log = logging.getLogger("subagentd")
 
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 _ACTIVE = (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR)
+
+
+# PostgreSQL text cannot hold U+0000, SQLite's can: on the way in it is written as ESC "0" (and
+# ESC itself as ESC ESC), on the way out read back, so every string round-trips unchanged and
+# both backends give the same answers. ESC is a noncharacter no text is expected to hold.
+ESC = "\U0010fffe"
+_ESCAPED = re.compile(ESC + "(.)", re.S)
+
+
+def _unescape(match: re.Match[str]) -> str:
+    return "\x00" if match.group(1) == "0" else match.group(1)
+
+
+class _NulSafeDumper(StrDumperUnknown):
+    def dump(self, obj: str) -> bytes:
+        if "\x00" in obj or ESC in obj:
+            obj = obj.replace(ESC, ESC + ESC).replace("\x00", ESC + "0")
+        return obj.encode()
+
+
+class _NulSafeLoader(Loader):
+    def load(self, data: Any) -> str:
+        text = str(data, "utf-8")
+        return _ESCAPED.sub(_unescape, text) if ESC in text else text
+
+
+def nul_safe(conn: psycopg.Connection[Any]) -> None:
+    """Strings with U+0000 are written and read back through `conn` unchanged (see ESC)."""
+    conn.adapters.register_dumper(str, _NulSafeDumper)
+    conn.adapters.register_loader("text", _NulSafeLoader)
 
 
 def to_psycopg(sql: str) -> str:

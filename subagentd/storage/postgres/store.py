@@ -17,7 +17,7 @@ from subagentd.storage.idempotency import IdempotencyKeys
 from subagentd.storage.opening import DatabaseRefusedError
 from subagentd.storage.parts import BoundParts
 from subagentd.storage.postgres import migrations
-from subagentd.storage.postgres.connection import PgConnection, Timeouts
+from subagentd.storage.postgres.connection import PgConnection, Timeouts, nul_safe
 from subagentd.storage.postgres.group import PgGroupCommit
 from subagentd.storage.postgres.tables import PgEvents, PgInbox, PgLeases, PgSessions, PgTrees
 from subagentd.storage.signals import Signals
@@ -59,6 +59,7 @@ def connect(url: str, durability: str, timeouts: Timeouts | None = None) -> psyc
     10k sessions for ~220 ms before running it in ~5."""
     timeouts = timeouts or Timeouts()
     conn = psycopg.connect(url, autocommit=True, **timeouts.libpq())
+    nul_safe(conn)
     conn.execute(_BOUND_STATEMENTS, {"ms": int(timeouts.statement * 1000)})
     if durability == "full":  # each COMMIT waits for its WAL flush (also if the default is off)
         conn.execute("SET synchronous_commit = on")
