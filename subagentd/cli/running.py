@@ -57,6 +57,7 @@ class Running:
             tokens=tokens,
         )
         self.relay = Relay(service, tokens, options["max_frame_bytes"])
+        self.relay.lend, self.relay.reclaim = self.runner.lend, self.runner.reclaim
         self.runner.attach(connection)
         self.relay.attach(connection)
 

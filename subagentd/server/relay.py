@@ -102,6 +102,9 @@ class Relay:
         self.tokens = tokens
         self.max_bytes = max_bytes
         self._connection: Connection | None = None
+        # a waiting run lends its --max-running slot (Runner.lend / reclaim), set by the wiring
+        self.lend: Callable[[str], str | None] = lambda agent_id: None
+        self.reclaim: Callable[[str], None] = lambda turn_id: None
 
     def attach(self, connection: Connection) -> None:
         self._connection = connection
@@ -210,7 +213,12 @@ class Relay:
             raise StorageFailedError("the commit group was lost")
         outcome = answer[0]
         if isinstance(outcome, Waiter):
-            return await self._wait(outcome)
+            lent = self.lend(caller)
+            try:
+                return await self._wait(outcome)
+            finally:
+                if lent is not None:
+                    self.reclaim(lent)
         await connection.committed()
         return outcome
 
