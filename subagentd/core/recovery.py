@@ -80,6 +80,21 @@ class Recovery:
         self.store.prune_owners(clock - _OWNERS_KEPT)
         return len(recovered)
 
+    def recover_children(self, parent_id: str) -> int:
+        """Before a continuable agent settles: its children's open turns that no valid owner
+        holds (their process died or lapsed, and no heartbeat has ended them yet) end now, so
+        their notices reach it while it is live and run before it settles; how many."""
+        count = 0
+        for child_id, turn_id in self.store.open_children(parent_id):
+            if self.registry.get(child_id) is not None:
+                continue
+            lease = self.store.get_lease(child_id)
+            if lease is not None and (lease[0] == self.agents.owner or self.leases.holds(lease[0])):
+                continue  # live in another process that holds it validly
+            self.recover_turn(child_id, turn_id)
+            count += 1
+        return count
+
     def recover_turn(self, session_id: str, turn_id: str) -> None:
         """End a turn its process left open when it died; a continuable child's parent is told."""
         self.store.end_turn(session_id, "error", None)

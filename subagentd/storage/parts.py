@@ -82,6 +82,7 @@ class BoundParts:
         self.set_open_turn = sessions.set_open_turn
         self.end_turn = sessions.end_turn
         self.open_turns = sessions.open_turns
+        self.open_children = sessions.open_children
         self.tree = trees.tree
         self.tree_rows = trees.tree_rows
         self.children_listing = trees.children_listing
