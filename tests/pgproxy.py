@@ -27,14 +27,18 @@ class CommitDropper:
         self.dropped = threading.Event()
         self.lock = threading.Lock()
         self.closed = False
+        self.refuse_after = False
         threading.Thread(target=self._accept, daemon=True).start()
 
     def url(self, user: str, database: str) -> str:
         return f"postgresql://{user}@127.0.0.1:{self.port}/{database}?sslmode=disable"
 
-    def arm(self, mode: str) -> None:
+    def arm(self, mode: str, *, then_refuse: bool = False) -> None:
+        """The next COMMIT loses its answer or itself; with `then_refuse`, every connection
+        made after that is refused too (the server cannot be asked how it ended)."""
         assert mode in ("answer", "request")
         self.dropped.clear()
+        self.refuse_after = then_refuse
         self.mode = mode
 
     def close(self) -> None:
@@ -47,6 +51,9 @@ class CommitDropper:
                 client, _ = self.listener.accept()
             except OSError:
                 return
+            if self.refuse_after and self.dropped.is_set():
+                client.close()
+                continue
             server = socket.create_connection(self.target)
             pair = _Pair(self, client, server)
             threading.Thread(target=pair.upstream, daemon=True).start()

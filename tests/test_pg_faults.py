@@ -212,6 +212,30 @@ def test_a_lost_commit_answer_of_a_committed_send_message_is_answered_as_applied
         proxy.close()
 
 
+def test_a_commit_whose_outcome_cannot_be_read_is_answered_unknown_never_not_applied(pg_stores):
+    proxy, url = _proxied(pg_stores)
+    proc = serving(url, heartbeats=False)
+    try:
+        host = proc.host
+        host.open("root")
+        host.spawn("root", "c1")
+        proxy.arm("answer", then_refuse=True)  # committed, and nobody can ask the server
+        with pytest.raises(RpcError) as failed:
+            host.tool("send_message", "root", subagent_id="c1", message="maybe")
+        assert proxy.dropped.is_set()
+        assert failed.value.code == 1012 and failed.value.data == {"reason": "unknown"}
+        assert str(failed.value).endswith(
+            "storage failed (unknown): the connection to the database was lost during the commit"
+            " and whether the request was applied is unknown; retry it with the same idempotency"
+            " key, or read its effect before retrying (code 1012)"
+        )
+        assert _inbox_rows(pg_stores, "maybe") == 1  # it was applied: "not applied" would lie
+        assert host.call("ping", {}) == {}
+    finally:
+        assert proc.stop() == 0
+        proxy.close()
+
+
 def test_a_lost_commit_request_is_answered_not_applied_and_its_retry_applies_once(pg_stores):
     proxy, url = _proxied(pg_stores)
     proc = serving(url, heartbeats=False)  # the next COMMIT is the request's
