@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from subagentd.storage.leases import new_owner, owner_alive
+from subagentd.storage.owner_ids import new_owner, owner_alive
 from tests.core_host import TTL, FakeClock, owners, process, step
 from tests.spawned import ServerProcess
 
@@ -116,7 +116,7 @@ def test_an_owner_id_names_its_pid_namespace_and_another_namespace_never_reads_i
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root")
 def test_a_process_in_another_pid_namespace_with_the_same_hostname_sees_this_one_alive():
     code = (
-        "import os, sys; from subagentd.storage.leases import owner_alive, new_owner;"
+        "import os, sys; from subagentd.storage.owner_ids import owner_alive, new_owner;"
         " print(os.getpid(), owner_alive(sys.argv[1]), new_owner())"
     )
     mine = new_owner()

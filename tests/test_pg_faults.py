@@ -3,7 +3,7 @@ connection, a restarted server, a statement killed by statement_timeout, a lost 
 (a proxy, tests/pgproxy.py), a stopped (SIGSTOP) server. The server must keep serving, answer
 the truth about a commit, never block its loop on the database, and fence no healthy process.
 
-Over the 300-line guard: every scenario needs its own server set-up (a dedicated PostgreSQL for
+Longer than ~300 lines on purpose: every scenario needs its own server set-up (a dedicated PostgreSQL for
 the restart and SIGSTOP cases, the proxy for the COMMIT ones) and the helpers they share.
 """
 

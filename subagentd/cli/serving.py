@@ -196,8 +196,8 @@ def _load(opened: Any, options: dict[str, Any], settings: Any, loaded: dict[str,
     try:
         from subagentd.core.service import Service
         from subagentd.server import connection  # noqa: F401  (imports jsonrpcserver, anyio)
-        from subagentd.storage.leases import new_owner, owner_alive
         from subagentd.storage.opening import OpenedDatabase
+        from subagentd.storage.owner_ids import new_owner, owner_alive
 
         # here, not before the handshake: the handshake needs neither (leases imports socket, uuid)
         settings.owner, settings.owner_alive = new_owner(), owner_alive

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from subagentd.errors import LeaseLostError, StorageBusyError, StorageFailedError
 from subagentd.storage.deferred import Deferred
-from subagentd.storage.leases import RENEW_EVERY, SLOW_ANSWER, Holding
+from subagentd.storage.leases import Holding
 
 log = logging.getLogger("subagentd")
 
@@ -146,39 +145,20 @@ class GroupCommitBase:
         self._check_fence()
 
     def refuse_writes(self, refused: bool) -> None:
-        """While memory could not be rebuilt from storage after a lost group (the database did
-        not answer), every write is refused 1012; the heartbeat reads it back and lifts this."""
+        """Every write is refused 1012 while memory could not be read back after a lost group."""
         self.stale = refused
 
     def transient(self, exc: BaseException) -> bool:
-        """Whether a failure to read the live state back is the database not answering (it may
-        come back: retried at heartbeats) rather than a database that cannot be read."""
+        """Whether failing to read the live state back may pass (the database not answering)."""
         return False
 
     def give_up_after(self, seconds: float) -> None:
         """Shutdown: from now on no call waits for the database past `seconds` from now."""
 
     def lapse_seen(self, expires_at: float, clock: float) -> bool:
-        """Whether another owner whose row expired at `expires_at` lapsed by `clock` through a
-        stall of its own, not of the database or of another writer's lock: this process had the
-        database answering it promptly (its renewals and statements) since at least two thirds
-        of a TTL before that expiry (the other owner had that long to renew), or for a whole TTL
-        (a row that expired before this process's answers began). Owners are expected to share
-        --lease-ttl. Time nobody's database answered counts against no lease."""
-        holding = self._holding
-        if holding is None:
-            return True
-        ttl = holding.ttl
-        renewing = holding.renewing
-        if renewing is not None and time.monotonic() - renewing > ttl * SLOW_ANSWER:
-            return False  # this process's own renewal is waiting for the database right now
-        return holding.answered_since <= max(expires_at - ttl * (1 - RENEW_EVERY), clock - ttl)
-
-    def stalled(self) -> None:
-        """The database took long to answer, or failed to: judging starts afresh from now."""
-        holding = self._holding
-        if holding is not None:
-            holding.answered_since = self._now()
+        """Whether another owner expired at `expires_at` lapsed by `clock` through no stall of
+        the database (storage/leases.py Holding.lapse_seen); True before this process holds."""
+        return self._holding is None or self._holding.lapse_seen(expires_at, clock)
 
     def _lock(self, wait: bool) -> None:
         """The write lock of a new group, waiting (`wait`, unless a refusal since the last

@@ -3,14 +3,10 @@ the `leases` rows saying which owner holds each live session."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import os
-import socket
 import sqlite3
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -25,60 +21,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("subagentd")
 
-_HOST = socket.gethostname()
-
-
-def _pid_scope() -> str:
-    """Which processes this one's pids name: its boot (boot_id) and its PID namespace (the
-    inode of /proc/self/ns/pid), hashed short. Two processes with one hostname (containers on
-    the host's network) see each other's pids only when their scopes are equal."""
-    parts = []
-    for path in ("/proc/sys/kernel/random/boot_id",):
-        try:
-            with open(path) as file:
-                parts.append(file.read().strip())
-        except OSError:
-            parts.append("")
-    try:
-        parts.append(str(os.stat("/proc/self/ns/pid").st_ino))
-    except OSError:
-        parts.append("")
-    if not any(parts):
-        return ""
-    return hashlib.sha256(" ".join(parts).encode()).hexdigest()[:12]
-
-
-_SCOPE = _pid_scope()
-
-
 # A renewal that took the write lock writes expires_at = now + ttl; the owner renews every third
 # of the ttl, so it has two thirds of it to get the lock from busy writers.
 RENEW_EVERY = 1 / 3
 # A renewal or statement slower than this share of the ttl means the database stalled (or another
 # writer held the lock): another owner's lapse is judged afresh from then (GroupCommitBase).
 SLOW_ANSWER = 1 / 6
-
-
-def new_owner() -> str:
-    """`host:pid:nonce:scope` — unique per process start; its pid is checkable by a process of
-    the same host, boot and PID namespace (the scope, see _pid_scope)."""
-    return f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}:{_SCOPE}"
-
-
-def owner_alive(owner: str) -> bool:
-    """False only when the owner's process is gone, as this process can tell: same host, same
-    boot, same PID namespace (its pid names the same process here), and no such pid. Anything
-    else (another machine or container, an owner id without a scope) only lease expiry tells."""
-    host, pid_text, _, scope = (owner.partition("#")[0].split(":") + ["", "", "", ""])[:4]
-    if host != _HOST or not pid_text.isdigit() or not _SCOPE or scope != _SCOPE:
-        return True
-    try:
-        os.kill(int(pid_text), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @dataclass(slots=True)
@@ -94,6 +42,19 @@ class Holding:
 
     def renewal_began(self) -> None:
         self.renewing = time.monotonic()
+
+    def lapse_seen(self, expires_at: float, clock: float) -> bool:
+        """Whether another owner whose row expired at `expires_at` lapsed by `clock` through a
+        stall of its own, not of the database or of another writer's lock: this process had the
+        database answering it promptly (its renewals and statements) since at least two thirds
+        of a TTL before that expiry (the other owner had that long to renew), or for a whole TTL
+        (a row that expired before this process's answers began). Owners are expected to share
+        --lease-ttl. Time nobody's database answered counts against no lease."""
+        renewing = self.renewing
+        if renewing is not None and time.monotonic() - renewing > self.ttl * SLOW_ANSWER:
+            return False  # this process's own renewal is waiting for the database right now
+        ttl = self.ttl
+        return self.answered_since <= max(expires_at - ttl * (1 - RENEW_EVERY), clock - ttl)
 
     def renewal_ended(self, ok: bool, now: float) -> None:
         """A renewal that failed or took long: the database was not answering until `now`."""

@@ -15,7 +15,6 @@ storage/group_base.py's; how the writer lock is taken and a group committed are 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import weakref
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from subagentd.storage.group_base import GroupCommitBase, RenewalThread
 from subagentd.storage.leases import RENEW_EVERY, RENEW_SQL, SLOW_ANSWER, Holding
 from subagentd.storage.postgres.connection import PgConnection, Timeouts, Watchdog
 from subagentd.storage.postgres.doorbell import Listener, Renewer
+from subagentd.storage.postgres.reconnect import Reconnect, outcome_of
 
 log = logging.getLogger("subagentd")
 
@@ -239,26 +239,12 @@ class PgGroupCommit(GroupCommitBase):
 
     def _outcome(self, xid: str) -> str | None:
         """Whether the transaction `xid`, whose COMMIT's answer was lost with the connection,
-        committed: "committed" or "aborted" as a new connection reads pg_xact_status, the old
-        server process ended first if it still runs it (so the outcome is final); None when
-        that cannot be found out (the server does not answer). The new connection becomes
-        the main one."""
-        try:
-            fresh = self._connect()
-        except psycopg.Error as exc:
-            log.warning("the outcome of a COMMIT cannot be checked: %s", exc)
-            return None
-        try:
-            status = _xact_status(fresh, xid)
-            if status == "in progress":  # its server process has not seen the loss yet
-                fresh.execute("SELECT pg_terminate_backend(%s, 5000)", (self._backend,))
-                status = _xact_status(fresh, xid)
-        except psycopg.Error as exc:
-            log.warning("the outcome of a COMMIT cannot be checked: %s", exc)
-            fresh.close()
-            return None
-        self._swap(fresh)
-        return status if status in ("committed", "aborted") else None
+        committed (postgres/reconnect.py outcome_of); a new connection it opened becomes the
+        main one."""
+        status, fresh = outcome_of(self._connect, xid, self._backend)
+        if fresh is not None:
+            self._swap(fresh)
+        return status
 
     def ring_after_commit(self, address: str) -> None:
         """Wake the owner listening on `address` (a channel) when the open group commits:
@@ -287,50 +273,16 @@ class PgGroupCommit(GroupCommitBase):
         )
         self._keep_renewed(owner, ttl, now)
 
+    def stalled(self) -> None:
+        """A statement took long to answer, or failed to: judging starts afresh from now."""
+        holding = self._holding
+        if holding is not None:
+            holding.answered_since = self._now()
+
     def _renewer_for(self, holding: Holding) -> RenewalThread:
         self.conn.slow = holding.ttl * SLOW_ANSWER
         self.conn.stalled = self.stalled
         return Renewer(self.url, holding, self._renew_wait_ms, self._now, self.timeouts)
-
-
-def _xact_status(conn: psycopg.Connection[Any], xid: str) -> str | None:
-    row = conn.execute("SELECT pg_xact_status(%s::xid8)", (xid,)).fetchone()
-    return None if row is None else row[0]
-
-
-class Reconnect(threading.Thread):
-    """Connects anew, every half second until it succeeds (the server may be restarting), off
-    the event loop's thread; the group commit takes the connection at its next heartbeat."""
-
-    def __init__(self, connect: Callable[[], psycopg.Connection[Any]]) -> None:
-        super().__init__(name="subagentd-reconnect", daemon=True)
-        self.connect = connect
-        self.done = threading.Event()
-        self.stopped = threading.Event()
-        self.conn: psycopg.Connection[Any] | None = None
-        self.began = time.monotonic()
-
-    def run(self) -> None:
-        while not self.stopped.is_set():
-            try:
-                self.conn = self.connect()
-            except psycopg.Error as exc:
-                log.debug("the database is unreachable (%s); trying again", exc)
-                self.stopped.wait(0.5)
-                continue
-            break
-        self.done.set()
-
-    def take(self, wait: float) -> psycopg.Connection[Any] | None:
-        """The new connection once made (waiting up to `wait` seconds for it), else None."""
-        if wait > 0:
-            self.done.wait(wait)
-        return self.conn if self.done.is_set() else None
-
-    def stop(self) -> None:
-        self.stopped.set()
-        if self.done.is_set() and self.conn is not None:
-            self.conn.close()
 
 
 def cause_of(exc: Exception) -> str:
