@@ -94,13 +94,19 @@ def stall(shape: str, db: str, server: object, seconds: float) -> None:
         for entry in os.listdir("/proc")
         if entry.isdigit() and _parent(entry) == postmaster
     ]
-    for pid in pids:
-        os.kill(pid, signal.SIGSTOP)
+    _signalled(pids, signal.SIGSTOP)
     try:
         time.sleep(seconds)
     finally:
-        for pid in pids:
-            os.kill(pid, signal.SIGCONT)
+        _signalled(pids, signal.SIGCONT)
+
+
+def _signalled(pids: list[int], signum: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:  # a server process that ended meanwhile
+            pass
 
 
 def _parent(pid: str) -> int:

@@ -95,9 +95,16 @@ def own_server() -> Iterator[PostgresServer]:
     finally:
         postmaster = _postmaster(server)
         if postmaster:
-            for pid in _server_pids(postmaster):
-                os.kill(pid, signal.SIGCONT)
+            _signalled(_server_pids(postmaster), signal.SIGCONT)
         server.stop()
+
+
+def _signalled(pids: list[int], signum: signal.Signals) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:  # a server process that ended meanwhile
+            pass
 
 
 def _postmaster(server: PostgresServer) -> int:
@@ -236,6 +243,28 @@ def test_a_commit_whose_outcome_cannot_be_read_is_answered_unknown_never_not_app
         proxy.close()
 
 
+def test_a_spawn_whose_commit_outcome_was_unknown_gets_its_turn_once_the_state_is_read(pg_stores):
+    proxy, url = _proxied(pg_stores)
+    proc = serving(url, heartbeats=False)
+    try:
+        host = proc.host
+        host.open("root")
+        proxy.arm("answer", then_refuse=True)
+        with pytest.raises(RpcError) as failed:
+            host.call(
+                "agents/spawn", {"caller": "root", "child_id": "c9", "label": "t", "prompt": "p"}
+            )
+        assert failed.value.data == {"reason": "unknown"}
+        proxy.refuse_after = False  # the database can be reached again
+        until_answered(lambda: host.open("other"))  # a write: the live state is read back
+        start = host.notification("turn/start", agent_id="c9")  # it did commit: its turn runs
+        assert [b["text"] for m in start["messages"] for b in m["content"]] == ["p"]
+        host.end_turn("c9", start["turn_id"], output="done")
+    finally:
+        assert proc.stop() == 0
+        proxy.close()
+
+
 def test_a_lost_commit_request_is_answered_not_applied_and_its_retry_applies_once(pg_stores):
     proxy, url = _proxied(pg_stores)
     proc = serving(url, heartbeats=False)  # the next COMMIT is the request's
@@ -260,14 +289,12 @@ def test_a_lost_commit_request_is_answered_not_applied_and_its_retry_applies_onc
 
 def _stopped(server: PostgresServer) -> list[int]:
     pids = _server_pids(_postmaster(server))
-    for pid in pids:
-        os.kill(pid, signal.SIGSTOP)
+    _signalled(pids, signal.SIGSTOP)
     return pids
 
 
 def _continued(pids: list[int]) -> None:
-    for pid in pids:
-        os.kill(pid, signal.SIGCONT)
+    _signalled(pids, signal.SIGCONT)
 
 
 def test_a_stopped_postgresql_blocks_no_ping_and_sigterm_ends_within_the_grace(own_server):

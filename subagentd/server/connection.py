@@ -26,6 +26,7 @@ from subagentd.errors import (
     SubagentdError,
 )
 from subagentd.schema.codes import Code
+from subagentd.schema.notifications import TurnStart
 from subagentd.server.boundary import INTERNAL_MESSAGE, refusal
 from subagentd.server.dispatcher import Dispatcher, Reply
 from subagentd.server.envelope import Session
@@ -94,10 +95,33 @@ class Connection:
         self._reading = False  # handling a chunk of input (its flush follows inline)
         self.trimmer = Trimmer()
         self.timers = Timers(self.run_work, self.lock)
-        service.agents.emit = self.dispatcher.emit
+        self.timers.resynced = self.announce_unknown_starts
+        service.agents.emit = self._emit
         service.agents.timers = self.timers
+        self._starts: list[TurnStart] = []  # turn/start sent in the open group
+        self._maybe_started: list[TurnStart] = []  # those of groups whose outcome is unknown
 
     # --- outbound ------------------------------------------------------------------------
+
+    def _emit(self, method: str, params: msgspec.Struct) -> None:
+        if isinstance(params, TurnStart):
+            self._starts.append(params)
+        self.dispatcher.emit(method, params)
+
+    def announce_unknown_starts(self) -> None:
+        """After a group whose COMMIT's outcome was unknown, once the live state was read back:
+        the turns it started that storage shows open did commit, and their turn/start (dropped
+        with the group's output) is sent now, so no committed turn is silently dropped."""
+        starts, self._maybe_started = self._maybe_started, []
+        if self.service.recovery.stale:
+            self._maybe_started = starts  # not read back yet: the next time
+            return
+        registry = self.service.agents.registry
+        for start in starts:
+            agent = registry.get(start.agent_id)
+            if agent is not None and agent.turn is not None and agent.turn.turn_id == start.turn_id:
+                self.dispatcher.emit("turn/start", start)
+        self.flush_notes()
 
     def _frame(self, message: Any) -> bytes:
         return encode_frame(_encode(message), self.framer.lsp)
@@ -130,6 +154,7 @@ class Connection:
         if self.ledger.lost is not None:
             self._fail_group()
             return
+        self._starts.clear()
         frames, size = self.ledger.committed()
         if frames:
             self.outbox += frames
@@ -141,6 +166,9 @@ class Connection:
         requests are answered STORAGE_FAILED (Ledger.answer_lost); notifications are dropped."""
         lost = self.ledger.lost
         self.notes.clear()
+        if lost.cause == "unknown":  # it may have committed: known once read back
+            self._maybe_started += self._starts
+        self._starts.clear()
         was_stale = self.service.recovery.stale
         try:
             self.service.recovery.rebuild()
@@ -159,6 +187,8 @@ class Connection:
         answers = self.ledger.answer_lost(lambda request_id: refusal(lost, request_id))
         for answer in answers:
             self._push(self._frame(answer))
+        if self._maybe_started:
+            self.announce_unknown_starts()
         log.error(
             "storage failed (%s): the commit group was rolled back; %d answer(s) %s",
             lost.cause,

@@ -27,6 +27,7 @@ class Timers:
         self._run = run
         self._lock = lock
         self._tg: anyio.abc.TaskGroup | None = None
+        self.resynced: Callable[[], None] = lambda: None  # after the live state was read back
 
     def start(self, tg: anyio.abc.TaskGroup) -> None:
         self._tg = tg
@@ -49,8 +50,11 @@ class Timers:
         """Reap what processes that died or stalled left; a fenced idle process finds out here."""
         while True:
             await anyio.sleep(service.settings.lease_ttl / 3)
+            was_stale = service.recovery.stale
             if not service.recovery.resync():  # the database is not answering yet
                 continue
+            if was_stale:
+                self.resynced()
             await self._lock()
             # refused (the lock held past the patience): the next one retries
             self._run(service.recovery.heartbeat)
