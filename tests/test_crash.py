@@ -161,7 +161,11 @@ class Epoch:
 
     def result(self, method: str, params: dict[str, Any], **marks: Any) -> Any:
         reply = self.call(method, params, **marks)
-        assert "result" in reply, f"{method} {params} failed: {reply} (seed {SEED})"
+        if "result" not in reply:  # what the server logged says why
+            raise AssertionError(
+                f"{method} {params} failed: {reply} (seed {SEED}); its stderr: "
+                + self.proc.stderr_text()[-4000:]
+            )
         return reply["result"]
 
     def read_one(self, timeout: float) -> None:
