@@ -134,6 +134,12 @@ class StorageFailedError(SubagentdError):
         self.cause = cause
 
 
+# Driver errors a backend raises from a read outside any write group (the connection lost, a
+# statement cancelled): answered 1012 like a failed group, not -32603. The PostgreSQL backend
+# adds psycopg's (storage/postgres/connection.py).
+DRIVER_ERRORS: list[type[BaseException]] = []
+
+
 class LeaseLostError(SubagentdError):
     """Raised at the start of a write transaction by a process another one has fenced."""
 

@@ -164,10 +164,13 @@ def test_a_statement_killed_by_statement_timeout_refuses_writes_until_the_state_
         host.open("root")
         with psycopg.connect(pg_stores.url(next(iter(pg_stores.databases)))) as locker:
             # every statement touching the tables waits for this lock: each is cancelled
-            locker.execute("LOCK TABLE sessions, leases IN ACCESS EXCLUSIVE MODE")
+            locker.execute("LOCK TABLE sessions, leases, events IN ACCESS EXCLUSIVE MODE")
             with pytest.raises(RpcError) as failed:
                 host.open("a")
             assert failed.value.code == 1012
+            with pytest.raises(RpcError) as read:  # a read the database failed: 1012, not -32603
+                host.call("transcript/read", {"agent_id": "root"})
+            assert (read.value.code, read.value.data) == (1012, {"reason": "error"})
             time.sleep(1.2)  # heartbeats try to read the live state back meanwhile
             assert host.call("ping", {}) == {}
         until_answered(lambda: host.open("a"))

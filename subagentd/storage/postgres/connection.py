@@ -24,9 +24,13 @@ from psycopg import pq
 from psycopg.adapt import Loader
 from psycopg.types.string import StrDumperUnknown
 
+from subagentd.errors import DRIVER_ERRORS
 from subagentd.storage.deferred import Deferred, Row
 
 log = logging.getLogger("subagentd")
+
+if psycopg.Error not in DRIVER_ERRORS:  # a failed read is answered 1012 (server/boundary.py)
+    DRIVER_ERRORS.append(psycopg.Error)
 
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 _ACTIVE = (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR)
