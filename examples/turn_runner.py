@@ -10,16 +10,19 @@ AGENT_COMMAND is the agent to run, e.g. "claude -p" or "llm": any command that r
 prompt on stdin and prints its answer. Without it this script answers "(dry run) <the last
 line of the prompt>", to show the plumbing. Each subagent's conversation so far is kept in
 RUNNER_STATE (default: a `turns` folder beside the database) so its later turns see the
-earlier ones. The agent may act as its subagent with `subagentd tool` (the prompt says how).
+earlier ones (else `$XDG_STATE_HOME/subagentd/turns`, else `~/.local/state/subagentd/turns`):
+a directory of the user's own, mode 0700, never a shared one; a history file is opened
+without following symlinks and written whole (a new 0600 file renamed into place).
+The agent may act as its subagent with `subagentd tool` (the prompt says how).
 """
 
 import hashlib
 import json
 import os
 import shlex
+import stat
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 HEADINGS = {
@@ -30,12 +33,59 @@ HEADINGS = {
 }
 
 
-def state_file(agent_id: str) -> Path:
+class PrivateStateError(Exception):
+    """The state directory is not private to this user: nothing is read from or written to it."""
+
+
+def state_dir() -> Path:
+    """The histories' directory, created 0700; refused unless it is a real directory this user
+    owns that nobody else may enter."""
     db = os.environ.get("SUBAGENTD_DB", "")
-    default = Path(db).parent / "turns" if os.path.isabs(db) else Path(tempfile.gettempdir())
-    folder = Path(os.environ.get("RUNNER_STATE") or default)
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / (hashlib.sha256(agent_id.encode()).hexdigest()[:32] + ".json")
+    if os.environ.get("RUNNER_STATE"):
+        folder = Path(os.environ["RUNNER_STATE"])
+    elif os.path.isabs(db):
+        folder = Path(db).parent / "turns"
+    else:
+        base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+        folder = Path(base) / "subagentd" / "turns"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode):
+        raise PrivateStateError(f"{folder} is not a directory (a symlink is not followed)")
+    if info.st_uid != os.getuid():
+        raise PrivateStateError(f"{folder} belongs to another user")
+    if info.st_mode & 0o077:
+        raise PrivateStateError(f"{folder} is open to group or others: chmod 700 it")
+    return folder
+
+
+def state_file(agent_id: str) -> Path:
+    return state_dir() / (hashlib.sha256(agent_id.encode()).hexdigest()[:32] + ".json")
+
+
+def read_history(path: Path) -> list:
+    """The history kept at `path` (none yet: empty); a symlink or another user's file there
+    is refused."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise PrivateStateError(f"{path} cannot be read safely: {exc.strerror}") from None
+    with os.fdopen(fd, encoding="utf-8") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+            raise PrivateStateError(f"{path} is not a file of this user's")
+        return json.load(file)
+
+
+def write_history(path: Path, history: list) -> None:
+    """A new 0600 file (created exclusively: never through a link), renamed over `path`."""
+    fresh = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        json.dump(history, file)
+    os.replace(fresh, path)
 
 
 def prompt_of(turn: dict, history: list) -> str:
@@ -56,8 +106,12 @@ def prompt_of(turn: dict, history: list) -> str:
 
 def main() -> int:
     turn = json.load(sys.stdin)
-    path = state_file(turn["agent_id"])
-    history = json.loads(path.read_text()) if path.exists() else []
+    try:
+        path = state_file(turn["agent_id"])
+        history = read_history(path)
+    except PrivateStateError as exc:
+        print(f"turn_runner: {exc}", file=sys.stderr)
+        return 2
     prompt = prompt_of(turn, history)
     command = os.environ.get("AGENT_COMMAND")
     if command:
@@ -72,7 +126,7 @@ def main() -> int:
         text = "\n".join(block["text"] for block in message["content"])
         history.append({"role": HEADINGS.get(message["source"]["kind"], "Message"), "text": text})
     history.append({"role": "You answered", "text": answer})
-    path.write_text(json.dumps(history))
+    write_history(path, history)
     print(answer)
     return 0
 

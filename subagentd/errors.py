@@ -171,10 +171,22 @@ class StorageFailedError(SubagentdError):
     code = Code.STORAGE_FAILED
 
     def __init__(self, cause: str) -> None:
-        super().__init__(
-            f"storage failed ({cause}); the request was not applied, retry it", {"reason": cause}
-        )
+        if cause == "unknown":  # the answer to COMMIT was lost and its outcome cannot be read
+            message = (
+                "storage failed (unknown): the connection to the database was lost during the"
+                " commit and whether the request was applied is unknown; retry it with the same"
+                " idempotency key, or read its effect before retrying"
+            )
+        else:
+            message = f"storage failed ({cause}); the request was not applied, retry it"
+        super().__init__(message, {"reason": cause})
         self.cause = cause
+
+
+# Driver errors a backend raises from a read outside any write group (the connection lost, a
+# statement cancelled): answered 1012 like a failed group, not -32603. The PostgreSQL backend
+# adds psycopg's (storage/postgres/connection.py).
+DRIVER_ERRORS: list[type[BaseException]] = []
 
 
 class LeaseLostError(SubagentdError):

@@ -28,7 +28,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from subagentd.client.errors import RpcError
+from subagentd.client.errors import ConnectionClosed, RpcError
 from subagentd.storage.postgres import is_postgres
 from tests.spawned import ServerProcess
 
@@ -161,7 +161,11 @@ class Epoch:
 
     def result(self, method: str, params: dict[str, Any], **marks: Any) -> Any:
         reply = self.call(method, params, **marks)
-        assert "result" in reply, f"{method} {params} failed: {reply} (seed {SEED})"
+        if "result" not in reply:  # what the server logged says why
+            raise AssertionError(
+                f"{method} {params} failed: {reply} (seed {SEED}); its stderr: "
+                + self.proc.stderr_text()[-4000:]
+            )
         return reply["result"]
 
     def read_one(self, timeout: float) -> None:
@@ -355,9 +359,24 @@ class Snapshot:
         return ends
 
 
-def snapshot(db: str) -> Snapshot:
+def snapshot(db: str, *, settled: bool = False) -> Snapshot:
+    """Every table as of one moment. On PostgreSQL that takes one REPEATABLE READ transaction
+    (separate statements would each see the commits made between them), and with `settled`
+    (no subagentd serving) it first waits for the server processes of a killed one to end: one
+    that received its COMMIT before the kill still commits it after."""
     if is_postgres(db):
         conn: Any = psycopg.connect(db, row_factory=dict_row, autocommit=True)
+        if settled:
+            deadline = time.monotonic() + WAIT
+            while (
+                time.monotonic() < deadline
+                and conn.execute(
+                    "SELECT count(*) AS n FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                ).fetchone()["n"]
+            ):
+                time.sleep(0.02)
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
     else:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=WAIT)
         conn.row_factory = sqlite3.Row
@@ -627,7 +646,12 @@ def check_resume_order(ledger: Ledger, epoch: Epoch, restarted: Epoch, after: Sn
 
 def start(db: str) -> ServerProcess:
     proc = ServerProcess("--durability", "normal", db=db)
-    proc.host.initialize()
+    try:
+        proc.host.initialize()
+    except ConnectionClosed:
+        raise AssertionError(
+            f"subagentd did not start (seed {SEED}): {proc.stderr_text()}"
+        ) from None
     # initialize may be answered before the database is open (start-up fast path); the first
     # request that needs state is served only after crash recovery committed
     proc.host.response(proc.host.start("agents/get", {"agent_id": "-"}))  # any answer will do
@@ -656,7 +680,7 @@ def test_acknowledged_work_survives_kill_nine_under_pipelined_load(crash_db, rec
                 break
             epoch.load(f"root{number}", kill_after=rng.uniform(0.05, 0.45))
             epoch.proc.stop()
-            before = snapshot(db)
+            before = snapshot(db, settled=True)
             check_crash_state(ledger, epoch, before)
 
             proc = start(db)

@@ -32,3 +32,27 @@ def test_a_notice_another_process_queues_for_a_live_parent_runs_before_it_settle
     assert here.texts_of_turns("c1") == [
         ["Background subagent g1 failed before it finished.", "It left no closing message."]
     ]
+
+
+def test_a_parent_settling_first_ends_its_lapsed_childs_turn_and_runs_the_notice(tmp_path):
+    """The same, with c1 settling before any other process's heartbeat ran: c1's own settling
+    ends g1's turn (its owner lapsed), so the notice is c1's input and runs before it settles,
+    rather than landing in its inbox after it left, where nobody would see it."""
+    path, clock = str(tmp_path / "shared.db"), FakeClock()
+    stalled = process(path, clock, "p1")
+    step(stalled, stalled.open, "root")
+    step(stalled, stalled.spawn, "root", "c1")
+    step(stalled, stalled.spawn, "c1", "g1")
+    here = process(path, clock, "p2")
+    clock.advance(TTL)  # p1 stalled past its lease
+    step(here, here.open, "root")
+    step(here, here.send, "root", "c1", "resume")
+    step(here, here.end, "c1")
+    assert here.take("agent/settled", "c1") == []  # not yet: the notice runs first
+    assert here.texts_of_turns("c1") == [
+        ["resume"],
+        ["Background subagent g1 failed before it finished.", "It left no closing message."],
+    ]
+    step(here, here.end, "c1")
+    assert [n["reason"] for n in here.take("agent/settled", "c1")] == ["completed"]
+    assert here.store.inbox_counts("c1") == (0, 0)

@@ -97,6 +97,34 @@ def test_an_unreachable_postgresql_refuses_to_start_in_one_line_without_its_pass
         line
     )
     assert "s3cret" not in done.stderr
+    # libpq's reason is kept whole, on that one line: the address and what it answered
+    assert '"127.0.0.1", port 1 failed: Connection refused' in line
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_migration_the_role_may_not_run_is_refused_in_one_line(pg_stores):
+    """A role without CREATE on the schema: PostgreSQL's primary message, not its DETAIL/HINT."""
+    server = pg_stores.server
+    name = f"bare{next(server._names)}"
+    server.execute(f"CREATE DATABASE {name}")
+    try:
+        server.execute("DROP ROLE IF EXISTS subagentd_reader")
+        server.execute("CREATE ROLE subagentd_reader LOGIN")
+        admin = server.url(name)
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+        url = server.url(name).replace(f"{server.user}@", "subagentd_reader@")
+        done = run_cli("--db", url, "--log-format", "text")
+        assert done.returncode == 1 and done.stdout == ""
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1, done.stderr
+        assert lines[0].endswith(
+            f"cannot start: database {shown(url)} cannot be migrated:"
+            " permission denied for schema public"
+        )
+    finally:
+        server.drop_database(name)
+        server.execute("DROP ROLE IF EXISTS subagentd_reader")
 
 
 @pytest.mark.parametrize(

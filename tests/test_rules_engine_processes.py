@@ -301,7 +301,12 @@ def test_recovery_never_fences_its_own_owner_and_keeps_a_fenced_owner_row_for_a_
     first.svc.commit()
     assert first.status("c1") == "running" and crash_ends(first, "c1") == []
     clock.advance(TTL + 1)
-    second = process(path, clock, "p2")  # its start-up recovery fences p1
+    second = process(path, clock, "p2")
+    # p1 expired before p2's database answered it: p2 first watches it stay expired for a TTL
+    # (a stall of the database would have stopped p1's renewals too)
+    assert owners(second)["p1"][1] == 0
+    clock.advance(TTL)
+    step(second, second.svc.recovery.recover)
     assert owners(second)["p1"][1] == 1
     step(second, second.svc.recovery.recover)
     assert owners(second)["p1"][1] == 1  # kept: a process that wakes within a day finds it

@@ -411,6 +411,32 @@ def test_a_runner_spawns_and_waits_for_its_own_child_through_the_tool_verb(serve
     assert g1["runner_exit"] == {"exit_code": 0}
 
 
+def test_nested_waits_lend_their_slots_so_children_run_under_max_running_1(server):
+    """Every slot holds a run waiting for its child: the waiting run lends its slot, so the
+    child runs (two levels down here) instead of starving until the waits time out."""
+    srv = server(tools=ALL_TOOLS, max_running=1)
+    leaf = json.dumps({"steps": [{"print": "leaf done"}]})
+    middle = json.dumps(
+        {
+            "steps": [
+                {"tool": "spawn_agent", "args": {"label": "l", "prompt": leaf, "child_id": "h1"}},
+                {"tool": "wait_agents", "args": {"agent_ids": ["h1"], "timeout_ms": 50000}},
+            ]
+        }
+    )
+    steps = [
+        {"tool": "spawn_agent", "args": {"label": "m", "prompt": middle, "child_id": "g1"}},
+        {"tool": "wait_agents", "args": {"agent_ids": ["g1"], "timeout_ms": 50000}},
+    ]
+    srv.spawn("c1", steps)
+    output = srv.ended("c1")["turn_end"]["output"]
+    assert output.split("\n", 1)[0] == "spawn_agent -> 0: started subagent g1"
+    assert "Background subagent g1 finished" in output
+    assert srv.ended("h1")["turn_end"]["output"] == "leaf done"
+    assert "Background subagent h1 finished" in srv.ended("g1")["turn_end"]["output"]
+    assert srv.running is not None and srv.running.runner.lent == set()
+
+
 def test_a_wait_through_the_verb_is_cancelled_when_its_run_is_interrupted(server, tmp_path):
     srv = server(tools=ALL_TOOLS)
     go = tmp_path / "go"

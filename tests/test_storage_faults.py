@@ -616,6 +616,7 @@ def test_when_the_live_state_cannot_be_read_back_the_server_stops_through_shutdo
     server.thread.join(WAIT)
     assert not server.thread.is_alive()
     assert "cannot rebuild the live state from the database; shutting down" in caplog.text
+    assert server.connection.exit_code == 1  # `serve` exits with it: never 0 for this stop
     server.stop()
 
 

@@ -6,6 +6,19 @@ import os
 from typing import Any
 
 SOCKET_NAME = "relay.sock"
+SUN_PATH_MAX = 107  # bytes of a Unix socket's path (sockaddr_un.sun_path, less its NUL)
+
+
+def socket_parent() -> str | None:
+    """Where the relay's private directory (mkdtemp, 0700) is made: the temp directory, or /tmp
+    when the temp directory's path would make the socket's too long; None when neither fits."""
+    import tempfile
+
+    for base in (tempfile.gettempdir(), "/tmp"):
+        sample = os.path.join(base, "subagentd-xxxxxxxx", SOCKET_NAME)
+        if len(os.fsencode(sample)) <= SUN_PATH_MAX and os.path.isdir(base):
+            return base
+    return None
 
 
 def runner_command(options: dict[str, Any]) -> list[str] | str | None:
@@ -21,6 +34,11 @@ def runner_command(options: dict[str, Any]) -> list[str] | str | None:
         argv = shlex.split(text)
     except ValueError as exc:
         return f"--runner is not a command line ({exc})"
+    if argv and socket_parent() is None:
+        return (
+            "--runner needs a Unix socket for `subagentd tool`, and the temp directory's path is"
+            f" too long for one (at most {SUN_PATH_MAX} bytes): set TMPDIR to a shorter directory"
+        )
     return argv or "--runner is empty"
 
 
@@ -38,7 +56,8 @@ class Running:
         self.connection = connection
         self.grace = options["shutdown_grace"]
         service = connection.service
-        self.directory = tempfile.mkdtemp(prefix="subagentd-")  # 0700: only this user reaches it
+        # 0700: only this user reaches it
+        self.directory = tempfile.mkdtemp(prefix="subagentd-", dir=socket_parent())
         self.path = os.path.join(self.directory, SOCKET_NAME)
         db = options["db"]
         if is_postgres(db):  # it is already connected: the runs need no password
@@ -58,6 +77,7 @@ class Running:
             usage_dir=self.directory,
         )
         self.relay = Relay(service, tokens, options["max_frame_bytes"])
+        self.relay.lend, self.relay.reclaim = self.runner.lend, self.runner.reclaim
         self.runner.attach(connection)
         self.relay.attach(connection)
 

@@ -151,6 +151,7 @@ def serve(options: dict[str, Any]) -> int:
     gc.freeze()
     try:
         anyio.run(main, backend=backend, backend_options=loop_options)
+        code = connection.exit_code
     finally:
         service.agents.tracing.close()  # the last spans, a bounded wait
         try:
@@ -165,7 +166,7 @@ def serve(options: dict[str, Any]) -> int:
         if recording is not None:
             recording.finish()
     log.info("stopped")
-    return 0
+    return code
 
 
 def _database_refusal(options: dict[str, Any]) -> str | None:
@@ -197,9 +198,15 @@ def _open_database(path: str, options: dict[str, Any]) -> tuple[Any, str]:
     from subagentd.storage.postgres import is_postgres
 
     if is_postgres(path):
+        from subagentd.storage.postgres.connection import Timeouts
         from subagentd.storage.postgres.store import open_postgres, shown
 
-        return open_postgres(path, durability=options["durability"]), shown(path)
+        timeouts = Timeouts(
+            connect=options["db_connect_timeout"],
+            statement=options["db_statement_timeout"],
+            keepalive=options["db_keepalive"],
+        )
+        return open_postgres(path, durability=options["durability"], timeouts=timeouts), shown(path)
     from subagentd.storage.opening import open_database
 
     _make_state_directory(path)
@@ -219,8 +226,8 @@ def _load(opened: Any, options: dict[str, Any], settings: Any, loaded: dict[str,
     try:
         from subagentd.core.service import Service
         from subagentd.server import connection  # noqa: F401  (imports jsonrpcserver, anyio)
-        from subagentd.storage.leases import new_owner, owner_alive
         from subagentd.storage.opening import OpenedDatabase
+        from subagentd.storage.owner_ids import new_owner, owner_alive
 
         # here, not before the handshake: the handshake needs neither (leases imports socket, uuid)
         settings.owner, settings.owner_alive = new_owner(), owner_alive

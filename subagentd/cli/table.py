@@ -138,6 +138,35 @@ SERVE = (
         metavar="MS",
     ),
     Spec(
+        "--db-connect-timeout",
+        "float",
+        5.0,
+        "PostgreSQL: seconds a connection attempt may take (libpq connect_timeout, at least 2)",
+        low=0,
+        low_open=True,
+        metavar="SECONDS",
+    ),
+    Spec(
+        "--db-statement-timeout",
+        "float",
+        10.0,
+        "PostgreSQL: seconds a statement may take (statement_timeout, unless the server's is"
+        " shorter); one the server does not answer at all is dropped a second later",
+        low=0,
+        low_open=True,
+        metavar="SECONDS",
+    ),
+    Spec(
+        "--db-keepalive",
+        "float",
+        10.0,
+        "PostgreSQL over TCP: seconds of silence before keepalive probes (3, a third of it"
+        " apart); unacknowledged data fails the connection after twice as long",
+        low=0,
+        low_open=True,
+        metavar="SECONDS",
+    ),
+    Spec(
         "--tools",
         "tools",
         None,

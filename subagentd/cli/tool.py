@@ -44,10 +44,10 @@ def call(
         "jsonrpc": "2.0",
         "id": 1,
         "method": "tools/call",
-        "params": {
+        "params": {  # _meta first: the relay looks for the token before reading much more
             "name": name,
-            "arguments": args,
             "_meta": meta,
+            "arguments": args,
         },
     }
     assert socket_path is not None

@@ -70,8 +70,9 @@ class Leases:
         expires_at = state[0]
         if not self.settings.owner_alive(owner):
             return not self.store.fence(owner, None)
-        if expires_at > self.store.clock():
-            return True
+        clock = self.store.clock()
+        if expires_at > clock or not self.store.lapse_seen(expires_at, clock):
+            return True  # unexpired, or expired while the database was not answering
         return not self.store.fence(owner, expires_at)
 
     def lease_lost(self) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import math
 from typing import TYPE_CHECKING
 
 from subagentd.core.agents import Agents
@@ -15,6 +17,8 @@ from subagentd.core.stamps import stamp
 
 if TYPE_CHECKING:
     from subagentd.schema.records import LiveRecord
+
+log = logging.getLogger("subagentd")
 
 _OWNERS_KEPT = 86400.0  # seconds a fenced owner row is kept (a process stopped longer finds none)
 
@@ -38,6 +42,7 @@ class Recovery:
         self.settlement = settlement
         self.scheduler = scheduler
         self.rate = rate
+        self.stale = False  # a rebuild could not read the database (resync retries it)
 
     # --- crashed processes ---------------------------------------------------------------
 
@@ -59,9 +64,11 @@ class Recovery:
         for other, _, fenced in self.store.owners():
             if other != owner and not fenced:
                 self.leases.holds(other)  # fences it if it lapsed
+        # every owner that lapsed is fenced now; one expired by the clock but not fenced (it
+        # expired while the database did not answer, Leases.holds) still holds its turns
         recovered = [
             (session_id, turn_id)
-            for session_id, turn_id in self.store.orphaned_turns(owner, clock)
+            for session_id, turn_id in self.store.orphaned_turns(owner, -math.inf)
             if self.registry.get(session_id) is None
         ]
         for session_id, turn_id in recovered:
@@ -71,6 +78,21 @@ class Recovery:
         )
         self.store.prune_owners(clock - _OWNERS_KEPT)
         return len(recovered)
+
+    def recover_children(self, parent_id: str) -> int:
+        """Before a continuable agent settles: its children's open turns that no valid owner
+        holds (their process died or lapsed, and no heartbeat has ended them yet) end now, so
+        their notices reach it while it is live and run before it settles; how many."""
+        count = 0
+        for child_id, turn_id in self.store.open_children(parent_id):
+            if self.registry.get(child_id) is not None:
+                continue
+            lease = self.store.get_lease(child_id)
+            if lease is not None and (lease[0] == self.agents.owner or self.leases.holds(lease[0])):
+                continue  # live in another process that holds it validly
+            self.recover_turn(child_id, turn_id)
+            count += 1
+        return count
 
     def recover_turn(self, session_id: str, turn_id: str) -> None:
         """End a turn its process left open when it died; a continuable child's parent is told."""
@@ -95,6 +117,20 @@ class Recovery:
 
     # --- a lost commit group -------------------------------------------------------------
 
+    def resync(self) -> bool:
+        """After a lost group whose live state could not be read back (the database did not
+        answer), try again (every heartbeat); whether memory agrees with storage now. Until it
+        does, every write is refused 1012."""
+        if not self.stale:
+            return True
+        self.store.check_file()  # a lost connection is replaced here
+        try:
+            self.rebuild()
+        except Exception as exc:
+            log.warning("the live state cannot be read back yet (%s); writes stay refused", exc)
+            return False
+        return True
+
     def rebuild(self) -> None:
         """After a lost commit group: roll it back and make memory agree with storage again.
 
@@ -104,7 +140,16 @@ class Recovery:
         """
         self.store.rollback()
         before = {agent.activation_id: agent for agent in self.registry}
-        rows = self.store.live_agents(self.agents.owner)
+        try:
+            rows = self.store.live_agents(self.agents.owner)
+        except Exception:
+            self.stale = True  # memory is what the lost group left: no write until it is read
+            self.store.refuse_writes(True)
+            raise
+        if self.stale:
+            self.stale = False
+            self.store.refuse_writes(False)
+            log.warning("the live state was read back from the database; writes are accepted again")
         live = {row.activation_id: row.agent_id for row in rows}
         self.registry.clear()
         for row in rows:

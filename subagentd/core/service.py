@@ -60,6 +60,7 @@ class Service:
         self.leases = Leases(agents, self.scheduler, rate)
         self.scheduler.signal_elsewhere = self.leases.signal_elsewhere
         self.recovery = Recovery(agents, self.leases, self.scheduler, self.settlement, rate)
+        self.settlement.recover_children = self.recovery.recover_children
         activator = Activator(agents, self.leases, self.recovery)
         self.records = HostRecords(agents)
         self.host = HostApi(

@@ -31,6 +31,9 @@ class Settlement:
         self.scheduler = Scheduler(
             agents, settle=self.maybe_settle, dispose=self.dispose, drain=self.drain_step
         )
+        # ends the open turns of its children that a lapsed process left (Recovery, wired by
+        # the service): their notices are input that must run before it settles
+        self.recover_children: Callable[[str], int] = lambda parent_id: 0
 
     # --- settling ------------------------------------------------------------------------
 
@@ -43,6 +46,9 @@ class Settlement:
             and agent.pending == 0
             and not self.registry.has_live_children(agent)
         ):
+            if self.recover_children(agent.agent_id):  # their notices are its input now
+                self.maybe_settle(agent)  # it settles only once nothing is left to run
+                return
             # the inbox as committed decides: another process may have queued a message here
             # (its signal may not be taken yet); under this group's write lock nothing else can
             queued, _ = self.store.inbox_counts(agent.agent_id)

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from subagentd.errors import InvalidParamsError, SubagentdError
+from subagentd.errors import DRIVER_ERRORS, InvalidParamsError, StorageFailedError, SubagentdError
 from subagentd.schema.base import ID_PATTERN, ID_RULE
 from subagentd.schema.codes import Code
 
@@ -36,6 +36,11 @@ def domain_error(exc: BaseException) -> SubagentdError:
     if isinstance(exc, msgspec.ValidationError):
         detail = str(exc).replace(_ID_REGEX, f"an agent id ({ID_RULE})")  # the rule, not a regex
         return InvalidParamsError(f"invalid params: {detail}")
+    if DRIVER_ERRORS and isinstance(exc, tuple(DRIVER_ERRORS)):  # a read the database failed
+        log.warning(
+            "a read failed: %s", str(exc).strip().splitlines()[0] if str(exc).strip() else exc
+        )
+        return StorageFailedError("error")
     log.error("unexpected failure while handling a request", exc_info=exc)
     return SubagentdError(INTERNAL_MESSAGE)
 

@@ -26,6 +26,7 @@ from subagentd.errors import (
     SubagentdError,
 )
 from subagentd.schema.codes import Code
+from subagentd.schema.notifications import TurnStart
 from subagentd.server.boundary import INTERNAL_MESSAGE, refusal
 from subagentd.server.dispatcher import Dispatcher, Reply
 from subagentd.server.envelope import Session
@@ -71,6 +72,7 @@ class Connection:
             self.session.default_caller = default_caller
         self.grace = grace
         self.handle_signals = handle_signals
+        self.exit_code = 0  # 1 once the server stops because its database cannot be read
         self.outbox: list[bytes | memoryview] = []  # committed output, ready to write
         self.outbox_bytes = 0
         self.ledger = Ledger(self._frame, self._held)  # output held back until its commit
@@ -94,10 +96,33 @@ class Connection:
         self.muted = False  # a --caller connection's input ended: nothing more is written
         self.trimmer = Trimmer()
         self.timers = Timers(self.run_work, self.lock, service.settings.clock)
-        service.agents.emit = self.dispatcher.emit
+        self.timers.resynced = self.announce_unknown_starts
+        service.agents.emit = self._emit
         service.agents.timers = self.timers
+        self._starts: list[TurnStart] = []  # turn/start sent in the open group
+        self._maybe_started: list[TurnStart] = []  # those of groups whose outcome is unknown
 
     # --- outbound ------------------------------------------------------------------------
+
+    def _emit(self, method: str, params: msgspec.Struct) -> None:
+        if isinstance(params, TurnStart):
+            self._starts.append(params)
+        self.dispatcher.emit(method, params)
+
+    def announce_unknown_starts(self) -> None:
+        """After a group whose COMMIT's outcome was unknown, once the live state was read back:
+        the turns it started that storage shows open did commit, and their turn/start (dropped
+        with the group's output) is sent now, so no committed turn is silently dropped."""
+        starts, self._maybe_started = self._maybe_started, []
+        if self.service.recovery.stale:
+            self._maybe_started = starts  # not read back yet: the next time
+            return
+        registry = self.service.agents.registry
+        for start in starts:
+            agent = registry.get(start.agent_id)
+            if agent is not None and agent.turn is not None and agent.turn.turn_id == start.turn_id:
+                self.dispatcher.emit("turn/start", start)
+        self.flush_notes()
 
     def _frame(self, message: Any) -> bytes:
         return encode_frame(_encode(message), self.framer.lsp)
@@ -133,6 +158,7 @@ class Connection:
         if self.ledger.lost is not None:
             self._fail_group()
             return
+        self._starts.clear()
         frames, size = self.ledger.committed()
         if frames and not self.muted:
             self.outbox += frames
@@ -144,15 +170,29 @@ class Connection:
         requests are answered STORAGE_FAILED (Ledger.answer_lost); notifications are dropped."""
         lost = self.ledger.lost
         self.notes.clear()
+        if lost.cause == "unknown":  # it may have committed: known once read back
+            self._maybe_started += self._starts
+        self._starts.clear()
+        was_stale = self.service.recovery.stale
         try:
             self.service.recovery.rebuild()
-        except Exception:
-            log.critical("cannot rebuild the live state from the database; shutting down")
-            self._read_scope.cancel()
+        except Exception as exc:
+            if not self.service.store.transient(exc):
+                log.critical("cannot rebuild the live state from the database; shutting down")
+                self.exit_code = 1
+                self._read_scope.cancel()
+            elif not was_stale:  # the heartbeat reads it back (resync)
+                log.warning(
+                    "the live state cannot be read back now (%s); writes are refused until"
+                    " the database answers",
+                    str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
+                )
 
         answers = self.ledger.answer_lost(lambda request_id: refusal(lost, request_id))
         for answer in answers:
             self._push(self._frame(answer))
+        if self._maybe_started:
+            self.announce_unknown_starts()
         log.error(
             "storage failed (%s): the commit group was rolled back; %d answer(s) %s",
             lost.cause,
@@ -301,10 +341,28 @@ class Connection:
 
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            self._bound_database_waits()
             async for signum in signals:
                 log.info("received %s: shutting down", signal.Signals(signum).name)
                 self._read_scope.cancel()
                 return
+
+    def _bound_database_waits(self) -> None:
+        """A signal that arrives while the loop waits for the database (which never answers,
+        say) runs this handler on the loop's thread inside that wait (the driver checks for
+        signals): from then on no database wait outlasts --shutdown-grace, so the loop gets
+        to its shutdown in time. The event loop's own handler, which does the shutdown, is
+        called too."""
+        give_up_after, grace = self.service.store.give_up_after, self.grace
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            previous = signal.getsignal(signum)
+
+            def handler(number: int, frame: Any, previous: Any = previous) -> None:
+                give_up_after(grace)
+                if callable(previous):
+                    previous(number, frame)
+
+            signal.signal(signum, handler)
 
     async def _read_loop(self) -> None:
         # read before the server was up (see prelude)

@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 TOKEN_META = "subagentd/token"
 REFUSED = texts.RUNNER_TOKEN_REFUSED
 READ_TIMEOUT = 30.0  # seconds a client may take to send its one request line
+MAX_CONNECTIONS = 64  # relay connections open at once; more are closed unanswered
+UNPROVEN_BYTES = 64 * 1024  # read of a request before a token of a live activation is seen in it
 
 _encode = msgspec.json.Encoder().encode
 
@@ -82,6 +84,11 @@ class Tokens:
         self._tokens[agent_id] = (activation_id, token)
         return token
 
+    def seen_in(self, data: bytes) -> bool:
+        """Whether one of the live tokens appears in `data` (the start of a request: the
+        client sends `_meta` before the arguments)."""
+        return any(token.encode() in data for _, token in self._tokens.values())
+
     def activation(self, agent_id: str, token: str) -> str | None:
         """The live activation `token` proves `agent_id` acts as, or None."""
         held = self._tokens.get(agent_id)
@@ -102,6 +109,10 @@ class Relay:
         self.tokens = tokens
         self.max_bytes = max_bytes
         self._connection: Connection | None = None
+        self._open = 0  # connections being served
+        # a waiting run lends its --max-running slot (Runner.lend / reclaim), set by the wiring
+        self.lend: Callable[[str], str | None] = lambda agent_id: None
+        self.reclaim: Callable[[str], None] = lambda turn_id: None
 
     def attach(self, connection: Connection) -> None:
         self._connection = connection
@@ -112,39 +123,54 @@ class Relay:
 
     async def _handle(self, stream: anyio.abc.ByteStream) -> None:
         async with stream:
+            if self._open >= MAX_CONNECTIONS:
+                return  # closed at once: a runaway client cannot pile up connections
+            self._open += 1
             try:
-                with anyio.fail_after(READ_TIMEOUT):
-                    line = await self._read_line(stream)
-            except (TimeoutError, anyio.EndOfStream, anyio.BrokenResourceError, OSError):
-                return
-            reply: dict[str, Any] | None = None
-            async with anyio.create_task_group() as tg:
+                await self._serve_one(stream)
+            finally:
+                self._open -= 1
 
-                async def hang_up() -> None:  # the caller went away: stop waiting for it
-                    try:
-                        await stream.receive()
-                    except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
-                        pass
-                    tg.cancel_scope.cancel()
+    async def _serve_one(self, stream: anyio.abc.ByteStream) -> None:
+        try:
+            with anyio.fail_after(READ_TIMEOUT):
+                line = await self._read_line(stream)
+        except (TimeoutError, anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+            return
+        reply: dict[str, Any] | None = None
+        async with anyio.create_task_group() as tg:
 
-                async def reply_to() -> None:
-                    nonlocal reply
-                    reply = await self.answer(line)
-                    tg.cancel_scope.cancel()
+            async def hang_up() -> None:  # the caller went away: stop waiting for it
+                try:
+                    await stream.receive()
+                except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                    pass
+                tg.cancel_scope.cancel()
 
-                tg.start_soon(hang_up)
-                tg.start_soon(reply_to)
-            if reply is None:
-                return
-            try:
-                await stream.send(_encode(reply) + b"\n")
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                pass
+            async def reply_to() -> None:
+                nonlocal reply
+                reply = await self.answer(line)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(hang_up)
+            tg.start_soon(reply_to)
+        if reply is None:
+            return
+        try:
+            await stream.send(_encode(reply) + b"\n")
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass
 
     async def _read_line(self, stream: anyio.abc.ByteStream) -> bytes:
+        """The request line, read only as far as the token of a live activation was seen in
+        its first UNPROVEN_BYTES (else what came so far: refused as it stands)."""
         data = bytearray()
         while b"\n" not in data:
             if len(data) > self.max_bytes:
+                break
+            if len(data) >= UNPROVEN_BYTES and not self.tokens.seen_in(
+                bytes(data[:UNPROVEN_BYTES])
+            ):
                 break
             try:
                 data += await stream.receive()
@@ -210,7 +236,12 @@ class Relay:
             raise StorageFailedError("the commit group was lost")
         outcome = answer[0]
         if isinstance(outcome, Waiter):
-            return await self._wait(outcome)
+            lent = self.lend(caller)
+            try:
+                return await self._wait(outcome)
+            finally:
+                if lent is not None:
+                    self.reclaim(lent)
         await connection.committed()
         return outcome
 

@@ -79,6 +79,7 @@ class Runner:
         self.usage_dir = usage_dir  # where each run's SUBAGENTD_USAGE file is (private, 0700)
         self.waiting: deque[Job] = deque()  # FIFO: the order the turns started in
         self.running: dict[str, Job] = {}  # turn id -> job with a process (or being started)
+        self.lent: set[str] = set()  # turn ids of runs waiting (wait_agents): slots they lend
         self._events: list[TurnStart | TurnInterrupt] = []  # not yet known to be committed
         self._wake: anyio.Event | None = None
         self._host_emit: Callable[[str, msgspec.Struct], None] = lambda method, params: None
@@ -148,8 +149,25 @@ class Runner:
         agent = self.service.agents.registry.get(agent_id)
         return agent is not None and agent.turn is not None and agent.turn.turn_id == turn_id
 
+    def lend(self, agent_id: str) -> str | None:
+        """A run of `agent_id` waits for other agents (wait_agents through `subagentd tool`):
+        its slot is lent meanwhile, so the turns it waits for can run even when every slot
+        holds a waiting run; the run's turn id (for `reclaim`), or None when no run of it is
+        here."""
+        for turn_id, job in self.running.items():
+            if job.start.agent_id == agent_id and turn_id not in self.lent:
+                self.lent.add(turn_id)
+                if self._wake is not None:
+                    self._wake.set()  # the serve loop launches what waits for a slot
+                return turn_id
+        return None
+
+    def reclaim(self, turn_id: str) -> None:
+        """The wait ended: the run holds its slot again (no new run starts until one is free)."""
+        self.lent.discard(turn_id)
+
     def _launch(self, tg: anyio.abc.TaskGroup) -> None:
-        while self.waiting and len(self.running) < self.max_running:
+        while self.waiting and len(self.running) - len(self.lent) < self.max_running:
             job = self.waiting.popleft()
             if self._current(job.start.agent_id, job.start.turn_id):  # not undone meanwhile
                 self.running[job.start.turn_id] = job
@@ -271,6 +289,7 @@ class Runner:
                 with anyio.CancelScope(shield=True):
                     await job.process.aclose()  # its pipes, and its exit status reaped
             self.running.pop(start.turn_id, None)
+            self.lent.discard(start.turn_id)
             self._launch(tg)
             if not self.running and self._stopped is not None:
                 self._stopped.set()

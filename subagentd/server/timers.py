@@ -40,6 +40,7 @@ class Timers:
         self.clock = clock
         self._due: list[list[Any]] = []  # manual clock: [due, order, callback or None], a heap
         self._order = itertools.count()
+        self.resynced: Callable[[], None] = lambda: None  # after the live state was read back
 
     def start(self, tg: anyio.abc.TaskGroup) -> None:
         self._tg = tg
@@ -89,6 +90,11 @@ class Timers:
             return
         while True:
             await anyio.sleep(service.settings.lease_ttl / 3)
+            was_stale = service.recovery.stale
+            if not service.recovery.resync():  # the database is not answering yet
+                continue
+            if was_stale:
+                self.resynced()
             await self._lock()
             # refused (the lock held past the patience): the next one retries
             self._run(service.recovery.heartbeat)

@@ -66,6 +66,7 @@ class GroupCommitBase:
     _deferred: Deferred
     doorbell: Closing | None
     lost: str | None = None  # why writes are refused for good (only a SQLite file can be lost)
+    stale = False  # memory could not be read back after a lost group: writes wait for it
 
     def __init__(self, lock_wait_ms: int, clock: Callable[[], float]) -> None:
         self._savepoints = 0
@@ -110,7 +111,7 @@ class GroupCommitBase:
         with its event loop running and asks again (server/lockwait.py). False only while another
         process holds it; True once held, after a given-up wait (the write is then refused busy
         without waiting), or when the write will fail its own way (a lost file or group)."""
-        if self._conn.in_transaction or self._open or self.lost is not None:
+        if self._conn.in_transaction or self._open or self.lost is not None or self.stale:
             return True
         try:
             self._lock(wait=False)
@@ -136,12 +137,30 @@ class GroupCommitBase:
         """
         if self._open:
             raise StorageFailedError(self._cause)
+        if self.stale:  # memory may not agree with storage until it is read back (refuse_writes)
+            raise StorageFailedError("error")
         try:
             self._lock(wait=True)
         except StorageBusyError:
             self._busy = True
             raise
         self._check_fence()
+
+    def refuse_writes(self, refused: bool) -> None:
+        """Every write is refused 1012 while memory could not be read back after a lost group."""
+        self.stale = refused
+
+    def transient(self, exc: BaseException) -> bool:
+        """Whether failing to read the live state back may pass (the database not answering)."""
+        return False
+
+    def give_up_after(self, seconds: float) -> None:
+        """Shutdown: from now on no call waits for the database past `seconds` from now."""
+
+    def lapse_seen(self, expires_at: float, clock: float) -> bool:
+        """Whether another owner expired at `expires_at` lapsed by `clock` through no stall of
+        the database (storage/leases.py Holding.lapse_seen); True before this process holds."""
+        return self._holding is None or self._holding.lapse_seen(expires_at, clock)
 
     def _lock(self, wait: bool) -> None:
         """The write lock of a new group, waiting (`wait`, unless a refusal since the last
@@ -268,7 +287,7 @@ class GroupCommitBase:
         """From now on `owner`'s row (valid until now + ttl) is renewed at commit time and by a
         renewal thread: the one started here, or the running one, which takes the new owner."""
         if self._holding is None:
-            self._holding = Holding(owner, ttl, now + ttl)
+            self._holding = Holding(owner, ttl, now + ttl, answered_since=now)
             self._renewer = renewer = self._renewer_for(self._holding)
             weakref.finalize(self, renewer.stopped.set)
             renewer.start()

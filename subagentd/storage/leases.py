@@ -4,11 +4,9 @@ the `leases` rows saying which owner holds each live session."""
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import sqlite3
 import threading
-import uuid
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -23,31 +21,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("subagentd")
 
-_HOST = socket.gethostname()
-
 # A renewal that took the write lock writes expires_at = now + ttl; the owner renews every third
 # of the ttl, so it has two thirds of it to get the lock from busy writers.
 RENEW_EVERY = 1 / 3
-
-
-def new_owner() -> str:
-    """`host:pid:nonce` — unique per process start, and checkable on the same host."""
-    return f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
-
-
-def owner_alive(owner: str) -> bool:
-    """False only when the owner ran on this host and its process is gone (a crash or kill)."""
-    host, _, rest = owner.partition(":")
-    pid_text = rest.partition(":")[0]
-    if host != _HOST or not pid_text.isdigit():
-        return True  # another machine: only lease expiry tells
-    try:
-        os.kill(int(pid_text), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+# A renewal or statement slower than this share of the ttl means the database stalled (or another
+# writer held the lock): another owner's lapse is judged afresh from then (GroupCommitBase).
+SLOW_ANSWER = 1 / 6
 
 
 @dataclass(slots=True)
@@ -58,6 +37,30 @@ class Holding:
     owner: str
     ttl: float
     expires: float = 0.0
+    answered_since: float = 0.0  # since when the database answered this process promptly
+    renewing: float | None = None  # time.monotonic() when the renewal in flight began
+
+    def renewal_began(self) -> None:
+        self.renewing = time.monotonic()
+
+    def lapse_seen(self, expires_at: float, clock: float) -> bool:
+        """Whether another owner whose row expired at `expires_at` lapsed by `clock` through a
+        stall of its own, not of the database or of another writer's lock: this process had the
+        database answering it promptly (its renewals and statements) since at least two thirds
+        of a TTL before that expiry (the other owner had that long to renew), or for a whole TTL
+        (a row that expired before this process's answers began). Owners are expected to share
+        --lease-ttl. Time nobody's database answered counts against no lease."""
+        renewing = self.renewing
+        if renewing is not None and time.monotonic() - renewing > self.ttl * SLOW_ANSWER:
+            return False  # this process's own renewal is waiting for the database right now
+        ttl = self.ttl
+        return self.answered_since <= max(expires_at - ttl * (1 - RENEW_EVERY), clock - ttl)
+
+    def renewal_ended(self, ok: bool, now: float) -> None:
+        """A renewal that failed or took long: the database was not answering until `now`."""
+        began, self.renewing = self.renewing, None
+        if not ok or (began is not None and time.monotonic() - began > self.ttl * SLOW_ANSWER):
+            self.answered_since = now
 
 
 RENEW_SQL = "UPDATE owners SET expires_at = ? WHERE owner = ? AND fenced = 0"
@@ -95,6 +98,7 @@ class Renewer(threading.Thread):
     def renew(self, conn: sqlite3.Connection) -> None:
         holding = self.holding
         owner, ttl = holding.owner, holding.ttl
+        holding.renewal_began()
         try:
             conn.execute("BEGIN IMMEDIATE")
             expires = self.clock() + ttl  # counted from when the write lock was ours
@@ -103,8 +107,10 @@ class Renewer(threading.Thread):
         except sqlite3.Error as exc:  # busy past the timeout, or the database went away
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
+            holding.renewal_ended(False, self.clock())
             log.debug("lease renewal failed (%s); retrying in %.1f s", exc, ttl * RENEW_EVERY)
             return
+        holding.renewal_ended(True, self.clock())
         if holding.owner == owner:
             holding.expires = expires if held else 0.0
 

@@ -39,6 +39,10 @@ class Grouping(Protocol):
     def give_up_lock(self) -> None: ...
     def hold(self, owner: str, ttl: float, on_lost: Callable[[], None]) -> None: ...
     def clock(self) -> float: ...
+    def lapse_seen(self, expires_at: float, clock: float) -> bool: ...
+    def refuse_writes(self, refused: bool) -> None: ...
+    def transient(self, exc: BaseException) -> bool: ...
+    def give_up_after(self, seconds: float) -> None: ...
 
 
 class BoundParts:
@@ -65,6 +69,10 @@ class BoundParts:
         self.limit_lock_wait = group.limit_lock_wait
         self.hold = group.hold
         self.clock = group.clock
+        self.lapse_seen = group.lapse_seen
+        self.refuse_writes = group.refuse_writes
+        self.transient = group.transient
+        self.give_up_after = group.give_up_after
         self.take_lock = group.take_lock
         self.give_up_lock = group.give_up_lock
 
@@ -75,6 +83,7 @@ class BoundParts:
         self.set_open_turn = sessions.set_open_turn
         self.end_turn = sessions.end_turn
         self.open_turns = sessions.open_turns
+        self.open_children = sessions.open_children
         self.tree = trees.tree
         self.tree_rows = trees.tree_rows
         self.children_listing = trees.children_listing

@@ -107,6 +107,14 @@ class Sessions:
             "SELECT id, open_turn_id FROM sessions WHERE open_turn_id IS NOT NULL"
         ).fetchall()
 
+    def open_children(self, parent_id: str) -> list[tuple[str, str]]:
+        """(id, open turn) of the parent's children whose turn is open (sessions_by_parent)."""
+        return self._db.conn.execute(
+            "SELECT id, open_turn_id FROM sessions WHERE parent_id = ?"
+            " AND open_turn_id IS NOT NULL",
+            (parent_id,),
+        ).fetchall()
+
 
 def _session(row: tuple[Any, ...]) -> SessionRecord:
     return SessionRecord(

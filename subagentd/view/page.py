@@ -20,9 +20,16 @@ TITLE_MARK = "<!--TITLE-->"
 
 
 def render(timeline: dict[str, Any], title: str) -> str:
-    """The page with `timeline` embedded; `</` is escaped so no text can close the script."""
+    """The page with `timeline` embedded; every `<` (and `>`, `&`) is written as a JSON escape,
+    so no text can close the script, nor open a comment (`<!--`) that would swallow it: the
+    HTML parser never sees one of them inside the script."""
     template = files("subagentd.view").joinpath("timeline.html").read_text(encoding="utf-8")
-    data = json.dumps(timeline, ensure_ascii=True, separators=(",", ":")).replace("</", "<\\/")
+    data = (
+        json.dumps(timeline, ensure_ascii=True, separators=(",", ":"))
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+    )
     return template.replace(TITLE_MARK, html.escape(title)).replace(DATA_MARK, data)
 
 

@@ -711,7 +711,9 @@ export const ErrorCode = {
   OVERLOADED: 1011,
   /**
    * The database failed a write or a commit (disk full, I/O error); nothing of the request
-   * was kept and it may be retried (`data.reason`: `full`, `io` or `error`).
+   * was kept and it may be retried (`data.reason`: `full`, `io` or `error`), except with
+   * `unknown`: the answer to a PostgreSQL COMMIT was lost and its outcome could not be read, so
+   * the request may have been applied (retry it with the same idempotency key).
    */
   STORAGE_FAILED: 1012,
   /** The database file was deleted or replaced while subagentd ran; writes are refused. */

@@ -18,7 +18,7 @@ import psycopg
 from psycopg import pq
 
 from subagentd.storage.leases import RENEW_EVERY, RENEW_SQL, Holding
-from subagentd.storage.postgres.connection import to_psycopg
+from subagentd.storage.postgres.connection import Timeouts, to_psycopg
 
 log = logging.getLogger("subagentd")
 
@@ -29,32 +29,48 @@ def channel_of(owner: str) -> str:
 
 
 class Listener:
-    """This process's doorbell: a LISTEN connection, drained without blocking."""
+    """This process's doorbell: a LISTEN connection, drained without blocking.
 
-    def __init__(self, url: str) -> None:
-        self.conn = psycopg.connect(url, autocommit=True)
+    The server waits on a number of the doorbell's own (a duplicate of the socket), never on
+    libpq's: once the connection is lost libpq closes its number, which a new connection may
+    then get; ours stays this doorbell's, held by a pipe nobody writes until `revive`
+    connects again (at heartbeats) and puts the new socket under it."""
+
+    def __init__(self, url: str, timeouts: Timeouts | None = None) -> None:
+        self.url = url
+        self.timeouts = timeouts or Timeouts()
+        self.conn = self._connect()
         self.channel = ""
-        self._fd = self.conn.fileno()  # the server waits on this number (it outlives a loss)
-        self._quiet: int | None = None  # a pipe's write end, once the connection was lost
+        self._fd = os.dup(self.conn.fileno())  # the server waits on this number
+        self._quiet: int | None = None  # a pipe's write end, while the connection is lost
+
+    def _connect(self) -> psycopg.Connection[tuple[object, ...]]:
+        return psycopg.connect(self.url, autocommit=True, **self.timeouts.libpq())
 
     def listen(self, owner: str) -> None:
         """Listen on `owner`'s channel (an owner that changed stops listening on its old one)."""
-        if self.channel:
+        if self.channel and self._quiet is None:
             self.conn.execute(f"UNLISTEN {self.channel}")
         self.channel = channel_of(owner)
-        self.conn.execute(f"LISTEN {self.channel}")
+        if self._quiet is None:
+            self.conn.execute(f"LISTEN {self.channel}")
 
     def fileno(self) -> int:
         return self._fd
 
     def drain(self) -> int:
         """Consume every notification received (they carry nothing); how many there were."""
+        if self._quiet is not None:
+            return 0
         pgconn = self.conn.pgconn
         count = 0
         try:
             pgconn.consume_input()
         except psycopg.OperationalError as exc:  # the server went away: heartbeats still poll
-            log.warning("the doorbell connection failed (%s); signals wait for the heartbeat", exc)
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else "lost"
+            log.warning(
+                "the doorbell connection failed (%s); signals wait for the heartbeat", reason
+            )
             self._silence()
             return count
         while pgconn.notifies() is not None:
@@ -65,20 +81,40 @@ class Listener:
         return count
 
     def _silence(self) -> None:
-        """After a lost connection the server must not wait on a closed (or reused) number, nor
-        on an endlessly readable one: a pipe nobody writes takes its place, and signals are taken
-        at heartbeats from then on."""
-        if self._quiet is None:  # libpq closed the socket: the number now holds the pipe
+        """After a lost connection the server must not wait on an endlessly readable socket: a
+        pipe nobody writes takes its place under our number until `revive`."""
+        if self._quiet is None:
             read, self._quiet = os.pipe()
-            if read != self._fd:  # the number may be free again, and the pipe may get it itself
-                os.dup2(read, self._fd)
-                os.close(read)
+            os.dup2(read, self._fd)
+            os.close(read)
+
+    def revive(self) -> None:
+        """A lost doorbell connects again (called at heartbeats) and listens as before."""
+        if self._quiet is None:
+            return
+        try:
+            fresh = self._connect()
+            if self.channel:
+                fresh.execute(f"LISTEN {self.channel}")
+        except psycopg.Error:
+            return  # the next heartbeat tries again
+        os.dup2(fresh.fileno(), self._fd)
+        os.close(self._quiet)
+        self._quiet = None
+        try:
+            self.conn.close()
+        except psycopg.Error:
+            pass
+        self.conn = fresh
+        log.warning("the doorbell connection was opened again")
 
     def close(self) -> None:
         self.conn.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
         if self._quiet is not None:
-            for fd in (self._fd, self._quiet):
-                os.close(fd)
+            os.close(self._quiet)
             self._quiet = None
 
 
@@ -87,10 +123,16 @@ class Renewer(threading.Thread):
     (row locks alone order it with a fencing writer: the UPDATE re-checks `fenced = 0`)."""
 
     def __init__(
-        self, url: str, holding: Holding, lock_wait_ms: int, clock: Callable[[], float]
+        self,
+        url: str,
+        holding: Holding,
+        lock_wait_ms: int,
+        clock: Callable[[], float],
+        timeouts: Timeouts | None = None,
     ) -> None:
         super().__init__(name="subagentd-lease-renewal", daemon=True)
         self.url = url
+        self.timeouts = timeouts or Timeouts()
         self.holding = holding
         self.lock_wait_ms = lock_wait_ms
         self.clock = clock
@@ -107,6 +149,8 @@ class Renewer(threading.Thread):
                     if conn is not None:
                         conn.close()
                     conn = self._connect()  # the server dropped it: commits renew meanwhile
+                    if conn is None:
+                        self.holding.answered_since = self.clock()
                 if conn is not None:
                     self.renew(conn)
         finally:
@@ -115,8 +159,11 @@ class Renewer(threading.Thread):
 
     def _connect(self) -> psycopg.Connection[tuple[object, ...]] | None:
         try:
-            conn = psycopg.connect(self.url, autocommit=True)
-            conn.execute(f"SET lock_timeout = {int(self.lock_wait_ms)}")
+            conn = psycopg.connect(self.url, autocommit=True, **self.timeouts.libpq())
+            conn.execute(
+                f"SET lock_timeout = {int(self.lock_wait_ms)};"
+                f" SET statement_timeout = {int(self.timeouts.statement * 1000)}"
+            )
         except psycopg.Error as exc:  # commits still renew the lease
             log.warning("lease renewal thread cannot connect to the database: %s", exc)
             return None
@@ -126,10 +173,13 @@ class Renewer(threading.Thread):
         holding = self.holding
         owner, ttl = holding.owner, holding.ttl
         expires = self.clock() + ttl
+        holding.renewal_began()
         try:
             held = conn.execute(to_psycopg(RENEW_SQL), (expires, owner)).rowcount == 1
         except psycopg.Error as exc:
+            holding.renewal_ended(False, self.clock())
             log.debug("lease renewal failed (%s); retrying in %.1f s", exc, ttl * RENEW_EVERY)
             return
+        holding.renewal_ended(True, self.clock())
         if holding.owner == owner:
             holding.expires = expires if held else 0.0

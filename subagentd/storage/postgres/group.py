@@ -15,6 +15,7 @@ storage/group_base.py's; how the writer lock is taken and a group committed are 
 from __future__ import annotations
 
 import logging
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -24,9 +25,10 @@ from psycopg import errors
 
 from subagentd.errors import StorageBusyError, StorageFailedError
 from subagentd.storage.group_base import GroupCommitBase, RenewalThread
-from subagentd.storage.leases import RENEW_EVERY, RENEW_SQL, Holding
-from subagentd.storage.postgres.connection import PgConnection
+from subagentd.storage.leases import RENEW_EVERY, RENEW_SQL, SLOW_ANSWER, Holding
+from subagentd.storage.postgres.connection import PgConnection, Timeouts, Watchdog
 from subagentd.storage.postgres.doorbell import Listener, Renewer
+from subagentd.storage.postgres.reconnect import Reconnect, outcome_of
 
 log = logging.getLogger("subagentd")
 
@@ -46,6 +48,7 @@ class PgGroupCommit(GroupCommitBase):
         lock_wait_ms: int,
         clock: Callable[[], float],
         connect: Callable[[], psycopg.Connection[Any]],
+        timeouts: Timeouts | None = None,
     ) -> None:
         super().__init__(lock_wait_ms, clock)
         self.conn = conn
@@ -53,30 +56,95 @@ class PgGroupCommit(GroupCommitBase):
         self._deferred = conn.held
         self.url = url
         self._connect = connect  # a new main connection, set up as the first one
+        self.timeouts = timeouts or Timeouts()
         self._renew_wait_ms = int(lock_wait_ms)
         self.doorbell: Listener | None = None
+        self._xid: str | None = None  # the open group transaction's id (pg_current_xact_id)
+        self._backend = 0  # the server process of the main connection (its pid)
+        self._reconnect: Reconnect | None = None  # a thread connecting anew, once one was lost
+        self._watchdog: Watchdog | None = None  # bounds each statement while serving
+        self._until = float("inf")  # time.monotonic() after which nothing waits (shutdown)
 
     def check_file(self) -> bool:
         """Called with every heartbeat. There is no file to lose; a main connection the server
-        dropped is opened anew here (outside a group: the lost group already failed), so writes
-        work again once the server is back. True: writes are not refused for good."""
-        if self.conn.lost and not self.conn.in_transaction:
-            try:
-                fresh = self._connect()
-            except psycopg.Error as exc:
-                log.warning("the database is unreachable (%s); retrying at the next heartbeat", exc)
-            else:
-                self.conn.raw.close()
-                self.conn.raw = fresh
-                self.conn.held.clear()
-                self._open = False
-                log.warning("reconnected to the database after a lost connection")
+        dropped is replaced here by the one a thread made meanwhile (outside a group: the lost
+        group already failed), so writes work again once the server is back. True: writes are
+        not refused for good."""
+        if self._fresh(0.5) and self.doorbell is not None:
+            self.doorbell.revive()
         return True
+
+    def _fresh(self, wait: float) -> bool:
+        """Whether the main connection works; a lost one is replaced by a new one once a thread
+        made it (waiting up to `wait` seconds for that: the event loop never waits for a whole
+        connection attempt)."""
+        if not self.conn.lost or self.conn.in_transaction:
+            return True
+        maker = self._reconnect
+        if maker is None:
+            if time.monotonic() >= self._until:
+                return False
+            self._reconnect = maker = Reconnect(self._connect)
+            maker.start()
+        # waited for only while the loss is new (a server that is back answers at once)
+        fresh = maker.take(maker.began + wait - time.monotonic())
+        if fresh is None:
+            return False
+        self._reconnect = None
+        self._swap(fresh)
+        log.warning("reconnected to the database after a lost connection")
+        return True
+
+    def _swap(self, fresh: psycopg.Connection[Any]) -> None:
+        try:
+            self.conn.raw.close()
+        except psycopg.Error:
+            pass
+        self.conn.raw = fresh
+        self.conn.held.clear()
+        self._open = False
+
+    def rollback(self) -> None:
+        """Drop every write since the last commit; a lost connection is replaced if a new one
+        can be made at once (the live state is read back next, recovery.rebuild)."""
+        super().rollback()
+        self._fresh(0.5)
+
+    def transient(self, exc: BaseException) -> bool:
+        """A driver error reading the live state back: the server may answer again (retried
+        at each heartbeat while writes are refused)."""
+        return isinstance(exc, psycopg.Error)
+
+    def give_up_after(self, seconds: float) -> None:
+        """Shutdown: no statement waits for the server past `seconds` from now (the watchdog
+        shuts its socket), and no connection is attempted after that."""
+        self._until = time.monotonic() + seconds
+        if self._watchdog is not None:
+            self._watchdog.deadline = self._until
+
+    def hold_watch(self) -> None:
+        """Serving: each statement is bounded on this side too (connection.py Watchdog)."""
+        if self._watchdog is None:
+            self._watchdog = Watchdog(self.conn, self.timeouts.statement + 1.0)
+            self._watchdog.deadline = self._until
+            weakref.finalize(self, self._watchdog.stopped.set)
+            self._watchdog.start()
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            if self._watchdog is not None:
+                self._watchdog.stopped.set()
+            if self._reconnect is not None:
+                self._reconnect.stop()
 
     def limit_lock_wait(self, milliseconds: int) -> None:
         """From now on wait at most this long for another process's group (the event loop must
-        not stall); start-up keeps the constructor's longer wait."""
+        not stall), and bound every statement (hold_watch); start-up keeps the constructor's
+        longer wait."""
         self._lock_wait_ms = int(milliseconds)
+        self.hold_watch()
 
     def begin(self) -> None:
         """Join the open group transaction, or open one for the first writer since the commit."""
@@ -101,22 +169,33 @@ class PgGroupCommit(GroupCommitBase):
         (pg_try_advisory_xact_lock)."""
         conn = self.conn
         try:
-            if wait:  # one round trip (several statements in one query)
-                conn.execute(
+            # one round trip (several statements in one query), which also reads the
+            # transaction's id: a COMMIT whose answer is lost is looked up by it (commit)
+            if wait:
+                cursor = conn.execute(
                     f"BEGIN; SET LOCAL lock_timeout = {int(self._lock_wait_ms)};"
-                    f" SELECT pg_advisory_xact_lock({WRITER_LOCK})"
+                    f" SELECT pg_advisory_xact_lock({WRITER_LOCK}), pg_current_xact_id()::text"
                 )
-            else:  # one round trip too: the lock's answer is the second result
-                cursor = conn.execute(f"BEGIN; SELECT pg_try_advisory_xact_lock({WRITER_LOCK})")
                 cursor.nextset()
-                (got,) = cursor.fetchone()
+                cursor.nextset()
+                _, self._xid = cursor.fetchone()
+            else:  # the lock's answer is the second result
+                cursor = conn.execute(
+                    f"BEGIN; SELECT pg_try_advisory_xact_lock({WRITER_LOCK}),"
+                    " pg_current_xact_id()::text"
+                )
+                cursor.nextset()
+                got, self._xid = cursor.fetchone()
                 if not got:
                     raise errors.LockNotAvailable("writer lock held")
+            self._backend = conn.raw.info.backend_pid
         except errors.LockNotAvailable:
             self._rollback_quietly()
             raise StorageBusyError() from None
         except psycopg.Error as exc:
             self._rollback_quietly()
+            if self.conn.lost:  # a new connection is made meanwhile (taken by _fresh)
+                self._fresh(0.0)
             raise StorageFailedError(cause_of(exc)) from exc
 
     def _reason(self, exc: Exception) -> str:
@@ -141,13 +220,31 @@ class PgGroupCommit(GroupCommitBase):
                         conn.execute(RENEW_SQL, (now + holding.ttl, holding.owner))
                 conn.execute("COMMIT")
             except psycopg.Error as exc:
-                raise self._abandon(exc) from exc
+                if not conn.lost or self._xid is None:
+                    raise self._abandon(exc) from exc
+                outcome = self._outcome(self._xid)  # the answer was lost with the connection
+                if outcome != "committed":
+                    self.rollback()
+                    raise StorageFailedError(
+                        "unknown" if outcome is None else cause_of(exc)
+                    ) from exc
+                log.warning("the answer to a COMMIT was lost; the transaction did commit")
+                self._deferred.clear()
             if renew and holding is not None:
                 holding.expires = now + holding.ttl
         elif self._open:
             self._open = False
             raise StorageFailedError("error")
         self._open = False
+
+    def _outcome(self, xid: str) -> str | None:
+        """Whether the transaction `xid`, whose COMMIT's answer was lost with the connection,
+        committed (postgres/reconnect.py outcome_of); a new connection it opened becomes the
+        main one."""
+        status, fresh = outcome_of(self._connect, xid, self._backend)
+        if fresh is not None:
+            self._swap(fresh)
+        return status
 
     def ring_after_commit(self, address: str) -> None:
         """Wake the owner listening on `address` (a channel) when the open group commits:
@@ -167,7 +264,7 @@ class PgGroupCommit(GroupCommitBase):
         self._on_lost = on_lost
         now = self._now()
         if self.doorbell is None:
-            self.doorbell = Listener(self.url)
+            self.doorbell = Listener(self.url, self.timeouts)
             weakref.finalize(self, self.doorbell.close)
         self.doorbell.listen(owner)
         self.conn.execute(  # in the open group, or committed at once (autocommit) as on SQLite
@@ -176,8 +273,16 @@ class PgGroupCommit(GroupCommitBase):
         )
         self._keep_renewed(owner, ttl, now)
 
+    def stalled(self) -> None:
+        """A statement took long to answer, or failed to: judging starts afresh from now."""
+        holding = self._holding
+        if holding is not None:
+            holding.answered_since = self._now()
+
     def _renewer_for(self, holding: Holding) -> RenewalThread:
-        return Renewer(self.url, holding, self._renew_wait_ms, self._now)
+        self.conn.slow = holding.ttl * SLOW_ANSWER
+        self.conn.stalled = self.stalled
+        return Renewer(self.url, holding, self._renew_wait_ms, self._now, self.timeouts)
 
 
 def cause_of(exc: Exception) -> str:

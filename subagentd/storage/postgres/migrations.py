@@ -176,6 +176,7 @@ def migrate(conn: Connection[tuple[object, ...]]) -> set[str]:
     """Apply the pending migrations as one transaction under the migration lock; the names
     recorded before (a name this build does not know: the caller refuses the database)."""
     with conn.transaction():
+        conn.execute("SET LOCAL statement_timeout = 0")  # a migration of a big table is long
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         conn.execute(
             f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (name TEXT PRIMARY KEY,"

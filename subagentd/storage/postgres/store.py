@@ -17,7 +17,7 @@ from subagentd.storage.idempotency import IdempotencyKeys
 from subagentd.storage.opening import DatabaseRefusedError
 from subagentd.storage.parts import BoundParts
 from subagentd.storage.postgres import migrations
-from subagentd.storage.postgres.connection import PgConnection
+from subagentd.storage.postgres.connection import PgConnection, Timeouts, nul_safe
 from subagentd.storage.postgres.group import PgGroupCommit
 from subagentd.storage.postgres.stats import read_stats
 from subagentd.storage.postgres.tables import PgEvents, PgInbox, PgLeases, PgSessions, PgTrees
@@ -51,31 +51,58 @@ class OpenedPostgres:
     url: str
     durability: str = "normal"
     applied: set[str] = field(default_factory=set)
+    timeouts: Timeouts = field(default_factory=lambda: Timeouts())
 
 
-def connect(url: str, durability: str) -> psycopg.Connection[Any]:
-    """A main connection: autocommit (the group commit begins and ends its transactions), and
-    no JIT: every query here is short, and a listing's cost estimate (a descriptor subquery per
-    row) made PostgreSQL 15 compile one over 10k sessions for ~220 ms before running it in ~5."""
-    conn = psycopg.connect(url, autocommit=True)
-    conn.execute("SET jit = off")
+def connect(url: str, durability: str, timeouts: Timeouts | None = None) -> psycopg.Connection[Any]:
+    """A main connection: autocommit (the group commit begins and ends its transactions), the
+    timeouts' bounds (connection.py Timeouts), and no JIT: every query here is short, and a
+    listing's cost estimate (a descriptor subquery per row) made PostgreSQL 15 compile one over
+    10k sessions for ~220 ms before running it in ~5."""
+    timeouts = timeouts or Timeouts()
+    conn = psycopg.connect(url, autocommit=True, **timeouts.libpq())
+    nul_safe(conn)
+    conn.execute(_BOUND_STATEMENTS, {"ms": int(timeouts.statement * 1000)})
     if durability == "full":  # each COMMIT waits for its WAL flush (also if the default is off)
         conn.execute("SET synchronous_commit = on")
     return conn
 
 
-def open_postgres(url: str, *, durability: str = "normal") -> OpenedPostgres:
+# jit off; statement_timeout the smaller of the server's own (if any) and ours
+_BOUND_STATEMENTS = """
+SELECT set_config('jit', 'off', false), set_config('statement_timeout', (
+    SELECT CASE WHEN s.setting::bigint BETWEEN 1 AND %(ms)s THEN s.setting ELSE %(ms)s::text END
+    FROM pg_settings s WHERE s.name = 'statement_timeout'), false)
+"""
+
+
+def one_line(exc: BaseException) -> str:
+    """A driver error as one line: libpq's lines (the address, "Connection refused", its hint)
+    joined, PostgreSQL's DETAIL and HINT left out."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if isinstance(exc, psycopg.errors.Error) and exc.diag.message_primary:
+        return exc.diag.message_primary
+    return "; ".join(lines) if lines else type(exc).__name__
+
+
+def open_postgres(
+    url: str, *, durability: str = "normal", timeouts: Timeouts | None = None
+) -> OpenedPostgres:
     """Connect and migrate; refused in one line (DatabaseRefusedError) when unusable."""
+    timeouts = timeouts or Timeouts()
     try:
-        conn = connect(url, durability)
+        conn = connect(url, durability, timeouts)
     except psycopg.Error as exc:
-        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-        raise DatabaseRefusedError(f"database {shown(url)} cannot be opened: {reason}") from None
+        raise DatabaseRefusedError(
+            f"database {shown(url)} cannot be opened: {one_line(exc)}"
+        ) from None
     try:
         before = migrations.migrate(conn)
     except psycopg.Error as exc:
         conn.close()
-        raise DatabaseRefusedError(f"database {shown(url)} cannot be migrated: {exc}") from None
+        raise DatabaseRefusedError(
+            f"database {shown(url)} cannot be migrated: {one_line(exc)}"
+        ) from None
     unknown = sorted(before - set(migrations.NAMES))
     if unknown:
         conn.close()
@@ -83,7 +110,7 @@ def open_postgres(url: str, *, durability: str = "normal") -> OpenedPostgres:
             f"database {shown(url)} was written by a newer subagentd:"
             f" unknown migration {', '.join(unknown)}"
         )
-    return OpenedPostgres(conn, url, durability, set(migrations.NAMES))
+    return OpenedPostgres(conn, url, durability, set(migrations.NAMES), timeouts)
 
 
 class PostgresStore(BoundParts):
@@ -112,7 +139,8 @@ class PostgresStore(BoundParts):
             opened.url,
             busy_timeout_ms,
             clock,
-            lambda: connect(opened.url, opened.durability),
+            lambda: connect(opened.url, opened.durability, opened.timeouts),
+            opened.timeouts,
         )
         self._now = clock
         self._reads = itertools.count()

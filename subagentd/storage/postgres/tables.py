@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from subagentd.errors import StorageFailedError
 from subagentd.schema.records import EventRecord
 from subagentd.storage.events import EVENTS_SQL, Events
 from subagentd.storage.inbox import Inbox
@@ -20,13 +19,6 @@ if TYPE_CHECKING:
 
 
 class PgSessions(Sessions):
-    def end_turn(self, session_id: str, reason: str, output: str | None) -> None:
-        """As on SQLite; an output holding U+0000 (which PostgreSQL text cannot store) fails this
-        request alone, before any statement of it could abort the shared group."""
-        if output is not None and "\x00" in output:
-            raise StorageFailedError("error")
-        super().end_turn(session_id, reason, output)
-
     def get_descriptors(self, session_ids: list[str]) -> dict[str, str | bytes | None]:
         return dict(
             self._db.conn.execute(
