@@ -189,6 +189,8 @@ def summarize(event_type: str, data: Any) -> str:
         return f'reported as message {str(data.get("message_id", ""))[:8]}: "{short(str(data.get("output")), 50)}"'
     if event_type == "closed":
         return "closed by the host"
+    if event_type == "tool_refused":
+        return f'{data.get("tool")} refused: "{short(str(data.get("text")), 60)}"'
     if event_type == "descriptor":
         return f"mode {data.get('mode')}, label {json.dumps(data.get('label'), ensure_ascii=False)}"
     if isinstance(data.get("text"), str):

@@ -475,7 +475,9 @@ def test_bad_input_on_the_relay_socket_gets_json_rpc_errors_and_it_keeps_serving
     refused = relay(path, json.dumps(other).encode() + b"\n")
     assert refused["id"] == 7
     assert refused["error"]["code"] == -32600
-    assert refused["error"]["message"] == "only tools/call is relayed, not agents/open"
+    assert (
+        refused["error"]["message"] == "only tools/call and tools/list are relayed, not agents/open"
+    )
     unknown = {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "nope"}}
     assert relay(path, json.dumps(unknown).encode() + b"\n")["error"] == {
         "code": -32602,

@@ -1,4 +1,4 @@
-"""The click commands: `subagentd [serve]`, `demo`, `inspect`, `watch`, `schema`, `stats`, `prune`, `tool`."""
+"""The click commands: `subagentd [serve]`, `demo`, `inspect`, `watch`, `schema`, `stats`, `prune`, `tool`, `mcp`."""
 
 from __future__ import annotations
 
@@ -180,6 +180,16 @@ def tool(
         idempotency_key,
     )
     ctx.exit(show(status, outcome, as_json))
+
+
+@cli.command(context_settings=CONTEXT)
+@click.pass_context
+def mcp(ctx: click.Context, /) -> None:
+    """Serve this --runner turn's agent's own tools as an MCP stdio server (for the agent CLI
+    the turn runs: `claude --mcp-config "$SUBAGENTD_MCP_CONFIG"`, an ACP session's mcpServers)."""
+    from subagentd.cli.child_mcp import main
+
+    ctx.exit(main())
 
 
 def _refuse_postgres(ctx: click.Context, path: str, command: str) -> None:

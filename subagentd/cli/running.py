@@ -31,6 +31,7 @@ class Running:
     def __init__(self, connection: Any, options: dict[str, Any], argv: list[str]) -> None:
         import tempfile  # with shutil (in serve): only a --runner serve needs them
 
+        from subagentd.server.handoff import Handoff, subagentd_executable
         from subagentd.server.relay import Relay, Tokens
         from subagentd.server.runner import Runner
         from subagentd.storage.postgres import is_postgres
@@ -48,13 +49,16 @@ class Running:
         elif db != ":memory:":
             db = os.path.abspath(db)
         tokens = Tokens(service)
+        environment = {"SUBAGENTD_DB": db, "SUBAGENTD_SOCKET": self.path}
+        handoff = Handoff(self.directory, subagentd_executable(self.directory), environment)
         self.runner = Runner(
             service,
             argv,
             root=options["caller"],
             max_running=options["max_running"],
-            environment={"SUBAGENTD_DB": db, "SUBAGENTD_SOCKET": self.path},
+            environment=environment,
             tokens=tokens,
+            handoff=handoff,
         )
         self.relay = Relay(service, tokens, options["max_frame_bytes"])
         self.runner.attach(connection)

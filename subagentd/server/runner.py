@@ -29,6 +29,7 @@ from subagentd.core.service import Service
 from subagentd.schema.host_methods import TurnEndParams
 from subagentd.schema.notifications import TurnInterrupt, TurnStart
 from subagentd.schema.runner import RunnerExit, RunnerTurn
+from subagentd.server.handoff import Handoff
 from subagentd.server.relay import Tokens
 from subagentd.server.timers import BUSY_RETRY
 from subagentd.server.transport import FdReader
@@ -65,8 +66,10 @@ class Runner:
         max_running: int,
         environment: dict[str, str],
         tokens: Tokens,
+        handoff: Handoff | None = None,
     ) -> None:
         self.service = service
+        self.handoff = handoff  # SUBAGENTD and the agent's MCP server for each turn
         self.command = command
         self.root = root
         self.max_running = max_running
@@ -183,6 +186,8 @@ class Runner:
             "SUBAGENTD_TURN_ID": start.turn_id,
             "SUBAGENTD_TOKEN": token,
         }
+        if self.handoff is not None:
+            env.update(self.handoff.turn_environment(start.agent_id, token))
         turn = RunnerTurn(
             agent_id=start.agent_id,
             turn_id=start.turn_id,
