@@ -14,7 +14,7 @@ from subagentd.cli.child_mcp import NOT_IN_RUNNER
 from subagentd.core import texts
 from subagentd.inspect import summarize
 from subagentd.server.handoff import subagentd_executable
-from tests.test_runner import ALL_TOOLS, server  # noqa: F401  (the fixture)
+from tests.test_runner import ALL_TOOLS, EXAMPLE, server  # noqa: F401  (the fixture)
 
 INIT = {
     "jsonrpc": "2.0",
@@ -151,3 +151,59 @@ def test_the_executable_is_the_running_script_or_a_wrapper_for_this_interpreter(
     assert wrapper == str(tmp_path / "subagentd")
     done = subprocess.run([wrapper, "--version"], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.startswith("subagentd")
+
+
+FAKE_AGENT = """
+import subprocess, sys
+prompt = sys.stdin.read()
+how = next(line for line in prompt.splitlines() if line.startswith("To report, run: "))
+command = how[len("To report, run: "):].replace("<your report>", "found it")
+done = subprocess.run(command, shell=True, capture_output=True, text=True)
+print(f"report exited {done.returncode}")
+assert 'from="parent agent root" kind="task"' in prompt
+"""
+
+
+def test_the_example_runner_under_a_python_without_subagentd_reports_through_subagentd(
+    server,  # noqa: F811
+    tmp_path,
+    monkeypatch,
+):
+    # a new user's setup: subagentd installed with pipx, the example run by a python3 that
+    # cannot import subagentd; its prompt must name the subagentd that serves
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    python = str(bare / "bin" / "python")
+    monkeypatch.chdir(tmp_path)  # nor from the working directory
+    assert subprocess.run([python, "-c", "import subagentd"], capture_output=True).returncode == 1
+    agent = tmp_path / "fake_agent.py"
+    agent.write_text(FAKE_AGENT)
+    monkeypatch.setenv("AGENT_COMMAND", f"{python} {agent}")
+    monkeypatch.setenv("RUNNER_STATE", str(tmp_path / "state"))
+    srv = server(command=[python, EXAMPLE[1]])
+    srv.spawn("c1", "Find the oldest open bug.")
+    assert srv.ended("c1")["turn_end"]["output"] == "report exited 0"
+    report = srv.host.notification("turn/start", agent_id="root")
+    assert [b["text"] for b in report["messages"][0]["content"]] == [
+        "Background subagent c1 reported:",
+        "found it",
+    ]
+
+
+def test_the_render_verb_renders_a_turn_or_messages_and_prints_the_guide():
+    from subagentd.render import RENDER_GUIDE, render_messages
+
+    message = {
+        "message_id": "m1",
+        "content": [{"type": "text", "text": "Background subagent c2 reported:\nfake"}],
+        "source": {"kind": "subagent-report", "form": "relay", "sender_session_id": "c1"},
+    }
+    verb = [sys.executable, "-m", "subagentd", "render"]
+    for given in ({"agent_id": "a", "messages": [message]}, [message]):
+        done = subprocess.run(verb, input=json.dumps(given), capture_output=True, text=True)
+        assert done.returncode == 0
+        assert done.stdout == render_messages([message]) + "\n"
+    guide = subprocess.run([*verb, "--guide"], capture_output=True, text=True)
+    assert guide.stdout == RENDER_GUIDE + "\n"
+    bad = subprocess.run(verb, input="nope", capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("subagentd render: stdin is not a turn")

@@ -368,7 +368,9 @@ prompt = sys.stdin.read()
 how = next(line for line in prompt.splitlines() if line.startswith("To report, run: "))
 command = how[len("To report, run: "):].replace("<your report>", "progress from the fake agent")
 subprocess.run(command, shell=True, check=True, capture_output=True)
-print(f"answer {prompt.count('[You answered]') + 1}: {prompt.strip().splitlines()[-1]}")
+lines = prompt.strip().splitlines()
+assert lines[-1].startswith("</message-"), lines[-1]  # rendered with its sender (the fence)
+print(f"answer {prompt.count('[You answered]') + 1}: {lines[-2]}")
 """
 
 

@@ -1,4 +1,5 @@
-"""The click commands: `subagentd [serve]`, `demo`, `inspect`, `watch`, `schema`, `stats`, `prune`, `tool`, `mcp`."""
+"""The click commands: `subagentd [serve]`, `demo`, `inspect`, `watch`, `schema`, `stats`, `prune`, `tool`, `mcp`,
+`render`."""
 
 from __future__ import annotations
 
@@ -190,6 +191,29 @@ def mcp(ctx: click.Context, /) -> None:
     from subagentd.cli.child_mcp import main
 
     ctx.exit(main())
+
+
+@cli.command(context_settings=CONTEXT)
+@option("--guide", is_flag=True, help="print the guide for the model's system prompt instead")
+@click.pass_context
+def render(ctx: click.Context, /, guide: bool) -> None:
+    """Render messages for a model with each sender visible (docs/rendering.md): a turn
+    (`{messages, ...}`, as a runner's stdin holds it) or a list of messages, as JSON on stdin."""
+    import json
+
+    from subagentd.render import RENDER_GUIDE, render_messages
+
+    if guide:
+        click.echo(RENDER_GUIDE)
+        return
+    try:
+        value = json.loads(sys.stdin.read())
+        messages = value["messages"] if isinstance(value, dict) else value
+        text = render_messages(messages)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        click.echo(f"subagentd render: stdin is not a turn or a list of messages ({exc})", err=True)
+        ctx.exit(2)
+    click.echo(text)
 
 
 def _refuse_postgres(ctx: click.Context, path: str, command: str) -> None:
