@@ -171,6 +171,21 @@ SERVE = (
         metavar="COMMAND",
     ),
     Spec(
+        "--runner-protocol",
+        "choice",
+        "process",
+        "how --runner runs a turn: process, one run of the command per turn; acp, the command"
+        " is an ACP agent and each subagent one of its sessions (docs/acp.md)",
+        choices=("process", "acp"),
+    ),
+    Spec(
+        "--acp-permission",
+        "choice",
+        "deny",
+        "the answer to an ACP agent's session/request_permission: its allow or its reject option",
+        choices=("deny", "allow"),
+    ),
+    Spec(
         "--max-running",
         "int",
         4,
