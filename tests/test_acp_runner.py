@@ -16,17 +16,21 @@ from typing import Any
 import pytest
 
 from subagentd.cli.running import Running
+from subagentd.client.errors import RequestTimeout
 from subagentd.render import RENDER_GUIDE
 from tests.spawned import TIMEOUT, InProcessServer
 from tests.test_runner import ALL_TOOLS, RunnerServer
 
+PATIENCE = 4 * TIMEOUT  # a tree of agent sessions starts many `subagentd mcp` processes
 AGENT = [sys.executable, str(Path(__file__).parent / "scripts" / "acp_agent.py")]
 
 
 class AcpServer(RunnerServer):
     """An in-process server whose runner speaks ACP to the scripted agent."""
 
-    def __init__(self, state: Path, max_running: int = 4, permission: str = "deny", **settings: Any):
+    def __init__(
+        self, state: Path, max_running: int = 4, permission: str = "deny", **settings: Any
+    ):
         self.running: Running | None = None
         os.environ["ACP_AGENT_STATE"] = str(state)
 
@@ -52,13 +56,16 @@ class AcpServer(RunnerServer):
 
     def ends(self, agent_id: str, count: int) -> list[dict[str, Any]]:
         """Wait until the agent ended `count` turns; their turn_end data."""
-        deadline = time.monotonic() + TIMEOUT
+        deadline = time.monotonic() + PATIENCE
         while True:
             ends = [e["data"] for e in self.events(agent_id) if e["type"] == "turn_end"]
             if len(ends) >= count:
                 return ends
             assert time.monotonic() < deadline, f"{agent_id} ended {len(ends)} turn(s)"
-            self.host.notification("agent/status", agent_id=agent_id)
+            try:  # a status change, or a second: then read again (a change may come first)
+                self.host.notification("agent/status", timeout=1.0, agent_id=agent_id)
+            except RequestTimeout:
+                pass
 
 
 @pytest.fixture
@@ -87,9 +94,16 @@ def wait_for(path: Path, text: str) -> None:
         time.sleep(0.01)
 
 
-def test_a_turn_is_a_prompt_its_updates_are_in_the_transcript_and_the_last_message_is_its_output(acp):
+def test_a_turn_is_a_prompt_its_updates_are_in_the_transcript_and_the_last_message_is_its_output(
+    acp,
+):
     srv = acp()
-    srv.spawn("c1", steps({"think": "hmm"}, {"plan": ["look", "answer"]}, {"say": "first"}, {"say": "the answer"}))
+    srv.spawn(
+        "c1",
+        steps(
+            {"think": "hmm"}, {"plan": ["look", "answer"]}, {"say": "first"}, {"say": "the answer"}
+        ),
+    )
     end = srv.ends("c1", 1)[0]
     assert end["reason"] == "completed"
     events = srv.events("c1")
@@ -106,8 +120,9 @@ def test_a_turn_is_a_prompt_its_updates_are_in_the_transcript_and_the_last_messa
 
 
 def sessions(tmp_path: Path) -> dict[str, Any]:
-    result: dict[str, Any] = json.loads((tmp_path / "agent-state" / "sessions.json").read_text())
-    return result
+    """The scripted agent's sessions by id (what it was prompted with)."""
+    folder = tmp_path / "agent-state" / "sessions"
+    return {path.stem: json.loads(path.read_text()) for path in folder.glob("*.json")}
 
 
 def test_a_tree_three_deep_reports_and_delegates_with_native_tool_calls(acp, tmp_path):
@@ -140,7 +155,11 @@ def test_a_tree_three_deep_reports_and_delegates_with_native_tool_calls(acp, tmp
     assert "g1 relays: h1 found it" in calls[3]["text"]
     assert "Background subagent g1 finished" in calls[3]["text"]
     calls = [e["data"] for e in srv.events("g1") if e["type"] == "acp_tool_call"]
-    assert [c.get("title") for c in calls if "title" in c] == ["spawn_agent", "wait_agents", "report"]
+    assert [c.get("title") for c in calls if "title" in c] == [
+        "spawn_agent",
+        "wait_agents",
+        "report",
+    ]
     assert [c["status"] for c in calls] == ["in_progress", "completed"] * 3
     # the root (the host) hears c1's settlement; h1's report reached g1, not the root
     settled = srv.host.notification("turn/start", agent_id="root")
@@ -152,3 +171,105 @@ def test_a_tree_three_deep_reports_and_delegates_with_native_tool_calls(acp, tmp
     assert "report" in blocks[1]
     assert blocks[2].splitlines()[0].endswith('from="parent agent c1" kind="task">')
     assert blocks[2].splitlines()[1:-1] == [g1]
+
+
+def send(srv: AcpServer, child: str, message: str) -> None:
+    srv.host.call("send_message", {"caller": "root", "subagent_id": child, "message": message})
+
+
+def test_an_interrupt_mid_prompt_cancels_it_and_the_session_keeps_its_history(acp, tmp_path):
+    srv = acp()
+    log = tmp_path / "log"
+    srv.spawn("c1", steps({"say": "working"}, {"wait_cancel": str(log)}))
+    wait_for(log, "waiting")
+    srv.host.call("agents/interrupt", {"agent_id": "c1"})
+    end = srv.ends("c1", 1)[0]
+    assert end["reason"] == "aborted"
+    assert end["output"] == "workingwaiting"
+    by_type = {e["type"]: e["data"] for e in srv.events("c1")}
+    assert by_type["acp_end"] == {"stop_reason": "cancelled"}
+    send(srv, "c1", steps({"history": True}))
+    second = srv.ends("c1", 2)[1]
+    assert second["reason"] == "completed"
+    assert second["output"] == "history: 1: " + steps({"say": "working"}, {"wait_cancel": str(log)})
+    assert len(sessions(tmp_path)) == 1  # one session, kept across the interrupt
+
+
+def test_a_killed_agent_process_ends_its_turn_error_and_the_next_turn_restarts_it(acp, tmp_path):
+    srv = acp()
+    pid_file, log = tmp_path / "pid", tmp_path / "log"
+    srv.spawn("c1", steps({"pid": str(pid_file)}, {"wait_cancel": str(log)}))
+    wait_for(log, "waiting")
+    first_pid = int(pid_file.read_text())
+    os.kill(first_pid, signal.SIGKILL)
+    end = srv.ends("c1", 1)[0]
+    assert end["reason"] == "error"
+    by_type = {e["type"]: e["data"] for e in srv.events("c1")}
+    assert by_type["acp_end"]["error"] == "the ACP agent process exited (status -9)"
+    assert "scripted ACP agent started" in by_type["acp_end"]["stderr"]
+    send(srv, "c1", steps({"pid": str(pid_file)}, {"history": True}))
+    second = srv.ends("c1", 2)[1]
+    assert second["reason"] == "completed"
+    assert second["output"].startswith("history: 1: ")  # the new process loaded the session
+    assert int(pid_file.read_text()) != first_pid
+    sessions_seen = [e["data"] for e in srv.events("c1") if e["type"] == "acp_session"]
+    assert [s["loaded"] for s in sessions_seen] == [False, True]
+    assert sessions_seen[0]["session_id"] == sessions_seen[1]["session_id"]
+
+
+def test_stop_reasons_map_to_the_turns_end(acp):
+    srv = acp()
+    for child, reason in (("c1", "max_tokens"), ("c2", "refusal"), ("c3", "max_turn_requests")):
+        srv.spawn(child, steps({"say": "partial"}, {"stop": reason}))
+    assert srv.ends("c1", 1)[0]["reason"] == "max-tokens"
+    assert srv.ends("c2", 1)[0]["reason"] == "refusal"
+    assert srv.ends("c3", 1)[0]["reason"] == "max-tokens"
+    assert srv.ends("c1", 1)[0]["output"] == "partial"
+
+
+@pytest.mark.parametrize(("policy", "option"), [("deny", "no"), ("allow", "yes")])
+def test_a_permission_request_is_answered_by_the_policy_and_recorded(acp, policy, option):
+    srv = acp(permission=policy)
+    srv.spawn("c1", steps({"permission": "Edit README.md"}))
+    assert srv.ends("c1", 1)[0]["output"] == f"permission selected {option}"
+    by_type = {e["type"]: e["data"] for e in srv.events("c1")}
+    assert by_type["acp_permission"] == {
+        "title": "Edit README.md",
+        "outcome": "selected",
+        "optionId": option,
+    }
+
+
+def test_processes_are_pooled_initialized_once_and_reused_across_turns(acp, tmp_path):
+    srv = acp(max_running=1)
+    pid_file = tmp_path / "pid"
+    srv.spawn("c1", steps({"pid": str(pid_file)}, {"say": "one"}))
+    srv.ends("c1", 1)
+    first = pid_file.read_text()
+    srv.spawn("c2", steps({"pid": str(pid_file)}, {"say": "two"}))
+    srv.ends("c2", 1)
+    send(srv, "c1", steps({"pid": str(pid_file)}, {"history": True}))
+    assert srv.ends("c1", 2)[1]["output"] == "history: 1: " + steps(
+        {"pid": str(pid_file)}, {"say": "one"}
+    )
+    assert pid_file.read_text() == first
+    assert (tmp_path / "agent-state" / "initialized.log").read_text() == f"{first}\n"
+
+
+def test_without_load_session_a_cold_resume_opens_a_new_session_told_who_it_is(
+    acp, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("ACP_AGENT_NO_LOAD", "1")
+    srv = acp()
+    srv.spawn("c1", "hello")
+    assert srv.ends("c1", 1)[0]["output"] == "done: hello"
+    srv.host.notification("agent/settled", agent_id="c1")
+    send(srv, "c1", "again")
+    assert srv.ends("c1", 2)[1]["output"] == "done: again"
+    opened = [e["data"] for e in srv.events("c1") if e["type"] == "acp_session"]
+    assert [s["loaded"] for s in opened] == [False, False]
+    (resumed,) = [s for s in sessions(tmp_path).values() if s["prompts"] == ["again"]]
+    assert resumed["blocks"][0][:2] == [
+        RENDER_GUIDE,
+        'You are the subagent "t", resumed in a new session: the conversation of your earlier session could not be reopened.',
+    ]

@@ -229,20 +229,21 @@ class AcpRunner(Runner):
         detail: dict[str, Any] = {}
         output: str | None = None
         try:
-            try:
-                async with anyio.create_task_group() as writing:
-                    writing.start_soon(self._write_progress, job, progress)
+            async with anyio.create_task_group() as writing:
+                writing.start_soon(self._write_progress, job, progress)
+                try:
                     stop = await self._turn(job, progress)
+                    detail["stop_reason"] = stop
+                    reason = STOP_REASONS.get(stop, "error")
+                except AgentGone as exc:
+                    reason, detail["error"] = "error", str(exc)
+                    stderr = self._stderr_of(start.turn_id)
+                    if stderr:
+                        detail["stderr"] = stderr
+                except AcpError as exc:
+                    reason, detail["error"] = "error", f"the ACP agent refused: {exc}"
+                finally:
                     writing.cancel_scope.cancel()
-                detail["stop_reason"] = stop
-                reason = STOP_REASONS.get(stop, "error")
-            except AgentGone as exc:
-                reason, detail["error"] = "error", str(exc)
-                stderr = self._stderr_of(start.turn_id)
-                if stderr:
-                    detail["stderr"] = stderr
-            except AcpError as exc:
-                reason, detail["error"] = "error", f"the ACP agent refused: {exc}"
             progress.close_chunk()
             if job.interrupted:
                 reason = "aborted"

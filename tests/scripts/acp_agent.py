@@ -1,7 +1,8 @@
 """A scripted ACP agent for the tests, built on the `agent-client-protocol` SDK (its Agent side).
 
-It keeps its sessions in ACP_AGENT_STATE/sessions.json (so a restarted agent can load them) and
-advertises `loadSession` unless ACP_AGENT_NO_LOAD is set. Each prompt acts on the text of its
+It keeps each session in ACP_AGENT_STATE/sessions/<id>.json (so a restarted agent can load them),
+appends its pid to ACP_AGENT_STATE/initialized.log at each `initialize`, and advertises
+`loadSession` unless ACP_AGENT_NO_LOAD is set. Each prompt acts on the text of its
 last content block (the last message, rendered: its fence lines are dropped): plain text is
 answered `done: <text>`; a JSON object {"acp": [...]} runs each step in order:
   {"say": s}              an agent message, streamed as two chunks
@@ -54,14 +55,16 @@ from acp.schema import AgentCapabilities, PermissionOption, ToolCallUpdate
 STATE = Path(os.environ.get("ACP_AGENT_STATE", "."))
 
 
-def load_store() -> dict[str, Any]:
-    path = STATE / "sessions.json"
-    return json.loads(path.read_text()) if path.exists() else {}
+def load_session(session_id: str) -> dict[str, Any] | None:
+    path = STATE / "sessions" / f"{session_id}.json"
+    return json.loads(path.read_text()) if path.exists() else None
 
 
-def save_store(store: dict[str, Any]) -> None:
-    STATE.mkdir(parents=True, exist_ok=True)
-    (STATE / "sessions.json").write_text(json.dumps(store))
+def save_session(session_id: str, session: dict[str, Any]) -> None:
+    folder = STATE / "sessions"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{session_id}.json.tmp").write_text(json.dumps(session))
+    (folder / f"{session_id}.json.tmp").replace(folder / f"{session_id}.json")
 
 
 def last_message(prompt: list[Any]) -> str:
@@ -82,28 +85,31 @@ class ScriptedAgent(Agent):
         self.conn = conn
 
     async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
+        STATE.mkdir(parents=True, exist_ok=True)
+        with open(STATE / "initialized.log", "a") as log:
+            log.write(f"{os.getpid()}\n")
         loads = not os.environ.get("ACP_AGENT_NO_LOAD")
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=AgentCapabilities(load_session=loads),
         )
 
-    async def new_session(self, cwd: str, mcp_servers: Any = None, **kwargs: Any) -> NewSessionResponse:
+    async def new_session(
+        self, cwd: str, mcp_servers: Any = None, **kwargs: Any
+    ) -> NewSessionResponse:
         session_id = "s-" + uuid.uuid4().hex[:12]
-        store = load_store()
-        store[session_id] = {"cwd": cwd, "prompts": [], "blocks": []}
-        save_store(store)
+        save_session(session_id, {"cwd": cwd, "prompts": [], "blocks": []})
         self.servers[session_id] = (mcp_servers or [None])[0]
         return NewSessionResponse(session_id=session_id)
 
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
     ) -> LoadSessionResponse:
-        store = load_store()
-        if session_id not in store:
+        session = load_session(session_id)
+        if session is None:
             raise RequestError.invalid_params({"sessionId": session_id})
         self.servers[session_id] = (mcp_servers or [None])[0]
-        for text in store[session_id]["prompts"]:
+        for text in session["prompts"]:
             await self.conn.session_update(session_id, update_user_message_text(text))
         return LoadSessionResponse()
 
@@ -116,14 +122,14 @@ class ScriptedAgent(Agent):
             await self.conn.session_update(session_id, update_agent_message_text(part))
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
-        store = load_store()
-        if session_id not in store:
+        session = load_session(session_id)
+        if session is None:
             raise RequestError.invalid_params({"sessionId": session_id})
-        history = list(store[session_id]["prompts"])
+        history = list(session["prompts"])
         text = last_message(prompt)
-        store[session_id]["prompts"].append(text)
-        store[session_id]["blocks"].append([getattr(block, "text", None) for block in prompt])
-        save_store(store)
+        session["prompts"].append(text)
+        session["blocks"].append([getattr(block, "text", None) for block in prompt])
+        save_session(session_id, session)
         self.cancelled[session_id] = asyncio.Event()
         try:
             plan = json.loads(text)
