@@ -273,3 +273,42 @@ def test_without_load_session_a_cold_resume_opens_a_new_session_told_who_it_is(
         RENDER_GUIDE,
         'You are the subagent "t", resumed in a new session: the conversation of your earlier session could not be reopened.',
     ]
+
+
+def test_a_restart_of_subagentd_cold_resumes_the_child_in_its_own_session(tmp_path):
+    import anyio
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    db = str(tmp_path / "acp.db")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            *("-m", "subagentd", "--db", db, "--caller", "root"),
+            *("--runner-protocol", "acp", "--runner", " ".join(AGENT)),
+        ],
+        env={**os.environ, "ACP_AGENT_STATE": str(tmp_path / "agent-state")},
+    )
+    first = steps({"say": "remember the number 7"})
+    wait = {"agent_ids": ["c1"], "mode": "all", "timeout_ms": int(PATIENCE * 1000)}
+    seen: dict[str, Any] = {}
+
+    async def run() -> None:
+        with anyio.fail_after(PATIENCE):
+            await both()
+
+    async def both() -> None:
+        async with Client(params) as client:  # the first subagentd
+            await client.call_tool("spawn_agent", {"label": "t", "prompt": first, "child_id": "c1"})
+            seen["first"] = await client.call_tool("wait_agents", wait)
+        async with Client(params) as client:  # a new process on the same database
+            message = {"subagent_id": "c1", "message": steps({"history": True})}
+            seen["send"] = await client.call_tool("send_message", message)
+            seen["second"] = await client.call_tool("wait_agents", wait)
+
+    anyio.run(run)
+    text = "\n".join(block.text for block in seen["second"].content)
+    assert seen["send"].is_error is False
+    assert f"Its closing message:\nhistory: 1: {first}" in text
+    assert len(sessions(tmp_path)) == 1  # the same session, loaded by a new agent process
+    assert len((tmp_path / "agent-state" / "initialized.log").read_text().splitlines()) == 2

@@ -43,9 +43,10 @@ class AgentGone(Exception):
 class AcpError(Exception):
     """The agent answered a request with a JSON-RPC error."""
 
-    def __init__(self, error: Any) -> None:
+    def __init__(self, method: str, error: Any) -> None:
         message = error.get("message") if isinstance(error, dict) else None
-        super().__init__(str(message or error))
+        super().__init__(f"{method}: {message or error}")
+        self.method = method
         self.error = error
 
 
@@ -122,7 +123,7 @@ class AgentProcess:
             raise AgentGone(self._gone)
         reply = box[0]
         if "error" in reply:
-            raise AcpError(reply["error"])
+            raise AcpError(method, reply["error"])
         return reply.get("result")
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:

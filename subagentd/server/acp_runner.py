@@ -241,7 +241,7 @@ class AcpRunner(Runner):
                     if stderr:
                         detail["stderr"] = stderr
                 except AcpError as exc:
-                    reason, detail["error"] = "error", f"the ACP agent refused: {exc}"
+                    reason, detail["error"] = "error", f"the ACP agent refused {exc}"
                 finally:
                     writing.cancel_scope.cancel()
             progress.close_chunk()
