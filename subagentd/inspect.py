@@ -189,6 +189,24 @@ def summarize(event_type: str, data: Any) -> str:
         return f'reported as message {str(data.get("message_id", ""))[:8]}: "{short(str(data.get("output")), 50)}"'
     if event_type == "closed":
         return "closed by the host"
+    if event_type == "acp_tool_call":
+        name = data.get("title") or data.get("toolCallId")
+        status = f" {data['status']}" if data.get("status") else ""
+        said = f': "{short(str(data["text"]), 50)}"' if data.get("text") else ""
+        return f"tool call {name}{status}{said}"
+    if event_type == "acp_plan":
+        entries = data.get("entries") or []
+        steps = "; ".join(str(e.get("content")) for e in entries if isinstance(e, dict))
+        return f'plan: "{short(steps, 60)}"'
+    if event_type == "acp_permission":
+        return f"permission for {data.get('title')}: {data.get('outcome')} {data.get('optionId') or ''}".rstrip()
+    if event_type == "acp_session":
+        loaded = " (loaded)" if data.get("loaded") else " (new)"
+        return f"ACP session {str(data.get('session_id'))[:12]}{loaded}"
+    if event_type == "acp_end":
+        if data.get("error"):
+            return f'ACP prompt failed: "{short(str(data["error"]), 60)}"'
+        return f"ACP prompt stopped: {data.get('stop_reason')}"
     if event_type == "tool_refused":
         return f'{data.get("tool")} refused: "{short(str(data.get("text")), 60)}"'
     if event_type == "descriptor":

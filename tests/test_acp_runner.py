@@ -155,10 +155,9 @@ def test_a_tree_three_deep_reports_and_delegates_with_native_tool_calls(acp, tmp
     assert "g1 relays: h1 found it" in calls[3]["text"]
     assert "Background subagent g1 finished" in calls[3]["text"]
     calls = [e["data"] for e in srv.events("g1") if e["type"] == "acp_tool_call"]
-    assert [c.get("title") for c in calls if "title" in c] == [
-        "spawn_agent",
-        "wait_agents",
-        "report",
+    # an update carries its call's title, as the start named it
+    assert [c["title"] for c in calls] == [
+        *("spawn_agent", "spawn_agent", "wait_agents", "wait_agents", "report", "report")
     ]
     assert [c["status"] for c in calls] == ["in_progress", "completed"] * 3
     # the root (the host) hears c1's settlement; h1's report reached g1, not the root
@@ -312,3 +311,35 @@ def test_a_restart_of_subagentd_cold_resumes_the_child_in_its_own_session(tmp_pa
     assert f"Its closing message:\nhistory: 1: {first}" in text
     assert len(sessions(tmp_path)) == 1  # the same session, loaded by a new agent process
     assert len((tmp_path / "agent-state" / "initialized.log").read_text().splitlines()) == 2
+
+
+def test_the_timeline_and_watch_show_the_child_working(acp, tmp_path):
+    from subagentd.inspect import summarize
+    from subagentd.storage.database import SqliteStore
+    from subagentd.storage.reader import StoreReader
+    from subagentd.view.timeline import build
+
+    db = str(tmp_path / "run.db")
+    srv = acp(store=SqliteStore(db))
+    srv.spawn(
+        "c1",
+        steps(
+            {"plan": ["read", "answer"]},
+            {"tool": "list_agents", "args": {}},
+            {"tool": "send_message", "args": {"subagent_id": "nobody", "message": "x"}},
+            {"say": "all done"},
+        ),
+    )
+    srv.ends("c1", 1)
+    events = srv.events("c1")
+    lines = [summarize(e["type"], e["data"]) for e in events]
+    assert 'plan: "read; answer"' in lines
+    assert 'tool call list_agents completed: "(no subagents)"' in lines
+    refused = [e["data"] for e in events if e["type"] == "tool_refused"]
+    assert [r["tool"] for r in refused] == ["send_message"]
+    assert "ACP prompt stopped: end_turn" in lines
+    timeline = build(StoreReader(db))
+    (turn,) = [t for t in timeline["turns"] if t.get("output") == "all done"]
+    assert turn["working"][0] == 'plan: "read; answer"'
+    assert turn["working"][-1] == '"all done"'
+    assert any(line.startswith("send_message refused: ") for line in turn["working"])

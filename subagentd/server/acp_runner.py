@@ -72,6 +72,7 @@ class Progress:
     last_message: str = ""
     replaying: bool = False  # session/load replays the history: not this turn's work
     changed: anyio.Event = field(default_factory=anyio.Event)  # events to write
+    titles: dict[str, Any] = field(default_factory=dict)  # tool call id -> its title
 
     def update(self, update: dict[str, Any]) -> None:
         if self.replaying:
@@ -95,6 +96,11 @@ class Progress:
         if kind in ("tool_call", "tool_call_update"):
             fields = ("toolCallId", "title", "kind", "status")
             call = {k: update[k] for k in fields if k in update}
+            call_id = str(update.get("toolCallId"))
+            if "title" in call:
+                self.titles[call_id] = call["title"]
+            elif call_id in self.titles:  # an update names its call as the start did
+                call["title"] = self.titles[call_id]
             text = _content_text(update.get("content"))
             if text:
                 call["text"] = text[:TOOL_TEXT]
