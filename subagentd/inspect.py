@@ -3,6 +3,10 @@
 It reads through storage's own queries over a read-only connection (storage/reader.py) and never
 writes: one query per table, the tree is built in Python, and corrupt rows (bad descriptors, parent
 cycles, unreadable event data) are shown as such instead of stopping the listing.
+
+Longer than ~300 lines on purpose: `summarize` holds the one-line form of every event type the
+transcript can hold (`watch` and the timeline show the same lines); split by type, a new event
+type would have no single place to get its line.
 """
 
 from __future__ import annotations
@@ -190,22 +194,21 @@ def summarize(event_type: str, data: Any) -> str:
     if event_type == "closed":
         return "closed by the host"
     if event_type == "acp_tool_call":
-        name = data.get("title") or data.get("toolCallId")
-        status = f" {data['status']}" if data.get("status") else ""
         said = f': "{short(str(data["text"]), 50)}"' if data.get("text") else ""
-        return f"tool call {name}{status}{said}"
+        status = f" {data['status']}" if data.get("status") else ""
+        return f"tool call {data.get('title') or data.get('toolCallId')}{status}{said}"
     if event_type == "acp_plan":
-        entries = data.get("entries") or []
-        steps = "; ".join(str(e.get("content")) for e in entries if isinstance(e, dict))
+        steps = "; ".join(
+            str(e.get("content")) for e in data.get("entries") or [] if isinstance(e, dict)
+        )
         return f'plan: "{short(steps, 60)}"'
     if event_type == "acp_permission":
         return f"permission for {data.get('title')}: {data.get('outcome')} {data.get('optionId') or ''}".rstrip()
     if event_type == "acp_session":
-        loaded = " (loaded)" if data.get("loaded") else " (new)"
-        return f"ACP session {str(data.get('session_id'))[:12]}{loaded}"
+        return f"ACP session {str(data.get('session_id'))[:12]} ({'loaded' if data.get('loaded') else 'new'})"
+    if event_type == "acp_end" and data.get("error"):
+        return f'ACP prompt failed: "{short(str(data["error"]), 60)}"'
     if event_type == "acp_end":
-        if data.get("error"):
-            return f'ACP prompt failed: "{short(str(data["error"]), 60)}"'
         return f"ACP prompt stopped: {data.get('stop_reason')}"
     if event_type == "tool_refused":
         return f'{data.get("tool")} refused: "{short(str(data.get("text")), 60)}"'

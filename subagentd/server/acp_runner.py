@@ -13,6 +13,10 @@ The session id is kept in the transcript (`acp_session`), so a later activation 
 cold resume, a restart of subagentd, or the death of the process that held it — reopens it with
 `session/load` when the agent advertises `loadSession` (a new session otherwise, told who it
 is). A process that dies ends the turns it was running `error`; the next turn starts another.
+
+Longer than ~300 lines on purpose: one turn's way through its session — the pool's process, the
+session opened, loaded or reused, the prompt, its cancel, its updates written as they come, and
+its end — shares the turn's state; split, each step would have to be handed all of it.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -31,6 +35,7 @@ from subagentd.render import RENDER_GUIDE, render_messages
 from subagentd.schema.host_methods import TurnEndParams
 from subagentd.schema.notifications import TurnInterrupt
 from subagentd.server.acp import AcpError, AgentGone, AgentProcess, permission_policy
+from subagentd.server.acp_progress import Progress
 from subagentd.server.handoff import Handoff
 from subagentd.server.relay import Tokens
 from subagentd.server.runner import Job, Runner
@@ -45,7 +50,6 @@ STOP_REASONS = {  # the prompt's stopReason -> the turn's end
     "refusal": "refusal",
     "cancelled": "aborted",
 }
-TOOL_TEXT = 4096  # characters of a tool call's content kept in its transcript event
 RESUMED = (
     'You are the subagent "{label}", resumed in a new session: the conversation of your earlier'
     " session could not be reopened."
@@ -60,68 +64,6 @@ class Held:
     process: AgentProcess
     session_id: str
     activation_id: str
-
-
-@dataclass(slots=True, eq=False)
-class Progress:
-    """What one turn's `session/update`s add to the transcript, and the agent's last message."""
-
-    events: list[tuple[str, Any]] = field(default_factory=list)
-    chunk_kind: str | None = None  # "acp_message" or "acp_thought" while chunks arrive
-    chunk: list[str] = field(default_factory=list)
-    last_message: str = ""
-    replaying: bool = False  # session/load replays the history: not this turn's work
-    changed: anyio.Event = field(default_factory=anyio.Event)  # events to write
-    titles: dict[str, Any] = field(default_factory=dict)  # tool call id -> its title
-
-    def update(self, update: dict[str, Any]) -> None:
-        if self.replaying:
-            return
-        self._update(update)
-        if self.events:
-            self.changed.set()
-
-    def _update(self, update: dict[str, Any]) -> None:
-        kind = update.get("sessionUpdate")
-        if kind in ("agent_message_chunk", "agent_thought_chunk"):
-            event = "acp_message" if kind == "agent_message_chunk" else "acp_thought"
-            if event != self.chunk_kind:
-                self.close_chunk()
-                self.chunk_kind = event
-            content = update.get("content")
-            if isinstance(content, dict) and isinstance(content.get("text"), str):
-                self.chunk.append(content["text"])
-            return
-        self.close_chunk()
-        if kind in ("tool_call", "tool_call_update"):
-            fields = ("toolCallId", "title", "kind", "status")
-            call = {k: update[k] for k in fields if k in update}
-            call_id = str(update.get("toolCallId"))
-            if "title" in call:
-                self.titles[call_id] = call["title"]
-            elif call_id in self.titles:  # an update names its call as the start did
-                call["title"] = self.titles[call_id]
-            text = _content_text(update.get("content"))
-            if text:
-                call["text"] = text[:TOOL_TEXT]
-            self.events.append(("acp_tool_call", call))
-        elif kind == "plan":
-            self.events.append(("acp_plan", {"entries": update.get("entries") or []}))
-        elif kind == "permission":
-            self.events.append(
-                ("acp_permission", {k: v for k, v in update.items() if k != "sessionUpdate"})
-            )
-        elif isinstance(kind, str):
-            self.events.append(("acp_update", {"sessionUpdate": kind}))
-
-    def close_chunk(self) -> None:
-        if self.chunk_kind is None:
-            return
-        text = "".join(self.chunk)
-        self.events.append((self.chunk_kind, {"text": text}))
-        if self.chunk_kind == "acp_message":
-            self.last_message = text
-        self.chunk_kind, self.chunk = None, []
 
 
 class AcpRunner(Runner):
@@ -385,18 +327,6 @@ class AcpRunner(Runner):
             self.service.host.finish_turn(params)
 
         await self._work(end)
-
-
-def _content_text(content: Any) -> str:
-    """The text of a tool call's `content` (ToolCallContent items of type "content")."""
-    if not isinstance(content, list):
-        return ""
-    texts = []
-    for item in content:
-        block = item.get("content") if isinstance(item, dict) else None
-        if isinstance(block, dict) and isinstance(block.get("text"), str):
-            texts.append(block["text"])
-    return "\n".join(texts)
 
 
 def _cut(text: str, limit: int) -> str:
