@@ -52,24 +52,29 @@ def serve(tmp_path: Path, command: list[str], monkeypatch: Any) -> tuple[AcpServ
     return AcpServer(tmp_path / "unused"), listed
 
 
-def test_claude_code_acp_initializes_opens_a_session_and_lists_the_childs_tools(
-    tmp_path, monkeypatch, no_credentials
-):
-    srv, listed = serve(tmp_path, adapter("claude-code-acp"), monkeypatch)
+def first_turn(tmp_path: Path, name: str, monkeypatch: Any) -> tuple[Any, Any, list[Any]]:
+    """c1's first turn with the adapter as the runner: its turn_end, its events by type, and
+    the tools/list calls the relay answered."""
+    srv, listed = serve(tmp_path, adapter(name), monkeypatch)
     try:
         srv.spawn("c1", "Say hello.")
         end = srv.ends("c1", 1)[0]
         events = {e["type"]: e["data"] for e in srv.events("c1")}
     finally:
         srv.stop()
+    return end, events, listed
+
+
+def test_claude_code_acp_initializes_opens_a_session_and_lists_the_childs_tools(
+    tmp_path, monkeypatch, no_credentials
+):
+    end, events, listed = first_turn(tmp_path, "claude-code-acp", monkeypatch)
     assert end["reason"] == "error"
     assert events["acp_session"]["loaded"] is False  # session/new answered with a session id
     assert events["acp_session"]["session_id"]
     # Claude Code started the session's MCP server, `subagentd mcp`, as c1, and listed its tools
-    assert (
-        "c1",
-        ["send_message", "interrupt_agent", "list_agents", "report", "spawn_agent", "wait_agents"],
-    ) in listed
+    tools = ["send_message", "interrupt_agent", "list_agents", "report", "spawn_agent"]
+    assert ("c1", [*tools, "wait_agents"]) in listed
     assert events["acp_end"] == {
         "error": "the ACP agent refused session/prompt: Authentication required"
     }
@@ -78,15 +83,9 @@ def test_claude_code_acp_initializes_opens_a_session_and_lists_the_childs_tools(
 def test_codex_acp_initializes_and_asks_for_authentication_at_session_new(
     tmp_path, monkeypatch, no_credentials
 ):
-    srv, listed = serve(tmp_path, adapter("codex-acp"), monkeypatch)
-    try:
-        srv.spawn("c1", "Say hello.")
-        end = srv.ends("c1", 1)[0]
-        events = {e["type"]: e["data"] for e in srv.events("c1")}
-    finally:
-        srv.stop()
+    end, events, _ = first_turn(tmp_path, "codex-acp", monkeypatch)
     assert end["reason"] == "error"
-    assert "acp_session" not in events
+    assert "acp_session" not in events  # initialize was answered; session/new was refused
     assert events["acp_end"] == {
         "error": "the ACP agent refused session/new: Authentication required"
     }

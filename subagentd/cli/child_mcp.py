@@ -25,6 +25,7 @@ from typing import Any
 
 import msgspec
 
+from subagentd.cli.tool import read_reply
 from subagentd.errors import AdmissionDrainingError, SubagentdError, error_for
 from subagentd.schema import tools as t
 from subagentd.schema.codes import Code
@@ -124,20 +125,16 @@ class ChildServer:
                     self.calls[request_id] = conn
                 try:
                     conn.sendall(json.dumps(request).encode() + b"\n")
-                    data = b""
-                    while not data.endswith(b"\n"):
-                        chunk = conn.recv(65536)
-                        if not chunk:
-                            break
-                        data += chunk
+                    reply = read_reply(conn)
                 finally:
                     if request_id is not None:
                         self.calls.pop(request_id, None)
         except OSError as exc:
             raise Relayed(self._unreachable(exc.strerror or str(exc))) from None
-        if not data.strip():
+        except ValueError:  # cut off mid-line (the call was cancelled)
+            raise Relayed(self._unreachable("its answer was cut off")) from None
+        if reply is None:
             raise Relayed(self._unreachable("it closed the connection without answering"))
-        reply = json.loads(data)
         if "error" in reply:
             error = reply["error"]
             raise _error(error.get("code"), str(error.get("message")), error.get("data"))

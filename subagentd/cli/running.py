@@ -51,29 +51,20 @@ class Running:
         tokens = Tokens(service)
         environment = {"SUBAGENTD_DB": db, "SUBAGENTD_SOCKET": self.path}
         handoff = Handoff(self.directory, subagentd_executable(self.directory), environment)
+        wiring: dict[str, Any] = {
+            "root": options["caller"],
+            "max_running": options["max_running"],
+            "environment": environment,
+            "tokens": tokens,
+            "handoff": handoff,
+        }
         if options.get("runner_protocol") == "acp":
             from subagentd.server.acp_runner import AcpRunner
 
-            self.runner: Runner = AcpRunner(
-                service,
-                argv,
-                root=options["caller"],
-                max_running=options["max_running"],
-                environment=environment,
-                tokens=tokens,
-                handoff=handoff,
-                permission=options.get("acp_permission", "deny"),
-            )
+            permission = options.get("acp_permission", "deny")
+            self.runner: Runner = AcpRunner(service, argv, permission=permission, **wiring)
         else:
-            self.runner = Runner(
-                service,
-                argv,
-                root=options["caller"],
-                max_running=options["max_running"],
-                environment=environment,
-                tokens=tokens,
-                handoff=handoff,
-            )
+            self.runner = Runner(service, argv, **wiring)
         self.relay = Relay(service, tokens, options["max_frame_bytes"])
         self.runner.attach(connection)
         self.relay.attach(connection)
