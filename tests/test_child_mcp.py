@@ -207,3 +207,26 @@ def test_the_render_verb_renders_a_turn_or_messages_and_prints_the_guide():
     assert guide.stdout == RENDER_GUIDE + "\n"
     bad = subprocess.run(verb, input="nope", capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.startswith("subagentd render: stdin is not a turn")
+
+
+def test_a_cancelled_wait_is_not_answered_and_consumes_nothing(server, tmp_path):  # noqa: F811
+    srv = server(tools=ALL_TOOLS)
+    go = tmp_path / "go"
+    g1 = json.dumps({"steps": [{"wait_file": str(go)}, {"print": "g1 done"}]})
+    wait = call(3, "wait_agents", {"agent_ids": ["g1"], "mode": "all", "timeout_ms": 600000})
+    wait["_noreply"] = True
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}}
+    ping = {"jsonrpc": "2.0", "id": 4, "method": "ping"}
+    spawn = {"label": "g", "prompt": g1, "child_id": "g1"}
+    srv.spawn("c1", [{"tool": "spawn_agent", "args": spawn}, {"mcp": [INIT, wait, cancel, ping]}])
+    output = srv.outputs("c1", 1)[0]
+    assert output is not None
+    spawned, replies = output.splitlines()
+    assert spawned.startswith("spawn_agent -> 0:")
+    # the server exited at end of input (its cancelled call ended): only init and ping answered
+    assert [reply["id"] for reply in json.loads(replies)["mcp"]] == [1, 4]
+    assert not srv.service.waits.pending
+    go.touch()
+    # g1's settlement notice was not consumed by the cancelled wait: it wakes c1 as a turn
+    second = srv.outputs("c1", 2)[1]
+    assert second is not None and second.startswith("done: Background subagent g1 finished")

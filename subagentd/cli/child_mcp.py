@@ -31,7 +31,7 @@ from subagentd.schema import tools as t
 from subagentd.schema.codes import Code
 from subagentd.server.call import Call, Handler
 from subagentd.server.dispatcher import CANCEL, LIFECYCLE, Dispatcher, decode, invoke_directly
-from subagentd.server.envelope import Session
+from subagentd.server.envelope import Session, valid_id
 from subagentd.server.framing import FrameReader, encode_frame
 from subagentd.server.lifecycle import METHODS
 
@@ -80,6 +80,9 @@ class ChildServer:
         self.out_fd = out_fd
         self.write_lock = threading.Lock()
         self.calls: dict[Any, socket.socket] = {}  # request id -> its relay socket, while it runs
+        self.running: set[Any] = set()  # ids of the tools/call requests not yet answered
+        self.cancelled: set[Any] = set()  # of those, the ones the client cancelled
+        self.calls_lock = threading.Lock()
         methods = {name: METHODS[name] for name in (*LIFECYCLE, "notifications/initialized")}
         methods["tools/list"] = Handler(
             self._list, t.ToolsListParams, t.ToolsListResult, writes=False, confined=True
@@ -122,13 +125,17 @@ class ChildServer:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
                 conn.connect(self.who.socket_path)
                 if request_id is not None:
-                    self.calls[request_id] = conn
+                    with self.calls_lock:
+                        if request_id in self.cancelled:  # cancelled before it was sent
+                            raise Relayed("cancelled")
+                        self.calls[request_id] = conn
                 try:
                     conn.sendall(json.dumps(request).encode() + b"\n")
                     reply = read_reply(conn)
                 finally:
                     if request_id is not None:
-                        self.calls.pop(request_id, None)
+                        with self.calls_lock:
+                            self.calls.pop(request_id, None)
         except OSError as exc:
             raise Relayed(self._unreachable(exc.strerror or str(exc))) from None
         except ValueError:  # cut off mid-line (the call was cancelled)
@@ -167,7 +174,11 @@ class ChildServer:
         if isinstance(message, dict) and message.get("method") in CANCEL:
             params = message.get("params")
             key = CANCEL[message["method"]]
-            conn = self.calls.get(params.get(key)) if isinstance(params, dict) else None
+            cancelled = params.get(key) if isinstance(params, dict) else None
+            with self.calls_lock:
+                if cancelled in self.running:  # its answer is not sent
+                    self.cancelled.add(cancelled)
+                conn = self.calls.get(cancelled)
             if conn is not None:  # the relay sees the hang-up and cancels the call's wait
                 try:
                     conn.shutdown(socket.SHUT_RDWR)
@@ -175,6 +186,9 @@ class ChildServer:
                     pass
             return
         if isinstance(message, dict) and message.get("method") == "tools/call":
+            if valid_id(message.get("id")):
+                with self.calls_lock:
+                    self.running.add(message["id"])
             worker = threading.Thread(target=self._answer, args=(message,), daemon=True)
             workers[:] = [w for w in workers if w.is_alive()]
             workers.append(worker)
@@ -183,7 +197,14 @@ class ChildServer:
         self._write(self.dispatcher.dispatch(message))
 
     def _answer(self, message: Any) -> None:
-        self._write(self.dispatcher.dispatch(message))
+        reply = self.dispatcher.dispatch(message)
+        with self.calls_lock:
+            request_id = message.get("id")
+            self.running.discard(request_id)
+            if request_id in self.cancelled:  # a cancelled request is not answered
+                self.cancelled.discard(request_id)
+                return
+        self._write(reply)
 
     def _write(self, reply: Any) -> None:
         if reply is None:

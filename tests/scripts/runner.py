@@ -21,7 +21,8 @@ text is answered `done: <text>`; a JSON object {"steps": [...]} runs each step i
   {"env": true}           print the SUBAGENTD_* variables and the turn as one JSON line
   {"mcp": [request, ...]} start the MCP server SUBAGENTD_MCP_CONFIG describes (its command, args
                           and env only), send each JSON-RPC message (a line each), print the
-                          replies to the requests as one JSON line {"mcp": [...]}
+                          replies to the requests as one JSON line {"mcp": [...]} (a request
+                          with "_noreply": true is sent without waiting for its reply)
   {"verb": [arg, ...]}    run `$SUBAGENTD arg ...`; print `<status>: <output>`
 """
 
@@ -112,9 +113,10 @@ for step in plan["steps"]:
         )
         replies = []
         for request in step["mcp"]:
+            answered = "id" in request and not request.pop("_noreply", False)
             child.stdin.write(json.dumps(request) + "\n")
             child.stdin.flush()
-            if "id" in request:
+            if answered:
                 replies.append(json.loads(child.stdout.readline()))
         child.stdin.close()
         child.wait(timeout=60)
