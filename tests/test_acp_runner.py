@@ -343,3 +343,13 @@ def test_the_timeline_and_watch_show_the_child_working(acp, tmp_path):
     assert turn["working"][0] == 'plan: "read; answer"'
     assert turn["working"][-1] == '"all done"'
     assert any(line.startswith("send_message refused: ") for line in turn["working"])
+
+
+def test_an_agent_that_cannot_be_started_ends_the_turn_error_saying_why(acp, tmp_path, monkeypatch):
+    monkeypatch.setattr("tests.test_acp_runner.AGENT", [str(tmp_path / "no-such-agent")])
+    srv = acp()
+    srv.spawn("c1", "hello")
+    assert srv.ends("c1", 1)[0]["reason"] == "error"
+    (end,) = [e["data"] for e in srv.events("c1") if e["type"] == "acp_end"]
+    assert end["error"].startswith("subagentd could not start the ACP agent: ")
+    assert "no-such-agent" in end["error"]
