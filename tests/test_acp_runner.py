@@ -1,7 +1,10 @@
 """The ACP runner (`--runner-protocol acp`): each subagent a session of an ACP agent process — a
 scripted agent on the `agent-client-protocol` SDK (tests/scripts/acp_agent.py) that calls its
 session's MCP server (`subagentd mcp`) with the official MCP SDK client. In-process server,
-real agent processes over real pipes."""
+real agent processes over real pipes.
+
+Longer than ~300 lines on purpose: every scenario shares the scripted agent's harness (the
+server, its agent state, the sessions it kept), which split modules would each repeat."""
 
 from __future__ import annotations
 
