@@ -356,3 +356,21 @@ def test_an_agent_that_cannot_be_started_ends_the_turn_error_saying_why(acp, tmp
     (end,) = [e["data"] for e in srv.events("c1") if e["type"] == "acp_end"]
     assert end["error"].startswith("subagentd could not start the ACP agent: ")
     assert "no-such-agent" in end["error"]
+
+
+def test_runner_protocol_acp_without_a_runner_refuses_to_start(tmp_path):
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "subagentd", "--db", str(tmp_path / "x.db"), "--caller", "root"]
+        + ["--runner-protocol", "acp"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert "cannot start: --runner-protocol acp needs --runner: the command of the ACP agent" in (
+        done.stderr
+    )

@@ -12,6 +12,8 @@ def runner_command(options: dict[str, Any]) -> list[str] | str | None:
     """The --runner command as argv, None without --runner, or why it cannot run (a message)."""
     text = options.get("runner")
     if text is None:
+        if options.get("runner_protocol") == "acp":
+            return "--runner-protocol acp needs --runner: the command of the ACP agent to run"
         return None
     if not options.get("caller"):
         return "--runner needs --caller: it runs the turns of the agents below that root"
