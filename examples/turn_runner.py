@@ -8,12 +8,16 @@ else error. SIGTERM means the turn was interrupted.
 
 AGENT_COMMAND is the agent to run, e.g. "claude -p" or "llm": any command that reads its
 prompt on stdin and prints its answer. Without it this script answers "(dry run) <the last
-line of the prompt>", to show the plumbing. Each subagent's conversation so far is kept in
+line of the last message>", to show the plumbing. Each subagent's conversation so far is kept in
 RUNNER_STATE (default: a `turns` folder beside the database) so its later turns see the
 earlier ones (else `$XDG_STATE_HOME/subagentd/turns`, else `~/.local/state/subagentd/turns`):
 a directory of the user's own, mode 0700, never a shared one; a history file is opened
 without following symlinks and written whole (a new 0600 file renamed into place).
-The agent may act as its subagent with `subagentd tool` (the prompt says how).
+Messages are rendered with each sender visible (`$SUBAGENTD render`,
+docs/rendering.md). The agent may act as its subagent with `$SUBAGENTD tool` (the prompt says
+how; SUBAGENTD is the very subagentd that serves); an MCP-capable agent can instead be given
+its tools natively (SUBAGENTD_MCP_CONFIG, e.g. AGENT_COMMAND='claude -p --mcp-config
+"$SUBAGENTD_MCP_CONFIG"' run through `sh -c`).
 """
 
 import hashlib
@@ -25,12 +29,19 @@ import subprocess
 import sys
 from pathlib import Path
 
-HEADINGS = {
-    "coordinator": "Message from the agent that started you",
-    "subagent-report": "Report from one of your subagents",
-    "subagent-settled": "Notice about one of your subagents",
-    "user": "Message from the user",
-}
+SUBAGENTD = os.environ.get("SUBAGENTD", "subagentd")  # the serving subagentd (set by it)
+
+
+def render(*args: str, messages: object = None) -> str:
+    """`$SUBAGENTD render`: the messages fenced with their senders, or the guide (--guide)."""
+    done = subprocess.run(
+        [SUBAGENTD, "render", *args],
+        input=json.dumps(messages),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.rstrip("\n")
 
 
 class PrivateStateError(Exception):
@@ -88,19 +99,16 @@ def write_history(path: Path, history: list) -> None:
     os.replace(fresh, path)
 
 
-def prompt_of(turn: dict, history: list) -> str:
-    tool = f"{shlex.quote(sys.executable)} -m subagentd tool"
-    parts = []
+def prompt_of(turn: dict, history: list, messages: str) -> str:
+    tool = f"{shlex.quote(SUBAGENTD)} tool"
+    parts = [render("--guide")]
     if turn.get("instructions"):
         parts.append(turn["instructions"])
         parts.append(f'To report, run: {tool} report \'{{"output": "<your report>"}}\'')
     if turn.get("resume"):
         parts.append(f'You are the subagent "{turn["resume"]["label"]}", resumed.')
     parts += [f"[{entry['role']}]\n{entry['text']}" for entry in history]
-    for message in turn["messages"]:
-        heading = HEADINGS.get(message["source"]["kind"], "Message")
-        text = "\n".join(block["text"] for block in message["content"])
-        parts.append(f"[{heading}]\n{text}")
+    parts.append(messages)
     return "\n\n".join(parts)
 
 
@@ -112,7 +120,8 @@ def main() -> int:
     except PrivateStateError as exc:
         print(f"turn_runner: {exc}", file=sys.stderr)
         return 2
-    prompt = prompt_of(turn, history)
+    messages = render(messages=turn["messages"])
+    prompt = prompt_of(turn, history, messages)
     command = os.environ.get("AGENT_COMMAND")
     if command:
         done = subprocess.run(shlex.split(command), input=prompt, capture_output=True, text=True)
@@ -121,10 +130,9 @@ def main() -> int:
             return done.returncode
         answer = done.stdout.strip()
     else:
-        answer = "(dry run) " + prompt.strip().splitlines()[-1]
-    for message in turn["messages"]:
-        text = "\n".join(block["text"] for block in message["content"])
-        history.append({"role": HEADINGS.get(message["source"]["kind"], "Message"), "text": text})
+        last = "\n".join(block["text"] for block in turn["messages"][-1]["content"])
+        answer = "(dry run) " + last.strip().splitlines()[-1]
+    history.append({"role": "Messages", "text": messages})
     history.append({"role": "You answered", "text": answer})
     write_history(path, history)
     print(answer)

@@ -3,6 +3,10 @@
 It reads through storage's own queries over a read-only connection (storage/reader.py) and never
 writes: one query per table, the tree is built in Python, and corrupt rows (bad descriptors, parent
 cycles, unreadable event data) are shown as such instead of stopping the listing.
+
+Longer than ~300 lines on purpose: `summarize` holds the one-line form of every event type the
+transcript can hold (`watch` and the timeline show the same lines); split by type, a new event
+type would have no single place to get its line.
 """
 
 from __future__ import annotations
@@ -194,6 +198,25 @@ def summarize(event_type: str, data: Any) -> str:
         return f'reported as message {str(data.get("message_id", ""))[:8]}: "{short(str(data.get("output")), 50)}"'
     if event_type == "closed":
         return "closed by the host"
+    if event_type == "acp_tool_call":
+        said = f': "{short(str(data["text"]), 50)}"' if data.get("text") else ""
+        status = f" {data['status']}" if data.get("status") else ""
+        return f"tool call {data.get('title') or data.get('toolCallId')}{status}{said}"
+    if event_type == "acp_plan":
+        steps = "; ".join(
+            str(e.get("content")) for e in data.get("entries") or [] if isinstance(e, dict)
+        )
+        return f'plan: "{short(steps, 60)}"'
+    if event_type == "acp_permission":
+        return f"permission for {data.get('title')}: {data.get('outcome')} {data.get('optionId') or ''}".rstrip()
+    if event_type == "acp_session":
+        return f"ACP session {str(data.get('session_id'))[:12]} ({'loaded' if data.get('loaded') else 'new'})"
+    if event_type == "acp_end" and data.get("error"):
+        return f'ACP prompt failed: "{short(str(data["error"]), 60)}"'
+    if event_type == "acp_end":
+        return f"ACP prompt stopped: {data.get('stop_reason')}"
+    if event_type == "tool_refused":
+        return f'{data.get("tool")} refused: "{short(str(data.get("text")), 60)}"'
     if event_type == "descriptor":
         return f"mode {data.get('mode')}, label {json.dumps(data.get('label'), ensure_ascii=False)}"
     if isinstance(data.get("text"), str):

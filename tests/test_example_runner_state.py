@@ -80,10 +80,8 @@ def test_a_history_is_written_whole_and_read_back_at_the_next_turn(tmp_path):
     done = run({"RUNNER_STATE": str(folder)}, text="second")
     assert done.returncode == 0 and done.stdout == "(dry run) second\n"
     history = json.loads((folder / name_of("c1")).read_text())
-    assert [entry["text"] for entry in history] == [
-        "first",
-        "(dry run) first",
-        "second",
-        "(dry run) second",
-    ]
+    texts = [entry["text"] for entry in history]
+    assert texts[1::2] == ["(dry run) first", "(dry run) second"]
+    for rendered, said in zip(texts[0::2], ["first", "second"], strict=True):  # senders visible
+        assert rendered.startswith("<message-") and f">\n{said}\n</message-" in rendered
     assert sorted(os.listdir(folder)) == [name_of("c1")]  # no temporary file left behind

@@ -32,8 +32,8 @@ def blocks(language: str) -> list[str]:
 
 
 def test_the_runnable_blocks_are_all_found():
-    assert README.count("<!-- runs -->") == len(BLOCKS) == 4
-    assert [lang for lang, _ in BLOCKS] == ["sh", "python", "json", "json"]
+    assert README.count("<!-- runs -->") == len(BLOCKS) == 5
+    assert [lang for lang, _ in BLOCKS] == ["sh", "python", "json", "json", "json"]
 
 
 def test_the_sh_block_runs_against_this_checkout(tmp_path):
@@ -83,7 +83,7 @@ def test_the_stdlib_example_runs_as_a_script_twice_in_a_row(tmp_path):
         ]
 
 
-@pytest.mark.parametrize("body", blocks("json"), ids=["plain", "runner"])
+@pytest.mark.parametrize("body", blocks("json"), ids=["plain", "runner", "acp"])
 def test_the_mcp_config_uses_absolute_paths_and_options_the_cli_accepts(body):
     server = json.loads(body)["mcpServers"]["subagentd"]
     assert os.path.isabs(server["command"]) and server["command"].endswith("/subagentd")

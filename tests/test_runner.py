@@ -368,7 +368,9 @@ prompt = sys.stdin.read()
 how = next(line for line in prompt.splitlines() if line.startswith("To report, run: "))
 command = how[len("To report, run: "):].replace("<your report>", "progress from the fake agent")
 subprocess.run(command, shell=True, check=True, capture_output=True)
-print(f"answer {prompt.count('[You answered]') + 1}: {prompt.strip().splitlines()[-1]}")
+lines = prompt.strip().splitlines()
+assert lines[-1].startswith("</message-"), lines[-1]  # rendered with its sender (the fence)
+print(f"answer {prompt.count('[You answered]') + 1}: {lines[-2]}")
 """
 
 
@@ -501,7 +503,9 @@ def test_bad_input_on_the_relay_socket_gets_json_rpc_errors_and_it_keeps_serving
     refused = relay(path, json.dumps(other).encode() + b"\n")
     assert refused["id"] == 7
     assert refused["error"]["code"] == -32600
-    assert refused["error"]["message"] == "only tools/call is relayed, not agents/open"
+    assert (
+        refused["error"]["message"] == "only tools/call and tools/list are relayed, not agents/open"
+    )
     unknown = {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "nope"}}
     assert relay(path, json.dumps(unknown).encode() + b"\n")["error"] == {
         "code": -32602,

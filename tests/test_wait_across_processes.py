@@ -99,7 +99,7 @@ def test_wait_agents_follows_a_child_working_in_another_process(request, tmp_pat
                 "tools/call",
                 {
                     "name": "wait_agents",
-                    "arguments": {"agent_ids": ["c1"], "timeout_ms": 60_000},
+                    "arguments": {"agent_ids": ["c1"], "timeout_ms": 50_000},
                     "_meta": {"subagentd/caller": "root"},
                 },
             )

@@ -1,4 +1,5 @@
-"""The click commands: `subagentd [serve]`, `demo`, `inspect`, `watch`, `schema`, `stats`, `prune`, `tool`."""
+"""The click commands: `subagentd [serve]`, `demo`, `inspect`, `watch`, `schema`, `stats`, `prune`, `tool`, `mcp`,
+`render`."""
 
 from __future__ import annotations
 
@@ -245,6 +246,39 @@ def tool(
         idempotency_key,
     )
     ctx.exit(show(status, outcome, as_json))
+
+
+@cli.command(context_settings=CONTEXT)
+@click.pass_context
+def mcp(ctx: click.Context, /) -> None:
+    """Serve this --runner turn's agent's own tools as an MCP stdio server (for the agent CLI
+    the turn runs: `claude --mcp-config "$SUBAGENTD_MCP_CONFIG"`, an ACP session's mcpServers)."""
+    from subagentd.cli.child_mcp import main
+
+    ctx.exit(main())
+
+
+@cli.command(context_settings=CONTEXT)
+@option("--guide", is_flag=True, help="print the guide for the model's system prompt instead")
+@click.pass_context
+def render(ctx: click.Context, /, guide: bool) -> None:
+    """Render messages for a model with each sender visible (docs/rendering.md): a turn
+    (`{messages, ...}`, as a runner's stdin holds it) or a list of messages, as JSON on stdin."""
+    import json
+
+    from subagentd.render import RENDER_GUIDE, render_messages
+
+    if guide:
+        click.echo(RENDER_GUIDE)
+        return
+    try:
+        value = json.loads(sys.stdin.read())
+        messages = value["messages"] if isinstance(value, dict) else value
+        text = render_messages(messages)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        click.echo(f"subagentd render: stdin is not a turn or a list of messages ({exc})", err=True)
+        ctx.exit(2)
+    click.echo(text)
 
 
 def run(argv: list[str]) -> int:

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from subagentd.cli.table import GLOBAL, SERVE, Spec, env_name
+from subagentd.cli.spec import Spec
+from subagentd.cli.table import GLOBAL, SERVE, env_name
 
 _SPECS = {spec.name: spec for spec in (*SERVE, *GLOBAL)}
 

@@ -12,9 +12,8 @@ GLOBAL_WITH_VALUE = ("--db", "--log-level", "--log-format")  # the group's own o
 GLOBAL_FLAGS = ("--help", "-h", "--version")
 
 DESCRIPTION = """\
-A subagent control plane: a host spawns subagentd and speaks JSON-RPC 2.0 on its stdin/stdout.
-With no command it serves; `subagentd serve --help` lists the serve options. Options go before
-or after the command, or in SUBAGENTD_<OPTION> variables.
+A subagent control plane: JSON-RPC 2.0 on stdin/stdout. With no command it serves;
+`subagentd serve --help` lists the serve options.
 """
 
 SHORT_OPTIONS = [

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from subagentd.cli.table import GLOBAL, SERVE, Spec, env_name
+from subagentd.cli.spec import Spec
+from subagentd.cli.table import GLOBAL, SERVE, env_name
 from subagentd.core.settings import TOOL_NAMES  # stdlib only: cheap at start-up
 
 F = TypeVar("F", bound=Callable[..., Any])

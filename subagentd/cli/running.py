@@ -25,6 +25,8 @@ def runner_command(options: dict[str, Any]) -> list[str] | str | None:
     """The --runner command as argv, None without --runner, or why it cannot run (a message)."""
     text = options.get("runner")
     if text is None:
+        if options.get("runner_protocol") == "acp":
+            return "--runner-protocol acp needs --runner: the command of the ACP agent to run"
         return None
     if not options.get("caller"):
         return "--runner needs --caller: it runs the turns of the agents below that root"
@@ -49,6 +51,7 @@ class Running:
     def __init__(self, connection: Any, options: dict[str, Any], argv: list[str]) -> None:
         import tempfile  # with shutil (in serve): only a --runner serve needs them
 
+        from subagentd.server.handoff import Handoff, subagentd_executable
         from subagentd.server.relay import Relay, Tokens
         from subagentd.server.runner import Runner
         from subagentd.storage.postgres import is_postgres
@@ -67,15 +70,23 @@ class Running:
         elif db != ":memory:":
             db = os.path.abspath(db)
         tokens = Tokens(service)
-        self.runner = Runner(
-            service,
-            argv,
-            root=options["caller"],
-            max_running=options["max_running"],
-            environment={"SUBAGENTD_DB": db, "SUBAGENTD_SOCKET": self.path},
-            tokens=tokens,
-            usage_dir=self.directory,
-        )
+        environment = {"SUBAGENTD_DB": db, "SUBAGENTD_SOCKET": self.path}
+        handoff = Handoff(self.directory, subagentd_executable(self.directory), environment)
+        wiring: dict[str, Any] = {
+            "root": options["caller"],
+            "max_running": options["max_running"],
+            "environment": environment,
+            "tokens": tokens,
+            "handoff": handoff,
+            "usage_dir": self.directory,
+        }
+        if options.get("runner_protocol") == "acp":
+            from subagentd.server.acp_runner import AcpRunner
+
+            permission = options.get("acp_permission", "deny")
+            self.runner: Runner = AcpRunner(service, argv, permission=permission, **wiring)
+        else:
+            self.runner = Runner(service, argv, **wiring)
         self.relay = Relay(service, tokens, options["max_frame_bytes"])
         self.relay.lend, self.relay.reclaim = self.runner.lend, self.runner.reclaim
         self.runner.attach(connection)

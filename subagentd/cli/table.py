@@ -1,38 +1,21 @@
 """The serve options as data (no click): click builds them (options.py), and the start-up fast
-path (fastpath.py) reads the common invocations with them without importing click."""
+path (fastpath.py) reads the common invocations with them without importing click.
+The budgets' options are in budget_options.py, each option's shape in spec.py.
+"""
 
 from __future__ import annotations
 
 import os
 
-import msgspec
-
 import subagentd
+from subagentd.cli.budget_options import BUDGETS
+from subagentd.cli.spec import Spec
 
 VERSION = (
     f"subagentd {subagentd.__version__} (protocol {subagentd.PROTOCOL})"  # what --version says
 )
 
 MAX_DEPTH_CAP = 64  # a deeper chain costs quadratic storage (each path holds its ancestors')
-
-
-class Spec(msgspec.Struct, frozen=True):
-    """One option: kind is str, int, float, choice, tools (ToolSet) or duration (Duration)."""
-
-    name: str
-    kind: str
-    default: object
-    help: str
-    low: float | None = None  # the least value allowed
-    high: float | None = None  # the greatest value allowed
-    low_open: bool = False  # the value must be more than `low`
-    choices: tuple[str, ...] = ()
-    metavar: str | None = None
-    default_shown: str | None = None  # in --help, when `default` is not what to show
-
-    @property
-    def dest(self) -> str:
-        return self.name[2:].replace("-", "_")
 
 
 # (option, default, help) of each quota: SECURITY.md explains them; 0 means no bound.
@@ -200,6 +183,21 @@ SERVE = (
         metavar="COMMAND",
     ),
     Spec(
+        "--runner-protocol",
+        "choice",
+        "process",
+        "how --runner runs a turn: process, one run of the command per turn; acp, the command"
+        " is an ACP agent and each subagent one of its sessions (docs/acp.md)",
+        choices=("process", "acp"),
+    ),
+    Spec(
+        "--acp-permission",
+        "choice",
+        "deny",
+        "the answer to an ACP agent's session/request_permission: its allow or its reject option",
+        choices=("deny", "allow"),
+    ),
+    Spec(
         "--max-running",
         "int",
         4,
@@ -233,53 +231,7 @@ SERVE = (
         " minted ids and timestamps as placeholders; `subagentd replay FILE` runs it again)",
         metavar="FILE",
     ),
-    Spec(
-        "--tree-max-turns",
-        "int",
-        10_000,
-        "turns one tree may run over its life (a new root's budget; agents/budget raises it)",
-        low=0,
-        metavar="N",
-    ),
-    Spec(
-        "--tree-max-spawns",
-        "int",
-        1_000,
-        "subagents one tree may spawn over its life (a new root's budget)",
-        low=0,
-        metavar="N",
-    ),
-    Spec(
-        "--tree-max-tokens",
-        "int",
-        0,
-        "input and output tokens one tree may use, as turns/end reports them; 0 means no bound",
-        low=0,
-        metavar="N",
-    ),
-    Spec(
-        "--tree-max-cost",
-        "float",
-        0.0,
-        "cost one tree may run up, in --cost-currency, as turns/end reports it; 0 means no bound",
-        low=0,
-        metavar="AMOUNT",
-    ),
-    Spec(
-        "--tree-max-seconds",
-        "float",
-        0.0,
-        "wall-clock deadline of a new tree, from its first agents/open; 0 means none",
-        low=0,
-        metavar="SECONDS",
-    ),
-    Spec(
-        "--cost-currency",
-        "str",
-        None,
-        "what the cost that turns report is counted in (e.g. USD), shown with every sum",
-        metavar="CODE",
-    ),
+    *BUDGETS,
     Spec(
         "--retention",
         "duration",

@@ -55,7 +55,7 @@ def call(
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.connect(socket_path)
             conn.sendall(json.dumps(request).encode() + b"\n")
-            reply = _read_reply(conn)
+            reply = read_reply(conn)
     except OSError as exc:
         return 2, f"subagentd tool: cannot reach the serving subagentd at {socket_path} ({exc})"
     if reply is None:
@@ -66,7 +66,8 @@ def call(
     return (1 if result.get("isError") else 0), result
 
 
-def _read_reply(conn: socket.socket) -> dict[str, Any] | None:
+def read_reply(conn: socket.socket) -> dict[str, Any] | None:
+    """The relay's one reply line (None when it closed without one)."""
     data = b""
     while not data.endswith(b"\n"):
         chunk = conn.recv(65536)

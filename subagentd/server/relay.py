@@ -1,11 +1,16 @@
-"""`subagentd tool` relayed to the serving process: a runner's command acts as its own agent.
+"""`subagentd tool` and `subagentd mcp` relayed to the serving process: a run acts as its own agent.
 
 The serving process (with --runner) listens on a private Unix socket (SUBAGENTD_SOCKET in the
-command's environment). `subagentd tool` sends one JSON-RPC `tools/call` line with `_meta`
-`subagentd/caller` and `subagentd/token`; the token must be the one this process gave that
-agent's current activation (SUBAGENTD_TOKEN), else the call is refused. The tool then runs here,
-as that caller with that activation, by the same rules as any `tools/call`, and the answer is
-written back after its commit (PROTOCOL.md section 11).
+command's environment). `subagentd tool` (and the child MCP server `subagentd mcp`, for each of
+its `tools/call`) sends one JSON-RPC `tools/call` line with `_meta` `subagentd/caller` and
+`subagentd/token`; the token must be the one this process gave that agent's current activation
+(SUBAGENTD_TOKEN), else the call is refused. The tool then runs here, as that caller with that
+activation, by the same rules as any `tools/call`, and the answer is written back after its
+commit. A `tools/list` line, proved the same way, answers the tools that caller is offered
+(PROTOCOL.md section 11).
+
+Longer than ~300 lines on purpose: the socket's whole contract — connection and size bounds,
+the token check, running the call, answering after the commit — reads in one place, in order.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from subagentd.server.mcp import (
     CallerIdentity,
     call_tool_result,
     run_tool,
+    tool_definitions,
 )
 from subagentd.server.timers import BUSY_RETRY
 
@@ -57,11 +63,13 @@ _encode = msgspec.json.Encoder().encode
 class RelayRequest(msgspec.Struct):
     jsonrpc: str
     method: str
-    params: t.ToolsCallParams
+    params: msgspec.Raw = msgspec.Raw(b"{}")
     id: int | str | None = None
 
 
 _decode_request = msgspec.json.Decoder(RelayRequest).decode
+_decode_call = msgspec.json.Decoder(t.ToolsCallParams).decode
+_decode_list = msgspec.json.Decoder(t.ToolsListParams).decode
 
 
 class Tokens:
@@ -187,13 +195,35 @@ class Relay:
             try:
                 request = _decode_request(line)
             except msgspec.DecodeError as exc:
-                raise InvalidRequestError(f"not a tools/call request: {exc}") from None
+                raise InvalidRequestError(f"not a JSON-RPC request: {exc}") from None
             request_id = request.id
+            if request.method == "tools/list":
+                listed = self._list(_decode_params(_decode_list, request.params))
+                return {"jsonrpc": "2.0", "id": request_id, "result": listed}
             if request.method != "tools/call":
-                raise InvalidRequestError(f"only tools/call is relayed, not {request.method}")
-            return {"jsonrpc": "2.0", "id": request_id, "result": await self._call(request.params)}
+                raise InvalidRequestError(
+                    f"only tools/call and tools/list are relayed, not {request.method}"
+                )
+            params = _decode_params(_decode_call, request.params)
+            return {"jsonrpc": "2.0", "id": request_id, "result": await self._call(params)}
         except SubagentdError as exc:
             return {"jsonrpc": "2.0", "id": request_id, "error": failure(exc, tool=False)}
+
+    def _proved(self, meta: dict[str, Any], tool: str) -> tuple[str, str]:
+        """The caller and the activation its token proves; refused before anything runs."""
+        caller, token = meta.get(CALLER_META), meta.get(TOKEN_META)
+        if not isinstance(caller, str):
+            raise CallerUnauthorizedError(texts.NO_CALLER.format(tool=tool))
+        activation = self.tokens.activation(caller, token) if isinstance(token, str) else None
+        if activation is None:
+            raise CallerUnauthorizedError(REFUSED.format(caller=caller))
+        return caller, activation
+
+    def _list(self, params: t.ToolsListParams) -> t.ToolsListResult:
+        """The tools this caller's activation is offered, as a confined `tools/list` shows them."""
+        caller, activation = self._proved(params.meta or {}, "tools/list")
+        offered = self.service.tools.offered_tools(caller, activation)
+        return t.ToolsListResult(tools=tool_definitions(offered))
 
     async def _call(self, params: t.ToolsCallParams) -> t.CallToolResult:
         assert self._connection is not None, "attach() first"
@@ -201,12 +231,7 @@ class Relay:
         if spec is None or params.name not in self.service.settings.tools:
             raise InvalidParamsError(f"Unknown tool: {params.name}")
         meta = params.meta or {}
-        caller, token = meta.get(CALLER_META), meta.get(TOKEN_META)
-        if not isinstance(caller, str):
-            raise CallerUnauthorizedError(texts.NO_CALLER.format(tool=params.name))
-        activation = self.tokens.activation(caller, token) if isinstance(token, str) else None
-        if activation is None:
-            raise CallerUnauthorizedError(REFUSED.format(caller=caller))
+        caller, activation = self._proved(meta, params.name)
         key = meta.get(IDEMPOTENCY_META)
         identity = CallerIdentity(
             caller=caller,
@@ -227,7 +252,9 @@ class Relay:
                 raise
             except SubagentdError as error:
                 del notes[mark:]
-                answer.append(call_tool_result(None, error))
+                refused = call_tool_result(None, error)
+                answer.append(refused)
+                self._record_refusal(caller, params.name, refused)
                 return
             answer.append(result if isinstance(result, Waiter) else call_tool_result(result, None))
 
@@ -244,6 +271,15 @@ class Relay:
                     self.reclaim(lent)
         await connection.committed()
         return outcome
+
+    def _record_refusal(self, caller: str, tool: str, refused: t.CallToolResult) -> None:
+        """A refused call goes into the caller's transcript (`tool_refused`), in its current
+        turn: a run that ignores the refusal still leaves it visible in `watch` and the
+        timeline."""
+        agent = self.service.agents.registry.get(caller)
+        turn_id = agent.turn.turn_id if agent is not None and agent.turn is not None else None
+        text = "\n".join(str(block.get("text", "")) for block in refused.content)
+        self.service.agents.record(caller, turn_id, "tool_refused", {"tool": tool, "text": text})
 
     async def _work(self, work: Callable[[], None]) -> None:
         assert self._connection is not None
@@ -270,3 +306,10 @@ class Relay:
             raise
         await self._connection.committed()
         return call_tool_result(box[0], None)
+
+
+def _decode_params(decode: Callable[[bytes], Any], raw: msgspec.Raw) -> Any:
+    try:
+        return decode(raw)
+    except msgspec.DecodeError as exc:
+        raise InvalidParamsError(f"invalid params: {exc}") from None

@@ -30,6 +30,7 @@ from subagentd.schema.budgets import Usage
 from subagentd.schema.host_methods import TurnEndParams
 from subagentd.schema.notifications import TurnInterrupt, TurnStart
 from subagentd.schema.runner import RunnerExit, RunnerTurn
+from subagentd.server.handoff import Handoff
 from subagentd.server.relay import Tokens
 from subagentd.server.timers import BUSY_RETRY
 from subagentd.server.transport import FdReader
@@ -69,8 +70,10 @@ class Runner:
         environment: dict[str, str],
         tokens: Tokens,
         usage_dir: str | None = None,
+        handoff: Handoff | None = None,
     ) -> None:
         self.service = service
+        self.handoff = handoff  # SUBAGENTD and the agent's MCP server for each turn
         self.command = command
         self.root = root
         self.max_running = max_running
@@ -210,6 +213,8 @@ class Runner:
         if self.usage_dir is not None:
             usage_path = os.path.join(self.usage_dir, f"usage-{start.turn_id}.jsonl")
             env["SUBAGENTD_USAGE"] = usage_path
+        if self.handoff is not None:
+            env.update(self.handoff.turn_environment(start.agent_id, token))
         turn = RunnerTurn(
             agent_id=start.agent_id,
             turn_id=start.turn_id,

@@ -2,6 +2,8 @@
 
 storage/transactions.py (SQLite) and postgres/group.py (PostgreSQL) keep what differs: how the
 write lock is taken, what a driver error means, how a group is committed and a process let go.
+
+Longer than ~300 lines on purpose: the group's shared rules, in the order a group applies them.
 """
 
 from __future__ import annotations

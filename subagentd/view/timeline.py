@@ -10,10 +10,14 @@ import json
 from datetime import datetime
 from typing import Any
 
-from subagentd.inspect import Session, blocks_text, forest, load
+from subagentd.inspect import Session, blocks_text, forest, load, summarize
 from subagentd.storage.reader import EventRow, MessageRow, StoreReader
 
 TEXT_LIMIT = 4000  # characters kept of each message text and turn output
+# what a turn did while it ran (an ACP session's updates, a refused tool call): its "working" lines
+WORKING = frozenset(
+    {"acp_message", "acp_thought", "acp_tool_call", "acp_plan", "acp_permission", "tool_refused"}
+)
 
 
 def millis(at: str | None) -> float | None:
@@ -147,6 +151,9 @@ class Builder:
                 self.mark("closed", when, lane, lane, text="closed by the host")
             elif kind in ("message", "notice"):
                 self.message_event(lane, data, when)
+            elif kind in WORKING and turn_id in self.open_turns:
+                steps = self.open_turns[turn_id].setdefault("working", [])
+                steps.append(summarize(kind, data))
 
     def message_event(self, lane: int, data: dict[str, Any], when: float | None) -> None:
         """A message seen in a transcript with no inbox row (injected, or a notice only recorded)."""

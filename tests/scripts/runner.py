@@ -20,6 +20,11 @@ text is answered `done: <text>`; a JSON object {"steps": [...]} runs each step i
   {"background": seconds} start `sleep seconds` holding our stdout and stderr, and go on
   {"env": true}           print the SUBAGENTD_* variables and the turn as one JSON line
   {"usage": s}            append the line s to the file $SUBAGENTD_USAGE names (usage reports)
+  {"mcp": [request, ...]} start the MCP server SUBAGENTD_MCP_CONFIG describes (its command, args
+                          and env only), send each JSON-RPC message (a line each), print the
+                          replies to the requests as one JSON line {"mcp": [...]} (a request
+                          with "_noreply": true is sent without waiting for its reply)
+  {"verb": [arg, ...]}    run `$SUBAGENTD arg ...`; print `<status>: <output>`
 """
 
 import json
@@ -99,7 +104,33 @@ for step in plan["steps"]:
         subprocess.Popen(["sleep", str(step["background"])])
     elif "sleep" in step:
         time.sleep(step["sleep"])
+    elif "mcp" in step:
+        with open(os.environ["SUBAGENTD_MCP_CONFIG"]) as f:
+            server = json.load(f)["mcpServers"]["subagentd"]
+        env = {"PATH": os.environ.get("PATH", ""), **server["env"]}  # only what the config says
+        child = subprocess.Popen(
+            [server["command"], *server["args"]],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+        replies = []
+        for request in step["mcp"]:
+            answered = "id" in request and not request.pop("_noreply", False)
+            child.stdin.write(json.dumps(request) + "\n")
+            child.stdin.flush()
+            if answered:
+                replies.append(json.loads(child.stdout.readline()))
+        child.stdin.close()
+        child.wait(timeout=60)
+        print(json.dumps({"mcp": replies}), flush=True)
+    elif "verb" in step:
+        done = subprocess.run(
+            [os.environ["SUBAGENTD"], *step["verb"]], capture_output=True, text=True, timeout=120
+        )
+        print(f"{done.returncode}: {(done.stdout + done.stderr).strip()}", flush=True)
     elif "env" in step:
         names = ["SUBAGENTD_AGENT_ID", "SUBAGENTD_TURN_ID", "SUBAGENTD_DB", "SUBAGENTD_TOKEN"]
-        names.append("SUBAGENTD_SOCKET")
+        names += ["SUBAGENTD_SOCKET", "SUBAGENTD", "SUBAGENTD_MCP_COMMAND", "SUBAGENTD_MCP_CONFIG"]
         print(json.dumps({"env": {n: os.environ.get(n) for n in names}, "turn": turn}))

@@ -1,0 +1,251 @@
+"""One ACP agent process, seen from subagentd as its client (docs/acp.md).
+
+The Agent Client Protocol is JSON-RPC 2.0 over the agent's stdin and stdout, one message a line.
+This module starts the process (its own process group), sends `initialize` once, and then carries
+requests (`session/new`, `session/load`, `session/prompt`), notifications (`session/cancel`) and
+what the agent sends: `session/update` notifications go to the sink of their session, and the
+agent's requests are answered — `session/request_permission` by the permission policy, anything
+else (file system, terminals: not offered in the client capabilities) with -32601. When the
+process exits, every request still waiting fails with AgentGone.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.abc
+import msgspec
+
+import subagentd
+
+log = logging.getLogger("subagentd")
+
+PROTOCOL_VERSION = 1
+STDERR_TAIL = 4096  # bytes of an agent process's stderr kept for the transcript
+MAX_LINE = 64 * 1024 * 1024  # an agent's message longer than this ends the process
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
+
+Sink = Callable[[dict[str, Any]], None]  # a session's `update` objects, in arrival order
+Permission = Callable[[dict[str, Any]], dict[str, Any]]  # request params -> the outcome object
+
+
+class AgentGone(Exception):
+    """The agent process exited (or could not be started) before it answered."""
+
+
+class AcpError(Exception):
+    """The agent answered a request with a JSON-RPC error."""
+
+    def __init__(self, method: str, error: Any) -> None:
+        message = error.get("message") if isinstance(error, dict) else None
+        super().__init__(f"{method}: {message or error}")
+        self.method = method
+        self.error = error
+
+
+class AgentProcess:
+    """A running ACP agent: its sessions, its requests in flight, its capabilities."""
+
+    def __init__(self, command: list[str], env: dict[str, str], permission: Permission) -> None:
+        self.command = command
+        self.env = env
+        self.permission = permission
+        self.process: anyio.abc.Process | None = None
+        self.capabilities: dict[str, Any] = {}
+        self.sinks: dict[str, Sink] = {}  # session id -> where its updates go
+        self.prompting = 0  # prompts in flight (the pool picks the least busy)
+        self.alive = False
+        self.stderr = bytearray()
+        self._next_id = 0
+        self._waiting: dict[int, tuple[anyio.Event, list[Any]]] = {}
+        self._write = anyio.Lock()
+        self._gone = "the ACP agent process is not running"
+
+    @property
+    def loads(self) -> bool:
+        """The agent advertised `loadSession`."""
+        return self.capabilities.get("loadSession") is True
+
+    async def start(self, tg: anyio.abc.TaskGroup) -> None:
+        """Start the process and `initialize` it; AgentGone when either fails."""
+        try:
+            self.process = await anyio.open_process(
+                self.command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self.env,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise AgentGone(f"subagentd could not start the ACP agent: {exc}") from None
+        self.alive = True
+        tg.start_soon(self._read)
+        tg.start_soon(self._read_stderr)
+        result = await self.request(
+            "initialize",
+            {
+                "protocolVersion": PROTOCOL_VERSION,
+                "clientCapabilities": {
+                    "fs": {"readTextFile": False, "writeTextFile": False},
+                    "terminal": False,
+                },
+                "clientInfo": {"name": "subagentd", "version": subagentd.__version__},
+            },
+        )
+        capabilities = result.get("agentCapabilities") if isinstance(result, dict) else None
+        self.capabilities = capabilities if isinstance(capabilities, dict) else {}
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        """Send a request; its result (AcpError for an error reply, AgentGone if it exits)."""
+        if not self.alive:
+            raise AgentGone(self._gone)
+        self._next_id += 1
+        request_id = self._next_id
+        done = anyio.Event()
+        box: list[Any] = []
+        self._waiting[request_id] = (done, box)
+        try:
+            await self._send(
+                {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+            )
+            await done.wait()
+        finally:
+            self._waiting.pop(request_id, None)
+        if not box:
+            raise AgentGone(self._gone)
+        reply = box[0]
+        if "error" in reply:
+            raise AcpError(method, reply["error"])
+        return reply.get("result")
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        if self.alive:
+            await self._send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        assert self.process is not None and self.process.stdin is not None
+        async with self._write:
+            try:
+                await self.process.stdin.send(_encode(message) + b"\n")
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                self._ended("the ACP agent process closed its stdin")
+
+    async def _read(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        buffer = bytearray()
+        try:
+            async for chunk in self.process.stdout:
+                buffer += chunk
+                while (end := buffer.find(b"\n")) >= 0:
+                    line = bytes(buffer[:end])
+                    del buffer[: end + 1]
+                    if line.strip():
+                        await self._received(line)
+                if len(buffer) > MAX_LINE:
+                    log.error("an ACP agent sent a line over %d bytes; stopping it", MAX_LINE)
+                    self.kill()
+                    break
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass
+        code = await self.process.wait()
+        self._ended(f"the ACP agent process exited (status {code})")
+
+    async def _read_stderr(self) -> None:
+        assert self.process is not None and self.process.stderr is not None
+        try:
+            async for chunk in self.process.stderr:
+                self.stderr += chunk
+                if len(self.stderr) > STDERR_TAIL:
+                    del self.stderr[: len(self.stderr) - STDERR_TAIL]
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass
+
+    def _ended(self, why: str) -> None:
+        if not self.alive:
+            return
+        self.alive = False
+        self._gone = why
+        for done, _ in list(self._waiting.values()):
+            done.set()  # an empty box: AgentGone
+
+    async def _received(self, line: bytes) -> None:
+        try:
+            message = _decode(line)
+        except msgspec.DecodeError:
+            log.warning("an ACP agent wrote a line that is not JSON; ignored")
+            return
+        if not isinstance(message, dict):
+            return
+        method = message.get("method")
+        if method is None:  # a reply to one of ours
+            waiting = self._waiting.get(message.get("id"))  # type: ignore[arg-type]
+            if waiting is not None:
+                waiting[1].append(message)
+                waiting[0].set()
+            return
+        raw = message.get("params")
+        params: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        if "id" not in message:
+            if method == "session/update":
+                sink = self.sinks.get(str(params.get("sessionId")))
+                update = params.get("update")
+                if sink is not None and isinstance(update, dict):
+                    sink(update)
+            return
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": message["id"]}
+        if method == "session/request_permission":
+            reply["result"] = {"outcome": self.permission(params)}
+        else:
+            reply["error"] = {"code": -32601, "message": f"Method not found: {method}"}
+        await self._send(reply)
+
+    def kill(self) -> None:
+        """SIGKILL to its process group."""
+        self._signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self._signal(signal.SIGTERM)
+
+    def _signal(self, signum: signal.Signals) -> None:
+        process = self.process
+        if process is None or process.returncode is not None:
+            return
+        try:
+            os.killpg(process.pid, signum)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            process.send_signal(signum)
+
+    async def close(self) -> None:
+        """Reap the process (after it was signalled or exited)."""
+        if self.process is not None:
+            with anyio.CancelScope(shield=True):
+                await self.process.aclose()
+
+
+def permission_policy(policy: str) -> Permission:
+    """`--acp-permission`: allow picks the agent's allow-once option (else allow-always), deny
+    its reject-once option (else reject-always); with neither the request is cancelled."""
+    wanted = (
+        ("allow_once", "allow_always") if policy == "allow" else ("reject_once", "reject_always")
+    )
+
+    def answer(params: dict[str, Any]) -> dict[str, Any]:
+        given = params.get("options")
+        options: list[Any] = given if isinstance(given, list) else []
+        for kind in wanted:
+            for option in options:
+                if isinstance(option, dict) and option.get("kind") == kind:
+                    return {"outcome": "selected", "optionId": option.get("optionId")}
+        return {"outcome": "cancelled"}
+
+    return answer

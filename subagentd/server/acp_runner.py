@@ -1,0 +1,339 @@
+"""The ACP turn runner (`--runner-protocol acp`): each subagent is a session of an ACP agent.
+
+The turns it claims, their queue and `--max-running` are the process runner's (server/runner.py);
+what differs is how a turn runs (docs/acp.md). Agent processes (`--runner COMMAND`) form a pool
+of at most `--max-running`, each `initialize`d once when it starts and reused across turns; a
+subagent's first turn opens a session (`session/new` with the working directory and the
+agent's own tools as its MCP server, `subagentd mcp`) on the least busy process, and each turn
+is one `session/prompt` on it: the turn's instructions and each of its messages, rendered with
+its sender (docs/rendering.md), as text content blocks. `session/update`s go into the
+transcript; the prompt's `stopReason` ends the turn. `turn/interrupt` sends `session/cancel`.
+
+The session id is kept in the transcript (`acp_session`), so a later activation — after a
+cold resume, a restart of subagentd, or the death of the process that held it — reopens it with
+`session/load` when the agent advertises `loadSession` (a new session otherwise, told who it
+is). A process that dies ends the turns it was running `error`; the next turn starts another.
+
+Longer than ~300 lines on purpose: one turn's way through its session — the pool's process, the
+session opened, loaded or reused, the prompt, its cancel, its updates written as they come, and
+its end — shares the turn's state; split, each step would have to be handed all of it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from subagentd.core.service import Service
+from subagentd.render import RENDER_GUIDE, render_messages
+from subagentd.schema.host_methods import TurnEndParams
+from subagentd.schema.notifications import TurnInterrupt
+from subagentd.server.acp import AcpError, AgentGone, AgentProcess, permission_policy
+from subagentd.server.acp_progress import Progress
+from subagentd.server.handoff import Handoff
+from subagentd.server.relay import Tokens
+from subagentd.server.runner import Job, Runner
+from subagentd.server.timers import BUSY_RETRY
+
+log = logging.getLogger("subagentd")
+
+STOP_REASONS = {  # the prompt's stopReason -> the turn's end
+    "end_turn": "completed",
+    "max_tokens": "max-tokens",
+    "max_turn_requests": "max-tokens",
+    "refusal": "refusal",
+    "cancelled": "aborted",
+}
+RESUMED = (
+    'You are the subagent "{label}", resumed in a new session: your earlier conversation'
+    " could not be reopened."
+)
+
+
+@dataclass(slots=True, eq=False)
+class Held:
+    """A subagent's session: on which process, for which activation (whose token its MCP
+    server holds)."""
+
+    process: AgentProcess
+    session_id: str
+    activation_id: str
+
+
+class AcpRunner(Runner):
+    """Runs the claimed turns as prompts of ACP sessions (see the module docstring)."""
+
+    def __init__(
+        self,
+        service: Service,
+        command: list[str],
+        *,
+        root: str,
+        max_running: int,
+        environment: dict[str, str],
+        tokens: Tokens,
+        handoff: Handoff,
+        usage_dir: str | None = None,
+        permission: str = "deny",
+    ) -> None:
+        super().__init__(
+            service,
+            command,
+            root=root,
+            max_running=max_running,
+            environment=environment,
+            tokens=tokens,
+            handoff=handoff,
+            usage_dir=usage_dir,
+        )
+        self.acp_handoff = handoff
+        self.policy = permission_policy(permission)
+        self.pool: list[AgentProcess] = []
+        self.sessions: dict[str, Held] = {}  # agent id -> its session, while this process runs
+        self.turns: dict[str, tuple[AgentProcess, str]] = {}  # turn id -> where it prompts
+        self._processes: anyio.abc.TaskGroup | None = None
+        self._starting = anyio.Lock()
+
+    async def serve(self) -> None:
+        try:
+            async with anyio.create_task_group() as processes:
+                self._processes = processes
+                try:
+                    await super().serve()
+                finally:
+                    processes.cancel_scope.cancel()
+        finally:
+            for process in self.pool:
+                process.kill()
+                await process.close()
+
+    async def stop(self, grace: float) -> None:
+        for process, session_id in list(self.turns.values()):  # the prompts still running
+            await process.notify("session/cancel", {"sessionId": session_id})
+        await super().stop(grace)
+        for process in self.pool:
+            process.terminate()
+        with anyio.move_on_after(grace):
+            for process in self.pool:
+                if process.process is not None:
+                    await process.process.wait()
+
+    # --- the pool ----------------------------------------------------------------------
+
+    async def _process(self) -> AgentProcess:
+        """The least busy live process; a new one while fewer than --max-running run and
+        every one is busy."""
+        async with self._starting:
+            self.pool = [p for p in self.pool if p.alive]
+            idle = [p for p in self.pool if p.prompting == 0]
+            if idle:
+                return idle[0]
+            if len(self.pool) < self.max_running:
+                env = {**os.environ, **self.environment}
+                process = AgentProcess(self.command, env, self._permission)
+                assert self._processes is not None
+                try:
+                    await process.start(self._processes)
+                except BaseException:
+                    process.kill()
+                    await process.close()
+                    raise
+                self.pool.append(process)
+                return process
+            return min(self.pool, key=lambda p: p.prompting)
+
+    def _permission(self, params: dict[str, Any]) -> dict[str, Any]:
+        outcome = self.policy(params)
+        call = params.get("toolCall")
+        title = call.get("title") if isinstance(call, dict) else None
+        for process in self.pool:
+            sink = process.sinks.get(str(params.get("sessionId")))
+            if sink is not None:
+                sink({"sessionUpdate": "permission", "title": title, **outcome})
+        return outcome
+
+    # --- one turn ------------------------------------------------------------------------
+
+    def _interrupt(self, event: TurnInterrupt, tg: anyio.abc.TaskGroup) -> None:
+        job = self.running.get(event.turn_id)
+        if job is None:
+            super()._interrupt(event, tg)  # still waiting for a slot: it never starts
+            return
+        if job.interrupted or job.done:
+            return
+        job.interrupted = True
+        where = self.turns.get(event.turn_id)
+        if where is not None:
+            process, session_id = where
+            tg.start_soon(process.notify, "session/cancel", {"sessionId": session_id})
+
+    async def _run(self, job: Job, tg: anyio.abc.TaskGroup) -> None:
+        start = job.start
+        progress = Progress()
+        detail: dict[str, Any] = {}
+        output: str | None = None
+        try:
+            async with anyio.create_task_group() as writing:
+                writing.start_soon(self._write_progress, job, progress)
+                try:
+                    stop = await self._turn(job, progress)
+                    detail["stop_reason"] = stop
+                    reason = STOP_REASONS.get(stop, "error")
+                except AgentGone as exc:
+                    reason, detail["error"] = "error", str(exc)
+                    stderr = self._stderr_of(start.turn_id)
+                    if stderr:
+                        detail["stderr"] = stderr
+                except AcpError as exc:
+                    reason, detail["error"] = "error", f"the ACP agent refused {exc}"
+                finally:
+                    writing.cancel_scope.cancel()
+            progress.close_chunk()
+            if job.interrupted:
+                reason = "aborted"
+            output = _cut(progress.last_message.strip(), self.service.settings.max_text_bytes)
+            await self._finish(job, progress, reason, output or None, detail)
+        finally:
+            job.done = True
+            where = self.turns.pop(start.turn_id, None)
+            if where is not None:
+                where[0].prompting -= 1
+            self.running.pop(start.turn_id, None)
+            self._launch(tg)
+            if not self.running and self._stopped is not None:
+                self._stopped.set()
+
+    async def _write_progress(self, job: Job, progress: Progress) -> None:
+        """While the turn runs: what its updates add goes into the transcript as it comes, so
+        `watch` and the timeline show the child working."""
+        while True:
+            await progress.changed.wait()
+            progress.changed = anyio.Event()
+            events, progress.events = progress.events, []
+            await self._work(functools.partial(self._record, job, events))
+
+    def _record(self, job: Job, events: list[tuple[str, Any]]) -> None:
+        agent_id, turn_id = job.start.agent_id, job.start.turn_id
+        if self._current(agent_id, turn_id):
+            for event_type, data in events:
+                self.service.agents.record(agent_id, turn_id, event_type, data)
+
+    async def _work(self, work: Any) -> None:
+        assert self._connection is not None
+        with anyio.CancelScope(shield=True):
+            while not self._connection.run_work(work):
+                await anyio.sleep(BUSY_RETRY)  # another process holds the write lock
+
+    def _stderr_of(self, turn_id: str) -> str | None:
+        where = self.turns.get(turn_id)
+        if where is None or not where[0].stderr:
+            return None
+        return bytes(where[0].stderr).decode("utf-8", errors="replace")
+
+    async def _turn(self, job: Job, progress: Progress) -> str:
+        """Open (or reopen) the session, prompt it; the stopReason."""
+        start = job.start
+        agent = self.service.agents.registry.get(start.agent_id)
+        activation = agent.activation_id if agent is not None else ""
+        token = self.tokens.issue(start.agent_id, activation)
+        servers = [self.acp_handoff.acp_server(start.agent_id, token)]
+        cwd = os.getcwd()
+        blocks: list[str] = []
+        held = self.sessions.get(start.agent_id)
+        if held is not None and held.process.alive and held.activation_id == activation:
+            process, session_id = held.process, held.session_id
+            process.prompting += 1
+            self.turns[start.turn_id] = (process, session_id)
+        else:
+            process = await self._process()
+            process.prompting += 1
+            known = held.session_id if held is not None else self._stored_session(start.agent_id)
+            session_id = None
+            if known is not None and process.loads:
+                process.sinks[known] = progress.update
+                progress.replaying = True
+                try:
+                    await process.request(
+                        "session/load", {"sessionId": known, "cwd": cwd, "mcpServers": servers}
+                    )
+                    session_id = known
+                except AcpError as exc:
+                    log.warning("the ACP agent could not load session %s: %s", known, exc)
+                    process.sinks.pop(known, None)
+                finally:
+                    progress.replaying = False
+            self.turns[start.turn_id] = (process, session_id or "")
+            if session_id is None:
+                opened = await process.request("session/new", {"cwd": cwd, "mcpServers": servers})
+                session_id = str((opened or {}).get("sessionId", ""))
+                blocks.append(RENDER_GUIDE)
+                if start.resume is not None:
+                    blocks.append(RESUMED.format(label=start.resume.label))
+                loaded = False
+            else:
+                loaded = True
+            self.turns[start.turn_id] = (process, session_id)
+            progress.events.append(("acp_session", {"session_id": session_id, "loaded": loaded}))
+            self.sessions[start.agent_id] = Held(process, session_id, activation)
+        assert session_id is not None
+        process.sinks[session_id] = progress.update
+        if start.instructions:
+            blocks.append(start.instructions)
+        blocks += [render_messages([message]) for message in start.messages]
+        if job.interrupted:
+            return "cancelled"
+        result = await process.request(
+            "session/prompt",
+            {"sessionId": session_id, "prompt": [{"type": "text", "text": b} for b in blocks]},
+        )
+        stop = result.get("stopReason") if isinstance(result, dict) else None
+        return stop if isinstance(stop, str) else "error"
+
+    def _stored_session(self, agent_id: str) -> str | None:
+        """The last session id the transcript keeps for this agent (`acp_session`)."""
+        found: str | None = None
+        after: int | None = None
+        while True:
+            page = self.service.records.read_transcript(agent_id, after, None)
+            for event in page.events:
+                if event.type == "acp_session" and isinstance(event.data, dict):
+                    found = event.data.get("session_id") or found
+            if page.next is None:
+                return found
+            after = page.next
+
+    async def _finish(
+        self,
+        job: Job,
+        progress: Progress,
+        reason: str,
+        output: str | None,
+        detail: dict[str, Any],
+    ) -> None:
+        """The turn's progress and how it ended into its transcript; then end the turn (unless
+        it ended otherwise meanwhile)."""
+        assert self._connection is not None
+        agent_id, turn_id = job.start.agent_id, job.start.turn_id
+
+        def end() -> None:
+            if not self._current(agent_id, turn_id):  # force-ended, or ended by the host
+                return
+            self._record(job, [*progress.events, ("acp_end", detail)])
+            params = TurnEndParams(agent_id=agent_id, turn_id=turn_id, reason=reason, output=output)  # type: ignore[arg-type]
+            self.service.host.finish_turn(params)
+
+        await self._work(end)
+
+
+def _cut(text: str, limit: int) -> str:
+    """At most `limit` UTF-8 bytes (0: no bound), never half a character."""
+    data = text.encode()
+    if not limit or len(data) <= limit:
+        return text
+    return data[:limit].decode("utf-8", errors="ignore")

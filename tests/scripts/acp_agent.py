@@ -1,0 +1,219 @@
+"""A scripted ACP agent for the tests, built on the `agent-client-protocol` SDK (its Agent side).
+
+It keeps each session in ACP_AGENT_STATE/sessions/<id>.json (so a restarted agent can load them),
+appends its pid to ACP_AGENT_STATE/initialized.log at each `initialize`, and advertises
+`loadSession` unless ACP_AGENT_NO_LOAD is set. Each prompt acts on the text of its
+last content block (the last message, rendered: its fence lines are dropped): plain text is
+answered `done: <text>`; a JSON object {"acp": [...]} runs each step in order:
+  {"say": s}              an agent message, streamed as two chunks
+  {"think": s}            a thought chunk
+  {"plan": [s, ...]}      a plan update
+  {"tool": name, "args": {...}}
+                          call the tool through the session's MCP server (the official MCP SDK
+                          client), reported as a tool call with the result's text as its content
+  {"tools": true}         say the tools the session's MCP server lists
+  {"permission": title}   ask the client; say `permission <outcome> <option id>`
+  {"wait_cancel": path}   append "waiting" to path, wait for session/cancel, stop `cancelled`
+  {"stop": reason}        stop with that stopReason now
+  {"pid": path}           write this process's pid to path
+  {"history": true}       say how many prompts this session had before, and their last lines
+Every prompt is kept in the session's history (session/load replays them as user chunks), with
+all its blocks (`blocks`: what a model would have been shown).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from acp import (
+    PROTOCOL_VERSION,
+    Agent,
+    InitializeResponse,
+    LoadSessionResponse,
+    NewSessionResponse,
+    PromptResponse,
+    RequestError,
+    run_agent,
+    start_tool_call,
+    text_block,
+    tool_content,
+    update_agent_message_text,
+    update_agent_thought_text,
+    update_plan,
+    update_tool_call,
+    update_user_message_text,
+)
+from acp.helpers import plan_entry
+from acp.schema import AgentCapabilities, PermissionOption, ToolCallUpdate
+
+STATE = Path(os.environ.get("ACP_AGENT_STATE", "."))
+
+
+def load_session(session_id: str) -> dict[str, Any] | None:
+    path = STATE / "sessions" / f"{session_id}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def save_session(session_id: str, session: dict[str, Any]) -> None:
+    folder = STATE / "sessions"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{session_id}.json.tmp").write_text(json.dumps(session))
+    (folder / f"{session_id}.json.tmp").replace(folder / f"{session_id}.json")
+
+
+def last_message(prompt: list[Any]) -> str:
+    text = getattr(prompt[-1], "text", "") if prompt else ""
+    lines = text.splitlines()
+    if len(lines) >= 2 and lines[0].startswith("<message-") and lines[-1].startswith("</message-"):
+        return "\n".join(lines[1:-1])
+    return text
+
+
+class ScriptedAgent(Agent):
+    def __init__(self) -> None:
+        self.conn: Any = None
+        self.servers: dict[str, Any] = {}  # session id -> its MCP server (McpServerStdio)
+        self.cancelled: dict[str, asyncio.Event] = {}
+
+    def on_connect(self, conn: Any) -> None:
+        self.conn = conn
+
+    async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
+        STATE.mkdir(parents=True, exist_ok=True)
+        with open(STATE / "initialized.log", "a") as log:
+            log.write(f"{os.getpid()}\n")
+        loads = not os.environ.get("ACP_AGENT_NO_LOAD")
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(load_session=loads),
+        )
+
+    async def new_session(
+        self, cwd: str, mcp_servers: Any = None, **kwargs: Any
+    ) -> NewSessionResponse:
+        session_id = "s-" + uuid.uuid4().hex[:12]
+        save_session(session_id, {"cwd": cwd, "prompts": [], "blocks": []})
+        self.servers[session_id] = (mcp_servers or [None])[0]
+        return NewSessionResponse(session_id=session_id)
+
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
+    ) -> LoadSessionResponse:
+        session = load_session(session_id)
+        if session is None:
+            raise RequestError.invalid_params({"sessionId": session_id})
+        self.servers[session_id] = (mcp_servers or [None])[0]
+        for text in session["prompts"]:
+            await self.conn.session_update(session_id, update_user_message_text(text))
+        return LoadSessionResponse()
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        self.cancelled.setdefault(session_id, asyncio.Event()).set()
+
+    async def say(self, session_id: str, text: str) -> None:
+        half = len(text) // 2
+        for part in (text[:half], text[half:]):
+            await self.conn.session_update(session_id, update_agent_message_text(part))
+
+    async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
+        session = load_session(session_id)
+        if session is None:
+            raise RequestError.invalid_params({"sessionId": session_id})
+        history = list(session["prompts"])
+        text = last_message(prompt)
+        session["prompts"].append(text)
+        session["blocks"].append([getattr(block, "text", None) for block in prompt])
+        save_session(session_id, session)
+        self.cancelled[session_id] = asyncio.Event()
+        try:
+            plan = json.loads(text)
+        except ValueError:
+            plan = None
+        if not isinstance(plan, dict) or "acp" not in plan:
+            await self.say(session_id, f"done: {text}")
+            return PromptResponse(stop_reason="end_turn")
+        for step in plan["acp"]:
+            if "say" in step:
+                await self.say(session_id, step["say"])
+            elif "think" in step:
+                await self.conn.session_update(session_id, update_agent_thought_text(step["think"]))
+            elif "plan" in step:
+                entries = [plan_entry(e, priority="medium", status="pending") for e in step["plan"]]
+                await self.conn.session_update(session_id, update_plan(entries))
+            elif "tool" in step:
+                call_id = "call-" + uuid.uuid4().hex[:8]
+                name = step["tool"]
+                await self.conn.session_update(
+                    session_id, start_tool_call(call_id, name, kind="other", status="in_progress")
+                )
+                said, failed = await self.call_tool(session_id, name, step.get("args", {}))
+                status = "failed" if failed else "completed"
+                content = [tool_content(text_block(said))]
+                await self.conn.session_update(
+                    session_id, update_tool_call(call_id, status=status, content=content)
+                )
+            elif "tools" in step:
+                names = await self.list_tools(session_id)
+                await self.say(session_id, "tools: " + ",".join(names))
+            elif "permission" in step:
+                options = [
+                    PermissionOption(option_id="yes", name="Allow", kind="allow_once"),
+                    PermissionOption(option_id="no", name="Reject", kind="reject_once"),
+                ]
+                call = ToolCallUpdate(tool_call_id="perm-1", title=step["permission"])
+                answer = await self.conn.request_permission(
+                    session_id=session_id, tool_call=call, options=options
+                )
+                outcome = answer.outcome
+                await self.say(
+                    session_id,
+                    f"permission {outcome.outcome} {getattr(outcome, 'option_id', '-')}",
+                )
+            elif "wait_cancel" in step:
+                await self.say(session_id, "waiting")
+                with open(step["wait_cancel"], "a") as f:
+                    f.write("waiting\n")
+                await self.cancelled[session_id].wait()
+                return PromptResponse(stop_reason="cancelled")
+            elif "stop" in step:
+                return PromptResponse(stop_reason=step["stop"])
+            elif "pid" in step:
+                Path(step["pid"]).write_text(str(os.getpid()))
+            elif "history" in step:
+                lines = [h.splitlines()[-1] if h else "" for h in history]
+                await self.say(session_id, f"history: {len(history)}: " + " | ".join(lines))
+        return PromptResponse(stop_reason="end_turn")
+
+    def _params(self, session_id: str) -> Any:
+        from mcp.client.stdio import StdioServerParameters
+
+        server = self.servers[session_id]
+        env = {"PATH": os.environ.get("PATH", "")}
+        env.update({v.name: v.value for v in server.env})
+        return StdioServerParameters(command=server.command, args=list(server.args), env=env)
+
+    async def call_tool(self, session_id: str, name: str, args: dict[str, Any]) -> tuple[str, bool]:
+        from mcp import Client
+
+        async with Client(self._params(session_id)) as client:
+            result = await client.call_tool(name, args)
+        text = "\n".join(getattr(block, "text", "") for block in result.content)
+        return text, bool(result.is_error)
+
+    async def list_tools(self, session_id: str) -> list[str]:
+        from mcp import Client
+
+        async with Client(self._params(session_id)) as client:
+            tools = await client.list_tools()
+        return [tool.name for tool in tools.tools]
+
+
+if __name__ == "__main__":
+    sys.stderr.write("scripted ACP agent started\n")
+    asyncio.run(run_agent(ScriptedAgent()))
