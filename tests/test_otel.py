@@ -75,7 +75,9 @@ def test_a_tree_three_deep_with_a_report_an_interrupt_and_a_crash_is_one_trace(
                                "prompt": "look deeper"})  # fmt: skip
     g1a = host.notification("turn/start", agent_id="g1")
     assert tool(host, "report", "g1", output="found it")["isError"] is False
-    host.end_turn("g1", g1a["turn_id"], "completed", "all found")
+    usage = {"input_tokens": 1200, "output_tokens": 300, "cost": 0.25}
+    end = {"agent_id": "g1", "turn_id": g1a["turn_id"], "reason": "completed"}
+    host.call("turns/end", {**end, "output": "all found", "usage": usage})
     host.notification("agent/settled", agent_id="g1")
     assert tool(host, "interrupt_agent", "root", agent_id="c1")["isError"] is False
     host.notification("turn/interrupt", agent_id="c1")
@@ -118,6 +120,14 @@ def test_a_tree_three_deep_with_a_report_an_interrupt_and_a_crash_is_one_trace(
     assert root1["span_id"] == span_of(r1["traceparent"])
     assert c1_first["parent"] == c1_second["parent"] == root1["span_id"]
     assert g1_only["parent"] == c1_first["span_id"]
+    # the usage turns/end reported, on that turn's span only
+    assert (
+        g1_only["attributes"]["gen_ai.usage.input_tokens"],
+        g1_only["attributes"]["gen_ai.usage.output_tokens"],
+    ) == (1200, 300)
+    assert all(
+        "gen_ai.usage.input_tokens" not in s["attributes"] for s in every if s is not g1_only
+    )
     assert [c1_first["span_id"], g1_only["span_id"]] == [
         span_of(c1a["traceparent"]), span_of(g1a["traceparent"]),
     ]  # fmt: skip

@@ -239,8 +239,10 @@ class Scheduler:
         if usage is not None:
             data["usage"] = usage
         self.agents.record(agent.agent_id, turn.turn_id, "turn_end", data)
-        # usage: none is reported on turns/end yet; the tracer takes it when one is
-        self.agents.tracing.turn_ended(agent.agent_id, turn.turn_id, reason, cause)
+        used = None
+        if usage is not None:  # the token counts the host or the runner reported, for the span
+            used = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
+        self.agents.tracing.turn_ended(agent.agent_id, turn.turn_id, reason, cause, used)
         agent.turn = None
         agent.last_reason, agent.last_output = last, output
         self.agents.status_changed(agent)
