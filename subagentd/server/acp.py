@@ -12,7 +12,6 @@ process exits, every request still waiting fails with AgentGone.
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import subprocess
 from collections.abc import Callable
@@ -23,6 +22,7 @@ import anyio.abc
 import msgspec
 
 import subagentd
+from subagentd.server.runner import signal_group
 
 log = logging.getLogger("subagentd")
 
@@ -215,15 +215,7 @@ class AgentProcess:
         self._signal(signal.SIGTERM)
 
     def _signal(self, signum: signal.Signals) -> None:
-        process = self.process
-        if process is None or process.returncode is not None:
-            return
-        try:
-            os.killpg(process.pid, signum)
-        except ProcessLookupError:
-            pass
-        except PermissionError:
-            process.send_signal(signum)
+        signal_group(self.process, signum)
 
     async def close(self) -> None:
         """Reap the process (after it was signalled or exited)."""

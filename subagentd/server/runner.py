@@ -358,7 +358,11 @@ def read_usage(path: str | None) -> tuple[Usage | None, int]:
 
 def _signal(job: Job, signum: signal.Signals) -> None:
     """Signal the job's process group (the command and whatever it started)."""
-    process = job.process
+    signal_group(job.process, signum)
+
+
+def signal_group(process: anyio.abc.Process | None, signum: signal.Signals) -> None:
+    """Signal a started process's group (it leads one); nothing once it has exited."""
     if process is None or process.returncode is not None:
         return
     try:
