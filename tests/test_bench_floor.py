@@ -92,6 +92,9 @@ def check_the_floor_writes_the_servers_row(
     finally:
         server.stop()
     server_added = added_rows(before, after)
+    # the lease heartbeat renews this process's `owners` row on its own clock (every
+    # --lease-ttl/3): on a loaded machine it can fall inside the window; it is no part of the send
+    server_added.pop("owners", None)
 
     schema_only(floor_db)
     floor_before = snapshot(floor_db)
