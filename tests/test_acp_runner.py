@@ -291,7 +291,10 @@ def test_a_restart_of_subagentd_cold_resumes_the_child_in_its_own_session(tmp_pa
         ],
         env={**os.environ, "ACP_AGENT_STATE": str(tmp_path / "agent-state")},
     )
-    first = steps({"say": "remember the number 7"})
+    first = steps(
+        {"usage": {"inputTokens": 100, "outputTokens": 10, "totalTokens": 110}},
+        {"say": "remember the number 7"},
+    )
     wait = {"agent_ids": ["c1"], "mode": "all", "timeout_ms": min(int(PATIENCE * 1000), 50_000)}
     seen: dict[str, Any] = {}
 
@@ -304,7 +307,11 @@ def test_a_restart_of_subagentd_cold_resumes_the_child_in_its_own_session(tmp_pa
             await client.call_tool("spawn_agent", {"label": "t", "prompt": first, "child_id": "c1"})
             seen["first"] = await client.call_tool("wait_agents", wait)
         async with Client(params) as client:  # a new process on the same database
-            message = {"subagent_id": "c1", "message": steps({"history": True})}
+            again = steps(
+                {"usage": {"inputTokens": 160, "outputTokens": 15, "totalTokens": 175}},
+                {"history": True},
+            )
+            message = {"subagent_id": "c1", "message": again}
             seen["send"] = await client.call_tool("send_message", message)
             seen["second"] = await client.call_tool("wait_agents", wait)
 
@@ -314,6 +321,15 @@ def test_a_restart_of_subagentd_cold_resumes_the_child_in_its_own_session(tmp_pa
     assert f"Its closing message:\nhistory: 1: {first}" in text
     assert len(sessions(tmp_path)) == 1  # the same session, loaded by a new agent process
     assert len((tmp_path / "agent-state" / "initialized.log").read_text().splitlines()) == 2
+    # the loaded session's totals went on from the first process's: the new one charged the growth
+    from subagentd.storage.reader import StoreReader
+
+    ends = [row for row in StoreReader(db).all_events() if row[3] == "turn_end" and row[0] == "c1"]
+    usages = [json.loads(row[4] or "{}").get("usage") for row in ends]
+    assert usages == [
+        {"input_tokens": 100, "output_tokens": 10},
+        {"input_tokens": 60, "output_tokens": 5},
+    ]
 
 
 def test_the_timeline_and_watch_show_the_child_working(acp, tmp_path):
