@@ -145,6 +145,14 @@ def test_open_turns_at_a_crash_are_ended_with_error_and_the_parent_is_told(tmp_p
     assert second.texts_of_turns("c1") == [["after restart"]]
 
 
+def below_a_disposed_one_shot(core: CoreHost) -> None:
+    """root -> once (one-shot) -> late (drain), steady (finish); `once` ends and is disposed."""
+    core.spawn("root", "once", mode="one-shot")
+    core.spawn("once", "late", on_parent_close="drain")
+    core.spawn("once", "steady", on_parent_close="finish")
+    core.end("once", "completed", "one-shot answer")
+
+
 def test_a_parents_settling_applies_no_close_policy_its_live_child_keeps_it_or_is_adopted():
     """PROTOCOL.md section 12, "When the parent goes": `on_parent_close` acts on closes only. A
     continuable parent cannot settle while its child lives; a one-shot parent is disposed after
@@ -161,11 +169,8 @@ def test_a_parents_settling_applies_no_close_policy_its_live_child_keeps_it_or_i
     assert (core.status("p"), core.turn("kid") is not None) == ("idle", True)
     assert core.take("agent/settled") == [] and core.take("turn/interrupt") == []
 
-    core.spawn("root", "once", mode="one-shot")
-    core.spawn("once", "late", on_parent_close="drain")
-    core.spawn("once", "steady", on_parent_close="finish")
     core.notes.clear()
-    core.end("once", "completed", "one-shot answer")
+    below_a_disposed_one_shot(core)
     assert core.take("agent/settled") == [{"agent_id": "once", "reason": "completed"}]
     assert core.take("turn/interrupt") == []  # neither policy acts: nothing is drained
     for child in ("late", "steady"):
@@ -180,10 +185,7 @@ def test_a_parents_settling_applies_no_close_policy_its_live_child_keeps_it_or_i
 def test_a_close_of_the_root_applies_an_adopted_childs_own_policy():
     core = CoreHost()
     core.open("root")
-    core.spawn("root", "once", mode="one-shot")
-    core.spawn("once", "late", on_parent_close="drain")
-    core.spawn("once", "steady", on_parent_close="finish")
-    core.end("once", "completed", "one-shot answer")
+    below_a_disposed_one_shot(core)
     core.notes.clear()
     closed: list[bool] = []
     core.svc.host.close_root("root", lambda: closed.append(True))
