@@ -7,7 +7,8 @@ subagent's first turn opens a session (`session/new` with the working directory 
 agent's own tools as its MCP server, `subagentd mcp`) on the least busy process, and each turn
 is one `session/prompt` on it: the turn's instructions and each of its messages, rendered with
 its sender (docs/rendering.md), as text content blocks. `session/update`s go into the
-transcript; the prompt's `stopReason` ends the turn. `turn/interrupt` sends `session/cancel`.
+transcript; the prompt's `stopReason` ends the turn, charged what the agent reported it used
+(server/acp_usage.py). `turn/interrupt` sends `session/cancel`.
 
 The session id is kept in the transcript (`acp_session`), so a later activation — after a
 cold resume, a restart of subagentd, or the death of the process that held it — reopens it with
