@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from subagentd.cli.running import Running
-from subagentd.client.errors import RequestTimeout
+from subagentd.client.errors import RequestTimeout, RpcError
 from subagentd.render import RENDER_GUIDE
 from tests.spawned import TIMEOUT, InProcessServer
 from tests.test_runner import ALL_TOOLS, RunnerServer
@@ -291,7 +291,10 @@ def test_a_restart_of_subagentd_cold_resumes_the_child_in_its_own_session(tmp_pa
         ],
         env={**os.environ, "ACP_AGENT_STATE": str(tmp_path / "agent-state")},
     )
-    first = steps({"say": "remember the number 7"})
+    first = steps(
+        {"usage": {"inputTokens": 100, "outputTokens": 10, "totalTokens": 110}},
+        {"say": "remember the number 7"},
+    )
     wait = {"agent_ids": ["c1"], "mode": "all", "timeout_ms": min(int(PATIENCE * 1000), 50_000)}
     seen: dict[str, Any] = {}
 
@@ -304,7 +307,11 @@ def test_a_restart_of_subagentd_cold_resumes_the_child_in_its_own_session(tmp_pa
             await client.call_tool("spawn_agent", {"label": "t", "prompt": first, "child_id": "c1"})
             seen["first"] = await client.call_tool("wait_agents", wait)
         async with Client(params) as client:  # a new process on the same database
-            message = {"subagent_id": "c1", "message": steps({"history": True})}
+            again = steps(
+                {"usage": {"inputTokens": 160, "outputTokens": 15, "totalTokens": 175}},
+                {"history": True},
+            )
+            message = {"subagent_id": "c1", "message": again}
             seen["send"] = await client.call_tool("send_message", message)
             seen["second"] = await client.call_tool("wait_agents", wait)
 
@@ -314,6 +321,15 @@ def test_a_restart_of_subagentd_cold_resumes_the_child_in_its_own_session(tmp_pa
     assert f"Its closing message:\nhistory: 1: {first}" in text
     assert len(sessions(tmp_path)) == 1  # the same session, loaded by a new agent process
     assert len((tmp_path / "agent-state" / "initialized.log").read_text().splitlines()) == 2
+    # the loaded session's totals went on from the first process's: the new one charged the growth
+    from subagentd.storage.reader import StoreReader
+
+    ends = [row for row in StoreReader(db).all_events() if row[3] == "turn_end" and row[0] == "c1"]
+    usages = [json.loads(row[4] or "{}").get("usage") for row in ends]
+    assert usages == [
+        {"input_tokens": 100, "output_tokens": 10},
+        {"input_tokens": 60, "output_tokens": 5},
+    ]
 
 
 def test_the_timeline_and_watch_show_the_child_working(acp, tmp_path):
@@ -374,3 +390,57 @@ def test_runner_protocol_acp_without_a_runner_refuses_to_start(tmp_path):
     assert "cannot start: --runner-protocol acp needs --runner: the command of the ACP agent" in (
         done.stderr
     )
+
+
+def test_the_usage_an_acp_agent_reports_is_charged_to_the_turn_and_shown_by_agents_get(acp):
+    srv = acp(cost_currency="USD")
+    # the agent reports its session's running totals: each turn is charged what they grew by
+    first = steps(
+        {"usage": {"inputTokens": 100, "outputTokens": 20, "totalTokens": 120}},
+        {"cost": [0.25, "USD"]},
+        {"say": "one"},
+    )
+    srv.spawn("c1", first)
+    assert srv.ends("c1", 1)[0]["usage"] == {"input_tokens": 100, "output_tokens": 20, "cost": 0.25}
+    second = steps(
+        {"cost": [0.4, "usd"]},
+        {"usage": {"inputTokens": 250, "outputTokens": 50, "totalTokens": 300, "thoughtTokens": 7}},
+        {"say": "two"},
+    )
+    send(srv, "c1", second)
+    end = srv.ends("c1", 2)[1]
+    assert end["usage"] == {"input_tokens": 150, "output_tokens": 30, "cost": 0.15}
+    acp_end = [e["data"] for e in srv.events("c1") if e["type"] == "acp_end"][1]
+    session_id = acp_end["session_usage"]["session_id"]
+    assert acp_end["session_usage"] == {
+        "session_id": session_id,
+        "input_tokens": 250,
+        "output_tokens": 50,
+        "thought_tokens": 7,
+        "cost": {"amount": 0.4, "currency": "usd", "charged": True},
+    }
+    # a cost in another currency is recorded, not charged
+    send(srv, "c1", steps({"cost": [9.0, "EUR"]}, {"say": "three"}))
+    third = srv.ends("c1", 3)[2]
+    assert "usage" not in third
+    acp_end = [e["data"] for e in srv.events("c1") if e["type"] == "acp_end"][2]
+    assert acp_end["session_usage"]["cost"] == {"amount": 9.0, "currency": "EUR", "charged": False}
+    child = srv.host.call("agents/get", {"agent_id": "c1"})
+    used = child["usage"]
+    assert (used["input_tokens"], used["output_tokens"], used["cost"]) == (250, 50, 0.4)
+    assert used["currency"] == "USD"
+    tree = srv.host.call("agents/get", {"agent_id": "root"})["tree_usage"]
+    assert (tree["input_tokens"], tree["output_tokens"], tree["cost"]) == (250, 50, 0.4)
+
+
+def test_a_token_budget_an_acp_turn_spent_refuses_the_next_turn(acp):
+    srv = acp()
+    srv.host.call("agents/budget", {"agent_id": "root", "budget": {"max_tokens": 100}})
+    srv.spawn("c1", steps({"usage": {"inputTokens": 90, "outputTokens": 30, "totalTokens": 120}}))
+    assert srv.ends("c1", 1)[0]["usage"] == {"input_tokens": 90, "output_tokens": 30}
+    with pytest.raises(RpcError) as refused:
+        send(srv, "c1", "again")
+    assert refused.value.code == 1011
+    data = refused.value.data
+    assert (data["reason"], data["budget"], data["agent_id"]) == ("budget", "tokens", "root")
+    assert (data["limit"], data["spent"], data["left"]) == (100, 120, 0)

@@ -143,3 +143,54 @@ def test_open_turns_at_a_crash_are_ended_with_error_and_the_parent_is_told(tmp_p
     assert second.texts_of_turns("c1") == [["queued before the crash"]]
     second.end("c1")
     assert second.texts_of_turns("c1") == [["after restart"]]
+
+
+def below_a_disposed_one_shot(core: CoreHost) -> None:
+    """root -> once (one-shot) -> late (drain), steady (finish); `once` ends and is disposed."""
+    core.spawn("root", "once", mode="one-shot")
+    core.spawn("once", "late", on_parent_close="drain")
+    core.spawn("once", "steady", on_parent_close="finish")
+    core.end("once", "completed", "one-shot answer")
+
+
+def test_a_parents_settling_applies_no_close_policy_its_live_child_keeps_it_or_is_adopted():
+    """PROTOCOL.md section 12, "When the parent goes": `on_parent_close` acts on closes only. A
+    continuable parent cannot settle while its child lives; a one-shot parent is disposed after
+    its turn and its children, whatever their policy, are adopted and run on; the host ends such
+    a subtree with agents/stop on the disposed one-shot."""
+    from subagentd.schema.budgets import StopParams
+
+    core = CoreHost()
+    core.open("root")
+    core.spawn("root", "p")
+    core.spawn("p", "kid", on_parent_close="drain")
+    core.notes.clear()
+    core.end("p", "completed", "p is done")
+    assert (core.status("p"), core.turn("kid") is not None) == ("idle", True)
+    assert core.take("agent/settled") == [] and core.take("turn/interrupt") == []
+
+    core.notes.clear()
+    below_a_disposed_one_shot(core)
+    assert core.take("agent/settled") == [{"agent_id": "once", "reason": "completed"}]
+    assert core.take("turn/interrupt") == []  # neither policy acts: nothing is drained
+    for child in ("late", "steady"):
+        assert core.turn(child) is not None
+        assert core.svc.agents.registry.get(child).owner_id == "root"  # adopted
+    stopped = core.svc.budgets.stop(StopParams(agent_id="once"))
+    assert sorted(stopped.interrupted) == ["late", "steady"]
+    causes = {n["agent_id"]: n["cause"] for n in core.take("turn/interrupt")}
+    assert causes == {"late": {"kind": "stop"}, "steady": {"kind": "stop"}}
+
+
+def test_a_close_of_the_root_applies_an_adopted_childs_own_policy():
+    core = CoreHost()
+    core.open("root")
+    below_a_disposed_one_shot(core)
+    core.notes.clear()
+    closed: list[bool] = []
+    core.svc.host.close_root("root", lambda: closed.append(True))
+    assert [n["agent_id"] for n in core.take("turn/interrupt")] == ["late"]
+    core.end("late", "aborted")
+    assert closed == [] and core.turn("steady") is not None  # finish: its turn runs on
+    core.end("steady", "completed", "finished anyway")
+    assert closed == [True]

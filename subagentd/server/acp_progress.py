@@ -28,6 +28,9 @@ class Progress:
     replaying: bool = False  # session/load replays the history: not this turn's work
     changed: anyio.Event = field(default_factory=anyio.Event)  # events to write
     titles: dict[str, Any] = field(default_factory=dict)  # tool call id -> its title
+    cost: Any = None  # the last `usage_update` cost (the session's cumulative cost)
+    reported: Any = None  # the prompt reply's `usage` (the session's running token totals)
+    totals: Any = None  # the session's totals once this turn is charged (server/acp_usage.py)
 
     def update(self, update: dict[str, Any]) -> None:
         if self.replaying:
@@ -62,6 +65,10 @@ class Progress:
             self.events.append(("acp_tool_call", call))
         elif kind == "plan":
             self.events.append(("acp_plan", {"entries": update.get("entries") or []}))
+        elif kind == "usage_update":
+            if update.get("cost") is not None:
+                self.cost = update.get("cost")
+            self.events.append(("acp_update", {"sessionUpdate": kind}))
         elif kind == "permission":
             self.events.append(
                 ("acp_permission", {k: v for k, v in update.items() if k != "sessionUpdate"})

@@ -7,7 +7,8 @@ subagent's first turn opens a session (`session/new` with the working directory 
 agent's own tools as its MCP server, `subagentd mcp`) on the least busy process, and each turn
 is one `session/prompt` on it: the turn's instructions and each of its messages, rendered with
 its sender (docs/rendering.md), as text content blocks. `session/update`s go into the
-transcript; the prompt's `stopReason` ends the turn. `turn/interrupt` sends `session/cancel`.
+transcript; the prompt's `stopReason` ends the turn, charged what the agent reported it used
+(server/acp_usage.py). `turn/interrupt` sends `session/cancel`.
 
 The session id is kept in the transcript (`acp_session`), so a later activation — after a
 cold resume, a restart of subagentd, or the death of the process that held it — reopens it with
@@ -32,10 +33,12 @@ import anyio.abc
 
 from subagentd.core.service import Service
 from subagentd.render import RENDER_GUIDE, render_messages
+from subagentd.schema.budgets import Usage
 from subagentd.schema.host_methods import TurnEndParams
 from subagentd.schema.notifications import TurnInterrupt
 from subagentd.server.acp import AcpError, AgentGone, AgentProcess, permission_policy
 from subagentd.server.acp_progress import Progress
+from subagentd.server.acp_usage import SessionTotals, charge
 from subagentd.server.handoff import Handoff
 from subagentd.server.relay import Tokens
 from subagentd.server.runner import Job, Runner
@@ -64,6 +67,7 @@ class Held:
     process: AgentProcess
     session_id: str
     activation_id: str
+    totals: SessionTotals  # what the agent last reported as the session's running totals
 
 
 class AcpRunner(Runner):
@@ -182,8 +186,9 @@ class AcpRunner(Runner):
             async with anyio.create_task_group() as writing:
                 writing.start_soon(self._write_progress, job, progress)
                 try:
-                    stop = await self._turn(job, progress)
+                    stop, reported = await self._turn(job, progress)
                     detail["stop_reason"] = stop
+                    progress.reported = reported
                     reason = STOP_REASONS.get(stop, "error")
                 except AgentGone as exc:
                     reason, detail["error"] = "error", str(exc)
@@ -198,7 +203,8 @@ class AcpRunner(Runner):
             if job.interrupted:
                 reason = "aborted"
             output = _cut(progress.last_message.strip(), self.service.settings.max_text_bytes)
-            await self._finish(job, progress, reason, output or None, detail)
+            usage = self._usage(start.agent_id, progress, detail)
+            await self._finish(job, progress, reason, output or None, detail, usage)
         finally:
             job.done = True
             where = self.turns.pop(start.turn_id, None)
@@ -236,8 +242,21 @@ class AcpRunner(Runner):
             return None
         return bytes(where[0].stderr).decode("utf-8", errors="replace")
 
-    async def _turn(self, job: Job, progress: Progress) -> str:
-        """Open (or reopen) the session, prompt it; the stopReason."""
+    def _usage(self, agent_id: str, progress: Progress, detail: dict[str, Any]) -> Usage | None:
+        """What the turn used, from the session totals the agent reported (docs/acp.md "Usage");
+        what was reported goes into `acp_end`."""
+        held = self.sessions.get(agent_id)
+        if held is None:
+            return None
+        usage, seen, progress.totals = charge(
+            held.totals, progress.reported, progress.cost, self.service.settings.cost_currency
+        )
+        if seen:
+            detail["session_usage"] = {"session_id": held.session_id, **seen}
+        return usage
+
+    async def _turn(self, job: Job, progress: Progress) -> tuple[str, Any]:
+        """Open (or reopen) the session, prompt it; the stopReason and the usage it reported."""
         start = job.start
         agent = self.service.agents.registry.get(start.agent_id)
         activation = agent.activation_id if agent is not None else ""
@@ -253,7 +272,11 @@ class AcpRunner(Runner):
         else:
             process = await self._process()
             process.prompting += 1
-            known = held.session_id if held is not None else self._stored_session(start.agent_id)
+            known: str | None
+            if held is not None:
+                known, totals = held.session_id, held.totals
+            else:
+                known, totals = self._stored_session(start.agent_id)
             session_id = None
             if known is not None and process.loads:
                 process.sinks[known] = progress.update
@@ -280,32 +303,43 @@ class AcpRunner(Runner):
                 loaded = True
             self.turns[start.turn_id] = (process, session_id)
             progress.events.append(("acp_session", {"session_id": session_id, "loaded": loaded}))
-            self.sessions[start.agent_id] = Held(process, session_id, activation)
+            if not loaded:
+                totals = SessionTotals()  # a new session counts from zero
+            self.sessions[start.agent_id] = Held(process, session_id, activation, totals)
         assert session_id is not None
         process.sinks[session_id] = progress.update
         if start.instructions:
             blocks.append(start.instructions)
         blocks += [render_messages([message]) for message in start.messages]
         if job.interrupted:
-            return "cancelled"
+            return "cancelled", None
         result = await process.request(
             "session/prompt",
             {"sessionId": session_id, "prompt": [{"type": "text", "text": b} for b in blocks]},
         )
         stop = result.get("stopReason") if isinstance(result, dict) else None
-        return stop if isinstance(stop, str) else "error"
+        reported = result.get("usage") if isinstance(result, dict) else None
+        return (stop if isinstance(stop, str) else "error"), reported
 
-    def _stored_session(self, agent_id: str) -> str | None:
-        """The last session id the transcript keeps for this agent (`acp_session`)."""
+    def _stored_session(self, agent_id: str) -> tuple[str | None, SessionTotals]:
+        """The last session id the transcript keeps for this agent (`acp_session`), and the
+        totals its agent last reported for it (`acp_end` `session_usage`)."""
         found: str | None = None
+        totals = SessionTotals()
         after: int | None = None
         while True:
             page = self.service.records.read_transcript(agent_id, after, None)
             for event in page.events:
-                if event.type == "acp_session" and isinstance(event.data, dict):
-                    found = event.data.get("session_id") or found
+                data = event.data if isinstance(event.data, dict) else {}
+                if event.type == "acp_session" and data.get("session_id"):
+                    if data["session_id"] != found:
+                        totals = SessionTotals()
+                    found = data["session_id"]
+                elif event.type == "acp_end" and isinstance(data.get("session_usage"), dict):
+                    if data["session_usage"].get("session_id") == found:
+                        totals = SessionTotals.stored(data["session_usage"])
             if page.next is None:
-                return found
+                return found, totals
             after = page.next
 
     async def _finish(
@@ -315,9 +349,10 @@ class AcpRunner(Runner):
         reason: str,
         output: str | None,
         detail: dict[str, Any],
+        usage: Usage | None,
     ) -> None:
         """The turn's progress and how it ended into its transcript; then end the turn (unless
-        it ended otherwise meanwhile)."""
+        it ended otherwise meanwhile), charging what it used."""
         assert self._connection is not None
         agent_id, turn_id = job.start.agent_id, job.start.turn_id
 
@@ -325,7 +360,16 @@ class AcpRunner(Runner):
             if not self._current(agent_id, turn_id):  # force-ended, or ended by the host
                 return
             self._record(job, [*progress.events, ("acp_end", detail)])
-            params = TurnEndParams(agent_id=agent_id, turn_id=turn_id, reason=reason, output=output)  # type: ignore[arg-type]
+            held = self.sessions.get(agent_id)
+            if held is not None and progress.totals is not None:
+                held.totals = progress.totals  # charged below: the next turn counts from here
+            params = TurnEndParams(
+                agent_id=agent_id,
+                turn_id=turn_id,
+                reason=reason,  # type: ignore[arg-type]  # one of the reasons, mapped above
+                output=output,
+                usage=usage,
+            )
             self.service.host.finish_turn(params)
 
         await self._work(end)

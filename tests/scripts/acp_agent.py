@@ -17,6 +17,10 @@ answered `done: <text>`; a JSON object {"acp": [...]} runs each step in order:
   {"stop": reason}        stop with that stopReason now
   {"pid": path}           write this process's pid to path
   {"history": true}       say how many prompts this session had before, and their last lines
+  {"usage": {...}}        the prompt's reply carries this `usage` (ACP field names, e.g.
+                          inputTokens: the session's running totals, as the schema says)
+  {"cost": [amount, currency]}
+                          a `usage_update` with that cumulative session cost
 Every prompt is kept in the session's history (session/load replays them as user chunks), with
 all its blocks (`blocks`: what a model would have been shown).
 """
@@ -50,7 +54,14 @@ from acp import (
     update_user_message_text,
 )
 from acp.helpers import plan_entry
-from acp.schema import AgentCapabilities, PermissionOption, ToolCallUpdate
+from acp.schema import (
+    AgentCapabilities,
+    Cost,
+    PermissionOption,
+    ToolCallUpdate,
+    Usage,
+    UsageUpdate,
+)
 
 STATE = Path(os.environ.get("ACP_AGENT_STATE", "."))
 
@@ -138,8 +149,16 @@ class ScriptedAgent(Agent):
         if not isinstance(plan, dict) or "acp" not in plan:
             await self.say(session_id, f"done: {text}")
             return PromptResponse(stop_reason="end_turn")
+        usage = None
         for step in plan["acp"]:
-            if "say" in step:
+            if "usage" in step:
+                usage = Usage.model_validate(step["usage"])
+            elif "cost" in step:
+                amount, currency = step["cost"]
+                cost = Cost(amount=amount, currency=currency)
+                update = UsageUpdate(session_update="usage_update", used=1, size=1000, cost=cost)
+                await self.conn.session_update(session_id, update)
+            elif "say" in step:
                 await self.say(session_id, step["say"])
             elif "think" in step:
                 await self.conn.session_update(session_id, update_agent_thought_text(step["think"]))
@@ -182,13 +201,13 @@ class ScriptedAgent(Agent):
                 await self.cancelled[session_id].wait()
                 return PromptResponse(stop_reason="cancelled")
             elif "stop" in step:
-                return PromptResponse(stop_reason=step["stop"])
+                return PromptResponse(stop_reason=step["stop"], usage=usage)
             elif "pid" in step:
                 Path(step["pid"]).write_text(str(os.getpid()))
             elif "history" in step:
                 lines = [h.splitlines()[-1] if h else "" for h in history]
                 await self.say(session_id, f"history: {len(history)}: " + " | ".join(lines))
-        return PromptResponse(stop_reason="end_turn")
+        return PromptResponse(stop_reason="end_turn", usage=usage)
 
     def _params(self, session_id: str) -> Any:
         from mcp.client.stdio import StdioServerParameters
