@@ -99,18 +99,32 @@ def test_a_runner_command_reports_usage_through_its_usage_file():
         server.stop()
 
 
-def _race(proc: ServerProcess, caller: str, outcome: dict[str, list], key: str) -> None:
-    """Spawn below `caller` until a budget refuses; count what was admitted and refused."""
-    for _ in range(200):
-        try:
-            proc.host.call("agents/spawn", {"caller": caller, "label": "t", "prompt": "go"})
-        except RpcError as exc:
-            assert exc.code == 1011, exc.message
-            if exc.data.get("reason") == "busy":
-                continue  # the other process held the write lock past --lock-wait-ms
-            outcome[key].append(exc.data)
-            return
-        outcome[key + "_ok"].append(1)
+def _race(
+    proc: ServerProcess,
+    caller: str,
+    outcome: dict[str, list],
+    key: str,
+    step: threading.Barrier,
+) -> None:
+    """Spawn below `caller` until a budget refuses; count what was admitted and refused. Each
+    attempt starts together with the other process's (`step`), so the two really contend."""
+    try:
+        for _ in range(200):
+            try:
+                step.wait(timeout=30)
+            except threading.BrokenBarrierError:
+                pass  # the other one is done: go on alone
+            try:
+                proc.host.call("agents/spawn", {"caller": caller, "label": "t", "prompt": "go"})
+            except RpcError as exc:
+                assert exc.code == 1011, exc.message
+                if exc.data.get("reason") == "busy":
+                    continue  # the other process held the write lock past --lock-wait-ms
+                outcome[key].append(exc.data)
+                return
+            outcome[key + "_ok"].append(1)
+    finally:
+        step.abort()
 
 
 @pytest.mark.parametrize("budget, limit", [("max_spawns", 40), ("max_turns", 40)])
@@ -124,9 +138,10 @@ def test_two_processes_racing_for_one_trees_budget_never_pass_it(tmp_path, budge
         first.host.open("root", budget={budget: limit})
         second.host.open("fork", parent_id="root")  # its turns and spawns count against root
         outcome: dict[str, list] = {"a": [], "a_ok": [], "b": [], "b_ok": []}
+        step = threading.Barrier(2)
         threads = [
-            threading.Thread(target=_race, args=(first, "root", outcome, "a")),
-            threading.Thread(target=_race, args=(second, "fork", outcome, "b")),
+            threading.Thread(target=_race, args=(first, "root", outcome, "a", step)),
+            threading.Thread(target=_race, args=(second, "fork", outcome, "b", step)),
         ]
         for thread in threads:
             thread.start()
