@@ -97,8 +97,9 @@ def test_an_unreachable_postgresql_refuses_to_start_in_one_line_without_its_pass
         line
     )
     assert "s3cret" not in done.stderr
-    # libpq's reason is kept whole, on that one line: the address and what it answered
-    assert '"127.0.0.1", port 1 failed: Connection refused' in line
+    # libpq's reason is kept whole, on that one line: what the address answered (psycopg 3.2+
+    # also repeats the address in it; 3.1 does not, and the URL before it names the address)
+    assert "Connection refused" in line.split(" cannot be opened: ", 1)[1]
     assert len(done.stderr.strip().splitlines()) == 1
 
 
