@@ -47,7 +47,7 @@ from subagentd.core.tracing import Tracing
 from subagentd.schema.messages import Message
 
 log = logging.getLogger("subagentd")
-SHUTDOWN_WAIT = 2.0  # seconds shutdown gives the last export (a dead collector: then dropped)
+SHUTDOWN_WAIT = 0.5  # seconds shutdown gives the last export (a dead collector: then dropped)
 _PROPAGATOR = TraceContextTextMapPropagator()
 
 
@@ -280,7 +280,7 @@ class OtelTracing(Tracing):
         done.start()
         done.join(SHUTDOWN_WAIT)
         if done.is_alive():
-            log.warning("traces not exported within %.0f s at shutdown were dropped", SHUTDOWN_WAIT)
+            log.warning("traces not exported within %.1f s at shutdown were dropped", SHUTDOWN_WAIT)
 
     def _context_of_agent(self, agent_id: str, latest: bool = True) -> str | None:
         """Where what an agent does now belongs: its open turn, else (`latest`) its latest turn,
