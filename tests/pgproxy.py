@@ -91,16 +91,18 @@ class _Pair:
                 message = kind + struct.pack("!I", length) + body
                 if kind == b"Q" and body.rstrip(b"\0").strip().upper() == b"COMMIT":
                     mode = self.proxy.take()
+                    # `dropped` is set before the close: a reconnection the close provokes
+                    # must find it set (and be refused when the proxy refuses after a drop)
                     if mode == "answer":
                         self.muted = True
                         self.server.sendall(message)
                         time.sleep(0.3)  # the server commits and answers; nobody hears it
-                        self._close()
                         self.proxy.dropped.set()
+                        self._close()
                         return
                     if mode == "request":
-                        self._close()
                         self.proxy.dropped.set()
+                        self._close()
                         return
                 self.server.sendall(message)
         except (EOFError, OSError):
