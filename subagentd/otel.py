@@ -14,8 +14,9 @@ without the extra, or without that environment, never loads OpenTelemetry. What 
 - `execute_tool {tool}` per model-facing tool call, a child of the caller's open turn.
 
 Nothing here is on the request path beyond creating and ending span objects: the batch
-processor exports from its own thread, a collector that is down costs only the dropped spans,
-and shutdown waits for the last export at most SHUTDOWN_WAIT seconds.
+processor (otel_export.py) exports from its own thread, a collector that is down costs only the
+dropped spans, and exit waits for the last export at most SHUTDOWN_WAIT seconds, not at all
+when the collector is known down.
 
 Longer than ~300 lines on purpose: the tracer is one object over one set of maps (open turns,
 agents' latest contexts, sessions' parents), and re-making a dead process's span needs them all.
@@ -33,10 +34,8 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -44,10 +43,11 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from subagentd import __version__
 from subagentd.core.store import Store
 from subagentd.core.tracing import Tracing
+from subagentd.otel_export import Batches, Collector
 from subagentd.schema.messages import Message
 
 log = logging.getLogger("subagentd")
-SHUTDOWN_WAIT = 0.5  # seconds shutdown gives the last export (a dead collector: then dropped)
+SHUTDOWN_WAIT = 0.5  # seconds exit gives the last export to a live collector
 _PROPAGATOR = TraceContextTextMapPropagator()
 
 
@@ -95,9 +95,10 @@ class OtelTracing(Tracing):
     kept by turn id, and the last context of each agent's turns by agent id (notices and reports
     sent right after a turn ended link to it)."""
 
-    def __init__(self, store: Store, provider: TracerProvider, ids: _Ids) -> None:
+    def __init__(self, store: Store, provider: TracerProvider, ids: _Ids, batches: Batches) -> None:
         self.store = store
         self.provider = provider
+        self.batches = batches
         self.ids = ids
         self.tracer = provider.get_tracer("subagentd", __version__)
         self.turns: dict[str, tuple[str, Span]] = {}  # turn id -> (agent id, span)
@@ -272,15 +273,13 @@ class OtelTracing(Tracing):
             span.end()
 
     def close(self) -> None:
-        """Flush and shut the exporter down, waiting SHUTDOWN_WAIT seconds at most."""
+        """Send the last spans, waiting SHUTDOWN_WAIT seconds at most (not at all when the
+        collector is known down: `batches.outcome` says which)."""
         for _, span in list(self.turns.values()):
             span.end()  # turns still open at exit (shutdown force-ends them before this)
         self.turns.clear()
-        done = threading.Thread(target=self.provider.shutdown, daemon=True)
-        done.start()
-        done.join(SHUTDOWN_WAIT)
-        if done.is_alive():
-            log.warning("traces not exported within %.1f s at shutdown were dropped", SHUTDOWN_WAIT)
+        self.batches.close(SHUTDOWN_WAIT)
+        self.provider.shutdown()  # the processor is closed: this returns at once
 
     def _context_of_agent(self, agent_id: str, latest: bool = True) -> str | None:
         """Where what an agent does now belongs: its open turn, else (`latest`) its latest turn,
@@ -302,14 +301,17 @@ class OtelTracing(Tracing):
 
 
 def start(store: Store) -> OtelTracing:
-    """The tracer for a serving process: OTLP over HTTP/protobuf, batched, configured by the
-    standard environment (endpoint, headers, timeout, OTEL_BSP_*, OTEL_SERVICE_NAME,
+    """The tracer for a serving process: OTLP over HTTP/protobuf, batched (otel_export.py),
+    configured by the standard environment (endpoint, headers, timeout, OTEL_BSP_*, OTEL_SERVICE_NAME,
     OTEL_RESOURCE_ATTRIBUTES)."""
     attributes = {"service.version": __version__}
     named = "service.name=" in os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "")
     if not (os.environ.get("OTEL_SERVICE_NAME") or named):
         attributes["service.name"] = "subagentd"
     ids = _Ids()
-    provider = TracerProvider(resource=Resource.create(attributes), id_generator=ids)
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    return OtelTracing(store, provider, ids)
+    provider = TracerProvider(
+        resource=Resource.create(attributes), id_generator=ids, shutdown_on_exit=False
+    )
+    batches = Batches(Collector())
+    provider.add_span_processor(batches)
+    return OtelTracing(store, provider, ids, batches)

@@ -147,7 +147,13 @@ def otel_may_import(name: str) -> bool:
         or within(name, "subagentd.core.tracing")
         or within(name, "subagentd.core.store")
         or within(name, "subagentd.schema")
+        or name == "subagentd.otel_export"
     )
+
+
+def otel_export_may_import(name: str) -> bool:
+    """Sending spans: the SDK's processor interface and the OTLP exporter, nothing of ours."""
+    return top(name) in STDLIB or top(name) == "opentelemetry"
 
 
 def scripts_may_import(name: str) -> bool:
@@ -180,6 +186,7 @@ RULES = {
     "client": (client_may_import, ()),
     "demo.py": (demo_may_import, ()),
     "otel.py": (otel_may_import, ()),
+    "otel_export.py": (otel_export_may_import, ()),
     "scripts": (scripts_may_import, ()),
     "testing": (kit_may_import, ()),
 }

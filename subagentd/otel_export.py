@@ -1,0 +1,226 @@
+"""Getting spans to the collector (the `otel` extra): a bounded queue that the request path only
+appends to, one thread that sends it in batches over OTLP/HTTP, and a look at the collector's
+address before a send whenever the last send did not go through.
+
+A collector that is down costs the dropped spans and nothing else:
+- nothing on the request path waits or grows: ending a span appends it to a queue of at most
+  OTEL_BSP_MAX_QUEUE_SIZE spans; past that it is dropped and counted;
+- the sending thread looks at the address (one TCP connect) before handing a batch to the
+  OTLP exporter; refused, the batch and the whole queue are dropped (the exporter's retries
+  with backoff never start, and the exporter with its modules is not even imported until a
+  collector answers);
+- at exit, with the collector known down (the last look was refused, or the one look made at
+  exit), the queue is dropped without waiting; a live collector gets the final flush, bounded;
+- drops are logged once when they begin and counted once at exit, never per span.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import socket
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+
+log = logging.getLogger("subagentd")
+LOOK_WAIT = 0.5  # seconds a look at the collector's address may take (a connect)
+
+
+def _number(environ: Mapping[str, str], name: str, default: int) -> int:
+    try:
+        value = int(environ.get(name, "") or default)
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def traces_endpoint(environ: Mapping[str, str] = os.environ) -> str:
+    """Where the OTLP exporter sends (the same rule it applies to the standard environment)."""
+    if endpoint := environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        return endpoint
+    base = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or "http://localhost:4318/"
+    return f"{base.removesuffix('/')}/v1/traces"
+
+
+def address_of(endpoint: str) -> tuple[str, int] | None:
+    """The host and port a send connects to: the endpoint's, or the proxy's when one applies
+    (None when neither can be told: then no look is made)."""
+    url = urllib.parse.urlsplit(endpoint)
+    proxy = urllib.request.getproxies().get(url.scheme)
+    if proxy and url.hostname and not urllib.request.proxy_bypass(url.hostname):
+        url = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    try:
+        port = url.port or (443 if url.scheme == "https" else 80)
+    except ValueError:
+        return None
+    return (url.hostname, port) if url.hostname else None
+
+
+class Collector:
+    """The OTLP/HTTP receiver spans go to. `down`: the last look at its address failed.
+    The OTLP exporter (and with it requests and protobuf) is made at the first send to an
+    address that accepts connections; `looks` counts the connects made to find out."""
+
+    def __init__(self, environ: Mapping[str, str] = os.environ) -> None:
+        self.endpoint = traces_endpoint(environ)
+        self.address = address_of(self.endpoint)
+        self.exporter: Any = None
+        self.down = False
+        self.ok = False  # the last send went through
+        self.looks = 0
+
+    def look(self, wait: float = LOOK_WAIT) -> bool:
+        """Whether the collector's address accepts a connection now (sets `down`)."""
+        if self.address is None:
+            return True
+        self.looks += 1
+        try:
+            socket.create_connection(self.address, timeout=max(wait, 0.001)).close()
+        except OSError:
+            self.down = True
+        else:
+            self.down = False
+        return not self.down
+
+    def send(self, spans: Sequence[ReadableSpan]) -> bool:
+        """Export one batch; False when it did not go through (the spans are then lost)."""
+        if not self.ok and not self.look():
+            return False
+        if self.exporter is None:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            self.exporter = OTLPSpanExporter(endpoint=self.endpoint)
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        self.ok = self.exporter.export(spans) == SpanExportResult.SUCCESS
+        return self.ok
+
+    def shutdown(self) -> None:
+        if self.exporter is not None:
+            self.exporter.shutdown()  # also ends a retry wait in progress
+
+
+class Batches(SpanProcessor):
+    """The batch span processor: OTEL_BSP_SCHEDULE_DELAY, OTEL_BSP_MAX_QUEUE_SIZE and
+    OTEL_BSP_MAX_EXPORT_BATCH_SIZE as the standard defines them. `outcome` after `close`:
+    "flushed" (everything queued was handed to the collector), "skipped" (the collector was
+    known down: dropped without waiting) or "timed out" (a live collector took too long)."""
+
+    def __init__(self, collector: Collector, environ: Mapping[str, str] = os.environ) -> None:
+        self.collector = collector
+        self.delay = _number(environ, "OTEL_BSP_SCHEDULE_DELAY", 5000) / 1000
+        self.limit = _number(environ, "OTEL_BSP_MAX_QUEUE_SIZE", 2048)
+        self.batch = min(_number(environ, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512), self.limit)
+        self.queue: collections.deque[ReadableSpan] = collections.deque()
+        self.sent = 0
+        self.dropped = 0
+        self.warned = False
+        self.outcome: str | None = None
+        self.stopping = False
+        self.wake = threading.Event()
+        self.sending = threading.Lock()  # one send at a time (the thread, a flush)
+        self.thread = threading.Thread(target=self._run, name="subagentd-otlp", daemon=True)
+        self.thread.start()
+
+    # --- the request path -----------------------------------------------------------------
+
+    def on_end(self, span: ReadableSpan) -> None:
+        context = span.context
+        if context is None or not context.trace_flags.sampled:
+            return
+        if self.stopping or len(self.queue) >= self.limit:
+            self._drop(1)
+            return
+        self.queue.append(span)
+        if len(self.queue) >= self.batch:
+            self.wake.set()
+
+    # --- the sending thread ---------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self.stopping:
+            self.wake.wait(self.delay)
+            self.wake.clear()
+            if not self.stopping:
+                self.send_queued()
+        if self.outcome is None:  # close is waiting for this final send
+            self.send_queued()
+
+    def send_queued(self) -> None:
+        """Hand everything queued to the collector, a batch at a time; with the collector
+        down, everything queued is dropped."""
+        with self.sending:
+            while self.queue:
+                batch = [self.queue.popleft() for _ in range(min(self.batch, len(self.queue)))]
+                if self.collector.send(batch):
+                    self.sent += len(batch)
+                    continue
+                self._drop(len(batch))
+                if self.collector.down:
+                    self._drop_queued()
+                    return
+
+    def _drop_queued(self) -> None:
+        dropped = 0
+        while self.queue:
+            self.queue.popleft()
+            dropped += 1
+        self._drop(dropped)
+
+    def _drop(self, count: int) -> None:
+        self.dropped += count
+        if count and not self.warned:
+            self.warned = True
+            why = "refuses connections" if self.collector.down else "does not keep up"
+            log.warning(
+                "traces: the collector at %s %s: spans are dropped (counted at exit)",
+                self.collector.endpoint,
+                why,
+            )
+
+    # --- exit -------------------------------------------------------------------------------
+
+    def close(self, wait: float) -> str:
+        """Send what is queued, waiting `wait` seconds at most; at once when the collector is
+        known down (its last look was refused, or the one look made now, when nothing has been
+        sent yet)."""
+        if self.outcome is not None:
+            return self.outcome
+        ends = time.monotonic() + wait
+        known_down = self.collector.down or (
+            not self.collector.ok and bool(self.queue) and not self.collector.look(wait)
+        )
+        self.stopping = True
+        if known_down:
+            self.outcome = "skipped"
+            self._drop_queued()
+        else:
+            self.wake.set()
+            self.thread.join(max(0.0, ends - time.monotonic()))
+            self.outcome = "timed out" if self.thread.is_alive() else "flushed"
+        self.collector.shutdown()
+        if self.outcome == "timed out":
+            self.dropped += len(self.queue)
+            log.warning("traces not exported within %.1f s at shutdown were dropped", wait)
+        if self.dropped:
+            log.warning(
+                "traces: %d spans dropped, %d exported (collector %s)",
+                self.dropped,
+                self.sent,
+                self.collector.endpoint,
+            )
+        return self.outcome
+
+    def shutdown(self) -> None:
+        self.close(LOOK_WAIT)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        self.send_queued()
+        return not self.queue

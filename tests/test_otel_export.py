@@ -1,0 +1,170 @@
+"""Sending spans (subagentd/otel_export.py): a collector that is down costs the dropped spans and
+nothing else — no wait at exit, no retries, no exporter import, a bounded queue, one warning —
+and a live collector still gets the last spans at exit; in process, then through real servers."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import sys
+
+import pytest
+
+from tests.otlp import Receiver
+from tests.spawned import ServerProcess
+
+pytest.importorskip("opentelemetry.sdk")
+
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+
+from subagentd import otel_export  # noqa: E402
+from subagentd.otel_export import Batches, Collector  # noqa: E402
+
+EXPORTER = "opentelemetry.exporter.otlp.proto.http.trace_exporter"
+
+
+def dead_port() -> int:
+    with socket.socket() as s:  # bound, never listening, closed: connections are refused
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def receiver():
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def tracer_for(endpoint: str, **bsp: str):
+    environ = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_BSP_SCHEDULE_DELAY": "600000"}
+    environ.update({f"OTEL_BSP_{k.upper()}": v for k, v in bsp.items()})
+    collector = Collector(environ)
+    batches = Batches(collector, environ)
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(batches)
+    return provider.get_tracer("t"), batches, collector
+
+
+def spans(tracer, count: int) -> None:
+    for n in range(count):
+        tracer.start_span(f"s{n}").end()
+
+
+def test_exit_with_the_collector_down_drops_the_queue_without_sending_or_waiting(caplog):
+    tracer, batches, collector = tracer_for(f"http://127.0.0.1:{dead_port()}")
+    spans(tracer, 10)
+    with caplog.at_level(logging.WARNING, logger="subagentd"):
+        assert batches.close(5.0) == "skipped"
+    assert collector.down and collector.looks == 1  # one refused connect told it
+    assert collector.exporter is None  # no export was tried, so none could wait
+    assert (batches.dropped, batches.sent, len(batches.queue)) == (10, 0, 0)
+    assert batches.thread.is_alive()  # nobody joined the sending thread
+    assert [r.getMessage() for r in caplog.records] == [
+        f"traces: the collector at {collector.endpoint} refuses connections:"
+        " spans are dropped (counted at exit)",
+        f"traces: 10 spans dropped, 0 exported (collector {collector.endpoint})",
+    ]
+
+
+def test_a_send_refused_makes_exit_skip_without_looking_again():
+    tracer, batches, collector = tracer_for(f"http://127.0.0.1:{dead_port()}")
+    spans(tracer, 3)
+    batches.send_queued()  # the sending thread's tick
+    assert collector.down and collector.looks == 1 and batches.dropped == 3
+    spans(tracer, 2)
+    assert batches.close(5.0) == "skipped"
+    assert collector.looks == 1  # known down: exit made no second look
+    assert batches.dropped == 5
+
+
+def test_with_the_collector_down_the_queue_stays_bounded_and_warns_once(caplog):
+    tracer, batches, collector = tracer_for(
+        f"http://127.0.0.1:{dead_port()}", max_queue_size="8", max_export_batch_size="4"
+    )
+    with caplog.at_level(logging.WARNING):
+        with batches.sending:  # the sending thread, woken by a full batch, waits for this
+            spans(tracer, 500)
+            assert len(batches.queue) == 8 and batches.dropped == 492
+        batches.send_queued()  # the thread's send or this one finds it down, drops the 8
+    assert collector.looks == 1  # one connect for the whole queue, none per span
+    assert (batches.dropped, len(batches.queue)) == (500, 0)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"traces: the collector at {collector.endpoint} does not keep up:"
+        " spans are dropped (counted at exit)"
+    ]
+
+
+def test_a_live_collector_gets_the_last_spans_at_exit(receiver):
+    tracer, batches, collector = tracer_for(receiver.endpoint)
+    spans(tracer, 7)  # the schedule is 10 minutes: only the exit sends them
+    assert receiver.requests == 0
+    assert batches.close(30.0) == "flushed"
+    assert sorted(s["name"] for s in receiver.spans) == [f"s{n}" for n in range(7)]
+    assert (batches.sent, batches.dropped, collector.down) == (7, 0, False)
+
+
+def test_the_exporter_is_imported_only_once_a_collector_answers(receiver):
+    sys.modules.pop(EXPORTER, None)
+    tracer, batches, collector = tracer_for(f"http://127.0.0.1:{dead_port()}")
+    spans(tracer, 3)
+    batches.send_queued()
+    assert EXPORTER not in sys.modules
+    tracer, batches, collector = tracer_for(receiver.endpoint)
+    spans(tracer, 3)
+    batches.send_queued()
+    assert EXPORTER in sys.modules and len(receiver.spans) == 3
+
+
+def test_the_endpoint_and_the_address_looked_at(monkeypatch):
+    monkeypatch.delenv("http_proxy", raising=False)
+    monkeypatch.delenv("HTTP_PROXY", raising=False)
+    assert otel_export.traces_endpoint({}) == "http://localhost:4318/v1/traces"
+    base = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:9/"}
+    assert otel_export.traces_endpoint(base) == "http://c:9/v1/traces"
+    own = {**base, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://t/x"}
+    assert otel_export.traces_endpoint(own) == "https://t/x"
+    assert otel_export.address_of("https://t/x") == ("t", 443)
+    assert otel_export.address_of("http://c:9/v1/traces") == ("c", 9)
+    monkeypatch.setenv("http_proxy", "http://proxy:3128")
+    monkeypatch.setenv("no_proxy", "")
+    assert otel_export.address_of("http://c:9/v1/traces") == ("proxy", 3128)
+
+
+def serve(tmp_path, endpoint: str, turns: int) -> ServerProcess:
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_BSP_SCHEDULE_DELAY": "600000"}
+    proc = ServerProcess(db=str(tmp_path / "d.db"), env=env)
+    host = proc.host
+    host.initialize()
+    host.open("root")
+    for n in range(turns):
+        begun = host.call("turns/begin", {"agent_id": "root", "messages": [f"m{n}"]})
+        host.notification("turn/start", agent_id="root")
+        host.end_turn("root", begun["turn_id"], "completed", f"r{n}")
+    proc.close_stdin()
+    return proc
+
+
+def test_a_server_exiting_with_the_collector_down_skips_the_wait(tmp_path):
+    endpoint = f"http://127.0.0.1:{dead_port()}"
+    proc = serve(tmp_path, endpoint, 30)
+    try:
+        assert proc.wait() == 0
+        logged = proc.stderr_text()
+        assert f"traces: 30 spans dropped, 0 exported (collector {endpoint}/v1/traces)" in logged
+        assert "not exported within" not in logged  # the exit did not wait for an export
+        assert logged.count("dropped") == 2  # when drops began, and the count at exit
+        assert "Traceback" not in logged and "retrying" not in logged
+    finally:
+        proc.stop()
+
+
+def test_a_server_exiting_sends_its_last_spans_to_a_live_collector(tmp_path, receiver):
+    proc = serve(tmp_path, receiver.endpoint, 5)
+    try:
+        assert proc.wait() == 0
+        names = [s["name"] for s in receiver.spans]
+        assert names.count("invoke_agent root") == 5
+        assert "dropped" not in proc.stderr_text()
+    finally:
+        proc.stop()
