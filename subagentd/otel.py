@@ -47,7 +47,7 @@ from subagentd.otel_export import Batches, Collector
 from subagentd.schema.messages import Message
 
 log = logging.getLogger("subagentd")
-SHUTDOWN_WAIT = 0.5  # seconds exit gives the last export to a live collector
+SHUTDOWN_WAIT = 2.0  # seconds exit gives the last export to a live collector (a down one: none)
 _PROPAGATOR = TraceContextTextMapPropagator()
 
 
@@ -128,6 +128,8 @@ class OtelTracing(Tracing):
 
     def message_sent(self, message_id: str, agent_id: str, sender_id: str | None) -> None:
         sent = self.prompts.pop(agent_id, None)
+        if self.batches.collector.down:
+            return  # what this row is for (the consuming turn's link and event) would be dropped
         if sent is None and sender_id is not None:
             sent = self._context_of_agent(sender_id)
         # the send time is kept too: the receiving turn tells how long the message waited
@@ -147,7 +149,8 @@ class OtelTracing(Tracing):
         links: list[Link] = []
         events: list[tuple[str, dict[str, Any], float]] = []
         for message in messages:
-            sent, at = kept.get(f"m:{message.message_id}", ("", started))
+            row = kept.get(f"m:{message.message_id}")  # none: its send was not traced
+            sent, at = row if row is not None else ("", started)
             source = message.source
             sender = context_of(sent)
             from_parent = source.kind == "coordinator"
@@ -158,8 +161,9 @@ class OtelTracing(Tracing):
             attributes: dict[str, Any] = {
                 "subagentd.message.id": message.message_id,
                 "subagentd.message.source": f"{source.kind}/{source.form}",
-                "subagentd.message.waited_ms": round(max(0.0, started - at) * 1000, 3),
             }
+            if row is not None:
+                attributes["subagentd.message.waited_ms"] = round(max(0.0, started - at) * 1000, 3)
             if source.sender_session_id:
                 attributes["subagentd.message.sender"] = source.sender_session_id
             events.append(("subagentd.message.waited", attributes, at))
@@ -253,6 +257,10 @@ class OtelTracing(Tracing):
 
     @contextmanager
     def tool_call(self, caller: str, name: str) -> Iterator[None]:
+        if self.batches.collector.down:  # the span would be dropped: it is not made
+            self.batches.skip()
+            yield
+            return
         span = self.tracer.start_span(
             f"execute_tool {name}",
             context=_parent(context_of(self._context_of_agent(caller, latest=False))),

@@ -5,10 +5,11 @@ address before a send whenever the last send did not go through.
 A collector that is down costs the dropped spans and nothing else:
 - nothing on the request path waits or grows: ending a span appends it to a queue of at most
   OTEL_BSP_MAX_QUEUE_SIZE spans; past that it is dropped and counted;
-- the sending thread looks at the address (one TCP connect) before handing a batch to the
-  OTLP exporter; refused, the batch and the whole queue are dropped (the exporter's retries
-  with backoff never start, and the exporter with its modules is not even imported until a
-  collector answers);
+- the sending thread looks at the address (one TCP connect) when it starts and at each tick
+  (OTEL_BSP_SCHEDULE_DELAY) unless the last send went through; refused, the whole queue is
+  dropped (the exporter's retries with backoff never start, and the exporter with its modules
+  is not even imported until a collector answers), and `down` tells the tracer to make no
+  span it need not (otel.py);
 - at exit, with the collector known down (the last look was refused, or the one look made at
   exit), the queue is dropped without waiting; a live collector gets the final flush, bounded;
 - drops are logged once when they begin and counted once at exit, never per span.
@@ -89,8 +90,16 @@ class Collector:
             self.down = False
         return not self.down
 
+    def prepare(self) -> None:
+        """Make the exporter (importing its modules) if the collector answers a look."""
+        if self.exporter is None and self.look():
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            self.exporter = OTLPSpanExporter(endpoint=self.endpoint)
+
     def send(self, spans: Sequence[ReadableSpan]) -> bool:
-        """Export one batch; False when it did not go through (the spans are then lost)."""
+        """Export one batch (after a look, when the last send did not go through); False when
+        it did not go through (the spans are then lost)."""
         if not self.ok and not self.look():
             return False
         if self.exporter is None:
@@ -123,6 +132,7 @@ class Batches(SpanProcessor):
         self.dropped = 0
         self.warned = False
         self.outcome: str | None = None
+        self.looked = threading.Event()  # the sending thread's first look is done
         self.stopping = False
         self.wake = threading.Event()
         self.sending = threading.Lock()  # one send at a time (the thread, a flush)
@@ -145,6 +155,8 @@ class Batches(SpanProcessor):
     # --- the sending thread ---------------------------------------------------------------
 
     def _run(self) -> None:
+        self.collector.prepare()  # at once: a look tells whether the collector is up
+        self.looked.set()
         while not self.stopping:
             self.wake.wait(self.delay)
             self.wake.clear()
@@ -153,10 +165,18 @@ class Batches(SpanProcessor):
         if self.outcome is None:  # close is waiting for this final send
             self.send_queued()
 
+    def skip(self) -> None:
+        """A span not made because the collector is known down (it would be dropped)."""
+        self.dropped += 1
+
     def send_queued(self) -> None:
-        """Hand everything queued to the collector, a batch at a time; with the collector
-        down, everything queued is dropped."""
+        """Hand everything queued to the collector, a batch at a time. Unless the last send
+        went through, a look first (so a collector that is down is looked at once a tick,
+        queue or not, and found again when it is back); down, everything queued is dropped."""
         with self.sending:
+            if not self.collector.ok and not self.collector.look():
+                self._drop_queued()
+                return
             while self.queue:
                 batch = [self.queue.popleft() for _ in range(min(self.batch, len(self.queue)))]
                 if self.collector.send(batch):

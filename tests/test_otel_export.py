@@ -53,10 +53,12 @@ def spans(tracer, count: int) -> None:
 
 def test_exit_with_the_collector_down_drops_the_queue_without_sending_or_waiting(caplog):
     tracer, batches, collector = tracer_for(f"http://127.0.0.1:{dead_port()}")
+    assert batches.looked.wait(30)  # the sending thread looks when it starts: refused
+    assert collector.down and collector.looks == 1
     spans(tracer, 10)
-    with caplog.at_level(logging.WARNING, logger="subagentd"):
+    with caplog.at_level(logging.WARNING):
         assert batches.close(5.0) == "skipped"
-    assert collector.down and collector.looks == 1  # one refused connect told it
+    assert collector.looks == 1  # known down: exit made no look of its own, nor a send
     assert collector.exporter is None  # no export was tried, so none could wait
     assert (batches.dropped, batches.sent, len(batches.queue)) == (10, 0, 0)
     assert batches.thread.is_alive()  # nobody joined the sending thread
@@ -67,30 +69,30 @@ def test_exit_with_the_collector_down_drops_the_queue_without_sending_or_waiting
     ]
 
 
-def test_a_send_refused_makes_exit_skip_without_looking_again():
+def test_exit_looks_once_when_nothing_told_it_the_collector_is_down():
     tracer, batches, collector = tracer_for(f"http://127.0.0.1:{dead_port()}")
-    spans(tracer, 3)
-    batches.send_queued()  # the sending thread's tick
-    assert collector.down and collector.looks == 1 and batches.dropped == 3
-    spans(tracer, 2)
+    assert batches.looked.wait(30)
+    collector.down = False  # as if the collector had answered the first look
+    spans(tracer, 4)
     assert batches.close(5.0) == "skipped"
-    assert collector.looks == 1  # known down: exit made no second look
-    assert batches.dropped == 5
+    assert collector.looks == 2 and collector.exporter is None
+    assert batches.dropped == 4
 
 
 def test_with_the_collector_down_the_queue_stays_bounded_and_warns_once(caplog):
     tracer, batches, collector = tracer_for(
         f"http://127.0.0.1:{dead_port()}", max_queue_size="8", max_export_batch_size="4"
     )
+    assert batches.looked.wait(30)
     with caplog.at_level(logging.WARNING):
         with batches.sending:  # the sending thread, woken by a full batch, waits for this
             spans(tracer, 500)
             assert len(batches.queue) == 8 and batches.dropped == 492
         batches.send_queued()  # the thread's send or this one finds it down, drops the 8
-    assert collector.looks == 1  # one connect for the whole queue, none per span
+    assert collector.looks <= 3  # one a send (start, the wake, this one), none a span
     assert (batches.dropped, len(batches.queue)) == (500, 0)
     assert [r.getMessage() for r in caplog.records] == [
-        f"traces: the collector at {collector.endpoint} does not keep up:"
+        f"traces: the collector at {collector.endpoint} refuses connections:"
         " spans are dropped (counted at exit)"
     ]
 
@@ -107,6 +109,7 @@ def test_a_live_collector_gets_the_last_spans_at_exit(receiver):
 def test_the_exporter_is_imported_only_once_a_collector_answers(receiver):
     sys.modules.pop(EXPORTER, None)
     tracer, batches, collector = tracer_for(f"http://127.0.0.1:{dead_port()}")
+    assert batches.looked.wait(30)
     spans(tracer, 3)
     batches.send_queued()
     assert EXPORTER not in sys.modules
@@ -129,6 +132,33 @@ def test_the_endpoint_and_the_address_looked_at(monkeypatch):
     monkeypatch.setenv("http_proxy", "http://proxy:3128")
     monkeypatch.setenv("no_proxy", "")
     assert otel_export.address_of("http://c:9/v1/traces") == ("proxy", 3128)
+
+
+def test_while_the_collector_is_down_tool_calls_make_no_span_and_come_back_with_it(
+    monkeypatch,
+):
+    from subagentd import otel
+
+    port = dead_port()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "600000")
+    tracing = otel.start(store=None)  # type: ignore[arg-type]  # no store read below:
+    tracing.sessions["root"] = None  # root has no turn and no stored context
+    batches = tracing.batches
+    assert batches.looked.wait(30) and batches.collector.down
+    with tracing.tool_call("root", "list_agents"):
+        pass
+    assert (len(batches.queue), batches.dropped) == (0, 1)  # counted, never made
+    with socket.socket() as listening:  # a collector on that port now
+        listening.bind(("127.0.0.1", port))
+        listening.listen()
+        batches.send_queued()  # the next tick's look finds it
+        assert not batches.collector.down
+        with tracing.tool_call("root", "list_agents"):
+            pass
+        assert [s.name for s in batches.queue] == ["execute_tool list_agents"]
+        batches.collector.down = True  # gone again: exit drops the queue
+        assert batches.close(5.0) == "skipped"
 
 
 def serve(tmp_path, endpoint: str, turns: int) -> ServerProcess:
