@@ -1,18 +1,19 @@
 """Getting spans to the collector (the `otel` extra): a bounded queue that the request path only
 appends to, one thread that sends it in batches over OTLP/HTTP, and a look at the collector's
-address before a send whenever the last send did not go through.
+address (one TCP connect) before each send.
 
 A collector that is down costs the dropped spans and nothing else:
 - nothing on the request path waits or grows: ending a span appends it to a queue of at most
   OTEL_BSP_MAX_QUEUE_SIZE spans; past that it is dropped and counted;
-- the sending thread looks at the address (one TCP connect) when it starts and at each tick
-  (OTEL_BSP_SCHEDULE_DELAY) unless the last send went through; refused, the whole queue is
+- the sending thread looks at the address when it starts, at each tick
+  (OTEL_BSP_SCHEDULE_DELAY) or full batch, and after a failed send; refused, the whole queue is
   dropped (the exporter's retries with backoff never start, and the exporter with its modules
   is not even imported until a collector answers), and `down` tells the tracer to make no
   span it need not (otel.py);
 - at exit, with the collector known down (the last look was refused, or the one look made at
   exit), the queue is dropped without waiting; a live collector gets the final flush, bounded;
-- drops are logged once when they begin and counted once at exit, never per span.
+- drops are logged once when they begin and counted once at exit, never per span (at an exit
+  that drops the queue, only the count).
 """
 
 from __future__ import annotations
@@ -74,7 +75,6 @@ class Collector:
         self.address = address_of(self.endpoint)
         self.exporter: Any = None
         self.down = False
-        self.ok = False  # the last send went through
         self.looks = 0
 
     def look(self, wait: float = LOOK_WAIT) -> bool:
@@ -98,18 +98,15 @@ class Collector:
             self.exporter = OTLPSpanExporter(endpoint=self.endpoint)
 
     def send(self, spans: Sequence[ReadableSpan]) -> bool:
-        """Export one batch (after a look, when the last send did not go through); False when
-        it did not go through (the spans are then lost)."""
-        if not self.ok and not self.look():
-            return False
+        """Export one batch (right after a look found the collector up); False when it did not
+        go through (the spans are then lost)."""
         if self.exporter is None:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
             self.exporter = OTLPSpanExporter(endpoint=self.endpoint)
         from opentelemetry.sdk.trace.export import SpanExportResult
 
-        self.ok = self.exporter.export(spans) == SpanExportResult.SUCCESS
-        return self.ok
+        return bool(self.exporter.export(spans) == SpanExportResult.SUCCESS)
 
     def shutdown(self) -> None:
         if self.exporter is not None:
@@ -167,14 +164,15 @@ class Batches(SpanProcessor):
 
     def skip(self) -> None:
         """A span not made because the collector is known down (it would be dropped)."""
-        self.dropped += 1
+        self._drop(1)
 
     def send_queued(self) -> None:
-        """Hand everything queued to the collector, a batch at a time. Unless the last send
-        went through, a look first (so a collector that is down is looked at once a tick,
-        queue or not, and found again when it is back); down, everything queued is dropped."""
+        """Hand everything queued to the collector, a batch at a time, after a look (so a
+        collector that is down is looked at once a tick, queue or not, and found again when it
+        is back, and one that went down is found before the exporter's retries start); down,
+        everything queued is dropped."""
         with self.sending:
-            if not self.collector.ok and not self.collector.look():
+            if not self.collector.look():
                 self._drop_queued()
                 return
             while self.queue:
@@ -183,7 +181,7 @@ class Batches(SpanProcessor):
                     self.sent += len(batch)
                     continue
                 self._drop(len(batch))
-                if self.collector.down:
+                if not self.collector.look():
                     self._drop_queued()
                     return
 
@@ -194,32 +192,32 @@ class Batches(SpanProcessor):
             dropped += 1
         self._drop(dropped)
 
+    def _why(self) -> str:
+        return "refuses connections" if self.collector.down else "does not keep up"
+
     def _drop(self, count: int) -> None:
         self.dropped += count
-        if count and not self.warned:
+        if count and not self.warned:  # once; at exit, the count
             self.warned = True
-            why = "refuses connections" if self.collector.down else "does not keep up"
             log.warning(
                 "traces: the collector at %s %s: spans are dropped (counted at exit)",
                 self.collector.endpoint,
-                why,
+                self._why(),
             )
 
     # --- exit -------------------------------------------------------------------------------
 
     def close(self, wait: float) -> str:
         """Send what is queued, waiting `wait` seconds at most; at once when the collector is
-        known down (its last look was refused, or the one look made now, when nothing has been
-        sent yet)."""
+        known down (its last look was refused, or the one look made now)."""
         if self.outcome is not None:
             return self.outcome
         ends = time.monotonic() + wait
-        known_down = self.collector.down or (
-            not self.collector.ok and bool(self.queue) and not self.collector.look(wait)
-        )
+        known_down = self.collector.down or (bool(self.queue) and not self.collector.look(wait))
         self.stopping = True
         if known_down:
             self.outcome = "skipped"
+            self.warned = True  # the count below says it all
             self._drop_queued()
         else:
             self.wake.set()
@@ -228,13 +226,16 @@ class Batches(SpanProcessor):
         self.collector.shutdown()
         if self.outcome == "timed out":
             self.dropped += len(self.queue)
-            log.warning("traces not exported within %.1f s at shutdown were dropped", wait)
+            why = f"did not take the last spans within {wait:.1f} s"
+        else:
+            why = self._why()
         if self.dropped:
             log.warning(
-                "traces: %d spans dropped, %d exported (collector %s)",
+                "traces: %d spans dropped, %d exported (the collector at %s %s)",
                 self.dropped,
                 self.sent,
                 self.collector.endpoint,
+                why,
             )
         return self.outcome
 
