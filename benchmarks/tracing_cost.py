@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             for mode, figures in got.items():
                 for key, value in figures.items():
                     values[key][mode].append(value)
-                    if mode != "off":
+                    if mode != "off" and got["off"][key] > 0:  # 0: under one CPU tick
                         ratios[key][mode].append(value / got["off"][key])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     for key, by_mode in values.items():
         digits = 2 if key.startswith("demo") else 0
         cells = [spread(by_mode[m], digits) for m in MODES]
-        cells += [spread(ratios[key][m], 2) for m in ("live", "dead")]
+        cells += [spread(ratios[key][m], 2) if ratios[key][m] else "-" for m in ("live", "dead")]
         unit = "" if key.startswith("demo") else " (µs/req)"
         print(f"| {key}{unit} | " + " | ".join(cells) + " |")
     return 0

@@ -1,6 +1,7 @@
 """The benchmarks' A/B tools: an older checkout measured beside the working tree is started with
 only the options it knows (harness.accepted), and the floors server_cpu.py compares answer like
-the server (the asyncio floor prices anyio's wait_readable)."""
+the server (the asyncio floor prices anyio's wait_readable); the tracing benchmark's three modes
+run and the live one exports."""
 
 from __future__ import annotations
 
@@ -48,3 +49,23 @@ def test_each_floor_answers_pings_one_in_flight_and_pipelined(kind: str, name: s
         assert server.close() == 0
     finally:
         server.kill()
+
+
+def test_the_tracing_benchmark_runs_all_three_modes(capsys) -> None:
+    import tracing_cost
+
+    assert tracing_cost.main(["--rounds", "1", "-n", "100", "--batch", "50", "--demos", "1"]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split(" | ")[0] for line in out.splitlines() if line.startswith("| ")]
+    assert rows == [
+        "| figure",
+        *(
+            f"| {m} {f} (µs/req)"
+            for m in ("tools", "send")
+            for f in ("cpu one", "cpu pipelined", "wall pipelined")
+        ),
+        "| demo wall s",
+        "| demo cpu s",
+    ]
+    took = int(out.split("the receiver took ")[1].split()[0])
+    assert took > 0  # the live mode exported (400 tool spans and the demo's)
