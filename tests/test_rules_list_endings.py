@@ -7,10 +7,12 @@ were, and after a restart: read from the session rows, not from a registry or a 
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from subagentd.core import texts
 from subagentd.schema.budgets import Budget
+from subagentd.schema.host_methods import ListParams
 from tests.core_host import TTL, CoreHost, FakeClock, process, step
 
 ENDINGS = [
@@ -82,6 +84,22 @@ def test_only_ready_rows_say_it_running_and_idle_ones_are_as_before():
     core.send("root", "c2", "again")  # ready again: running, its earlier ending not told
     assert core.list("root").text.splitlines()[1] == "c2 [running] — done"
     assert core.list("root").agents[1].ended is None
+
+
+def test_the_hosts_agents_list_rows_carry_no_ending():
+    core = CoreHost()
+    core.open("root")
+    core.spawn("root", "c1", label="worker")
+    core.end("c1", "refusal")
+    [row] = core.svc.records.list_host(ListParams(root_id="root")).agents
+    assert msgspec.to_builtins(row) == {
+        "kind": "child",
+        "id": "c1",
+        "label": "worker",
+        "status": "ready",
+        "mode": "continuable",
+    }
+    assert core.list("root").agents[0].ended == "refusal"
 
 
 def test_a_ready_row_without_a_known_ending_is_plain_ready():
