@@ -120,7 +120,9 @@ def test_with_caller_option_a_meta_caller_outside_its_tree_is_a_tool_error(prepa
         " this connection acts only for that tree (--caller)"
     )
     assert ready_child.is_error is True  # c1 is below root but not live
-    assert own.is_error is False and own.content[0].text == "c1 [ready, last turn completed] — worker"
+    assert (
+        own.is_error is False and own.content[0].text == "c1 [ready, last turn completed] — worker"
+    )
 
 
 def test_official_python_client_spawns_waits_with_progress_and_collects_the_notice(tmp_path):

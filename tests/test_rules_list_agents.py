@@ -22,7 +22,9 @@ def build():
 def test_children_scope_lists_direct_continuable_children_in_creation_order():
     core = build()
     result = core.list("root")
-    assert result.text == "c1 [running] — first child\nc2 [ready, last turn completed] — second child"
+    assert (
+        result.text == "c1 [running] — first child\nc2 [ready, last turn completed] — second child"
+    )
     assert [(a.id, a.status, a.label, a.parent, a.depth) for a in result.agents] == [
         ("c1", "running", "first child", None, None),
         ("c2", "ready", "second child", None, None),
