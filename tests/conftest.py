@@ -18,6 +18,7 @@ BOTH_BACKENDS = {
     "test_rules_identity",
     "test_rules_interrupt",
     "test_rules_list_agents",
+    "test_rules_list_endings",
     "test_rules_mcp_caller",
     "test_rules_ownership",
     "test_rules_parking",

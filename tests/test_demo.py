@@ -52,7 +52,7 @@ def test_demo_plays_the_whole_tour_and_exits_zero():
     # list_agents as the model sees it (U+2014 em dash)
     assert "    c1 [running] parent=root depth=1 — researcher\n" in out
     assert "    g1 [running] parent=c1 depth=2 — bug-finder\n" in out
-    assert "    c2 [ready] parent=root depth=1 — writer\n" in out
+    assert "    c2 [ready, last turn completed] parent=root depth=1 — writer\n" in out
     # settle notices
     assert "agent/settled g1 (completed)" in out
     assert (

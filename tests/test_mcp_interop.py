@@ -58,7 +58,7 @@ def test_official_python_client_lists_and_calls_tools(prepared_db, mode):
         "wait_agents",
     ]
     assert listing.is_error is False
-    assert listing.content[0].text == "c1 [ready] parent=root depth=1 — worker"
+    assert listing.content[0].text == "c1 [ready, last turn completed] parent=root depth=1 — worker"
     assert listing.structured_content == {
         "agents": [
             {
@@ -66,11 +66,12 @@ def test_official_python_client_lists_and_calls_tools(prepared_db, mode):
                 "id": "c1",
                 "label": "worker",
                 "status": "ready",
+                "ended": "completed",
                 "parent": "root",
                 "depth": 1,
             }
         ],
-        "text": "c1 [ready] parent=root depth=1 — worker",
+        "text": "c1 [ready, last turn completed] parent=root depth=1 — worker",
     }
     assert sent.is_error is False
     assert sent.content[0].text == "message queued as the next turn for subagent c1"
@@ -119,7 +120,9 @@ def test_with_caller_option_a_meta_caller_outside_its_tree_is_a_tool_error(prepa
         " this connection acts only for that tree (--caller)"
     )
     assert ready_child.is_error is True  # c1 is below root but not live
-    assert own.is_error is False and own.content[0].text == "c1 [ready] — worker"
+    assert (
+        own.is_error is False and own.content[0].text == "c1 [ready, last turn completed] — worker"
+    )
 
 
 def test_official_python_client_spawns_waits_with_progress_and_collects_the_notice(tmp_path):
@@ -184,7 +187,7 @@ def test_official_python_client_spawns_waits_with_progress_and_collects_the_noti
         "agents": [{"agent_id": "c1", "status": "ready", "reason": "aborted"}],
         "text": "\n".join(c.text for c in settled.content),
     }
-    assert listing.content[0].text == "c1 [ready] — worker"
+    assert listing.content[0].text == "c1 [ready, last turn was stopped] — worker"
 
 
 def test_the_mcp_2_client_logs_no_warning_over_a_delegation_session(tmp_path, caplog):

@@ -138,19 +138,24 @@ def test_a_listing_in_another_process_follows_every_change_at_once(tmp_path):
         "\nc2 [running] parent=root depth=1 — two",
     )
     second.svc.settings.owner_alive = lambda owner: owner != "p1"  # its process is gone
-    assert both()[0] == "c1 [ready, 1 parked] — one\nc2 [ready] — two"
+    # ready: c1's last turn was stopped; c2's turn was left open by a process that is gone
+    assert (
+        both()[0]
+        == "c1 [ready, last turn was stopped, 1 parked] — one\nc2 [ready, last turn failed] — two"
+    )
     second.svc.settings.owner_alive = lambda owner: True
     assert both()[0] == "c1 [idle, 1 parked] — one\nc2 [running] — two"
     clock.advance(TTL)  # p1 renewed nothing: its leases lapse by time, before anyone fences it
     assert both() == (
-        "c1 [ready, 1 parked] — one\nc2 [ready] — two",
-        "c1 [ready, 1 parked] parent=root depth=1 — one\ng1 [ready] parent=c1 depth=2 — deep"
-        "\nc2 [ready] parent=root depth=1 — two",
+        "c1 [ready, last turn was stopped, 1 parked] — one\nc2 [ready, last turn failed] — two",
+        "c1 [ready, last turn was stopped, 1 parked] parent=root depth=1 — one\n"
+        "g1 [ready, last turn failed] parent=c1 depth=2 — deep\n"
+        "c2 [ready, last turn failed] parent=root depth=1 — two",
     )
     step(second, second.svc.recovery.recover)  # fences p1
     step(second, second.open, "root")  # now live here: its own registry decides
     step(second, second.send, "root", "c1", "again")  # unparks c1 and wakes it here
-    assert both()[0] == "c1 [running] — one\nc2 [ready] — two"
+    assert both()[0] == "c1 [running] — one\nc2 [ready, last turn failed] — two"
 
 
 @pytest.mark.sqlite_only  # PostgresStore.changes() moves on every call: it keeps no reading

@@ -22,7 +22,9 @@ def build():
 def test_children_scope_lists_direct_continuable_children_in_creation_order():
     core = build()
     result = core.list("root")
-    assert result.text == "c1 [running] — first child\nc2 [ready] — second child"
+    assert (
+        result.text == "c1 [running] — first child\nc2 [ready, last turn completed] — second child"
+    )
     assert [(a.id, a.status, a.label, a.parent, a.depth) for a in result.agents] == [
         ("c1", "running", "first child", None, None),
         ("c2", "ready", "second child", None, None),
@@ -35,7 +37,7 @@ def test_descendants_scope_is_a_preorder_walk_with_parent_and_depth():
     assert result.text == (
         "c1 [running] parent=root depth=1 — first child\n"
         "g1 [running] parent=c1 depth=2 — nested leaf\n"
-        "c2 [ready] parent=root depth=1 — second child"
+        "c2 [ready, last turn completed] parent=root depth=1 — second child"
     )
 
 
@@ -217,7 +219,7 @@ def test_status_comes_from_the_registry():
     core.end("c1")  # c1 starts the notice turn from g1
     assert core.list("root", "descendants").text.splitlines()[:2] == [
         "c1 [running] parent=root depth=1 — first child",
-        "g1 [ready] parent=c1 depth=2 — nested leaf",
+        "g1 [ready, last turn completed] parent=c1 depth=2 — nested leaf",
     ]
 
 

@@ -61,7 +61,7 @@ def test_the_caller_root_holds_queued_input_and_no_turn_starts_unannounced(tmp_p
         host = proc.host
         host.initialize()
         assert call(host, "list_agents")["content"] == [
-            {"type": "text", "text": "c1 [ready] — task"}
+            {"type": "text", "text": "c1 [ready, last turn failed] — task"}
         ]
         host.settle_quietly()
         proc.close_stdin()

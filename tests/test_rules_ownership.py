@@ -46,7 +46,10 @@ def test_closing_the_root_drains_a_child_whose_one_shot_parent_was_disposed(host
     assert host.call("agents/get", {"agent_id": "late"})["status"] == "ready"
     host.open("root")
     listing = host.tool("list_agents", "root", scope="descendants")
-    assert listing["text"] == "late [ready] parent=once depth=2 — outlives its parent"
+    assert (
+        listing["text"]
+        == "late [ready, last turn was stopped] parent=once depth=2 — outlives its parent"
+    )
 
 
 def test_the_root_can_interrupt_what_an_adopted_child_starts(host):

@@ -87,11 +87,15 @@ def test_an_mcp_client_spawns_waits_follows_up_interrupts_and_lists(tmp_path, mo
     (again,) = seen["wait2"].structured_content["agents"]
     assert (again["reason"], again["output"]) == ("completed", "done: And the errors?")
 
-    assert texts(seen["list1"]) == ["c1 [ready] — summarizer\nc2 [running] — watcher"]
+    assert texts(seen["list1"]) == [
+        "c1 [ready, last turn completed] — summarizer\nc2 [running] — watcher"
+    ]
     assert texts(seen["interrupt"]) == ["interrupt requested for agent c2"]
     (c2,) = seen["wait3"].structured_content["agents"]
     assert (c2["agent_id"], c2["reason"], c2["output"]) == ("c2", "aborted", "waiting\nterminated")
     assert "Background subagent c2 was stopped before it finished." in "\n".join(
         texts(seen["wait3"])
     )
-    assert texts(seen["list2"]) == ["c1 [ready] — summarizer\nc2 [ready] — watcher"]
+    assert texts(seen["list2"]) == [
+        "c1 [ready, last turn completed] — summarizer\nc2 [ready, last turn was stopped] — watcher"
+    ]

@@ -67,7 +67,9 @@ def test_runner_output_never_reaches_stdout_and_the_root_is_held(prepared_db, lo
         listing = proc.host.call(
             "tools/call", {"name": "list_agents", "arguments": {"scope": "children"}}
         )
-        assert listing["content"][0]["text"] == ("c1 [ready] — worker c1\nc2 [ready] — worker c2")
+        assert listing["content"][0]["text"] == (
+            "c1 [ready, last turn completed] — worker c1\nc2 [ready, last turn completed] — worker c2"
+        )
     finally:
         assert proc.stop() == 0
     for line in proc.host.raw:

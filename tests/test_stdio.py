@@ -350,7 +350,10 @@ def test_restart_with_the_same_database_sees_the_same_sessions(spawn_process, tm
     }
     assert second.host.call("messages/get", {"message_id": child["message_id"]}) == spawned
     assert spawned["state"] == "claimed" and spawned["turn_id"] == child["turn_id"]
-    assert second.host.call("list_agents", {"caller": "r"})["text"] == "c [ready] — kid"
+    assert (
+        second.host.call("list_agents", {"caller": "r"})["text"]
+        == "c [ready, last turn completed] — kid"
+    )
     with pytest.raises(RpcError) as excinfo:
         second.host.call("agents/get", {"agent_id": "never"})
     assert excinfo.value.code == Code.UNKNOWN_AGENT

@@ -11,7 +11,7 @@ from subagentd.core import texts
 from subagentd.core.descriptors import DescriptorProblem, parse_descriptor
 from subagentd.core.registry import LiveAgent
 from subagentd.core.store import Store
-from subagentd.schema.listing import AgentRow, ChildRow, DiagnosticRow, Status
+from subagentd.schema.listing import AgentRow, ChildRow, DiagnosticRow, Ended, Status
 from subagentd.schema.messages import Mode
 
 _BATCH = 900  # ids per IN (...) query, under SQLite's default variable limit
@@ -40,12 +40,14 @@ def project(
     status_of: Callable[[str], Status],
     *,
     include_one_shot: bool,
+    endings: bool = False,
 ) -> list[AgentRow]:
-    """Listing rows in walk order: subagents only, one-shot children only when asked."""
+    """Listing rows in walk order: subagents only, one-shot children only when asked; with
+    `endings` (list_agents), a ready row says how its last turn ended."""
     rows, bodies = _tree(store, root_id, descendants)
     listed: list[AgentRow] = []
     append = listed.append  # the loop below runs once per session of a possibly huge tree
-    for agent_id, parent, depth, kind, label, mode, body in rows:
+    for agent_id, parent, depth, kind, label, mode, body, ended in rows:
         if kind != "subagent":
             continue  # ordinary sessions are walked through, never listed
         if not descendants:
@@ -58,17 +60,25 @@ def project(
             mode, label = described
         if mode == "one-shot" and not include_one_shot:
             continue
+        status = status_of(agent_id)
         append(
             ChildRow(
                 id=agent_id,
                 label=label,
-                status=status_of(agent_id),
+                status=status,
                 mode=mode if include_one_shot else None,
                 parent=parent,
                 depth=depth,
+                ended=_ending(status, ended) if endings else None,
             )
         )
     return listed
+
+
+def _ending(status: Status, ended: str | None) -> Ended | None:
+    """How a ready child's last turn ended, when storage knows it (a reason of another version
+    is left out); None for the other statuses, whose rows do not say it."""
+    return ended if status == "ready" and ended in texts.LAST_TURN else None  # type: ignore[return-value]  # LAST_TURN's keys are the Ended values
 
 
 def children(
@@ -81,14 +91,15 @@ def children(
 ) -> list[AgentRow] | None:
     """list_agents {scope: children} from one statement (storage's `children_listing`): each
     child's status from this process's registry, else from the valid lease of another live
-    process, else ready; its parked messages. None when some stored state cannot be read
-    (the caller lists through `project` then, which reads it row by row)."""
+    process, else ready (with how its last turn ended); its parked messages. None when some
+    stored state cannot be read (the caller lists through `project` then, which reads it row
+    by row)."""
     try:
         records = store.children_listing(parent_id, owner, now)
     except Exception:
         return None
     listed: list[AgentRow] = []
-    for agent_id, label, mode, body, parked, holder, leased in records:
+    for agent_id, label, mode, body, parked, holder, leased, ended in records:
         if mode is None:
             described = _described(agent_id, body)
             if isinstance(described, str):
@@ -104,7 +115,15 @@ def children(
             status = leased  # type: ignore[assignment]  # leases hold only statuses
         else:
             status = "ready"
-        listed.append(ChildRow(id=agent_id, label=label, status=status, parked=parked or None))  # type: ignore[arg-type]  # a recorded mode comes with its label
+        listed.append(
+            ChildRow(
+                id=agent_id,
+                label=label,  # type: ignore[arg-type]  # a recorded mode comes with its label
+                status=status,
+                parked=parked or None,
+                ended=_ending(status, ended),
+            )
+        )
     return listed
 
 
@@ -124,7 +143,8 @@ def descendants(
     lines: list[str] = []
     append, line = listed.append, lines.append
     found = elsewhere.get
-    for agent_id, parent, depth, kind, label, mode, body in rows:
+    ending = texts.LAST_TURN.get
+    for agent_id, parent, depth, kind, label, mode, body, ended in rows:
         if kind != "subagent":
             continue  # ordinary sessions are walked through, never listed
         if mode is None:
@@ -139,15 +159,23 @@ def descendants(
         agent = live(agent_id)
         status = agent.status if agent is not None else found(agent_id, "ready")
         count = counted(agent_id) if parked else None
+        told = ending(ended) if status == "ready" and ended is not None else None
         append(
             ChildRow(
-                id=agent_id, label=label, status=status, parent=parent, depth=depth, parked=count
+                id=agent_id,
+                label=label,
+                status=status,
+                parent=parent,
+                depth=depth,
+                parked=count,
+                ended=ended if told is not None else None,
             )
         )
+        state = status if told is None else f"{status}, {told}"
         if count is None:
-            line(f"{agent_id} [{status}] parent={parent} depth={depth} — {label}")
+            line(f"{agent_id} [{state}] parent={parent} depth={depth} — {label}")
         else:
-            line(f"{agent_id} [{status}, {count} parked] parent={parent} depth={depth} — {label}")
+            line(f"{agent_id} [{state}, {count} parked] parent={parent} depth={depth} — {label}")
     if not listed:
         return listed, texts.NO_SUBAGENTS
     if not all(map(str.isprintable, lines)):  # one C pass; rare: escape and draw again
@@ -198,16 +226,22 @@ def _lines(rows: list[AgentRow]) -> list[str]:
     for row in rows:  # runs once per listed agent: one format per line
         if row.depth is None:
             if isinstance(row, ChildRow):
-                status = row.status if row.parked is None else f"{row.status}, {row.parked} parked"
-                append(f"{row.id} [{status}] — {row.label}")
+                append(f"{row.id} [{_state(row)}] — {row.label}")
             else:
                 append(f"{row.id} [diagnostic: {row.reason}]")
         elif isinstance(row, ChildRow):
-            status = row.status if row.parked is None else f"{row.status}, {row.parked} parked"
-            append(f"{row.id} [{status}] parent={row.parent} depth={row.depth} — {row.label}")
+            append(f"{row.id} [{_state(row)}] parent={row.parent} depth={row.depth} — {row.label}")
         else:
             append(f"{row.id} [diagnostic: {row.reason}] parent={row.parent} depth={row.depth}")
     return lines
+
+
+def _state(row: ChildRow) -> str:
+    """What a row's brackets hold: `ready`, `ready, last turn completed`, `idle, 2 parked`."""
+    if row.ended is None and row.parked is None:
+        return row.status
+    state = row.status if row.ended is None else f"{row.status}, {texts.LAST_TURN[row.ended]}"
+    return state if row.parked is None else f"{state}, {row.parked} parked"
 
 
 def _escaped(row: AgentRow) -> AgentRow:

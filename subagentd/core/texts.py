@@ -26,6 +26,15 @@ INTERRUPT_NOT_DESCENDANT = 'subagent "{id}" is not a live descendant of agent "{
 
 # --- list_agents (section 6) ---
 NO_SUBAGENTS = "(no subagents)"
+# a ready child's row says how its last turn ended: `c1 [ready, last turn completed] — label`
+LAST_TURN = {
+    "completed": "last turn completed",
+    "aborted": "last turn was stopped",
+    "max-tokens": "last turn ran out of room",
+    "refusal": "last turn declined the task",
+    "error": "last turn failed",
+    "deadline": "last turn ran out of time",
+}
 
 # --- report (section 7) ---
 REPORT_OK = "report accepted by the agent that started you as message {message_id}"

@@ -232,7 +232,8 @@ class ToolRules:
             store, caller, agents.owner, store.clock(), live, self.settings.owner_alive
         )
         if listed is None:  # some stored state cannot be read: row by row
-            listed = project(store, caller, False, agents.status_lookup(), include_one_shot=False)
+            status = agents.status_lookup()
+            listed = project(store, caller, False, status, include_one_shot=False, endings=True)
             mark_parked(store, listed)
         return ListAgentsResult(text=render(listed), agents=listed)
 

@@ -9,6 +9,9 @@ from subagentd.schema.budgets import Spent
 from subagentd.schema.messages import Mode
 
 Status = Literal["running", "idle", "ready"]
+# how a turn ended as storage keeps it: the host's reasons, and `deadline` for a turn aborted
+# after its lineage's deadline passed
+Ended = Literal["completed", "aborted", "max-tokens", "refusal", "error", "deadline"]
 
 
 # Listing rows hold only text and numbers: untracked by the cycle collector (gc=False), so a
@@ -21,6 +24,7 @@ class ChildRow(Wire, tag_field="kind", tag="child", kw_only=True, gc=False):
     parent: str | None = None
     depth: int | None = None
     parked: int | None = None  # parked messages, when it holds any: `[idle, 2 parked]`
+    ended: Ended | None = None  # how its last turn ended, on list_agents' ready rows only
     usage: Spent | None = None  # its own usage, set by the host's agents/list only
 
 

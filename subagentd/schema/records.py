@@ -46,6 +46,7 @@ class TreeRecord(msgspec.Struct, array_like=True, gc=False):
     label: str | None = None
     mode: Mode | None = None  # recorded at spawn from the checked descriptor (with label); or None
     descriptor: Any = None  # the stored body when asked for: str, or bytes if stored as a blob
+    ended: str | None = None  # how its last turn ended (storage/trees.py ENDED)
 
 
 class EventRecord(msgspec.Struct, kw_only=True):

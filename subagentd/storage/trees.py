@@ -15,21 +15,21 @@ from subagentd.storage.paths import END
 # (parent_id, created_at, id) index. Levels instead of a recursive CTE: a CTE that must drop rows it
 # has seen (cycles in corrupt data) builds a temporary index and measured ~1.6x slower.
 _LEVEL_SQL = """
-SELECT b.id, b.parent_id, b.created_at, b.kind, b.label, {mode}, {body} FROM sessions b
+SELECT b.id, b.parent_id, b.created_at, b.kind, b.label, {mode}, {body}, {ended} FROM sessions b
 WHERE b.parent_id IN ({marks})
 """
 _LEVEL_BATCH = 900
 _RECORDS = list[TreeRecord]
 
 _CHILDREN_SQL = """
-SELECT b.id, b.parent_id, 1, b.kind, b.label, {mode}, {body} FROM sessions b
+SELECT b.id, b.parent_id, 1, b.kind, b.label, {mode}, {body}, {ended} FROM sessions b
 WHERE b.parent_id = :root AND b.id != :root
 ORDER BY b.created_at, b.id
 """
 
 # The whole subtree below a root in walk order: one range scan of the path index (storage/paths.py).
 _SUBTREE_SQL = """
-SELECT b.id, b.parent_id, b.depth - ?, b.kind, b.label, {mode}, {body} FROM sessions b
+SELECT b.id, b.parent_id, b.depth - ?, b.kind, b.label, {mode}, {body}, {ended} FROM sessions b
 WHERE b.path > ? AND b.path < ? ORDER BY b.path
 """
 _PATHLESS_SQL = "SELECT 1 FROM sessions INDEXED BY sessions_without_path WHERE path IS NULL LIMIT 1"
@@ -39,21 +39,27 @@ _PATHLESS_SQL = "SELECT 1 FROM sessions INDEXED BY sessions_without_path WHERE p
 _RECORDED = "b.mode IN ({}) AND b.label IS NOT NULL".format(
     ", ".join(f"'{mode}'" for mode in get_args(Mode))
 )
+# How the session's last turn ended, as an activation would find it when it is live nowhere: a turn
+# still open then was left so by a process that died, and is recovered as `error` (SEMANTICS.md
+# section 6). Only the rows list_agents shows as ready use it.
+ENDED = "CASE WHEN b.open_turn_id IS NOT NULL THEN 'error' ELSE b.last_reason END"
 WITH_BODY = {
     "mode": f"CASE WHEN {_RECORDED} THEN b.mode END",
     "body": f"CASE WHEN {_RECORDED} THEN NULL"
     " ELSE (SELECT d.body FROM descriptors d WHERE d.session_id = b.id) END",
+    "ended": ENDED,
 }
-WITHOUT_BODY = {"mode": WITH_BODY["mode"], "body": "NULL"}
+WITHOUT_BODY = {"mode": WITH_BODY["mode"], "body": "NULL", "ended": ENDED}
 
 # list_agents {scope: children} in one statement: the subagent children, each with its parked
-# messages and the lease another process holds on it (its owner only while that owner's row is
-# valid), so a listing reads the database once (the lease join finds nothing for the rows of
-# this process or of none: `owner != ?` and the owners' validity are checked per row).
+# messages, the lease another process holds on it (its owner only while that owner's row is
+# valid) and how its last turn ended, so a listing reads the database once (the lease join finds
+# nothing for the rows of this process or of none: `owner != ?` and the owners' validity are
+# checked per row).
 CHILDREN_LISTING_SQL = """
 SELECT b.id, b.label, {mode}, {body},
  (SELECT count(*) FROM inbox {parked_index} WHERE inbox.session_id = b.id AND state = 'parked'),
- o.owner, l.status
+ o.owner, l.status, {ended}
 FROM sessions b
 LEFT JOIN leases l ON l.session_id = b.id AND l.owner != ?
 LEFT JOIN owners o ON o.owner = l.owner AND o.fenced = 0 AND o.expires_at > ?
@@ -75,11 +81,12 @@ class Trees:
 
     def children_listing(
         self, parent_id: str, owner: str, now: float
-    ) -> list[tuple[str, str | None, str | None, Any, int, str | None, str | None]]:
-        """(id, label, mode, descriptor, parked, foreign owner, its status) of a session's
-        subagent children in sibling order; the descriptor only where no mode is recorded, the
-        owner only for a valid lease of another process (CHILDREN_LISTING_SQL)."""
-        rows: list[tuple[str, str | None, str | None, Any, int, str | None, str | None]]
+    ) -> list[tuple[str, str | None, str | None, Any, int, str | None, str | None, str | None]]:
+        """(id, label, mode, descriptor, parked, foreign owner, its status, how its last turn
+        ended) of a session's subagent children in sibling order; the descriptor only where no
+        mode is recorded, the owner only for a valid lease of another process
+        (CHILDREN_LISTING_SQL)."""
+        rows: list[tuple[str, str | None, str | None, Any, int, str | None, str | None, str | None]]
         rows = self._db.conn.execute(self._children_listing, (owner, now, parent_id)).fetchall()
         return rows
 
@@ -92,8 +99,8 @@ class Trees:
     def tree_rows(
         self, root_id: str, descendants: bool, with_descriptors: bool = False
     ) -> list[tuple[Any, ...]]:
-        """`tree` as plain rows (id, parent_id, depth, kind, label, mode, descriptor): a listing
-        of 10k sessions builds no record per row."""
+        """`tree` as plain rows (id, parent_id, depth, kind, label, mode, descriptor, ended): a
+        listing of 10k sessions builds no record per row."""
         if not descendants:
             sql = self._children[0 if with_descriptors else 1]
             rows: list[tuple[Any, ...]] = self._db.conn.execute(sql, {"root": root_id}).fetchall()
@@ -135,8 +142,8 @@ class Trees:
         stack = [(root_id, 1, iter(children.get(root_id, ())))]
         while stack:  # iterative pre-order: no recursion limit on deep chains
             parent_id, depth, pending = stack[-1]
-            for _, session_id, kind, label, mode, body in pending:
-                walked.append((session_id, parent_id, depth, kind, label, mode, body))
+            for _, session_id, kind, label, mode, body, ended in pending:
+                walked.append((session_id, parent_id, depth, kind, label, mode, body, ended))
                 stack.append((session_id, depth + 1, iter(children.get(session_id, ()))))
                 break
             else:

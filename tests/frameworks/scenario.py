@@ -78,7 +78,7 @@ EXPECTED: list[list[list[str]] | None] = [
     [[FINISHED.format("c1"), "Its closing message:", "done: Summarize the logs.", NONE_WORKING]],
     [["message queued as the next turn for subagent c1"]],
     [[FINISHED.format("c1"), "Its closing message:", "done: And the errors?", NONE_WORKING]],
-    [["c1 [ready] — summarizer\nc2 [running] — watcher"]],
+    [["c1 [ready, last turn completed] — summarizer\nc2 [running] — watcher"]],
     [["interrupt requested for agent c2"]],
     [[STOPPED.format("c2"), "Its closing message:", "waiting\nterminated", NONE_WORKING]],
     [['Error: message not delivered: subagent "nobody" is unavailable']],  # isError
@@ -94,5 +94,9 @@ RECONNECT_WAIT = (
     [STOPPED.format("c3"), "It left no closing message.", NONE_WORKING],
     [STOPPED.format("c3"), "Its closing message:", "waiting\nterminated", NONE_WORKING],
 )
-RECONNECT_LIST = "c1 [ready] — summarizer\nc2 [ready] — watcher\nc3 [ready] — slow"
+RECONNECT_LIST = (
+    "c1 [ready, last turn completed] — summarizer\n"
+    "c2 [ready, last turn was stopped] — watcher\n"
+    "c3 [ready, last turn was stopped] — slow"
+)
 FINAL = "All delegated work is collected."

@@ -108,6 +108,7 @@ export interface ChildRow {
   label: string;
   status: "idle" | "ready" | "running";
   depth?: number | null;
+  ended?: "aborted" | "completed" | "deadline" | "error" | "max-tokens" | "refusal" | null;
   mode?: "continuable" | "one-shot" | null;
   parent?: string | null;
   parked?: number | null;

@@ -72,10 +72,10 @@ describe("official @modelcontextprotocol/sdk client over stdio", () => {
   test("list_agents as the --caller", async () => {
     const result = await mcp.callTool({ name: "list_agents", arguments: { scope: "descendants" } });
     assert.equal(result.isError, false);
-    assert.deepEqual(result.content, [{ type: "text", text: "c1 [ready] parent=root depth=1 — worker" }]);
+    assert.deepEqual(result.content, [{ type: "text", text: "c1 [ready, last turn completed] parent=root depth=1 — worker" }]);
     assert.deepEqual(result.structuredContent, {
-      agents: [{ kind: "child", id: "c1", label: "worker", status: "ready", parent: "root", depth: 1 }],
-      text: "c1 [ready] parent=root depth=1 — worker",
+      agents: [{ kind: "child", id: "c1", label: "worker", status: "ready", parent: "root", depth: 1, ended: "completed" }],
+      text: "c1 [ready, last turn completed] parent=root depth=1 — worker",
     });
   });
 

@@ -169,9 +169,9 @@ test("a three-level tree plays out through the agent host helper", async () => {
 
     assert.equal(
       (await client.listAgents({ caller: "root", scope: "descendants" })).text,
-      "c1 [ready] parent=root depth=1 — researcher\n" +
-        "g1 [ready] parent=c1 depth=2 — leaf\n" +
-        "c2 [ready] parent=root depth=1 — writer",
+      "c1 [ready, last turn completed] parent=root depth=1 — researcher\n" +
+        "g1 [ready, last turn completed] parent=c1 depth=2 — leaf\n" +
+        "c2 [ready, last turn was stopped] parent=root depth=1 — writer",
     );
 
     // send_message to a ready child resumes it cold, from its descriptor.

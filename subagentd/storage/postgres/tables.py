@@ -94,7 +94,7 @@ class PgLeases(Leases):
 
 
 _SUBTREE_SQL = """
-SELECT b.id, b.parent_id, b.depth - ?, b.kind, b.label, {mode}, {body} FROM sessions b
+SELECT b.id, b.parent_id, b.depth - ?, b.kind, b.label, {mode}, {body}, {ended} FROM sessions b
 WHERE b.path > ? AND b.path < ? ORDER BY b.path
 """
 
