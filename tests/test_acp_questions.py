@@ -14,6 +14,7 @@ import pytest
 from subagentd.client.errors import RpcError
 from subagentd.core.questions import Option, match
 from subagentd.core.texts import summary_of
+from subagentd.inspect import summarize
 from tests import test_acp_runner
 from tests.test_acp_runner import PATIENCE, AcpServer, steps
 
@@ -98,6 +99,9 @@ def test_the_root_is_asked_answers_allow_and_the_childs_tool_call_runs(acp, tmp_
         },
         {"title": "Write notes.txt", "outcome": "selected", "optionId": "allow", "by": "root"},
     ]
+    shown = [summarize(e["type"], e["data"]) for e in srv.events("c1")]  # inspect, watch
+    assert "permission for Write notes.txt: asked root" in shown
+    assert "permission for Write notes.txt: selected allow by root" in shown
     said = [e for e in srv.events("c1") if e["type"] == "message"]
     assert said[-1]["data"]["message_id"] == result["message_id"]  # the answer, in c1's turn
     assert said[-1]["data"]["content"] == [{"type": "text", "text": " Allow. "}]
@@ -161,6 +165,8 @@ def test_an_interrupt_cancels_the_pending_question_and_the_parent_is_told(acp, t
         "why": "interrupted",
     }
     assert not target.exists()
+    shown = [summarize(e["type"], e["data"]) for e in srv.events("c1")]
+    assert "permission for Write notes.txt: cancelled (interrupted)" in shown
     srv.host.end_turn("root", first["turn_id"])
     told = root_turn(srv)["messages"]
     assert [b["text"] for b in told[0]["content"]] == [
@@ -238,3 +244,21 @@ def test_a_name_two_options_share_names_neither():
     twins = [Option("a", "Go", "allow_once"), Option("b", "Go", "allow_always")]
     assert match(twins, "go") is None
     assert match(twins, "b") == twins[1]
+
+
+def test_a_shutdown_with_a_question_pending_cancels_it_and_does_not_hang(acp, tmp_path):
+    from subagentd.inspect import transcript
+    from subagentd.storage.database import SqliteStore
+    from subagentd.storage.reader import StoreReader
+
+    db = str(tmp_path / "run.db")
+    srv = acp(permission="ask-parent", store=SqliteStore(db))
+    log = tmp_path / "log"
+    srv.spawn("c1", steps({"permission": "Run make", "options": CLAUDE_LIKE, "log": str(log)}))
+    root_turn(srv)
+    srv.stop()  # EOF: the turns end, the question is answered cancelled, the agents stop
+    assert log.read_text() == "cancelled -\n"  # the agent was answered before it was stopped
+    events = transcript(StoreReader(db), "c1")
+    asked = [e["data"] for e in events if e["type"] == "acp_permission"]
+    assert [a["outcome"] for a in asked] == ["asked"]  # what came after the turn ended is not kept
+    assert [e["data"]["reason"] for e in events if e["type"] == "turn_end"] == ["aborted"]

@@ -106,9 +106,11 @@ class AcpRunner(Runner):
         self.sessions: dict[str, Held] = {}  # agent id -> its session, while this process runs
         self.turns: dict[str, tuple[AgentProcess, str]] = {}  # turn id -> where it prompts
         self._processes: anyio.abc.TaskGroup | None = None
+        self._stopping: anyio.Event | None = None  # set by stop(): nothing commits after it
         self._starting = anyio.Lock()
 
     async def serve(self) -> None:
+        self._stopping = anyio.Event()
         try:
             async with anyio.create_task_group() as processes:
                 self._processes = processes
@@ -122,6 +124,8 @@ class AcpRunner(Runner):
                 await process.close()
 
     async def stop(self, grace: float) -> None:
+        if self._stopping is not None:
+            self._stopping.set()
         questions = self.service.questions
         for job in list(self.running.values()):  # the questions still open are cancelled
             if questions.pending.get(job.start.agent_id):
@@ -231,8 +235,7 @@ class AcpRunner(Runner):
             )
         try:
             await resolved.wait()
-            assert self._connection is not None
-            await self._connection.committed()  # the answer (or the cancellation) is durable
+            await self._committed()  # the answer (or the cancellation) is durable
         finally:
             if not box:  # the runner is stopping
                 await self._work(
@@ -310,6 +313,21 @@ class AcpRunner(Runner):
             self._launch(tg)
             if not self.running and self._stopped is not None:
                 self._stopped.set()
+
+    async def _committed(self) -> None:
+        """Until what was done so far is committed, or the runner is stopping (the connection
+        commits nothing more then)."""
+        assert self._connection is not None and self._stopping is not None
+        connection, stopping = self._connection, self._stopping
+        async with anyio.create_task_group() as waiting:
+
+            async def commit() -> None:
+                await connection.committed()
+                waiting.cancel_scope.cancel()
+
+            waiting.start_soon(commit)
+            await stopping.wait()
+            waiting.cancel_scope.cancel()
 
     def _cancel_questions(self, job: Job, why: str, tg: anyio.abc.TaskGroup) -> None:
         questions = self.service.questions

@@ -17,7 +17,7 @@ answered `done: <text>`; a JSON object {"acp": [...]} runs each step in order:
                           no/Reject/reject_once); say `permission <outcome> <option id>`; with
                           "write", the request is for a tool call writing "done" to path, which
                           runs (`wrote <file name>`) only when an allow option was selected
-                          (else `not written`)
+                          (else `not written`); with "log", the outcome is appended to that file
   {"wait_cancel": path}   append "waiting" to path, wait for session/cancel, stop `cancelled`
   {"stop": reason}        stop with that stopReason now
   {"pid": path}           write this process's pid to path
@@ -221,6 +221,9 @@ class ScriptedAgent(Agent):
         outcome = answer.outcome
         chosen = getattr(outcome, "option_id", "-")
         await self.say(session_id, f"permission {outcome.outcome} {chosen}")
+        if "log" in step:
+            with open(step["log"], "a") as log:
+                log.write(f"{outcome.outcome} {chosen}\n")
         if "write" not in step:
             return
         allowed = any(o.option_id == chosen and o.kind.startswith("allow") for o in options)
