@@ -246,17 +246,18 @@ def test_a_name_two_options_share_names_neither():
     assert match(twins, "b") == twins[1]
 
 
-def test_a_shutdown_with_a_question_pending_cancels_it_and_does_not_hang(acp, tmp_path):
+def test_a_shutdown_with_a_question_pending_cancels_it_and_does_not_hang(tmp_path, monkeypatch):
     from subagentd.inspect import transcript
     from subagentd.storage.database import SqliteStore
     from subagentd.storage.reader import StoreReader
 
     db = str(tmp_path / "run.db")
-    srv = acp(permission="ask-parent", store=SqliteStore(db))
+    monkeypatch.setenv("ACP_AGENT_STATE", "")  # AcpServer sets it; restored after the test
+    srv = AcpServer(tmp_path / "agent-state", permission="ask-parent", store=SqliteStore(db))
     log = tmp_path / "log"
     srv.spawn("c1", steps({"permission": "Run make", "options": CLAUDE_LIKE, "log": str(log)}))
     root_turn(srv)
-    srv.stop()  # EOF: the turns end, the question is answered cancelled, the agents stop
+    srv.stop()  # (once: not through the fixture) EOF: the turns end, the question is answered cancelled, the agents stop
     assert log.read_text() == "cancelled -\n"  # the agent was answered before it was stopped
     events = transcript(StoreReader(db), "c1")
     asked = [e["data"] for e in events if e["type"] == "acp_permission"]
