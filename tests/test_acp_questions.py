@@ -6,6 +6,8 @@ question as a `wait_agents` result)."""
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -214,6 +216,23 @@ def test_a_question_nobody_answers_is_cancelled_after_the_timeout(acp, tmp_path)
         'The permission request of background subagent c1 ("Run make") was cancelled: nobody'
         " answered within 2 seconds; do not answer it."
     )
+
+
+def test_an_agent_killed_while_asking_ends_its_turn_and_the_parent_is_told(acp, tmp_path):
+    srv = acp(permission="ask-parent")
+    pid = tmp_path / "pid"
+    srv.spawn("c1", steps({"pid": str(pid)}, {"permission": "Run make", "options": CLAUDE_LIKE}))
+    first = root_turn(srv)
+    os.kill(int(pid.read_text()), signal.SIGKILL)
+    assert srv.ends("c1", 1)[0]["reason"] == "error"
+    srv.host.end_turn("root", first["turn_id"])
+    told = root_turn(srv)["messages"][0]["content"][0]["text"]
+    assert told == (
+        'The permission request of background subagent c1 ("Run make") was cancelled: its turn'
+        " ended; do not answer it."
+    )
+    # the question is gone: a message is an ordinary one (the child's next turn)
+    assert answer(srv, "c1", "allow")["text"] == "message queued as the next turn for subagent c1"
 
 
 OPTIONS = [Option(*o) for o in CLAUDE_LIKE]

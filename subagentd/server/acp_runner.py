@@ -8,7 +8,10 @@ agent's own tools as its MCP server, `subagentd mcp`) on the least busy process,
 is one `session/prompt` on it: the turn's instructions and each of its messages, rendered with
 its sender (docs/rendering.md), as text content blocks. `session/update`s go into the
 transcript; the prompt's `stopReason` ends the turn, charged what the agent reported it used
-(server/acp_usage.py). `turn/interrupt` sends `session/cancel`.
+(server/acp_usage.py). `turn/interrupt` sends `session/cancel`. `session/request_permission`
+is answered by `--acp-permission`; with `ask-parent` it is held, the turn running, as a question
+for the subagent's parent (core/questions.py) until the parent answers it, the turn is
+interrupted or ends, or `--acp-permission-timeout` passes.
 
 The session id is kept in the transcript (`acp_session`), so a later activation — after a
 cold resume, a restart of subagentd, or the death of the process that held it — reopens it with
