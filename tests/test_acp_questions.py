@@ -235,6 +235,22 @@ def test_an_agent_killed_while_asking_ends_its_turn_and_the_parent_is_told(acp, 
     assert answer(srv, "c1", "allow")["text"] == "message queued as the next turn for subagent c1"
 
 
+def test_the_childs_deadline_cancels_its_question(acp, tmp_path):
+    srv = acp(permission="ask-parent")
+    srv.spawn("c1", steps({"permission": "Run make", "options": CLAUDE_LIKE}))
+    first = root_turn(srv)
+    assert first["messages"][0]["source"]["form"] == "permission"  # asked, and waiting
+    # a deadline set now, already passed: the running turn is interrupted (cause deadline)
+    srv.host.call("agents/budget", {"agent_id": "c1", "budget": {"max_seconds": 0}})
+    end = srv.ends("c1", 1)[0]
+    assert (end["reason"], end["cause"]) == ("aborted", "deadline")
+    assert end["output"] == "permission cancelled -"
+    assert permissions(srv, "c1")[-1]["why"] == "interrupted"
+    srv.host.end_turn("root", first["turn_id"])
+    told = root_turn(srv)["messages"][0]["content"][0]["text"]
+    assert told.endswith("was cancelled: its turn was interrupted; do not answer it.")
+
+
 OPTIONS = [Option(*o) for o in CLAUDE_LIKE]
 
 
