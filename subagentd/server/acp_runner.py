@@ -129,13 +129,8 @@ class AcpRunner(Runner):
     async def stop(self, grace: float) -> None:
         if self._stopping is not None:
             self._stopping.set()
-        questions = self.service.questions
         for job in list(self.running.values()):  # the questions still open are cancelled
-            if questions.pending.get(job.start.agent_id):
-                cancel = functools.partial(
-                    questions.cancel, job.start.agent_id, job.start.turn_id, "interrupted"
-                )
-                await self._work(cancel)
+            await self._cancel_questions(job, "interrupted")
         for process, session_id in list(self.turns.values()):  # the prompts still running
             await process.notify("session/cancel", {"sessionId": session_id})
         await super().stop(grace)
@@ -240,12 +235,8 @@ class AcpRunner(Runner):
             await resolved.wait()
             await self._committed()  # the answer (or the cancellation) is durable
         finally:
-            if not box:  # the runner is stopping
-                await self._work(
-                    lambda: self.service.questions.cancel(
-                        question.child_id, question.turn_id, "ended"
-                    )
-                )
+            if not box:  # cancelled (the runner stops): the question goes with it
+                await self._cancel_questions(job, "ended")
         option, why = box[0]
         if option is None:
             outcome: dict[str, Any] = {"outcome": "cancelled"}
@@ -267,7 +258,7 @@ class AcpRunner(Runner):
         if job.interrupted or job.done:
             return
         job.interrupted = True
-        self._cancel_questions(job, "interrupted", tg)
+        tg.start_soon(self._cancel_questions, job, "interrupted")
         where = self.turns.get(event.turn_id)
         if where is not None:
             process, session_id = where
@@ -296,12 +287,7 @@ class AcpRunner(Runner):
                 finally:
                     writing.cancel_scope.cancel()
             progress.close_chunk()
-            if self.service.questions.pending.get(start.agent_id):  # its prompt ended first
-                await self._work(
-                    functools.partial(
-                        self.service.questions.cancel, start.agent_id, start.turn_id, "ended"
-                    )
-                )
+            await self._cancel_questions(job, "ended")  # its prompt ended first
             if job.interrupted:
                 reason = "aborted"
             output = _cut(progress.last_message.strip(), self.service.settings.max_text_bytes)
@@ -332,11 +318,13 @@ class AcpRunner(Runner):
             await stopping.wait()
             waiting.cancel_scope.cancel()
 
-    def _cancel_questions(self, job: Job, why: str, tg: anyio.abc.TaskGroup) -> None:
+    async def _cancel_questions(self, job: Job, why: str) -> None:
+        """Cancel the questions the turn's agent still has open (core/questions.py)."""
         questions = self.service.questions
         if questions.pending.get(job.start.agent_id):
-            cancel = functools.partial(questions.cancel, job.start.agent_id, job.start.turn_id, why)
-            tg.start_soon(self._work, cancel)
+            await self._work(
+                functools.partial(questions.cancel, job.start.agent_id, job.start.turn_id, why)
+            )
 
     async def _write_progress(self, job: Job, progress: Progress) -> None:
         """While the turn runs: what its updates add goes into the transcript as it comes, so
