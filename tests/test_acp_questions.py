@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from subagentd.core.questions import Option, match
 from subagentd.core.texts import summary_of
 from subagentd.inspect import summarize
 from tests import test_acp_runner
-from tests.test_acp_runner import PATIENCE, AcpServer, steps
+from tests.test_acp_runner import AGENT, PATIENCE, AcpServer, steps
 
 acp = test_acp_runner.acp  # the fixture: the scripted agent's server
 
@@ -249,6 +250,48 @@ def test_the_childs_deadline_cancels_its_question(acp, tmp_path):
     srv.host.end_turn("root", first["turn_id"])
     told = root_turn(srv)["messages"][0]["content"][0]["text"]
     assert told.endswith("was cancelled: its turn was interrupted; do not answer it.")
+
+
+def test_an_mcp_clients_root_gets_the_question_from_wait_agents_and_answers_it(tmp_path):
+    """`subagentd --caller root --runner-protocol acp --acp-permission ask-parent` as a real
+    process, driven by the official MCP SDK client (the root's model)."""
+    import anyio
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            *("-m", "subagentd", "--db", str(tmp_path / "q.db"), "--caller", "root"),
+            *("--runner-protocol", "acp", "--runner", " ".join(AGENT)),
+            *("--acp-permission", "ask-parent", "--acp-permission-timeout", "300"),
+        ],
+        env={**os.environ, "ACP_AGENT_STATE": str(tmp_path / "agent-state")},
+    )
+    target = tmp_path / "notes.txt"
+    wait = {"agent_ids": ["c1"], "mode": "all", "timeout_ms": min(int(PATIENCE * 1000), 50_000)}
+    seen: dict[str, Any] = {}
+
+    async def run() -> None:
+        with anyio.fail_after(PATIENCE):
+            async with Client(params) as client:
+                spawn = {"label": "t", "prompt": ask_to_write(target), "child_id": "c1"}
+                await client.call_tool("spawn_agent", spawn)
+                seen["asked"] = await client.call_tool("wait_agents", wait)
+                message = {"subagent_id": "c1", "message": "allow_always"}
+                seen["answer"] = await client.call_tool("send_message", message)
+                seen["settled"] = await client.call_tool("wait_agents", wait)
+
+    anyio.run(run)
+    texts = [block.text for block in seen["asked"].content]
+    assert texts == [*question("c1", "Write notes.txt", "edit", seconds="300"), "still working: c1"]
+    assert seen["asked"].structured_content["agents"][0]["questions"] == ["\n".join(texts[:3])]
+    assert seen["answer"].content[0].text == (
+        'answered the permission request of subagent c1 with "allow_always"; its turn goes on'
+    )
+    settled = "\n".join(block.text for block in seen["settled"].content)
+    assert "Its closing message:\nwrote notes.txt" in settled
+    assert target.read_text() == "done"
 
 
 OPTIONS = [Option(*o) for o in CLAUDE_LIKE]
