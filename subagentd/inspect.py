@@ -208,7 +208,12 @@ def summarize(event_type: str, data: Any) -> str:
         )
         return f'plan: "{short(steps, 60)}"'
     if event_type == "acp_permission":
-        return f"permission for {data.get('title')}: {data.get('outcome')} {data.get('optionId') or ''}".rstrip()
+        extra = data.get("optionId") or data.get("parent") or ""
+        if data.get("by"):
+            extra += f" by {data['by']}"
+        if data.get("why"):
+            extra += f" ({data['why']})"
+        return f"permission for {data.get('title')}: {data.get('outcome')} {extra.strip()}".rstrip()
     if event_type == "acp_session":
         return f"ACP session {str(data.get('session_id'))[:12]} ({'loaded' if data.get('loaded') else 'new'})"
     if event_type == "acp_end" and data.get("error"):

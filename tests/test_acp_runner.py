@@ -32,7 +32,12 @@ class AcpServer(RunnerServer):
     """An in-process server whose runner speaks ACP to the scripted agent."""
 
     def __init__(
-        self, state: Path, max_running: int = 4, permission: str = "deny", **settings: Any
+        self,
+        state: Path,
+        max_running: int = 4,
+        permission: str = "deny",
+        permission_timeout: float = 600.0,
+        **settings: Any,
     ):
         self.running: Running | None = None
         os.environ["ACP_AGENT_STATE"] = str(state)
@@ -46,6 +51,7 @@ class AcpServer(RunnerServer):
                 "shutdown_grace": 5.0,
                 "runner_protocol": "acp",
                 "acp_permission": permission,
+                "acp_permission_timeout": permission_timeout,
             }
             self.running = Running(connection, options, AGENT)
             return self.running.serve

@@ -83,8 +83,13 @@ class Running:
         if options.get("runner_protocol") == "acp":
             from subagentd.server.acp_runner import AcpRunner
 
-            permission = options.get("acp_permission", "deny")
-            self.runner: Runner = AcpRunner(service, argv, permission=permission, **wiring)
+            self.runner: Runner = AcpRunner(
+                service,
+                argv,
+                permission=options.get("acp_permission", "deny"),
+                permission_timeout=options.get("acp_permission_timeout", 600.0),
+                **wiring,
+            )
         else:
             self.runner = Runner(service, argv, **wiring)
         self.relay = Relay(service, tokens, options["max_frame_bytes"])

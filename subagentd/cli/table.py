@@ -194,8 +194,19 @@ SERVE = (
         "--acp-permission",
         "choice",
         "deny",
-        "the answer to an ACP agent's session/request_permission: its allow or its reject option",
-        choices=("deny", "allow"),
+        "the answer to an ACP agent's session/request_permission: its allow or its reject"
+        " option, or ask-parent: held, the turn running, as a question for the subagent's parent"
+        " (docs/acp.md)",
+        choices=("deny", "allow", "ask-parent"),
+    ),
+    Spec(
+        "--acp-permission-timeout",
+        "float",
+        600.0,
+        "seconds an ask-parent question waits for the parent's answer before it is cancelled",
+        low=0,
+        low_open=True,
+        metavar="SECONDS",
     ),
     Spec(
         "--max-running",

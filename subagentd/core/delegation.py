@@ -10,6 +10,7 @@ from subagentd.core import texts
 from subagentd.core.agents import Agents
 from subagentd.core.host_api import HostApi
 from subagentd.core.listing import project
+from subagentd.core.questions import FORM
 from subagentd.core.registry import ONE_SHOT
 from subagentd.core.scheduling import Scheduler
 from subagentd.core.waits import Waiter, Waits
@@ -29,7 +30,7 @@ from subagentd.schema.tools import (
 
 _blocks_decoder: msgspec.json.Decoder[list[TextBlock]] = msgspec.json.Decoder(list[TextBlock])
 _source_decoder: msgspec.json.Decoder[Source] = msgspec.json.Decoder(Source)
-NEWS = ("subagent-report", "subagent-settled")  # what wait_agents collects from a child
+NEWS = ("subagent-report", "subagent-settled")  # what wait_agents collects (and questions)
 FOREIGN_LOOK = 0.1  # seconds between a wait's looks at agents live in other processes
 
 
@@ -143,7 +144,8 @@ class Delegation:
         statuses = {agent_id: status(agent_id) for agent_id in ids}
         working = [agent_id for agent_id in ids if statuses[agent_id] != "ready"]
         found = [] if gone else self._news(caller, set(ids))
-        finished = gone or not working or (args.mode == "any" and bool(found))
+        asking = any(message.source.form == FORM for _, message in found)  # whatever the mode
+        finished = gone or not working or asking or (args.mode == "any" and bool(found))
         if not (finished or timed_out):
             if not looking[0] and any(self.registry.lookup(i) is None for i in working):
                 looking[0] = True
@@ -256,7 +258,9 @@ def _answer(
         blocks += parts
         sender = message.source.sender_session_id or ""
         entry = entries[sender]
-        if message.source.kind == "subagent-report":
+        if message.source.form == FORM:
+            entry.questions = [*(entry.questions or []), "\n".join(parts)]
+        elif message.source.kind == "subagent-report":
             entry.reports = [*(entry.reports or []), parts[1] if len(parts) > 1 else ""]
         else:
             entry.reason = _reason(parts[0], sender)

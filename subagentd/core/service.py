@@ -16,6 +16,7 @@ from subagentd.core.delegation import Delegation
 from subagentd.core.host_api import HostApi
 from subagentd.core.host_records import HostRecords
 from subagentd.core.leases import Leases
+from subagentd.core.questions import Questions
 from subagentd.core.recovery import Recovery
 from subagentd.core.report_rate import ReportRate
 from subagentd.core.settings import Settings, Timers
@@ -39,7 +40,8 @@ class Service:
 
     It builds core's objects, each given its collaborators, and exposes them: the server calls
     `host` and `records` (the host API), `tools` (the four tools), `delegation` (spawn_agent,
-    wait_agents, agents/wait_idle) with `waits`, `recovery` (start-up, the
+    wait_agents, agents/wait_idle) with `waits`, `questions` (the ACP runner's permission
+    questions), `recovery` (start-up, the
     heartbeat, a lost group), `settlement` (shutdown), `scheduler` (signals from other processes)
     and `agents` (the live state), and
     brackets each request with `transaction` and `commit` here."""
@@ -67,7 +69,8 @@ class Service:
             agents, self.leases, activator, self.scheduler, self.settlement, self.records
         )
         self.budgets = BudgetApi(agents, self.leases, self.scheduler, self.settlement)
-        self.tools = ToolRules(agents, self.leases, activator, self.scheduler, rate)
+        self.questions = Questions(agents, self.scheduler)
+        self.tools = ToolRules(agents, self.leases, activator, self.scheduler, rate, self.questions)
         self.waits = Waits(agents)
         self.delegation = Delegation(agents, self.host, self.scheduler, self.waits)
 

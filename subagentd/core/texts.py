@@ -146,6 +146,35 @@ BUDGET_STOPPED = (
     " nothing starts under it until the user resumes it"
 )
 
+# --- permission questions (`--acp-permission ask-parent`; docs/semantics.md section 12) ---
+PERMISSION_ASKED = (
+    "Background subagent {id} asks your permission for a tool call and waits for your answer:"
+    ' "{title}"{kind}.'
+)
+PERMISSION_KIND = " (kind: {kind})"
+PERMISSION_OPTIONS = "Its options: {options}."  # each `<option id> (<name>)`, joined by ", "
+PERMISSION_HOW = (
+    "Answer with send_message to {id} whose whole message is one option id; if nobody answers"
+    " within {seconds} seconds the request is cancelled."
+)
+PERMISSION_CANCELLED = (
+    'The permission request of background subagent {id} ("{title}") was cancelled: {why};'
+    " do not answer it."
+)
+PERMISSION_WHY = {
+    "interrupted": "its turn was interrupted",
+    "ended": "its turn ended",
+    "timeout": "nobody answered within {seconds} seconds",
+}
+PERMISSION_ANSWERED = (
+    'answered the permission request of subagent {id} with "{option}"; its turn goes on'
+)
+PERMISSION_NO_OPTION = (
+    'subagent "{id}" is waiting for your answer to its permission request "{title}"; the'
+    " message must be one of its option ids: {ids}"
+)
+TITLE_LIMIT = 300  # characters of a tool call's title a permission question shows
+
 # --- report guidance for continuable children (turn/start `instructions`) ---
 REPORT_INSTRUCTIONS = (
     "You are a background subagent. The agent that started you does not see your transcript,"

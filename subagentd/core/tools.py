@@ -13,6 +13,7 @@ from subagentd.core.descriptors import DescriptorProblem, filtered_tools, parse_
 from subagentd.core.leases import Leases
 from subagentd.core.listing import children, descendants, project, render
 from subagentd.core.parked import mark_parked
+from subagentd.core.questions import Questions
 from subagentd.core.registry import CONTINUABLE, LiveAgent
 from subagentd.core.report_rate import ReportRate
 from subagentd.core.scheduling import Scheduler
@@ -54,8 +55,10 @@ class ToolRules:
         activator: Activator,
         scheduler: Scheduler,
         rate: ReportRate,
+        questions: Questions,
     ) -> None:
         self.agents = agents
+        self.questions = questions
         self.store = agents.store
         self.registry = agents.registry
         self.settings = agents.settings
@@ -85,6 +88,9 @@ class ToolRules:
                 raise _not_delivered(
                     Code.NOT_RESUMABLE, texts.SEND_NOT_RESUMABLE.format(id=shown_id)
                 )
+            answered = self.questions.answer(target, args.message)
+            if answered is not None:  # it answered the target's permission question
+                return answered
             self._admit_message(args.message, target_id, target, None, caller)
         else:
             record = self.store.get_session(target_id)

@@ -196,6 +196,8 @@ class WaitedAgent(Wire, kw_only=True):
     reason: str | None = None  # how its last turn ended, when its settlement notice was collected
     output: str | None = None  # that notice's closing message
     reports: list[str] | None = None  # the reports collected, in order
+    # its permission questions (and their cancellations) collected, each its blocks joined by \n
+    questions: list[str] | None = None
 
 
 class WaitAgentsOutput(Wire, kw_only=True):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import signal
 import subprocess
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -33,7 +33,8 @@ _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
 
 Sink = Callable[[dict[str, Any]], None]  # a session's `update` objects, in arrival order
-Permission = Callable[[dict[str, Any]], dict[str, Any]]  # request params -> the outcome object
+# (the process, the request's params) -> the outcome object; the reader goes on meanwhile
+Permission = Callable[["AgentProcess", dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 class AgentGone(Exception):
@@ -67,6 +68,7 @@ class AgentProcess:
         self._waiting: dict[int, tuple[anyio.Event, list[Any]]] = {}
         self._write = anyio.Lock()
         self._gone = "the ACP agent process is not running"
+        self._tg: anyio.abc.TaskGroup | None = None
 
     @property
     def loads(self) -> bool:
@@ -87,6 +89,7 @@ class AgentProcess:
         except OSError as exc:
             raise AgentGone(f"subagentd could not start the ACP agent: {exc}") from None
         self.alive = True
+        self._tg = tg
         tg.start_soon(self._read)
         tg.start_soon(self._read_stderr)
         result = await self.request(
@@ -202,10 +205,16 @@ class AgentProcess:
             return
         reply: dict[str, Any] = {"jsonrpc": "2.0", "id": message["id"]}
         if method == "session/request_permission":
-            reply["result"] = {"outcome": self.permission(params)}
-        else:
-            reply["error"] = {"code": -32601, "message": f"Method not found: {method}"}
+            assert self._tg is not None
+            self._tg.start_soon(self._answer_permission, reply, params)  # it may wait long
+            return
+        reply["error"] = {"code": -32601, "message": f"Method not found: {method}"}
         await self._send(reply)
+
+    async def _answer_permission(self, reply: dict[str, Any], params: dict[str, Any]) -> None:
+        reply["result"] = {"outcome": await self.permission(self, params)}
+        if self.alive:
+            await self._send(reply)
 
     def kill(self) -> None:
         """SIGKILL to its process group."""
@@ -224,9 +233,10 @@ class AgentProcess:
                 await self.process.aclose()
 
 
-def permission_policy(policy: str) -> Permission:
-    """`--acp-permission`: allow picks the agent's allow-once option (else allow-always), deny
-    its reject-once option (else reject-always); with neither the request is cancelled."""
+def permission_policy(policy: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """`--acp-permission` allow or deny: allow picks the agent's allow-once option (else
+    allow-always), deny its reject-once option (else reject-always); with neither the request
+    is cancelled. (ask-parent: server/acp_runner.py, core/questions.py.)"""
     wanted = (
         ("allow_once", "allow_always") if policy == "allow" else ("reject_once", "reject_always")
     )

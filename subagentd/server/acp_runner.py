@@ -8,7 +8,10 @@ agent's own tools as its MCP server, `subagentd mcp`) on the least busy process,
 is one `session/prompt` on it: the turn's instructions and each of its messages, rendered with
 its sender (docs/rendering.md), as text content blocks. `session/update`s go into the
 transcript; the prompt's `stopReason` ends the turn, charged what the agent reported it used
-(server/acp_usage.py). `turn/interrupt` sends `session/cancel`.
+(server/acp_usage.py). `turn/interrupt` sends `session/cancel`. `session/request_permission`
+is answered by `--acp-permission`; with `ask-parent` it is held, the turn running, as a question
+for the subagent's parent (core/questions.py) until the parent answers it, the turn is
+interrupted or ends, or `--acp-permission-timeout` passes.
 
 The session id is kept in the transcript (`acp_session`), so a later activation — after a
 cold resume, a restart of subagentd, or the death of the process that held it — reopens it with
@@ -31,6 +34,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from subagentd.core.questions import Option, Question
 from subagentd.core.service import Service
 from subagentd.render import RENDER_GUIDE, render_messages
 from subagentd.schema.budgets import Usage
@@ -85,6 +89,7 @@ class AcpRunner(Runner):
         handoff: Handoff,
         usage_dir: str | None = None,
         permission: str = "deny",
+        permission_timeout: float = 600.0,
     ) -> None:
         super().__init__(
             service,
@@ -97,14 +102,18 @@ class AcpRunner(Runner):
             usage_dir=usage_dir,
         )
         self.acp_handoff = handoff
-        self.policy = permission_policy(permission)
+        self.ask_parent = permission == "ask-parent"
+        self.policy = permission_policy("deny" if self.ask_parent else permission)
+        self.permission_timeout = permission_timeout
         self.pool: list[AgentProcess] = []
         self.sessions: dict[str, Held] = {}  # agent id -> its session, while this process runs
         self.turns: dict[str, tuple[AgentProcess, str]] = {}  # turn id -> where it prompts
         self._processes: anyio.abc.TaskGroup | None = None
+        self._stopping: anyio.Event | None = None  # set by stop(): nothing commits after it
         self._starting = anyio.Lock()
 
     async def serve(self) -> None:
+        self._stopping = anyio.Event()
         try:
             async with anyio.create_task_group() as processes:
                 self._processes = processes
@@ -118,6 +127,10 @@ class AcpRunner(Runner):
                 await process.close()
 
     async def stop(self, grace: float) -> None:
+        if self._stopping is not None:
+            self._stopping.set()
+        for job in list(self.running.values()):  # the questions still open are cancelled
+            await self._cancel_questions(job, "interrupted")
         for process, session_id in list(self.turns.values()):  # the prompts still running
             await process.notify("session/cancel", {"sessionId": session_id})
         await super().stop(grace)
@@ -152,14 +165,87 @@ class AcpRunner(Runner):
                 return process
             return min(self.pool, key=lambda p: p.prompting)
 
-    def _permission(self, params: dict[str, Any]) -> dict[str, Any]:
-        outcome = self.policy(params)
+    async def _permission(self, process: AgentProcess, params: dict[str, Any]) -> dict[str, Any]:
+        """The answer to the agent's `session/request_permission`: by the policy, or (ask-parent,
+        while a turn prompts that session) the parent's, through core/questions.py."""
+        session_id = str(params.get("sessionId"))
         call = params.get("toolCall")
         title = call.get("title") if isinstance(call, dict) else None
-        for process in self.pool:
-            sink = process.sinks.get(str(params.get("sessionId")))
+        kind = call.get("kind") if isinstance(call, dict) else None
+        sink = process.sinks.get(session_id)
+        job = next(
+            (
+                self.running.get(turn_id)
+                for turn_id, (where, prompted) in self.turns.items()
+                if where is process and prompted == session_id
+            ),
+            None,
+        )
+        options = _options(params.get("options"))
+        outcome: dict[str, Any] | None = None
+        if self.ask_parent and job is not None and not job.interrupted and options:
+            outcome = await self._ask(job, str(title or ""), kind, options, sink)
+        if outcome is None:
+            outcome = self.policy(params)
             if sink is not None:
                 sink({"sessionUpdate": "permission", "title": title, **outcome})
+        return outcome
+
+    async def _ask(
+        self,
+        job: Job,
+        title: str,
+        kind: Any,
+        options: list[Option],
+        sink: Any,
+    ) -> dict[str, Any] | None:
+        """Hold the request as a question for the subagent's parent until it is answered or
+        cancelled; None when there is no parent to ask (then the deny policy answers)."""
+        resolved = anyio.Event()
+        box: list[tuple[Option | None, str]] = []
+
+        def resolve(option: Option | None, why: str) -> None:
+            box.append((option, why))
+            resolved.set()
+
+        question = Question(
+            child_id=job.start.agent_id,
+            turn_id=job.start.turn_id,
+            title=title,
+            kind=kind if isinstance(kind, str) and kind else None,
+            options=options,
+            timeout=self.permission_timeout,
+            resolve=resolve,
+        )
+        asked: list[bool] = []
+        await self._work(lambda: asked.append(self.service.questions.ask(question)))
+        if not asked or not asked[0]:
+            return None
+        if sink is not None:
+            sink(
+                {
+                    "sessionUpdate": "permission",
+                    "title": title,
+                    "outcome": "asked",
+                    "parent": question.parent_id,
+                    "options": [o.option_id for o in options],
+                }
+            )
+        try:
+            await resolved.wait()
+            await self._committed()  # the answer (or the cancellation) is durable
+        finally:
+            if not box:  # cancelled (the runner stops): the question goes with it
+                await self._cancel_questions(job, "ended")
+        option, why = box[0]
+        if option is None:
+            outcome: dict[str, Any] = {"outcome": "cancelled"}
+            detail = {"why": why}
+        else:
+            outcome = {"outcome": "selected", "optionId": option.option_id}
+            detail = {"by": question.parent_id}
+        if sink is not None:
+            sink({"sessionUpdate": "permission", "title": title, **outcome, **detail})
         return outcome
 
     # --- one turn ------------------------------------------------------------------------
@@ -172,6 +258,7 @@ class AcpRunner(Runner):
         if job.interrupted or job.done:
             return
         job.interrupted = True
+        tg.start_soon(self._cancel_questions, job, "interrupted")
         where = self.turns.get(event.turn_id)
         if where is not None:
             process, session_id = where
@@ -200,6 +287,7 @@ class AcpRunner(Runner):
                 finally:
                     writing.cancel_scope.cancel()
             progress.close_chunk()
+            await self._cancel_questions(job, "ended")  # its prompt ended first
             if job.interrupted:
                 reason = "aborted"
             output = _cut(progress.last_message.strip(), self.service.settings.max_text_bytes)
@@ -214,6 +302,29 @@ class AcpRunner(Runner):
             self._launch(tg)
             if not self.running and self._stopped is not None:
                 self._stopped.set()
+
+    async def _committed(self) -> None:
+        """Until what was done so far is committed, or the runner is stopping (the connection
+        commits nothing more then)."""
+        assert self._connection is not None and self._stopping is not None
+        connection, stopping = self._connection, self._stopping
+        async with anyio.create_task_group() as waiting:
+
+            async def commit() -> None:
+                await connection.committed()
+                waiting.cancel_scope.cancel()
+
+            waiting.start_soon(commit)
+            await stopping.wait()
+            waiting.cancel_scope.cancel()
+
+    async def _cancel_questions(self, job: Job, why: str) -> None:
+        """Cancel the questions the turn's agent still has open (core/questions.py)."""
+        questions = self.service.questions
+        if questions.pending.get(job.start.agent_id):
+            await self._work(
+                functools.partial(questions.cancel, job.start.agent_id, job.start.turn_id, why)
+            )
 
     async def _write_progress(self, job: Job, progress: Progress) -> None:
         """While the turn runs: what its updates add goes into the transcript as it comes, so
@@ -373,6 +484,18 @@ class AcpRunner(Runner):
             self.service.host.finish_turn(params)
 
         await self._work(end)
+
+
+def _options(given: Any) -> list[Option]:
+    """The well-formed options of a permission request (an id and a kind, both strings)."""
+    options = []
+    for item in given if isinstance(given, list) else []:
+        if not isinstance(item, dict):
+            continue
+        option_id, name, kind = item.get("optionId"), item.get("name"), item.get("kind")
+        if isinstance(option_id, str) and option_id and isinstance(kind, str):
+            options.append(Option(option_id, name if isinstance(name, str) else option_id, kind))
+    return options
 
 
 def _cut(text: str, limit: int) -> str:

@@ -48,7 +48,7 @@ def kind_of_message(source: dict[str, Any]) -> str:
     form, kind = source.get("form"), source.get("kind")
     if form == "spawn":
         return "task"
-    if form == "notice" or kind == "subagent-settled":
+    if form in ("notice", "permission") or kind == "subagent-settled":  # permission: a question
         return "notice"
     if form == "followup":
         return "follow-up"

@@ -12,7 +12,12 @@ answered `done: <text>`; a JSON object {"acp": [...]} runs each step in order:
                           call the tool through the session's MCP server (the official MCP SDK
                           client), reported as a tool call with the result's text as its content
   {"tools": true}         say the tools the session's MCP server lists
-  {"permission": title}   ask the client; say `permission <outcome> <option id>`
+  {"permission": title, "kind"?: k, "options"?: [[id, name, kind], ...], "write"?: path}
+                          ask the client (default options: yes/Allow/allow_once and
+                          no/Reject/reject_once); say `permission <outcome> <option id>`; with
+                          "write", the request is for a tool call writing "done" to path, which
+                          runs (`wrote <file name>`) only when an allow option was selected
+                          (else `not written`); with "log", the outcome is appended to that file
   {"wait_cancel": path}   append "waiting" to path, wait for session/cancel, stop `cancelled`
   {"stop": reason}        stop with that stopReason now
   {"pid": path}           write this process's pid to path
@@ -181,19 +186,7 @@ class ScriptedAgent(Agent):
                 names = await self.list_tools(session_id)
                 await self.say(session_id, "tools: " + ",".join(names))
             elif "permission" in step:
-                options = [
-                    PermissionOption(option_id="yes", name="Allow", kind="allow_once"),
-                    PermissionOption(option_id="no", name="Reject", kind="reject_once"),
-                ]
-                call = ToolCallUpdate(tool_call_id="perm-1", title=step["permission"])
-                answer = await self.conn.request_permission(
-                    session_id=session_id, tool_call=call, options=options
-                )
-                outcome = answer.outcome
-                await self.say(
-                    session_id,
-                    f"permission {outcome.outcome} {getattr(outcome, 'option_id', '-')}",
-                )
+                await self.ask_permission(session_id, step)
             elif "wait_cancel" in step:
                 await self.say(session_id, "waiting")
                 with open(step["wait_cancel"], "a") as f:
@@ -208,6 +201,39 @@ class ScriptedAgent(Agent):
                 lines = [h.splitlines()[-1] if h else "" for h in history]
                 await self.say(session_id, f"history: {len(history)}: " + " | ".join(lines))
         return PromptResponse(stop_reason="end_turn", usage=usage)
+
+    async def ask_permission(self, session_id: str, step: dict[str, Any]) -> None:
+        given = step.get("options") or [
+            ["yes", "Allow", "allow_once"],
+            ["no", "Reject", "reject_once"],
+        ]
+        options = [PermissionOption(option_id=i, name=n, kind=k) for i, n, k in given]
+        call_id = "perm-" + uuid.uuid4().hex[:8]
+        kind = step.get("kind")
+        if "write" in step:
+            await self.conn.session_update(
+                session_id, start_tool_call(call_id, step["permission"], kind=kind or "edit")
+            )
+        call = ToolCallUpdate(tool_call_id=call_id, title=step["permission"], kind=kind)
+        answer = await self.conn.request_permission(
+            session_id=session_id, tool_call=call, options=options
+        )
+        outcome = answer.outcome
+        chosen = getattr(outcome, "option_id", "-")
+        await self.say(session_id, f"permission {outcome.outcome} {chosen}")
+        if "log" in step:
+            with open(step["log"], "a") as log:
+                log.write(f"{outcome.outcome} {chosen}\n")
+        if "write" not in step:
+            return
+        allowed = any(o.option_id == chosen and o.kind.startswith("allow") for o in options)
+        if allowed:
+            Path(step["write"]).write_text("done")
+        status = "completed" if allowed else "failed"
+        await self.conn.session_update(session_id, update_tool_call(call_id, status=status))
+        await self.say(
+            session_id, f"wrote {Path(step['write']).name}" if allowed else "not written"
+        )
 
     def _params(self, session_id: str) -> Any:
         from mcp.client.stdio import StdioServerParameters

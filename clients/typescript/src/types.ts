@@ -662,6 +662,7 @@ export interface WaitedAgent {
   agent_id: string;
   status: "idle" | "ready" | "running";
   output?: string | null;
+  questions?: string[] | null;
   reason?: string | null;
   reports?: string[] | null;
 }

@@ -1,0 +1,226 @@
+"""Permission questions a running subagent asks its parent (docs/semantics.md section 12).
+
+With `--acp-permission ask-parent` the ACP runner hands an agent's `session/request_permission`
+here while the subagent's turn keeps running. The question goes to the subagent's durable parent
+as a waking input (a message from the subagent, form `permission`, which `wait_agents` returns
+as news); the parent answers with `send_message` whose whole message names one option. A
+question nobody answers is cancelled when its turn is interrupted or ends, or after its timeout.
+One question per subagent is asked at a time; the next one waits until that one is resolved.
+Questions live in memory only: they end with the turn whose agent asked them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import msgspec
+
+from subagentd.core import texts
+from subagentd.core.agents import Agents
+from subagentd.core.registry import LiveAgent
+from subagentd.core.scheduling import Scheduler
+from subagentd.core.stamps import mint, now
+from subagentd.errors import error_for
+from subagentd.schema.codes import Code
+from subagentd.schema.messages import Message, Source, TextBlock
+from subagentd.schema.tools import SendMessageResult
+
+_encode = msgspec.json.Encoder().encode
+_TRIMMED = " \t\r\n`'\"*.!"  # what may surround an answer's option
+FORM = "permission"  # the source form of a question and of its cancellation
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One of the agent's permission options."""
+
+    option_id: str
+    name: str
+    kind: str
+
+
+# (the option chosen, None when cancelled; why: "answered", "interrupted", "ended", "timeout")
+Resolve = Callable[[Option | None, str], None]
+
+
+@dataclass(eq=False)
+class Question:
+    """One permission request of a subagent's running turn."""
+
+    child_id: str
+    turn_id: str
+    title: str
+    kind: str | None
+    options: list[Option]
+    timeout: float  # seconds
+    resolve: Resolve  # called once, inside the transaction that resolves it
+    parent_id: str = ""
+    delivered: bool = False  # its message is in the parent's inbox
+    stop_timer: Callable[[], None] | None = field(default=None, repr=False)
+
+
+class Questions:
+    """The pending permission questions, per subagent, oldest first."""
+
+    def __init__(self, agents: Agents, scheduler: Scheduler) -> None:
+        self.agents = agents
+        self.registry = agents.registry
+        self.scheduler = scheduler
+        self.pending: dict[str, list[Question]] = {}
+
+    def ask(self, question: Question) -> bool:
+        """File the question (inside a transaction); False when there is nobody to ask: the
+        turn is no longer the subagent's open one, or its parent is not live here or closing."""
+        child = self.registry.get(question.child_id)
+        if child is None or child.turn is None or child.turn.turn_id != question.turn_id:
+            return False
+        parent = self.registry.get(child.parent_id) if child.parent_id else None
+        if parent is None or parent.disposing:
+            return False
+        question.parent_id = parent.agent_id
+        queue = self.pending.setdefault(question.child_id, [])
+        queue.append(question)
+        if len(queue) == 1:
+            self._deliver(question, parent)
+        return True
+
+    def answer(self, target: LiveAgent, message: str) -> SendMessageResult | None:
+        """A send_message from the target's parent (every rule passed) while the target has a
+        question: the option the message names answers it. None when no question is pending;
+        a refusal when the message names no option."""
+        queue = self.pending.get(target.agent_id)
+        if not queue:
+            return None
+        question = queue[0]
+        if target.turn is None or target.turn.turn_id != question.turn_id:  # ended unseen
+            self.cancel(target.agent_id, question.turn_id, "ended")
+            return None
+        option = match(question.options, message)
+        if option is None:
+            ids = ", ".join(texts.shown(o.option_id) for o in question.options)
+            reason = texts.PERMISSION_NO_OPTION.format(
+                id=texts.shown(target.agent_id), title=_title(question), ids=ids
+            )
+            raise error_for(Code.INVALID_STATE, texts.NOT_DELIVERED.format(reason=reason))
+        message_id = mint()
+        source = Source(kind="coordinator", form="relay", sender_session_id=question.parent_id)
+        blocks = [TextBlock(text=message)]
+        store = self.agents.store
+        store.insert_message(
+            message_id,
+            target.agent_id,
+            _encode(blocks).decode(),
+            _encode(source).decode(),
+            "claimed",
+            now(),
+        )
+        self.agents.record(
+            target.agent_id,
+            question.turn_id,
+            "message",
+            Message(message_id=message_id, content=blocks, source=source),
+        )
+        self._resolve(question, option, "answered")
+        text = texts.PERMISSION_ANSWERED.format(
+            id=texts.shown(target.agent_id), option=texts.shown(option.option_id)
+        )
+        return SendMessageResult(text=text, message_id=message_id)
+
+    def cancel(self, child_id: str, turn_id: str, why: str) -> None:
+        """Cancel the subagent's questions of that turn (inside a transaction); the parent is
+        told of the one it was asked."""
+        for question in [q for q in self.pending.get(child_id, ()) if q.turn_id == turn_id]:
+            self._resolve(question, None, why)
+
+    def _expire(self, question: Question) -> None:
+        if question in self.pending.get(question.child_id, ()):
+            self._resolve(question, None, "timeout")
+
+    def _resolve(self, question: Question, option: Option | None, why: str) -> None:
+        queue = self.pending.get(question.child_id, [])
+        queue.remove(question)
+        if not queue:
+            self.pending.pop(question.child_id, None)
+        if question.stop_timer is not None:
+            question.stop_timer()
+        parent = self.registry.get(question.parent_id)
+        live = parent is not None and not parent.disposing
+        if option is None and question.delivered and live:
+            assert parent is not None
+            reason = texts.PERMISSION_WHY[why].format(seconds=_seconds(question.timeout))
+            first = texts.PERMISSION_CANCELLED.format(
+                id=texts.shown(question.child_id), title=_title(question), why=reason
+            )
+            self._send(parent, question.child_id, [TextBlock(text=first)])
+        question.resolve(option, why)
+        if queue:
+            following = queue[0]
+            if live:
+                assert parent is not None
+                self._deliver(following, parent)
+            else:
+                self._resolve(following, None, "ended")
+
+    def _deliver(self, question: Question, parent: LiveAgent) -> None:
+        """The question into the parent's inbox, and its timeout armed."""
+        shown_id = texts.shown(question.child_id)
+        kind = (
+            texts.PERMISSION_KIND.format(kind=texts.shown(question.kind)) if question.kind else ""
+        )
+        options = ", ".join(
+            f"{texts.shown(o.option_id)} ({texts.shown(o.name)})" for o in question.options
+        )
+        blocks = [
+            TextBlock(
+                text=texts.PERMISSION_ASKED.format(id=shown_id, title=_title(question), kind=kind)
+            ),
+            TextBlock(text=texts.PERMISSION_OPTIONS.format(options=options)),
+            TextBlock(
+                text=texts.PERMISSION_HOW.format(id=shown_id, seconds=_seconds(question.timeout))
+            ),
+        ]
+        question.delivered = True
+        self._send(parent, question.child_id, blocks)
+        question.stop_timer = self.agents.timers.call_later(
+            question.timeout, lambda: self._expire(question)
+        )
+
+    def _send(self, parent: LiveAgent, child_id: str, blocks: list[TextBlock]) -> None:
+        source = Source(
+            kind="subagent-report",
+            form=FORM,
+            summary=texts.summary_of(blocks[0].text),
+            sender_session_id=child_id,
+        )
+        self.scheduler.accept(parent.agent_id, blocks, source, parent)
+
+
+def match(options: list[Option], message: str) -> Option | None:
+    """The option a message names: the whole message, trimmed of spaces, quotes, backticks,
+    `*`, `.` and `!`, compared without case (and with spaces, `-` and `_` alike) to each option's
+    id, else its name, else its kind; None when it names none, or several at the first level
+    that matches."""
+    wanted = _normal(message)
+    if not wanted:
+        return None
+    for part in ("option_id", "name", "kind"):
+        found = [o for o in options if _normal(getattr(o, part)) == wanted]
+        if found:
+            return found[0] if len(found) == 1 else None
+    return None
+
+
+def _normal(text: str) -> str:
+    return "_".join(text.strip(_TRIMMED).casefold().replace("-", " ").replace("_", " ").split())
+
+
+def _title(question: Question) -> str:
+    title = texts.shown(question.title)
+    if len(title) > texts.TITLE_LIMIT:
+        return title[: texts.TITLE_LIMIT - 1] + "…"
+    return title
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}"
