@@ -17,6 +17,7 @@ class Session(msgspec.Struct):
     host_notifications: bool = False
     # resources/subscribe: the subscribed URIs by agent id (notifications/resources/updated)
     subscriptions: dict[str, list[str]] = msgspec.field(default_factory=dict)
+    tasks: bool = False  # MCP tasks (server/tasks.py): the negotiated version has them
 
     def wants(self, method: str) -> bool:
         """Whether a notification of this method is written to this connection: MCP ones
