@@ -53,9 +53,15 @@ def call_as_task(
     try:
         identity = caller_identity(call, p.meta)
         caller = identity.caller
+        if caller:  # past the task quota: no row at all, not even a failed one
+            tasks.check_quota(caller)
+    except QuotaExceededError as error:
+        return call_tool_result(None, error)
+    except (SubagentdError, msgspec.ValidationError):
+        pass  # the refusal the call below gives, as a task when there is a caller
+    try:
+        identity = caller_identity(call, p.meta)
         with call.service.transaction():
-            if caller:
-                tasks.check_quota(caller)
             result = run_tool(call.service, spec, arguments, identity)
             shaped = call_tool_result(result, None)  # type: ignore[arg-type]  # never a Waiter
             output = shaped.structuredContent or {}
@@ -64,9 +70,6 @@ def call_as_task(
         text = shaped.content[0]["text"]
     except (StorageBusyError, StorageFailedError):
         raise  # not the tool's answer: the request is to be retried (a JSON-RPC error)
-    except QuotaExceededError as error:  # no row past the task quota, not even a failed one
-        call.drop_notifications(error)
-        return call_tool_result(None, error)
     except (SubagentdError, msgspec.ValidationError) as exc:
         refused = (
             exc if isinstance(exc, SubagentdError) else InvalidParamsError(f"invalid _meta: {exc}")
