@@ -338,3 +338,14 @@ def test_a_tool_without_task_support_called_as_a_task_is_method_not_found(make_s
     with pytest.raises(RpcError) as refused:
         as_task(host, "list_agents")
     assert refused.value.code == -32601
+
+
+def test_a_spawn_refused_by_another_quota_is_a_failed_task(make_server):
+    host = serve(make_server, max_children=1)
+    as_task(host, "spawn_agent", label="l", prompt="p", child_id="c1")
+    task = as_task(host, "spawn_agent", label="l", prompt="p", child_id="c2")["task"]
+    assert (task["status"], task["statusMessage"]) == (
+        "failed",
+        'agent "root" already has 1 live subagents (the limit per parent);'
+        " wait until some of them finish",
+    )

@@ -223,11 +223,12 @@ class TaskRules:
         watching = self._watching()
         if not watching:
             return
-        status = self.agents.status_lookup()
+        status = None  # read only when a task's asker is live here (it reads other leases)
         registry = self.agents.registry
         for task_id, record in list(watching.items()):
             if registry.get(record.owner_id) is None:
                 continue  # its asker is not live here: the process serving it ends the task
+            status = status or self.agents.status_lookup()
             if status(record.agent_id) != "ready":
                 continue
             fresh = self.store.get_task(task_id)
