@@ -349,3 +349,21 @@ def test_a_spawn_refused_by_another_quota_is_a_failed_task(make_server):
         'agent "root" already has 1 live subagents (the limit per parent);'
         " wait until some of them finish",
     )
+
+
+def test_the_python_clients_typed_task_methods(make_server):
+    host = serve(make_server)
+    task_id = as_task(host, "spawn_agent", label="l", prompt="p", child_id="c1")["task"]["taskId"]
+    assert host.tasks_get(task_id, caller="root").status == "working"
+    assert [t.taskId for t in host.tasks_list(caller="root").tasks] == [task_id]
+    cancelled = host.tasks_cancel(task_id, caller="root")
+    assert (cancelled.status, cancelled.ttl, cancelled.pollInterval) == (
+        "cancelled",
+        86400000,
+        1000,
+    )
+    result = host.tasks_result(task_id, caller="root")
+    assert (result.isError, result.content) == (
+        True,
+        [{"type": "text", "text": CANCELLED.format("c1")}],
+    )
