@@ -60,7 +60,7 @@ def initialize(call: Call, p: lc.InitializeParams) -> lc.InitializeResult:
         if wanted.get("reportDelivery") in ("wakeup", "quiet"):
             call.settings.report_delivery = wanted["reportDelivery"]
     call.session.initialized = True
-    call.session.tasks = version in TASKS_VERSIONS  # MCP tasks (server/tasks.py)
+    call.session.tasks = call.session.offers_tasks and version in TASKS_VERSIONS  # MCP tasks
     return lc.InitializeResult(
         protocolVersion=version,
         serverInfo=server_info(),
