@@ -32,6 +32,7 @@ BOTH_BACKENDS = {
     "test_rules_tool_details",
     "test_scenarios",
     "test_cross_process_notice",
+    "test_rules_tasks",
 }
 
 

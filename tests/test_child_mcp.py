@@ -105,6 +105,15 @@ def test_a_one_shot_child_is_not_offered_report_and_a_report_it_makes_anyway_is_
     assert events["tool_refused"]["text"] == replies[2]["result"]["content"][0]["text"]
 
 
+def test_it_announces_no_tasks_capability_since_it_relays_no_tasks(server):  # noqa: F811
+    srv = server(tools=ALL_TOOLS)
+    init = {**INIT, "params": {"protocolVersion": "2025-11-25", "capabilities": {}}}
+    replies = mcp_replies(srv, "c1", [init, INITIALIZED, LIST])
+    assert replies[0]["result"]["protocolVersion"] == "2025-11-25"
+    assert "tasks" not in replies[0]["result"]["capabilities"]
+    assert all("execution" not in tool for tool in replies[1]["result"]["tools"])
+
+
 def test_the_stateless_era_is_served_without_initialize(server):  # noqa: F811
     srv = server()
     era = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}

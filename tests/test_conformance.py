@@ -344,6 +344,12 @@ def test_initialize_echoes_a_supported_version(make_server, version):
             "tools": {"listChanged": False},
             "resources": {"subscribe": True, "listChanged": False},
             "experimental": {"subagentd": {"protocol": 1, "reportDelivery": "wakeup"}},
+            # MCP tasks are in the core of 2025-11-25 only
+            **(
+                {"tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}}
+                if version == "2025-11-25"
+                else {}
+            ),
         },
         "instructions": lifecycle.INSTRUCTIONS,
     }

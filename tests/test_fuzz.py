@@ -548,6 +548,7 @@ def valid_base(method: str, world: World) -> dict[str, Any]:
         "reason": "completed",
         "uri": f"subagentd://agent/{ROOT}",
         "seconds": 1,  # clock/advance (refused without --clock manual, after its params)
+        "taskId": "no-such-task",  # tasks/* (not found, after its params)
     }
     spec = next(m for m in OPENRPC["methods"] if m["name"] == method)
     return {

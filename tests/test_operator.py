@@ -235,3 +235,32 @@ def test_stats_reads_the_database_while_a_server_holds_it_and_server_stats_adds_
         assert (parked["queued_messages"], parked["parked_messages"]) == (1, 1)
     finally:
         assert proc.stop() == 0
+
+
+def test_prune_deletes_the_mcp_tasks_whose_lifetime_ended(tmp_path):
+    db = str(tmp_path / "tasks.db")
+    proc = ServerProcess("--spawn-tool", "on", db=db)
+    host = proc.host
+    host.call("initialize", {"protocolVersion": "2025-11-25", "clientInfo": {"name": "t"}})
+    host.open("root")
+    ids = []
+    for ttl in (0, 0, 600_000):  # refused spawns make failed tasks: no child needed
+        created = host.call(
+            "tools/call",
+            {
+                "name": "spawn_agent",
+                "arguments": {"label": "l", "prompt": "p", "child_id": "@x"},
+                "task": {"ttl": ttl},
+                "_meta": {"subagentd/caller": "root"},
+            },
+        )
+        ids.append(created["task"]["taskId"])
+    assert proc.stop() == 0
+    dry = cli("prune", "--db", db, "--older-than", "30d", "--dry-run")
+    assert dry.returncode == 0 and b"would prune 2 expired MCP task(s)\n" in dry.stdout
+    done = cli("prune", "--db", db, "--older-than", "30d")
+    assert done.returncode == 0 and done.stdout.endswith(b"pruned 2 expired MCP task(s)\n")
+    conn = sqlite3.connect(db)
+    left = [row[0] for row in conn.execute("SELECT task_id FROM tasks")]
+    conn.close()
+    assert left == [ids[2]]

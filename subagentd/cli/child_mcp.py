@@ -90,7 +90,7 @@ class ChildServer:
         methods["tools/call"] = Handler(
             self._call, t.ToolsCallParams, t.CallToolResult, writes=False, confined=True
         )
-        session = Session(default_caller=who.caller)
+        session = Session(default_caller=who.caller, offers_tasks=False)  # no tasks/* relayed
         self.dispatcher = Dispatcher(session, Settings(), _invoke, methods=methods)
         self.framer = FrameReader()
 

@@ -144,6 +144,8 @@ def run_prune(path: str, older_than: float, dry_run: bool = False) -> int:
         )
     else:
         print(f"{counted} {done.freed_bytes} bytes{would} freed inside {path}{after}")
+    if done.tasks:
+        print(f"{verb} {done.tasks} expired MCP task(s)")
     return 0
 
 

@@ -26,6 +26,7 @@ QUOTA_NAMES = (
     "max_label_bytes",
     "report_budget",
     "max_db_bytes",
+    "max_tasks",
 )
 BUDGET_NAMES = (  # a new tree's budget (core/budgets.py)
     "tree_max_turns",

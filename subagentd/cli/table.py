@@ -28,6 +28,7 @@ QUOTAS = (
     ("--max-label-bytes", 1024, "bytes per label"),
     ("--report-budget", 1024 * 1024, "report bytes per child per --report-window"),
     ("--max-db-bytes", 0, "database size past which model-driven writes are refused"),
+    ("--max-tasks", 1_000, "working MCP tasks per agent"),
 )
 
 SERVE = (

@@ -20,6 +20,7 @@ from subagentd.schema import budgets as b
 from subagentd.schema import host_methods as h
 from subagentd.schema import lifecycle as lc
 from subagentd.schema import resources as r
+from subagentd.schema import tasks as tk
 from subagentd.schema import tools as t
 from subagentd.schema.budgets import Budget, Usage
 from subagentd.schema.messages import Mode, ToolFilter
@@ -370,3 +371,24 @@ class AsyncClient(Streams):
     async def resources_unsubscribe(self, uri: str, *, caller: str | None = None) -> h.Empty:
         params = r.ResourceUriParams(uri=uri, meta=tool_meta(caller, None, None))
         return await self.call("resources/unsubscribe", params, result=h.Empty)
+
+    # --- MCP tasks (2025-11-25: initialize with that protocol version) ---------------------
+
+    async def tasks_get(self, task_id: str, *, caller: str | None = None) -> tk.Task:
+        params = tk.TaskIdParams(taskId=task_id, meta=tool_meta(caller, None, None))
+        return await self.call("tasks/get", params, result=tk.Task)
+
+    async def tasks_result(self, task_id: str, *, caller: str | None = None) -> t.CallToolResult:
+        """The task's result; waits until the task is terminal."""
+        params = tk.TaskIdParams(taskId=task_id, meta=tool_meta(caller, None, None))
+        return await self.call("tasks/result", params, result=t.CallToolResult)
+
+    async def tasks_list(
+        self, cursor: str | None = None, *, caller: str | None = None
+    ) -> tk.TasksListResult:
+        params = tk.TasksListParams(cursor=cursor, meta=tool_meta(caller, None, None))
+        return await self.call("tasks/list", params, result=tk.TasksListResult)
+
+    async def tasks_cancel(self, task_id: str, *, caller: str | None = None) -> tk.Task:
+        params = tk.TaskIdParams(taskId=task_id, meta=tool_meta(caller, None, None))
+        return await self.call("tasks/cancel", params, result=tk.Task)

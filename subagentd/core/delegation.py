@@ -11,7 +11,7 @@ from subagentd.core.agents import Agents
 from subagentd.core.host_api import HostApi
 from subagentd.core.listing import project
 from subagentd.core.questions import FORM
-from subagentd.core.registry import ONE_SHOT
+from subagentd.core.registry import ONE_SHOT, LiveAgent
 from subagentd.core.scheduling import Scheduler
 from subagentd.core.waits import Waiter, Waits
 from subagentd.errors import error_for
@@ -31,6 +31,7 @@ from subagentd.schema.tools import (
 _blocks_decoder: msgspec.json.Decoder[list[TextBlock]] = msgspec.json.Decoder(list[TextBlock])
 _source_decoder: msgspec.json.Decoder[Source] = msgspec.json.Decoder(Source)
 NEWS = ("subagent-report", "subagent-settled")  # what wait_agents collects (and questions)
+News = tuple[InboxRecord, Message]  # one report or settlement notice, as wait_agents takes it
 FOREIGN_LOOK = 0.1  # seconds between a wait's looks at agents live in other processes
 
 
@@ -152,15 +153,26 @@ class Delegation:
                 self.agents.timers.call_later(FOREIGN_LOOK, partial(_looked, looking))
             return None
         if found and agent is not None:
-            turn_id = agent.turn.turn_id if agent.turn is not None else None
-            for record, message in found:
-                self.store.claim_message(record.message_id, turn_id)
-                self.agents.record(caller, turn_id, "message", message)
-            agent.pending -= len(found)
-            if agent.parked and agent.pending <= 0:
-                self.scheduler.set_parked(agent, False)
-            self.scheduler.pump(agent)
+            self._consume(agent, caller, found)
         return _answer(ids, statuses, working, found, timed_out and not finished, args.timeout_ms)
+
+    def _consume(self, agent: LiveAgent, caller: str, found: list[News]) -> None:
+        """What a wait returns is consumed: claimed, and recorded in the caller's transcript."""
+        turn_id = agent.turn.turn_id if agent.turn is not None else None
+        for record, message in found:
+            self.store.claim_message(record.message_id, turn_id)
+            self.agents.record(caller, turn_id, "message", message)
+        agent.pending -= len(found)
+        if agent.parked and agent.pending <= 0:
+            self.scheduler.set_parked(agent, False)
+        self.scheduler.pump(agent)
+
+    def collect_settled(self, caller: str, child: str) -> WaitAgentsResult:
+        """wait_agents' answer for a child that settled (an MCP task's result, core/tasks.py)."""
+        agent, found = self.registry.get(caller), self._news(caller, {child})
+        if found and agent is not None:
+            self._consume(agent, caller, found)
+        return _answer([child], {child: "ready"}, [], found, False, 0)
 
     def _news(self, caller: str, ids: set[str]) -> list[tuple[InboxRecord, Message]]:
         """The caller's unconsumed reports and settlement notices from these children, in order."""

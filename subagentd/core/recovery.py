@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from subagentd.core.agents import Agents
@@ -43,6 +44,7 @@ class Recovery:
         self.scheduler = scheduler
         self.rate = rate
         self.stale = False  # a rebuild could not read the database (resync retries it)
+        self.after_rebuild: Callable[[], None] | None = None  # forget memory kept beside it
 
     # --- crashed processes ---------------------------------------------------------------
 
@@ -139,6 +141,8 @@ class Recovery:
         turns (one lost with the group is armed again, for a full grace period).
         """
         self.store.rollback()
+        if self.after_rebuild is not None:
+            self.after_rebuild()
         before = {agent.activation_id: agent for agent in self.registry}
         try:
             rows = self.store.live_agents(self.agents.owner)

@@ -23,6 +23,7 @@ from subagentd.core.settings import Settings, Timers
 from subagentd.core.settlement import Settlement
 from subagentd.core.stamps import now
 from subagentd.core.store import Store
+from subagentd.core.tasks import TaskRules
 from subagentd.core.tools import ToolRules
 from subagentd.core.waits import Waits
 from subagentd.errors import IdempotencyConflictError
@@ -73,6 +74,8 @@ class Service:
         self.tools = ToolRules(agents, self.leases, activator, self.scheduler, rate, self.questions)
         self.waits = Waits(agents)
         self.delegation = Delegation(agents, self.host, self.scheduler, self.waits)
+        self.tasks = TaskRules(agents, self.delegation, self.tools)  # MCP tasks
+        self.recovery.after_rebuild = self.tasks.reload
 
     # --- transactions (the server brackets each request; writes share one group commit) ---
 
@@ -81,7 +84,7 @@ class Service:
         its next write transaction begins: the store calls lease_lost, then raises LeaseLostError
         before anything of the request ran. While a wait is pending (wait_agents,
         agents/wait_idle) the transaction ends by answering the waits it ended."""
-        if self.waits.pending:
+        if self.waits.pending or self.tasks.pending:
             return self._checked_transaction()
         return self.store.atomic()
 
@@ -89,6 +92,7 @@ class Service:
     def _checked_transaction(self) -> Iterator[None]:
         with self.store.atomic():
             yield
+            self.tasks.check()  # tasks whose child settled end first: a tasks/result waits for them
             self.waits.check()
 
     def commit(self) -> None:

@@ -61,6 +61,7 @@ class Settings(msgspec.Struct):
     report_budget: int = 1024 * 1024  # report bytes per child per report window
     report_window: float = 600.0  # seconds of one report budget window
     max_db_bytes: int = 0  # database size past which model-driven writes are refused
+    max_tasks: int = 1_000  # working MCP tasks one agent asked for (core/tasks.py)
     clock: Clock = SYSTEM  # --clock manual: a ManualClock the host advances (tests)
     # Budgets of a new tree (SECURITY.md gives each default and why); 0 means no bound.
     tree_max_turns: int = 10_000  # turns over the tree's life

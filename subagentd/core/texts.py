@@ -210,3 +210,18 @@ def summary_of(first_block: str) -> str:
     if len(first_block) > SUMMARY_LIMIT:
         return first_block[: SUMMARY_LIMIT - 1] + "…"
     return first_block
+
+
+# --- MCP tasks (PROTOCOL.md section 5, Tasks; not in SEMANTICS.md: the wire's, not a model's) ---
+TASK_WORKING = "subagent {id} is working"
+TASK_CANCELLED = (
+    "the task was cancelled (tasks/cancel); subagent {id} was asked to stop its current turn,"
+    " and what it sends later reaches you through wait_agents"
+)
+TASK_NOT_FOUND = "task not found: {id}"
+TASK_BAD_CURSOR = 'invalid cursor "{cursor}"'
+TASK_TERMINAL = "task {id} is already {status}; a finished task cannot be cancelled"
+QUOTA_TASKS = (
+    'agent "{id}" already has {limit} working tasks (the limit per agent, --max-tasks);'
+    " wait until some of them finish"
+)

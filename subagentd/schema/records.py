@@ -105,3 +105,22 @@ class SpendingRecord(msgspec.Struct, array_like=True):
     tree_output: int
     tree_cost: int
     close_policy: str | None = None  # "finish": a close of its root lets its turn end first
+
+
+class TaskRecord(msgspec.Struct, array_like=True):
+    """A row of `tasks` (storage/tasks.py), in its columns' order."""
+
+    task_id: str
+    owner_id: str  # the calling agent that asked for the task
+    agent_id: str  # the child whose settling ends it
+    tool: str  # spawn_agent | send_message
+    status: str
+    status_message: str | None
+    created_at: str
+    updated_at: str
+    ttl_ms: int | None
+    poll_ms: int | None
+    expires_at: float | None
+    output: str  # JSON text: the tool's own structured fields (child_id / message_id, text)
+    result: str | None  # JSON text: the CallToolResult, once terminal
+    progress_token: str | None  # JSON text: the client's progress token, when it gave one

@@ -16,6 +16,7 @@ from subagentd.schema.budgets import Budget
 from subagentd.schema.host_methods import Scope
 from subagentd.schema.listing import AgentRow, Status
 from subagentd.schema.messages import Mode
+from subagentd.schema.tasks import TaskMetadata, ToolExecution
 
 CALLER_META = "subagentd/caller"
 """`_meta` key naming the calling agent of `tools/list` and `tools/call`."""
@@ -304,6 +305,7 @@ class Tool(Wire, kw_only=True):
     inputSchema: dict[str, Any]
     outputSchema: dict[str, Any] | None = None
     annotations: ToolAnnotations | None = None
+    execution: ToolExecution | None = None  # tasks (2025-11-25): spawn_agent, send_message
 
 
 class ToolsListResult(Wire, kw_only=True, omit_defaults=False):
@@ -317,6 +319,7 @@ class ToolsListResult(Wire, kw_only=True, omit_defaults=False):
 class ToolsCallParams(Params, kw_only=True):
     name: str
     arguments: Any = None
+    task: TaskMetadata | None = None  # a task-augmented call (schema/tasks.py)
 
 
 class CallToolResult(Wire, kw_only=True):

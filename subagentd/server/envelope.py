@@ -17,6 +17,8 @@ class Session(msgspec.Struct):
     host_notifications: bool = False
     # resources/subscribe: the subscribed URIs by agent id (notifications/resources/updated)
     subscriptions: dict[str, list[str]] = msgspec.field(default_factory=dict)
+    tasks: bool = False  # MCP tasks (server/tasks.py): the negotiated version has them
+    offers_tasks: bool = True  # False where tasks/* are not served (`subagentd mcp`'s relay)
 
     def wants(self, method: str) -> bool:
         """Whether a notification of this method is written to this connection: MCP ones

@@ -35,6 +35,7 @@ from subagentd.server.mcp import (
 )
 from subagentd.server.methods import METHODS as METHODS  # the full table, once this is imported
 from subagentd.server.methods import method
+from subagentd.server.tasks import call_as_task, serves_tasks  # MCP tasks: registers tasks/*
 from subagentd.server.timers import Timers
 
 HOST_CALLER = ""  # idempotency namespace of agents/followup: no agent id is empty (migration m007)
@@ -205,7 +206,7 @@ for _name, _spec in TOOLS.items():
 def tools_list(call: Call, p: t.ToolsListParams) -> t.ToolsListResult:
     identity = caller_identity(call, p.meta)
     offered = call.service.tools.offered_tools(identity.caller, identity.activation)
-    return t.ToolsListResult(tools=tool_definitions(offered))
+    return t.ToolsListResult(tools=tool_definitions(offered, serves_tasks(call)))  # tasks: hook
 
 
 @method("tools/call", t.ToolsCallParams, t.CallToolResult, writes=False, confined=True, defers=True)
@@ -213,6 +214,8 @@ def tools_call(call: Call, p: t.ToolsCallParams) -> Any:
     spec = TOOLS.get(p.name)
     if spec is None or p.name not in call.settings.tools:  # --tools: the served set
         raise InvalidParamsError(f"Unknown tool: {p.name}")
+    if p.task is not None and serves_tasks(call):  # MCP tasks: hook (server/tasks.py)
+        return call_as_task(call, spec, p, _progress_token(p.meta) if p.meta else None)
     arguments = {} if p.arguments is None else p.arguments
     try:
         identity = caller_identity(call, p.meta)

@@ -12,6 +12,7 @@ from subagentd.errors import InvalidRequestError
 from subagentd.schema import host_methods as h
 from subagentd.schema import lifecycle as lc
 from subagentd.schema.base import Params
+from subagentd.schema.tasks import SERVER_CAPABILITY, TASKS_VERSIONS
 from subagentd.server.call import Call
 from subagentd.server.methods import METHODS as METHODS  # with at least these registered
 from subagentd.server.methods import RawParams, method
@@ -29,7 +30,7 @@ def server_info() -> lc.Implementation:
 
 
 def capabilities(call: Call) -> dict[str, Any]:
-    return {
+    served: dict[str, Any] = {
         "tools": {"listChanged": False},
         "resources": {"subscribe": True, "listChanged": False},
         "experimental": {
@@ -39,6 +40,9 @@ def capabilities(call: Call) -> dict[str, Any]:
             }
         },
     }
+    if call.session.tasks:  # MCP tasks: only for a negotiated version that has them
+        served["tasks"] = SERVER_CAPABILITY
+    return served
 
 
 @method("initialize", lc.InitializeParams, lc.InitializeResult, writes=False, confined=True)
@@ -56,6 +60,7 @@ def initialize(call: Call, p: lc.InitializeParams) -> lc.InitializeResult:
         if wanted.get("reportDelivery") in ("wakeup", "quiet"):
             call.settings.report_delivery = wanted["reportDelivery"]
     call.session.initialized = True
+    call.session.tasks = call.session.offers_tasks and version in TASKS_VERSIONS  # MCP tasks
     return lc.InitializeResult(
         protocolVersion=version,
         serverInfo=server_info(),

@@ -13,13 +13,16 @@ from subagentd.core import texts
 from subagentd.core.arguments import check_arguments
 from subagentd.core.delegation import Delegation
 from subagentd.core.service import Service
+from subagentd.core.tasks import TASK_TOOLS
 from subagentd.core.tools import ToolRules
 from subagentd.core.waits import Waiter
 from subagentd.errors import CallerUnauthorizedError, SubagentdError
 from subagentd.schema import tools as t
+from subagentd.schema.tasks import ToolExecution
 from subagentd.server.boundary import error_text
 from subagentd.server.tool_schemas import object_schema
 
+OPTIONAL_TASK = ToolExecution(taskSupport="optional")
 CALLER_META = "subagentd/caller"
 ACTIVATION_META = "subagentd/activation"
 IDEMPOTENCY_META = "subagentd/idempotency_key"
@@ -173,8 +176,9 @@ TOOLS: dict[str, ToolSpec] = {
 
 
 @cache
-def tool_definitions(names: tuple[str, ...]) -> list[t.Tool]:
-    """The `Tool`s of these names, in TOOLS order (one list per distinct set offered)."""
+def tool_definitions(names: tuple[str, ...], tasks: bool = False) -> list[t.Tool]:
+    """The `Tool`s of these names, in TOOLS order (one list per distinct set offered); with
+    `tasks` (a version that has MCP tasks), the delegations say they may be called as tasks."""
     return [
         t.Tool(
             name=spec.name,
@@ -189,6 +193,7 @@ def tool_definitions(names: tuple[str, ...]) -> list[t.Tool]:
                 idempotentHint=spec.hints[2],
                 openWorldHint=spec.hints[3],
             ),
+            execution=OPTIONAL_TASK if tasks and spec.name in TASK_TOOLS else None,
         )
         for spec in TOOLS.values()
         if spec.name in names

@@ -22,6 +22,7 @@ from subagentd.storage.sessions import Sessions
 from subagentd.storage.signals import Signals
 from subagentd.storage.spending import Spending
 from subagentd.storage.stats import stats_of
+from subagentd.storage.tasks import Tasks
 from subagentd.storage.traces import TraceContexts
 from subagentd.storage.transactions import GroupCommit
 from subagentd.storage.trees import Trees
@@ -71,6 +72,7 @@ class SqliteStore(BoundParts):
         traces = TraceContexts(group)
         self.put_trace, self.get_traces = traces.put_trace, traces.get_traces
         self.bind_spending(Spending(group))
+        self.bind_tasks(Tasks(group))
 
     @property
     def conn(self) -> sqlite3.Connection:

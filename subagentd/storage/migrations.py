@@ -1,4 +1,8 @@
-"""The schema, created and upgraded only through sqlite-utils Migrations (append-only)."""
+"""The schema, created and upgraded only through sqlite-utils Migrations (append-only).
+
+Longer than ~300 lines on purpose: the migrations are append-only, each in the order it is
+applied; split, a database's history would no longer read in one file.
+"""
 
 from __future__ import annotations
 
@@ -292,3 +296,37 @@ def m012_spending_and_budgets(db: Database) -> None:
     ancestor in the spending request's transaction), its budget's limits and deadline, whether
     agents/stop holds its subtree, and what a close of its root does to it (`close_policy`)."""
     db.execute(SPENDING_TABLE)
+
+
+TASKS_TABLE = """CREATE TABLE tasks (
+    task_id TEXT PRIMARY KEY,
+    owner_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    status TEXT NOT NULL,
+    status_message TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    ttl_ms INTEGER,
+    poll_ms INTEGER,
+    expires_at REAL,
+    output TEXT NOT NULL,
+    result TEXT,
+    progress_token TEXT
+)"""
+TASKS_INDEXES = (
+    "CREATE INDEX tasks_by_owner ON tasks (owner_id, created_at, task_id)",
+    "CREATE INDEX tasks_working ON tasks (agent_id) WHERE status = 'working'",
+    "CREATE INDEX tasks_expiry ON tasks (expires_at) WHERE expires_at IS NOT NULL",
+)
+
+
+@migrations()
+def m013_mcp_tasks(db: Database) -> None:
+    """MCP tasks (storage/tasks.py): one row per task-augmented delegation, created in the
+    spawn's (or send_message's) transaction: who asked (`owner_id`, the calling agent), the
+    child it follows, its status and the result once terminal (the CallToolResult as JSON), its
+    lifetime (`expires_at`, epoch seconds; null: unlimited) and the client's progress token."""
+    db.execute(TASKS_TABLE)
+    for index in TASKS_INDEXES:
+        db.execute(index)

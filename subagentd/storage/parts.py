@@ -13,6 +13,7 @@ from subagentd.storage.leases import Leases
 from subagentd.storage.sessions import Sessions
 from subagentd.storage.signals import Signals
 from subagentd.storage.spending import Spending
+from subagentd.storage.tasks import Tasks
 from subagentd.storage.trees import Trees
 
 
@@ -129,6 +130,16 @@ class BoundParts:
         self.set_limits = spending.set_limits
         self.set_stopped = spending.set_stopped
         self.set_close_policy = spending.set_close_policy
+
+    def bind_tasks(self, tasks: Tasks) -> None:
+        """MCP tasks (storage/tasks.py), bound as the store's own too."""
+        self.insert_task = tasks.insert_task
+        self.get_task = tasks.get_task
+        self.finish_task = tasks.finish_task
+        self.working_tasks = tasks.working_tasks
+        self.tasks_page = tasks.tasks_page
+        self.count_working = tasks.count_working
+        self.delete_expired_tasks = tasks.delete_expired
 
     def doorbell(self) -> int | None:
         """The fd another process's signal makes readable (None: nobody can signal this one)."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 BATCH_ROWS = 1000  # rows deleted per write transaction (a few milliseconds of work)
@@ -118,6 +118,7 @@ class Pruned:
     batches: int = 0
     row_bytes: int = 0
     each: tuple[PrunedTree, ...] = ()  # filled by a dry run: what each tree holds
+    tasks: int = 0  # MCP tasks whose lifetime (ttl) had ended: deleted, or would be
 
     @property
     def freed_bytes(self) -> int:
@@ -157,7 +158,8 @@ def prune(
         target.commit()
     marks = {"cutoff": cutoff, "seq": seq, "position": position}
     if dry_run:
-        return _measure(target, roots, marks, before)
+        expired = _expired_tasks(target, clock, False)
+        return replace(_measure(target, roots, marks, before), tasks=expired)
     trees = events = messages = batches = row_bytes = 0
     for root in roots:
         touched = False
@@ -180,8 +182,28 @@ def prune(
             if not done.full:  # the tree is done (or woke up): the next one
                 break
         trees += touched
-    after = _bytes_now(target)
-    return Pruned(trees, events, messages, before, after, batches, row_bytes)
+    tasks, after = _expired_tasks(target, clock, True), _bytes_now(target)
+    return Pruned(trees, events, messages, before, after, batches, row_bytes, tasks=tasks)
+
+
+def _expired_tasks(target: Target, clock: float | None, delete: bool) -> int:
+    """The MCP tasks whose lifetime ended (storage/tasks.py): deleted at once, or counted."""
+    now = time.time() if clock is None else clock
+    where = "FROM tasks WHERE expires_at IS NOT NULL AND expires_at <= ?"
+    if not delete:
+        target.begin_read()
+        try:
+            return int(target.conn.execute(f"SELECT count(*) {where}", (now,)).fetchone()[0])
+        finally:
+            target.commit()
+    target.begin_write()
+    try:
+        count = max(0, int(target.conn.execute(f"DELETE {where}", (now,)).rowcount))
+    except BaseException:
+        target.rollback()
+        raise
+    target.commit()
+    return count
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,10 @@ import type {
   ResourcesReadResult,
   ResourceTemplatesListResult,
   ResourceUriParams,
+  Task,
+  TaskIdParams,
+  TasksListParams,
+  TasksListResult,
   SendMessageParams,
   SendMessageResult,
   SeqResult,
@@ -256,6 +260,16 @@ export class SubagentdClient extends EventEmitter {
     subscribe(params: ResourceUriParams, options?: RequestOptions): Promise<Empty>;
     unsubscribe(params: ResourceUriParams, options?: RequestOptions): Promise<Empty>;
   };
+  /**
+   * MCP tasks (2025-11-25; PROTOCOL.md §5): a `tools.call` with `task` answers a task at once;
+   * `result` waits until the task is terminal.
+   */
+  readonly tasks: {
+    get(params: TaskIdParams, options?: RequestOptions): Promise<Task>;
+    result(params: TaskIdParams, options?: RequestOptions): Promise<CallToolResult>;
+    list(params?: TasksListParams, options?: RequestOptions): Promise<TasksListResult>;
+    cancel(params: TaskIdParams, options?: RequestOptions): Promise<Task>;
+  };
 
   /** Spawn subagentd (`options.command`, default `subagentd`) and connect to its pipes. */
   constructor(options: SubagentdClientOptions = {}) {
@@ -334,6 +348,12 @@ export class SubagentdClient extends EventEmitter {
       read: call("resources/read"),
       subscribe: call("resources/subscribe"),
       unsubscribe: call("resources/unsubscribe"),
+    };
+    this.tasks = {
+      get: call("tasks/get"),
+      result: call("tasks/result"),
+      list: (params = {}, options) => this.request("tasks/list", params, options),
+      cancel: call("tasks/cancel"),
     };
   }
 

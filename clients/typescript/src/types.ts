@@ -508,6 +508,38 @@ export interface StoredEvent {
   turn_id?: string | null;
 }
 
+/** MCP Task. `ttl` is always present (null: unlimited). */
+export interface Task {
+  createdAt: string;
+  lastUpdatedAt: string;
+  status: "cancelled" | "completed" | "failed" | "input_required" | "working";
+  taskId: string;
+  ttl: number | null;
+  pollInterval?: number | null;
+  statusMessage?: string | null;
+}
+
+/** `tasks/get`, `tasks/result`, `tasks/cancel`. */
+export interface TaskIdParams {
+  taskId: string;
+  _meta?: { [key: string]: unknown } | null;
+}
+
+/** `params.task` of a task-augmented request: the lifetime the client asks for. */
+export interface TaskMetadata {
+  ttl?: number | null;
+}
+
+export interface TasksListParams {
+  _meta?: { [key: string]: unknown } | null;
+  cursor?: string | null;
+}
+
+export interface TasksListResult {
+  tasks: Task[];
+  nextCursor?: string | null;
+}
+
 /** A text content block (`{"type": "text", "text": ...}`). */
 export interface TextBlock {
   text: string;
@@ -519,6 +551,7 @@ export interface Tool {
   inputSchema: { [key: string]: unknown };
   name: string;
   annotations?: ToolAnnotations | null;
+  execution?: ToolExecution | null;
   outputSchema?: { [key: string]: unknown } | null;
   title?: string | null;
 }
@@ -538,6 +571,11 @@ export interface ToolErrorData {
   text: string;
 }
 
+/** A Tool's `execution`: whether it may be called as a task. */
+export interface ToolExecution {
+  taskSupport: "forbidden" | "optional" | "required";
+}
+
 export interface ToolFilter {
   allow?: string[] | null;
   deny?: string[] | null;
@@ -547,6 +585,7 @@ export interface ToolsCallParams {
   name: string;
   _meta?: { [key: string]: unknown } | null;
   arguments?: unknown;
+  task?: TaskMetadata | null;
 }
 
 export interface ToolsListParams {
@@ -764,6 +803,11 @@ export interface Methods {
   "server/stats": { params: StatsParams; result: StatsResult };
   /** Start a background subagent on a task and return at once with its id; it works while you continue. A continuable subagent (the default) reports to you with `report` and you get a notice when it finishes; it does not see your conversation, so the prompt must say everything it needs. Give it more work later with `send_message`, stop it with `interrupt_agent`, collect its reports and notices with `wait_agents`. It fails when you are too deep to start more agents, when your tree is being closed, or when `child_id` is already taken. */
   "spawn_agent": { params: SpawnAgentParams; result: SpawnAgentResult };
+  "tasks/cancel": { params: TaskIdParams; result: Task };
+  "tasks/get": { params: TaskIdParams; result: Task };
+  "tasks/list": { params: TasksListParams; result: TasksListResult };
+  /** The task's result once it is terminal: at once, or when it becomes so (cancellable). */
+  "tasks/result": { params: TaskIdParams; result: CallToolResult };
   "tools/call": { params: ToolsCallParams; result: CallToolResult };
   "tools/list": { params: ToolsListParams; result: ToolsListResult };
   "transcript/append": { params: TranscriptAppendParams; result: SeqResult };
@@ -797,6 +841,6 @@ export interface ServerNotifications {
 export type ServerNotificationName = keyof ServerNotifications;
 
 /** Every request method, in name order. */
-export const METHOD_NAMES = ["agents/budget","agents/close","agents/followup","agents/get","agents/interrupt","agents/list","agents/open","agents/resume","agents/spawn","agents/stop","agents/wait_idle","clock/advance","initialize","interrupt_agent","list_agents","messages/cancel","messages/get","ping","report","resources/list","resources/read","resources/subscribe","resources/templates/list","resources/unsubscribe","send_message","server/discover","server/stats","spawn_agent","tools/call","tools/list","transcript/append","transcript/read","turns/begin","turns/end","wait_agents"] as const;
+export const METHOD_NAMES = ["agents/budget","agents/close","agents/followup","agents/get","agents/interrupt","agents/list","agents/open","agents/resume","agents/spawn","agents/stop","agents/wait_idle","clock/advance","initialize","interrupt_agent","list_agents","messages/cancel","messages/get","ping","report","resources/list","resources/read","resources/subscribe","resources/templates/list","resources/unsubscribe","send_message","server/discover","server/stats","spawn_agent","tasks/cancel","tasks/get","tasks/list","tasks/result","tools/call","tools/list","transcript/append","transcript/read","turns/begin","turns/end","wait_agents"] as const;
 /** Every server-to-host notification, in name order. */
 export const SERVER_NOTIFICATION_NAMES = ["agent/inject","agent/settled","agent/status","notifications/progress","turn/interrupt","turn/start"] as const;

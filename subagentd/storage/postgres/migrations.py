@@ -161,6 +161,30 @@ CREATE TABLE spending (
 );
 """,
     ),
+    (  # m013_mcp_tasks' table
+        "p006_mcp_tasks",
+        """
+CREATE TABLE tasks (
+    task_id TEXT COLLATE "C" PRIMARY KEY,
+    owner_id TEXT COLLATE "C" NOT NULL,
+    agent_id TEXT COLLATE "C" NOT NULL,
+    tool TEXT NOT NULL,
+    status TEXT NOT NULL,
+    status_message TEXT,
+    created_at TEXT COLLATE "C" NOT NULL,
+    updated_at TEXT NOT NULL,
+    ttl_ms BIGINT,
+    poll_ms BIGINT,
+    expires_at DOUBLE PRECISION,
+    output TEXT NOT NULL,
+    result TEXT,
+    progress_token TEXT
+);
+CREATE INDEX tasks_by_owner ON tasks (owner_id, created_at, task_id);
+CREATE INDEX tasks_working ON tasks (agent_id) WHERE status = 'working';
+CREATE INDEX tasks_expiry ON tasks (expires_at) WHERE expires_at IS NOT NULL;
+""",
+    ),
 ]
 NAMES = [name for name, _ in MIGRATIONS]
 

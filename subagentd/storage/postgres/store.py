@@ -23,6 +23,7 @@ from subagentd.storage.postgres.stats import read_stats
 from subagentd.storage.postgres.tables import PgEvents, PgInbox, PgLeases, PgSessions, PgTrees
 from subagentd.storage.signals import Signals
 from subagentd.storage.spending import Spending
+from subagentd.storage.tasks import Tasks
 from subagentd.storage.traces import TraceContexts
 
 
@@ -158,6 +159,7 @@ class PostgresStore(BoundParts):
         traces = TraceContexts(db)
         self.put_trace, self.get_traces = traces.put_trace, traces.get_traces
         self.bind_spending(Spending(db))
+        self.bind_tasks(Tasks(db))
 
     def changes(self) -> int:
         """A new number each call: psycopg counts no changes, so core reuses nothing it read

@@ -1,0 +1,75 @@
+"""MCP tasks (protocol version 2025-11-25): a task-augmented `tools/call` and the `tasks/*` methods.
+
+One task is one delegation (PROTOCOL.md section 5, Tasks): `spawn_agent`, or `send_message` to
+an idle or ready child, called with `params.task`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from subagentd.schema.base import Params, Wire
+
+TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
+TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+RELATED_TASK_META = "io.modelcontextprotocol/related-task"
+TASKS_VERSIONS = frozenset({"2025-11-25"})  # the handshake versions whose core has tasks
+
+SERVER_CAPABILITY: dict[str, object] = {
+    "list": {},
+    "cancel": {},
+    "requests": {"tools": {"call": {}}},
+}
+"""`capabilities.tasks` of initialize, for a version in TASKS_VERSIONS."""
+
+TtlMs = Annotated[int, msgspec.Meta(ge=0, le=2**53 - 1)]
+
+
+class TaskMetadata(Wire, kw_only=True):
+    """`params.task` of a task-augmented request: the lifetime the client asks for."""
+
+    ttl: TtlMs | None = None
+
+
+class ToolExecution(Wire, kw_only=True):
+    """A Tool's `execution`: whether it may be called as a task."""
+
+    taskSupport: Literal["forbidden", "optional", "required"]
+
+
+class Task(Wire, kw_only=True):
+    """MCP Task. `ttl` is always present (null: unlimited)."""
+
+    taskId: str
+    status: TaskStatus
+    statusMessage: str | None = None
+    createdAt: str
+    lastUpdatedAt: str
+    ttl: int | None
+    pollInterval: int | None = None
+
+
+class CreateTaskResult(Wire, kw_only=True):
+    task: Task
+    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
+
+
+class TaskIdParams(Params, kw_only=True):
+    """`tasks/get`, `tasks/result`, `tasks/cancel`."""
+
+    taskId: str
+
+
+class TasksListParams(Params, kw_only=True):
+    cursor: str | None = None
+
+
+class TasksListResult(Wire, kw_only=True):
+    tasks: list[Task]
+    nextCursor: str | None = None
+
+
+class TaskStatusNotification(Task, kw_only=True):
+    """`notifications/tasks/status`: the whole task, as `tasks/get` answers it."""

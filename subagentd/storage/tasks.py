@@ -1,0 +1,98 @@
+"""The `tasks` table: MCP tasks, one row per task-augmented delegation (core/tasks.py has the rules).
+
+A row is inserted in the transaction of the spawn (or send_message) it stands for, and updated
+once, when it becomes terminal. Pages are ordered by (created_at, task_id) within the owners
+asked for; `subagentd prune` deletes the rows whose lifetime ended (`delete_expired`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from subagentd.schema.records import TaskRecord
+from subagentd.storage.connected import Connected
+
+_COLUMNS = (
+    "task_id, owner_id, agent_id, tool, status, status_message, created_at, updated_at,"
+    " ttl_ms, poll_ms, expires_at, output, result, progress_token"
+)
+_INSERT_SQL = f"INSERT INTO tasks ({_COLUMNS}) VALUES ({','.join('?' * 14)})"
+_FINISH_SQL = (
+    "UPDATE tasks SET status = ?, status_message = ?, updated_at = ?, result = ?"
+    " WHERE task_id = ? AND status = 'working'"
+)
+
+
+class Tasks:
+    def __init__(self, db: Connected) -> None:
+        self._db = db
+
+    def insert_task(self, record: TaskRecord) -> None:
+        db = self._db
+        db.begin()
+        db.conn.execute(_INSERT_SQL, _row(record))
+
+    def get_task(self, task_id: str) -> TaskRecord | None:
+        row = self._db.conn.execute(
+            f"SELECT {_COLUMNS} FROM tasks WHERE task_id = ?", (task_id,)
+        ).fetchone()
+        return None if row is None else TaskRecord(*row)
+
+    def finish_task(
+        self, task_id: str, status: str, message: str | None, at: str, result: str
+    ) -> bool:
+        """A working task becomes terminal (once: False when it no longer was working)."""
+        db = self._db
+        db.begin()
+        return db.conn.execute(_FINISH_SQL, (status, message, at, result, task_id)).rowcount == 1
+
+    def working_tasks(self) -> list[TaskRecord]:
+        return [
+            TaskRecord(*row)
+            for row in self._db.conn.execute(
+                f"SELECT {_COLUMNS} FROM tasks WHERE status = 'working'"
+            ).fetchall()
+        ]
+
+    def tasks_page(
+        self, owners: Sequence[str], after: tuple[str, str] | None, now: float, limit: int
+    ) -> list[TaskRecord]:
+        """The unexpired tasks these agents asked for, in creation order, after (created_at,
+        task_id)."""
+        if not owners:
+            return []
+        marks = ",".join("?" * len(owners))
+        sql = (
+            f"SELECT {_COLUMNS} FROM tasks WHERE owner_id IN ({marks})"
+            " AND (expires_at IS NULL OR expires_at > ?)"
+        )
+        args: list[object] = [*owners, now]
+        if after is not None:
+            sql += " AND (created_at > ? OR (created_at = ? AND task_id > ?))"
+            args += [after[0], after[0], after[1]]
+        sql += " ORDER BY created_at, task_id LIMIT ?"
+        args.append(limit)
+        return [TaskRecord(*row) for row in self._db.conn.execute(sql, args).fetchall()]
+
+    def count_working(self, owners: Sequence[str]) -> int:
+        if not owners:
+            return 0
+        marks = ",".join("?" * len(owners))
+        row = self._db.conn.execute(
+            f"SELECT count(*) FROM tasks WHERE status = 'working' AND owner_id IN ({marks})",
+            list(owners),
+        ).fetchone()
+        return int(row[0])
+
+    def delete_expired(self, now: float) -> int:
+        """Delete the tasks whose lifetime ended by `now` (epoch seconds); how many."""
+        db = self._db
+        db.begin()
+        cursor = db.conn.execute(
+            "DELETE FROM tasks WHERE expires_at IS NOT NULL AND expires_at <= ?", (now,)
+        )
+        return max(0, cursor.rowcount)
+
+
+def _row(record: TaskRecord) -> tuple[object, ...]:
+    return tuple(getattr(record, name) for name in record.__struct_fields__)
