@@ -33,6 +33,7 @@ _source_decoder: msgspec.json.Decoder[Source] = msgspec.json.Decoder(Source)
 NEWS = ("subagent-report", "subagent-settled")  # what wait_agents collects (and questions)
 News = tuple[InboxRecord, Message]  # one report or settlement notice, as wait_agents takes it
 FOREIGN_LOOK = 0.1  # seconds between a wait's looks at agents live in other processes
+# (a look's timer clears `looking[0]`: the check its transaction ends with may arm another)
 
 
 class Delegation:
@@ -150,7 +151,7 @@ class Delegation:
         if not (finished or timed_out):
             if not looking[0] and any(self.registry.lookup(i) is None for i in working):
                 looking[0] = True
-                self.agents.timers.call_later(FOREIGN_LOOK, partial(_looked, looking))
+                self.agents.timers.call_later(FOREIGN_LOOK, partial(looking.__setitem__, 0, False))
             return None
         if found and agent is not None:
             self._consume(agent, caller, found)
@@ -174,7 +175,7 @@ class Delegation:
             self._consume(agent, caller, found)
         return _answer([child], {child: "ready"}, [], found, False, 0)
 
-    def _news(self, caller: str, ids: set[str]) -> list[tuple[InboxRecord, Message]]:
+    def _news(self, caller: str, ids: set[str]) -> list[News]:
         """The caller's unconsumed reports and settlement notices from these children, in order."""
         found = []
         for record in self.store.waiting_messages(caller):
@@ -217,7 +218,7 @@ class Delegation:
                 # nothing here commits when another process's agent ends its turn: look again
                 # (the timer's transaction ends with Waits.check, which calls this again)
                 looking[0] = True
-                self.agents.timers.call_later(FOREIGN_LOOK, partial(_looked, looking))
+                self.agents.timers.call_later(FOREIGN_LOOK, partial(looking.__setitem__, 0, False))
             return None
         return WaitIdleResult(idle=idle, running=running or None, runnable=runnable or None)
 
@@ -249,16 +250,11 @@ class Delegation:
         return running, runnable, foreign
 
 
-def _looked(looking: list[bool]) -> None:
-    """A wait's look timer fired: the check its transaction ends with may arm another."""
-    looking[0] = False
-
-
 def _answer(
     ids: list[str],
     statuses: dict[str, Status],
     working: list[str],
-    found: list[tuple[InboxRecord, Message]],
+    found: list[News],
     timed_out: bool,
     timeout_ms: int,
 ) -> WaitAgentsResult:
@@ -295,8 +291,7 @@ def _answer(
 
 def _reason(first_line: str, sender: str) -> str | None:
     """The reason a settlement notice's first line stands for (SEMANTICS.md section 8)."""
-    shown = texts.shown(sender)
-    if first_line == texts.ONE_SHOT_FINISHED.format(id=shown):
+    if first_line == texts.ONE_SHOT_FINISHED.format(id=(shown := texts.shown(sender))):
         return "completed"
     for reason, line in texts.SETTLED_FIRST_LINE.items():
         if line.format(id=shown) == first_line:
