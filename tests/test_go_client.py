@@ -42,5 +42,7 @@ def test_go_client_go_test():
     assert "--- PASS: TestScriptedTranscripts/flows.jsonl" in output, output
     assert "--- PASS: TestRenderMatchesTheSharedFixtures" in output, output
     assert "--- PASS: TestReadmeGoSnippetsCompileAndTheHostRuns" in output, output
+    # types.go is generated from clients/openrpc.json (clients/go/internal/gentypes).
+    assert "--- PASS: TestTypesGoIsGeneratedFromOpenRPC" in output, output
     assert "--- FAIL" not in output, output
     assert output.rstrip().splitlines()[-1].startswith("ok "), output
