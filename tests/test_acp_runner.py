@@ -20,7 +20,7 @@ import pytest
 
 from subagentd.cli.running import Running
 from subagentd.client.errors import RequestTimeout, RpcError
-from subagentd.render import RENDER_GUIDE
+from subagentd.message_fences import RENDER_GUIDE
 from tests.spawned import TIMEOUT, InProcessServer
 from tests.test_runner import ALL_TOOLS, RunnerServer
 

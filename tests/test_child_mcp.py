@@ -191,7 +191,7 @@ def test_the_example_runner_under_a_python_without_subagentd_reports_through_sub
 
 
 def test_the_render_verb_renders_a_turn_or_messages_and_prints_the_guide():
-    from subagentd.render import RENDER_GUIDE, render_messages
+    from subagentd.message_fences import RENDER_GUIDE, render_messages
 
     message = {
         "message_id": "m1",

@@ -79,9 +79,14 @@ def errors_may_import(name: str) -> bool:
     return top(name) in STDLIB or within(name, "subagentd.schema")
 
 
-def render_may_import(name: str) -> bool:
-    """Python hosts import subagentd.render alone: the standard library only."""
+def fences_may_import(name: str) -> bool:
+    """Python hosts import subagentd.message_fences alone: the standard library only."""
     return top(name) in STDLIB
+
+
+def render_may_import(name: str) -> bool:
+    """subagentd.render, message_fences' old name, re-exports it and nothing else."""
+    return name == "subagentd.message_fences"
 
 
 def terminal_may_import(name: str) -> bool:
@@ -169,6 +174,7 @@ def kit_may_import(name: str) -> bool:
 RULES = {
     "schema": (schema_may_import, ()),
     "errors.py": (errors_may_import, ()),
+    "message_fences.py": (fences_may_import, ()),
     "render.py": (render_may_import, ()),
     "storage": (None, ("subagentd.core", "subagentd.server", "jsonrpcserver")),
     "core": (None, ("subagentd.server", "jsonrpcserver", "sqlite_utils", "anyio")),

@@ -1,4 +1,4 @@
-"""subagentd.render against the shared fixtures (tests/scripts/render), and the fence's promise:
+"""subagentd.message_fences against the shared fixtures (tests/scripts/render), and the fence's promise:
 no text can open, close or relabel a block (docs/rendering.md)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from subagentd.render import RENDER_GUIDE, render_messages
+from subagentd.message_fences import RENDER_GUIDE, render_messages
 from subagentd.schema.messages import Message
 
 FIXTURES = Path(__file__).parent / "scripts" / "render"

@@ -131,7 +131,11 @@ def descendants(
             described = _described(agent_id, body if bodies is None else bodies.get(agent_id))
             if isinstance(described, str):
                 append(DiagnosticRow(id=agent_id, reason=described, parent=parent, depth=depth))  # type: ignore[arg-type]  # _described returns only the three reasons
-                line(f"{agent_id} [diagnostic: {described}] parent={parent} depth={depth}")
+                line(
+                    texts.LIST_DESCENDANT_DIAGNOSTIC.format(
+                        id=agent_id, reason=described, parent=parent, depth=depth
+                    )
+                )
                 continue
             mode, label = described
         if mode == "one-shot":
@@ -144,10 +148,14 @@ def descendants(
                 id=agent_id, label=label, status=status, parent=parent, depth=depth, parked=count
             )
         )
-        if count is None:
-            line(f"{agent_id} [{status}] parent={parent} depth={depth} — {label}")
-        else:
-            line(f"{agent_id} [{status}, {count} parked] parent={parent} depth={depth} — {label}")
+        status_text: str = status
+        if count is not None:
+            status_text = texts.LIST_PARKED.format(status=status, count=count)
+        line(
+            texts.LIST_DESCENDANT.format(
+                id=agent_id, status=status_text, parent=parent, depth=depth, label=label
+            )
+        )
     if not listed:
         return listed, texts.NO_SUBAGENTS
     if not all(map(str.isprintable, lines)):  # one C pass; rare: escape and draw again
@@ -196,17 +204,19 @@ def _lines(rows: list[AgentRow]) -> list[str]:
     lines: list[str] = []
     append = lines.append
     for row in rows:  # runs once per listed agent: one format per line
-        if row.depth is None:
-            if isinstance(row, ChildRow):
-                status = row.status if row.parked is None else f"{row.status}, {row.parked} parked"
-                append(f"{row.id} [{status}] — {row.label}")
-            else:
-                append(f"{row.id} [diagnostic: {row.reason}]")
-        elif isinstance(row, ChildRow):
-            status = row.status if row.parked is None else f"{row.status}, {row.parked} parked"
-            append(f"{row.id} [{status}] parent={row.parent} depth={row.depth} — {row.label}")
+        if isinstance(row, ChildRow):
+            status: str = row.status
+            if row.parked is not None:
+                status = texts.LIST_PARKED.format(status=row.status, count=row.parked)
+            form = texts.LIST_CHILD if row.depth is None else texts.LIST_DESCENDANT
+            append(
+                form.format(
+                    id=row.id, status=status, parent=row.parent, depth=row.depth, label=row.label
+                )
+            )
         else:
-            append(f"{row.id} [diagnostic: {row.reason}] parent={row.parent} depth={row.depth}")
+            form = texts.LIST_DIAGNOSTIC if row.depth is None else texts.LIST_DESCENDANT_DIAGNOSTIC
+            append(form.format(id=row.id, reason=row.reason, parent=row.parent, depth=row.depth))
     return lines
 
 
@@ -216,3 +226,14 @@ def _escaped(row: AgentRow) -> AgentRow:
     if isinstance(row, ChildRow):
         return msgspec.structs.replace(row, id=shown(row.id), label=shown(row.label), parent=parent)
     return msgspec.structs.replace(row, id=shown(row.id), parent=parent)
+
+
+def mark_parked(store: Store, rows: list[AgentRow]) -> list[AgentRow]:
+    """Parked messages made visible in listings, `[idle, 2 parked]` (PROTOCOL.md section 5): set
+    `parked` on the rows of agents holding parked messages (few: one indexed query)."""
+    counts = store.parked_counts()
+    if counts:
+        for row in rows:
+            if isinstance(row, ChildRow) and row.id in counts:
+                row.parked = counts[row.id]
+    return rows

@@ -9,7 +9,7 @@ from typing import Protocol
 from subagentd.storage.events import Events
 from subagentd.storage.idempotency import IdempotencyKeys
 from subagentd.storage.inbox import Inbox
-from subagentd.storage.leases import Leases
+from subagentd.storage.leases import LeaseTables
 from subagentd.storage.sessions import Sessions
 from subagentd.storage.signals import Signals
 from subagentd.storage.spending import Spending
@@ -57,7 +57,7 @@ class BoundParts:
         trees: Trees,
         inbox: Inbox,
         events: Events,
-        leases: Leases,
+        leases: LeaseTables,
         signals: Signals,
         keys: IdempotencyKeys,
     ) -> None:
