@@ -1,7 +1,7 @@
 """Writes subagentd/client/methods.py: the typed method of both Python clients, from one table.
 
 `python -m subagentd.client.generate` rewrites it, `--check` exits 1 when it is stale
-(tests/test_python_client.py fails then too). Each method's arguments are its Params Struct's
+(tests/clients/test_python_client.py fails then too). Each method's arguments are its Params Struct's
 fields (their types and defaults as the Struct has them; `meta` stays out), so a field added to a
 Params Struct reaches both clients by regenerating, with no hand-written file changed. The table
 below says only what a Struct cannot: the wire name, the result, which arguments are positional,
