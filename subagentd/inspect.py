@@ -26,7 +26,7 @@ DRAWN_LEVELS = 40  # deeper prefixes are cut to their last levels, so corrupt ch
 
 
 @dataclass(slots=True)
-class Session:
+class SessionRow:
     id: str
     parent_id: str | None
     label: str | None
@@ -45,7 +45,7 @@ class Session:
         return {name: getattr(self, name) for name in names or FIELDS}
 
 
-FIELDS = tuple(f.name for f in fields(Session))
+FIELDS = tuple(f.name for f in fields(SessionRow))
 HEADER_FIELDS = tuple(name for name in FIELDS if name not in ("depth", "cycle"))
 
 
@@ -60,7 +60,7 @@ def kind_of(session_kind: str, body: str | bytes | None) -> str:
         return f"{problem.reason} descriptor"
 
 
-def load(reader: StoreReader, only: str | Iterable[str] | None = None) -> dict[str, Session]:
+def load(reader: StoreReader, only: str | Iterable[str] | None = None) -> dict[str, SessionRow]:
     """Every session (or only some) with its kind, status and inbox counts: one query per table
     (per session for some)."""
     if only is None:
@@ -74,10 +74,10 @@ def load(reader: StoreReader, only: str | Iterable[str] | None = None) -> dict[s
         bodies = {i: reader.get_descriptor(i) for i in ids}
         counts = {i: reader.inbox_counts(i) for i in ids}
         usage = reader.usage_of(ids)
-    sessions: dict[str, Session] = {}
+    sessions: dict[str, SessionRow] = {}
     for r in records:
         queued, parked = counts.get(r.id, (0, 0))
-        sessions[r.id] = Session(
+        sessions[r.id] = SessionRow(
             id=r.id,
             parent_id=r.parent_id,
             label=r.label,
@@ -93,10 +93,12 @@ def load(reader: StoreReader, only: str | Iterable[str] | None = None) -> dict[s
     return sessions
 
 
-def forest(sessions: dict[str, Session]) -> list[tuple[Session, tuple[Any, ...] | None, bool]]:
+def forest(
+    sessions: dict[str, SessionRow],
+) -> list[tuple[SessionRow, tuple[Any, ...] | None, bool]]:
     """Pre-order (session, prefix chain, is_last) for the whole forest; each session once."""
-    children: dict[str, list[Session]] = {}
-    roots: list[Session] = []
+    children: dict[str, list[SessionRow]] = {}
+    roots: list[SessionRow] = []
     for s in sessions.values():
         if s.parent_id is None or s.parent_id not in sessions or s.parent_id == s.id:
             roots.append(s)
@@ -106,12 +108,12 @@ def forest(sessions: dict[str, Session]) -> list[tuple[Session, tuple[Any, ...] 
     for kids in children.values():
         kids.sort(key=order)
     roots.sort(key=order)
-    out: list[tuple[Session, tuple[Any, ...] | None, bool]] = []
+    out: list[tuple[SessionRow, tuple[Any, ...] | None, bool]] = []
     seen: set[str] = set()
 
-    def walk(root: Session) -> None:
+    def walk(root: SessionRow) -> None:
         # prefix chains are linked tuples (segment, parent chain) so deep trees stay linear
-        stack: list[tuple[Session, tuple[Any, ...] | None, bool, int]] = [(root, None, True, 0)]
+        stack: list[tuple[SessionRow, tuple[Any, ...] | None, bool, int]] = [(root, None, True, 0)]
         while stack:
             s, chain, last, depth = stack.pop()
             if s.id in seen:
@@ -145,7 +147,7 @@ def prefix(chain: tuple[Any, ...] | None, last: bool, depth: int) -> str:
     return head + "".join(reversed(parts)) + ("└─ " if last else "├─ ")
 
 
-def describe(s: Session) -> str:
+def describe(s: SessionRow) -> str:
     label = f' "{s.label}"' if s.label else ""
     cycle = " (parent cycle)" if s.cycle else ""
     return (
@@ -258,7 +260,7 @@ def write_lines(lines: list[str]) -> None:
     sys.stdout.write("\n".join(printable(line) for line in lines) + "\n")
 
 
-def show_forest(path: str, sessions: dict[str, Session], as_json: bool) -> None:
+def show_forest(path: str, sessions: dict[str, SessionRow], as_json: bool) -> None:
     drawn = forest(sessions)
     if as_json:
         rows = [s.as_dict() for s, _, _ in drawn]
@@ -271,7 +273,7 @@ def show_forest(path: str, sessions: dict[str, Session], as_json: bool) -> None:
     write_lines(lines)
 
 
-def show_agent(reader: StoreReader, session: Session, as_json: bool) -> None:
+def show_agent(reader: StoreReader, session: SessionRow, as_json: bool) -> None:
     events = transcript(reader, session.id)
     if as_json:
         header = session.as_dict(*HEADER_FIELDS)

@@ -2,43 +2,45 @@ import pytest
 
 from tests.spawned import InProcessServer, ServerProcess
 
-# Test modules run against both backends: each of their tests runs twice,
+# Test modules (by module name) run against both backends: each of their tests runs twice,
 # [sqlite] and [postgres], on a throwaway PostgreSQL server (tests/pg.py). Modules with their own
-# ways (test_multiprocess, test_crash, test_scripts, test_state_machine, test_postgres) are not here.
+# ways (processes/test_multiprocess, processes/test_crash, clients/test_scripts,
+# properties/test_state_machine, storage/test_postgres) are not here.
 BOTH_BACKENDS = {
-    "test_rules_boundaries",
-    "test_rules_budgets",
-    "test_rules_delegation",
-    "test_rules_engine_events",
-    "test_rules_engine_paths",
-    "test_rules_engine_processes",
-    "test_rules_engine_rebuild",
-    "test_rules_host_api",
-    "test_rules_hostapi_details",
-    "test_rules_identity",
-    "test_rules_interrupt",
-    "test_rules_list_agents",
-    "test_rules_list_endings",
-    "test_rules_mcp_caller",
-    "test_rules_ownership",
-    "test_rules_parking",
-    "test_rules_quotas",
-    "test_rules_registry",
-    "test_rules_report",
-    "test_rules_send_message",
-    "test_rules_settlement",
-    "test_rules_stamps",
-    "test_rules_stats",
-    "test_rules_tool_details",
-    "test_scenarios",
-    "test_cross_process_notice",
-    "test_rules_tasks",
+    "tests.rules.test_boundaries",
+    "tests.rules.test_budgets",
+    "tests.rules.test_cross_process_notice",
+    "tests.rules.test_delegation",
+    "tests.rules.test_events_and_notices",
+    "tests.rules.test_host_api",
+    "tests.rules.test_host_api_details",
+    "tests.rules.test_identity",
+    "tests.rules.test_interrupt",
+    "tests.rules.test_list_endings",
+    "tests.rules.test_list_agents",
+    "tests.rules.test_mcp_caller",
+    "tests.rules.test_ownership",
+    "tests.rules.test_parking",
+    "tests.rules.test_quotas",
+    "tests.rules.test_rebuild",
+    "tests.rules.test_registry",
+    "tests.rules.test_report",
+    "tests.rules.test_send_message",
+    "tests.rules.test_settlement",
+    "tests.rules.test_side_paths",
+    "tests.rules.test_stamps",
+    "tests.rules.test_stats",
+    "tests.rules.test_tasks",
+    "tests.rules.test_tool_details",
+    "tests.rules.test_two_processes",
+    "tests.wire.test_scenarios",
 }
 
 
 def pytest_generate_tests(metafunc):
-    module = metafunc.module.__name__.rpartition(".")[2]
-    both = module in BOTH_BACKENDS and not metafunc.definition.get_closest_marker("sqlite_only")
+    both = metafunc.module.__name__ in BOTH_BACKENDS and not metafunc.definition.get_closest_marker(
+        "sqlite_only"
+    )
     if "backend" in metafunc.fixturenames and both:
         metafunc.parametrize("backend", ["sqlite", "postgres"], indirect=True)
 

@@ -10,7 +10,7 @@ child, built by sqlite_floor.py's message_rows (the same columns and encodings);
 is the server's own (storage/postgres/store.py connect: autocommit, jit off, synchronous_commit
 on for --durability full). Each group is one BEGIN, executemany, COMMIT: without the writer's
 advisory lock and fencing check the server's group commit adds (postgres/group.py), since those
-coordinate processes and the floor is one. tests/test_bench_pg_floor.py compares the rows.
+coordinate processes and the floor is one. tests/project/test_bench_pg_floor.py compares the rows.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ straight through sqlite3 (no server, no pipes, no JSON-RPC), with the server's P
 DB must already have subagentd's schema (run.py lets the server create it). What one
 send_message to a busy continuable child writes is one `inbox` row (storage/inbox.py
 insert_message, called by core/engine.py accept): no event, since the message only gets its
-`message` event when its turn starts. tests/test_bench_floor.py compares the rows of both.
+`message` event when its turn starts. tests/project/test_bench_floor.py compares the rows of both.
 The server commits once per chunk of input it reads (server/connection.py), so a pipelined burst
 commits in groups of what one pipe buffer holds; run.py passes that size (README: "floor").
 """

@@ -1,7 +1,11 @@
 // Package subagentd is a Go client for subagentd: it spawns the sidecar, speaks its JSON-RPC 2.0
 // protocol over stdin/stdout (one JSON value per line) and runs agent turns (RunAgentHost).
 // It uses only the standard library.
+//
+// The request, result and notification types (types.go) are generated from clients/openrpc.json.
 package subagentd
+
+//go:generate go run ./internal/gentypes
 
 import (
 	"bufio"
@@ -457,7 +461,7 @@ func (c *Client) OnAgentSettled(fn func(AgentSettled)) func() {
 // OnAgentInject registers fn for agent/inject.
 func (c *Client) OnAgentInject(fn func(AgentInject)) func() { return onTyped(c, "agent/inject", fn) }
 
-// OnAgentStatus registers fn for agent/status (sent after Initialize with StatusEvents).
+// OnAgentStatus registers fn for agent/status (sent after Initialize with params.WithStatusEvents()).
 func (c *Client) OnAgentStatus(fn func(AgentStatus)) func() { return onTyped(c, "agent/status", fn) }
 
 // SettledOf returns a channel that receives the next agent/settled of agentID arriving after
@@ -532,19 +536,25 @@ func (c *Client) Initialize(ctx context.Context, params InitializeParams) (Initi
 		params.ProtocolVersion = DefaultProtocolVersion
 	}
 	if params.ClientInfo == nil {
-		params.ClientInfo = &Implementation{Name: ClientName, Version: ClientVersion}
-	}
-	if params.StatusEvents {
-		if params.Capabilities == nil {
-			params.Capabilities = map[string]any{}
-		}
-		params.Capabilities["experimental"] = map[string]any{"subagentd": map[string]any{"statusEvents": true}}
+		params.ClientInfo = map[string]any{"name": ClientName, "version": ClientVersion}
 	}
 	var result InitializeResult
 	if err := c.Call(ctx, "initialize", params, &result); err != nil {
 		return result, err
 	}
 	return result, c.Notify("notifications/initialized", map[string]any{})
+}
+
+// WithStatusEvents returns params asking for agent/status notifications
+// (capabilities.experimental.subagentd.statusEvents); the other capabilities are kept.
+func (params InitializeParams) WithStatusEvents() InitializeParams {
+	capabilities := map[string]any{}
+	for k, v := range params.Capabilities {
+		capabilities[k] = v
+	}
+	capabilities["experimental"] = map[string]any{"subagentd": map[string]any{"statusEvents": true}}
+	params.Capabilities = capabilities
+	return params
 }
 
 // Ping checks the server answers.

@@ -303,7 +303,7 @@ func TestConcurrentCallsErrorsAndNotificationsInOrder(t *testing.T) {
 	if err := client.Call(ctx, "agents/get", map[string]string{"agent_id": "x"}, nil); !errors.As(err, &rpcErr) || rpcErr.Code != CodeNotInitialized || rpcErr.Method != "agents/get" {
 		t.Fatalf("before initialize: %v", err)
 	}
-	if _, err := client.Initialize(ctx, InitializeParams{StatusEvents: true}); err != nil {
+	if _, err := client.Initialize(ctx, InitializeParams{}.WithStatusEvents()); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup

@@ -266,7 +266,7 @@ def render(ctx: click.Context, /, guide: bool) -> None:
     (`{messages, ...}`, as a runner's stdin holds it) or a list of messages, as JSON on stdin."""
     import json
 
-    from subagentd.render import RENDER_GUIDE, render_messages
+    from subagentd.message_fences import RENDER_GUIDE, render_messages
 
     if guide:
         click.echo(RENDER_GUIDE)

@@ -4,7 +4,7 @@ Importing click costs a measurable part of a cold start (benchmarks/README.md). 
 that only gives serve options as `--name value` or `--name=value`, each value valid, with valid
 SUBAGENTD_* variables, is read here (and --version among them answered); anything else (a command, --help, --version, an unknown or
 invalid option or variable, --tools, --retention) returns None and click reads it instead, with
-its messages. So both agree on everything this accepts (tests/test_cli.py compares them).
+its messages. So both agree on everything this accepts (tests/project/test_cli.py compares them).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import msgspec
 from subagentd.core.budgets import Budgets
 from subagentd.core.quotas import Quotas
 from subagentd.core.registry import LiveAgent, Registry
-from subagentd.core.settings import Settings, Timers
+from subagentd.core.settings import Settings, TimerService
 from subagentd.core.stamps import mint, now
 from subagentd.core.store import Store
 from subagentd.core.tracing import OFF, Tracing
@@ -35,7 +35,7 @@ class Agents:
         self,
         store: Store,
         emit: Callable[[str, msgspec.Struct], None],
-        timers: Timers,
+        timers: TimerService,
         settings: Settings,
     ) -> None:
         self.store = store

@@ -82,7 +82,7 @@ class HostApi:
             depth = 0
             if params.parent_id is not None:
                 depth = self.agents.require_session(params.parent_id).depth + 1
-            self.quotas.text("the label", params.label, label=True)
+            self.quotas.text(texts.THE_LABEL, params.label, label=True)
             self.quotas.activation(params.parent_id)
             record = SessionRecord(
                 id=agent_id,
@@ -122,22 +122,19 @@ class HostApi:
         caller = self.agents.live_caller(params.caller, params.activation)
         if caller is None:
             self.agents.require_session(params.caller)
-            raise CallerUnauthorizedError(
-                f'spawning requires the exact live caller; agent "{params.caller}" is not live'
-                " or its activation is not current"
-            )
+            raise CallerUnauthorizedError(texts.SPAWN_CALLER_NOT_LIVE.format(caller=params.caller))
         root = self.agents.draining_root(caller)
         if root is not None:
             raise AdmissionDrainingError(draining_text(root))
         if caller.disposing:
-            raise ActivationClosingError(f'agent "{params.caller}" activation is being disposed')
+            raise ActivationClosingError(texts.SPAWN_DISPOSING.format(caller=params.caller))
         child_id = mint() if params.child_id is None else params.child_id
         if self.store.get_session(child_id) is not None:
-            raise ChildDuplicateError(f'an agent with id "{child_id}" already exists')
+            raise ChildDuplicateError(texts.SPAWN_DUPLICATE.format(id=child_id))
         depth = caller.depth + 1
         if depth > self.settings.max_depth:
             raise DepthExceededError(
-                f"spawning below depth {caller.depth} exceeds the maximum depth {self.settings.max_depth}"
+                texts.SPAWN_TOO_DEEP.format(depth=caller.depth, max_depth=self.settings.max_depth)
             )
         descriptor = Descriptor(
             version=DESCRIPTOR_VERSION,
@@ -149,8 +146,8 @@ class HostApi:
             tool_filter=params.tool_filter,
         )
         body = _encode(descriptor).decode()
-        self.quotas.text("the label", params.label, label=True)
-        self.quotas.text("the prompt", params.prompt)
+        self.quotas.text(texts.THE_LABEL, params.label, label=True)
+        self.quotas.text(texts.THE_PROMPT, params.prompt)
         self.quotas.descriptor(body)
         self.quotas.activation(caller.agent_id)
         self.quotas.database()
@@ -204,7 +201,7 @@ class HostApi:
                 f'agent "{agent_id}" is already running turn {agent.turn.turn_id}'
             )
         for text in messages or []:
-            self.quotas.text("a message", text)
+            self.quotas.text(texts.A_MESSAGE, text)
         self.budgets.require(agent.lineage)
         source = Source(kind="user", form="direct")
         built = [
@@ -231,7 +228,7 @@ class HostApi:
             raise StateInvalidError(
                 f'turn "{params.turn_id}" is not the open turn of agent "{params.agent_id}"'
             )
-        self.quotas.text("the output", params.output)
+        self.quotas.text(texts.THE_OUTPUT, params.output)
         self.scheduler.end_turn(agent, params.reason, params.output, usage=params.usage)
 
     def followup(self, agent_id: str, message: str) -> MessageIdResult:
@@ -242,7 +239,7 @@ class HostApi:
             root = self.leases.draining_elsewhere(agent_id)
         if root is not None:
             raise AdmissionDrainingError(draining_text(root))
-        self.quotas.text("the message", message)
+        self.quotas.text(texts.THE_MESSAGE, message)
         self.quotas.inbox(agent_id, agent)
         self.quotas.database()
         self.budgets.require(

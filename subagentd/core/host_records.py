@@ -9,8 +9,7 @@ import msgspec
 from subagentd.core import texts
 from subagentd.core.agents import Agents
 from subagentd.core.descriptors import DescriptorProblem, parse_descriptor
-from subagentd.core.listing import project
-from subagentd.core.parked import mark_parked
+from subagentd.core.listing import mark_parked, project
 from subagentd.core.stamps import now
 from subagentd.errors import InvalidParamsError
 from subagentd.schema.host_methods import (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from subagentd.core import texts
 from subagentd.errors import InvalidParamsError
 from subagentd.schema.base import ID_FORBIDDEN, ID_RULE, MAX_ID_BYTES
 
@@ -18,14 +19,18 @@ def check_new_id(field: str, value: str) -> None:
     trailing newline and lengths there count characters, so this is the full check."""
     problem = None
     if not value:
-        problem = "it is empty"
+        problem = texts.ID_EMPTY
     elif value[0] == "@":
-        problem = "it starts with @, which is reserved"
+        problem = texts.ID_RESERVED
     elif len(value) > MAX_ID_BYTES or len(value.encode()) > MAX_ID_BYTES:
-        problem = f"it is longer than {MAX_ID_BYTES} bytes"
+        problem = texts.ID_TOO_LONG.format(limit=MAX_ID_BYTES)
     else:
         found = _forbidden(value)
         if found is not None:
-            problem = f"it holds the character U+{ord(found.group()):04X} at index {found.start()}"
+            problem = texts.ID_FORBIDDEN_CHARACTER.format(
+                code=ord(found.group()), index=found.start()
+            )
     if problem is not None:
-        raise InvalidParamsError(f"invalid params: {field}: {problem}; {ID_RULE}")
+        raise InvalidParamsError(
+            texts.ID_REFUSED.format(field=field, problem=problem, rule=ID_RULE)
+        )

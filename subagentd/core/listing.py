@@ -151,7 +151,11 @@ def descendants(
             described = _described(agent_id, body if bodies is None else bodies.get(agent_id))
             if isinstance(described, str):
                 append(DiagnosticRow(id=agent_id, reason=described, parent=parent, depth=depth))  # type: ignore[arg-type]  # _described returns only the three reasons
-                line(f"{agent_id} [diagnostic: {described}] parent={parent} depth={depth}")
+                line(
+                    texts.LIST_DESCENDANT_DIAGNOSTIC.format(
+                        id=agent_id, reason=described, parent=parent, depth=depth
+                    )
+                )
                 continue
             mode, label = described
         if mode == "one-shot":
@@ -171,11 +175,14 @@ def descendants(
                 ended=ended if told is not None else None,
             )
         )
-        state = status if told is None else f"{status}, {told}"
-        if count is None:
-            line(f"{agent_id} [{state}] parent={parent} depth={depth} — {label}")
-        else:
-            line(f"{agent_id} [{state}, {count} parked] parent={parent} depth={depth} — {label}")
+        state = status if told is None else texts.LIST_ENDED.format(status=status, ended=told)
+        if count is not None:
+            state = texts.LIST_PARKED.format(status=state, count=count)
+        line(
+            texts.LIST_DESCENDANT.format(
+                id=agent_id, status=state, parent=parent, depth=depth, label=label
+            )
+        )
     if not listed:
         return listed, texts.NO_SUBAGENTS
     if not all(map(str.isprintable, lines)):  # one C pass; rare: escape and draw again
@@ -224,15 +231,20 @@ def _lines(rows: list[AgentRow]) -> list[str]:
     lines: list[str] = []
     append = lines.append
     for row in rows:  # runs once per listed agent: one format per line
-        if row.depth is None:
-            if isinstance(row, ChildRow):
-                append(f"{row.id} [{_state(row)}] — {row.label}")
-            else:
-                append(f"{row.id} [diagnostic: {row.reason}]")
-        elif isinstance(row, ChildRow):
-            append(f"{row.id} [{_state(row)}] parent={row.parent} depth={row.depth} — {row.label}")
+        if isinstance(row, ChildRow):
+            form = texts.LIST_CHILD if row.depth is None else texts.LIST_DESCENDANT
+            append(
+                form.format(
+                    id=row.id,
+                    status=_state(row),
+                    parent=row.parent,
+                    depth=row.depth,
+                    label=row.label,
+                )
+            )
         else:
-            append(f"{row.id} [diagnostic: {row.reason}] parent={row.parent} depth={row.depth}")
+            form = texts.LIST_DIAGNOSTIC if row.depth is None else texts.LIST_DESCENDANT_DIAGNOSTIC
+            append(form.format(id=row.id, reason=row.reason, parent=row.parent, depth=row.depth))
     return lines
 
 
@@ -240,8 +252,10 @@ def _state(row: ChildRow) -> str:
     """What a row's brackets hold: `ready`, `ready, last turn completed`, `idle, 2 parked`."""
     if row.ended is None and row.parked is None:
         return row.status
-    state = row.status if row.ended is None else f"{row.status}, {texts.LAST_TURN[row.ended]}"
-    return state if row.parked is None else f"{state}, {row.parked} parked"
+    state: str = row.status
+    if row.ended is not None:
+        state = texts.LIST_ENDED.format(status=state, ended=texts.LAST_TURN[row.ended])
+    return state if row.parked is None else texts.LIST_PARKED.format(status=state, count=row.parked)
 
 
 def _escaped(row: AgentRow) -> AgentRow:
@@ -250,3 +264,14 @@ def _escaped(row: AgentRow) -> AgentRow:
     if isinstance(row, ChildRow):
         return msgspec.structs.replace(row, id=shown(row.id), label=shown(row.label), parent=parent)
     return msgspec.structs.replace(row, id=shown(row.id), parent=parent)
+
+
+def mark_parked(store: Store, rows: list[AgentRow]) -> list[AgentRow]:
+    """Parked messages made visible in listings, `[idle, 2 parked]` (PROTOCOL.md section 5): set
+    `parked` on the rows of agents holding parked messages (few: one indexed query)."""
+    counts = store.parked_counts()
+    if counts:
+        for row in rows:
+            if isinstance(row, ChildRow) and row.id in counts:
+                row.parked = counts[row.id]
+    return rows

@@ -39,9 +39,7 @@ class Quotas:
         settings = self.settings
         if settings.max_text_bytes and settings.max_label_bytes:
             limit = settings.max_text_bytes + settings.max_label_bytes
-            self._fits(
-                "the descriptor (persona, model, tool filter, label)", body, limit, "max-text-bytes"
-            )
+            self._fits(texts.THE_DESCRIPTOR, body, limit, "max-text-bytes")
 
     def _fits(self, what: str, value: str | None, limit: int, quota: str) -> None:
         if value is None or not limit or len(value) * 4 <= limit:  # UTF-8: at most 4 bytes a char

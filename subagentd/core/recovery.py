@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from subagentd.core.agents import Agents
 from subagentd.core.descriptors import DescriptorProblem, filtered_tools, parse_descriptor
 from subagentd.core.leases import Leases
-from subagentd.core.registry import CONTINUABLE, ORDINARY, LiveAgent, Turn
+from subagentd.core.registry import CONTINUABLE, ORDINARY, LiveAgent, OpenTurn
 from subagentd.core.report_rate import ReportRate
 from subagentd.core.scheduling import Scheduler
 from subagentd.core.settlement import Settlement
@@ -200,12 +200,12 @@ class Recovery:
                 refusal = self.agents.budgets.refusal(agent.lineage)
                 agent.held_by = refusal.held() if refusal is not None else None
 
-    def _turn(self, row: LiveRecord) -> Turn | None:
+    def _turn(self, row: LiveRecord) -> OpenTurn | None:
         """The open turn as stored; an interrupted one remembers whether its deadline stopped it
         (its interrupt event's cause), so its notice stays the deadline's."""
         if row.open_turn_id is None:
             return None
-        turn = Turn(row.open_turn_id, row.interrupted)
+        turn = OpenTurn(row.open_turn_id, row.interrupted)
         if row.interrupted:
             turn.deadline = self.store.interrupt_cause(row.agent_id, row.open_turn_id) == "deadline"
         return turn

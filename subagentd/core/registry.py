@@ -17,7 +17,7 @@ KIND_OF_MODE = {"continuable": CONTINUABLE, "one-shot": ONE_SHOT}
 
 
 @dataclass(slots=True)
-class Turn:
+class OpenTurn:
     turn_id: str
     interrupted: bool = False
     deadline: bool = False  # interrupted because a deadline passed (its notice says so)
@@ -34,7 +34,7 @@ class LiveAgent:
     activation_id: str
     ancestry: tuple[str, ...]  # activation ids of itself and its live ancestors at activation (a
     # tuple: trees are shallow, so a scan is as fast as hashing and a third of a frozenset's size)
-    turn: Turn | None = None
+    turn: OpenTurn | None = None
     parked: bool = False
     pending: int = 0  # unclaimed inbox messages (queued or parked)
     disposing: bool = False

@@ -13,7 +13,7 @@ import msgspec
 from subagentd.core import texts
 from subagentd.core.agents import Agents
 from subagentd.core.descriptors import parse_descriptor
-from subagentd.core.registry import CONTINUABLE, ONE_SHOT, LiveAgent, Turn
+from subagentd.core.registry import CONTINUABLE, ONE_SHOT, LiveAgent, OpenTurn
 from subagentd.core.stamps import mint, now
 from subagentd.schema.budgets import Usage
 from subagentd.schema.messages import Message, Source, TextBlock
@@ -183,7 +183,7 @@ class Scheduler:
             "turn_start",
             {"turn_id": turn_id, "message_ids": [m.message_id for m in messages]},
         )
-        agent.turn = Turn(turn_id)
+        agent.turn = OpenTurn(turn_id)
         self.budgets.turn_started(agent)
         self.arm_deadline(agent, turn_id)
         # cold resume: the descriptor (checked when the agent was resumed) is read, not kept live

@@ -10,12 +10,15 @@ import msgspec
 from subagentd.core.clock import SYSTEM, Clock
 
 
-class Timers(Protocol):
+class TimerService(Protocol):
     """Deferred callbacks; the server implements it on its event loop."""
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> Callable[[], None]:
         """Run `callback` after `delay` seconds; returns a function that cancels it."""
         ...
+
+
+Timers = TimerService  # the name core/service.py still imports; goes when it imports TimerService
 
 
 TOOL_NAMES = (

@@ -35,6 +35,12 @@ LAST_TURN = {
     "error": "last turn failed",
     "deadline": "last turn ran out of time",
 }
+LIST_CHILD = "{id} [{status}] — {label}"
+LIST_DIAGNOSTIC = "{id} [diagnostic: {reason}]"
+LIST_DESCENDANT = "{id} [{status}] parent={parent} depth={depth} — {label}"  # scope descendants
+LIST_DESCENDANT_DIAGNOSTIC = "{id} [diagnostic: {reason}] parent={parent} depth={depth}"
+LIST_PARKED = "{status}, {count} parked"  # the status of a row holding parked messages
+LIST_ENDED = "{status}, {ended}"  # a ready row's status and how its last turn ended
 
 # --- report (section 7) ---
 REPORT_OK = "report accepted by the agent that started you as message {message_id}"
@@ -67,8 +73,22 @@ RUNNER_TOKEN_REFUSED = (  # `subagentd tool` (PROTOCOL.md section 11)
     " (a runner's command can act only as its own agent, and only while that activation lasts)"
 )
 
-# --- spawn (PROTOCOL.md section 4; also the spawn_agent tool's result) ---
+# --- spawn (PROTOCOL.md section 4; also the spawn_agent tool's result and refusals) ---
 SPAWN_OK = "started subagent {id}"
+SPAWN_CALLER_NOT_LIVE = (
+    'spawning requires the exact live caller; agent "{caller}" is not live'
+    " or its activation is not current"
+)
+SPAWN_DISPOSING = 'agent "{caller}" activation is being disposed'
+SPAWN_DUPLICATE = 'an agent with id "{id}" already exists'
+SPAWN_TOO_DEEP = "spawning below depth {depth} exceeds the maximum depth {max_depth}"
+
+# --- a new agent id (agents/open, agents/spawn, spawn_agent's child_id) ---
+ID_REFUSED = "invalid params: {field}: {problem}; {rule}"
+ID_EMPTY = "it is empty"
+ID_RESERVED = "it starts with @, which is reserved"
+ID_TOO_LONG = "it is longer than {limit} bytes"
+ID_FORBIDDEN_CHARACTER = "it holds the character U+{code:04X} at index {index}"
 
 # --- wait_agents (PROTOCOL.md section 5; not in SEMANTICS.md) ---
 WAIT_NOT_LIVE = (
@@ -105,6 +125,14 @@ NO_CLOSING_MESSAGE = "It left no closing message."
 SUMMARY_LIMIT = 120
 
 # --- quotas (SECURITY.md; not in SEMANTICS.md: subagentd's own bounds) ---
+# what QUOTA_TOO_LONG names
+THE_MESSAGE = "the message"
+THE_REPORT = "the report"
+THE_LABEL = "the label"
+THE_PROMPT = "the prompt"
+THE_OUTPUT = "the output"
+A_MESSAGE = "a message"
+THE_DESCRIPTOR = "the descriptor (persona, model, tool filter, label)"
 QUOTA_TOO_LONG = (
     "{what} is {size} bytes, over the limit of {limit} bytes; it was not accepted, make it shorter"
 )

@@ -11,8 +11,7 @@ from subagentd.core.activation import Activator
 from subagentd.core.agents import Agents
 from subagentd.core.descriptors import DescriptorProblem, filtered_tools, parse_descriptor
 from subagentd.core.leases import Leases
-from subagentd.core.listing import children, descendants, project, render
-from subagentd.core.parked import mark_parked
+from subagentd.core.listing import children, descendants, mark_parked, project, render
 from subagentd.core.questions import Questions
 from subagentd.core.registry import CONTINUABLE, LiveAgent
 from subagentd.core.report_rate import ReportRate
@@ -151,7 +150,7 @@ class ToolRules:
         """Quotas and budgets for a send_message that passed every rule (a cold resume also
         activates); `parent_id`: the target's durable parent (the caller)."""
         try:
-            self.quotas.text("the message", message)
+            self.quotas.text(texts.THE_MESSAGE, message)
             self.quotas.inbox(target_id, target)
             if target is None and resume_parent is not None:  # a cold resume here
                 self.quotas.activation(resume_parent)
@@ -254,7 +253,7 @@ class ToolRules:
         if parent is None:
             raise error_for(Code.PARENT_UNAVAILABLE, texts.REPORT_PARENT_NOT_LIVE)
         try:
-            self.quotas.text("the report", args.output)
+            self.quotas.text(texts.THE_REPORT, args.output)
             if self.settings.report_delivery != "quiet" or parent.held:  # it is queued
                 self.quotas.inbox(parent.agent_id, parent)
             self.quotas.database()

@@ -36,7 +36,7 @@ import anyio.abc
 
 from subagentd.core.questions import Option, Question
 from subagentd.core.service import Service
-from subagentd.render import RENDER_GUIDE, render_messages
+from subagentd.message_fences import RENDER_GUIDE, render_messages
 from subagentd.schema.budgets import Usage
 from subagentd.schema.host_methods import TurnEndParams
 from subagentd.schema.notifications import TurnInterrupt

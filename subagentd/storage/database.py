@@ -9,7 +9,7 @@ from collections.abc import Callable
 from subagentd.storage.events import Events
 from subagentd.storage.idempotency import IdempotencyKeys
 from subagentd.storage.inbox import Inbox
-from subagentd.storage.leases import Leases
+from subagentd.storage.leases import LeaseTables
 from subagentd.storage.migrations import migrations, sqlite_utils_database
 from subagentd.storage.opening import (
     OpenedDatabase,
@@ -17,11 +17,11 @@ from subagentd.storage.opening import (
     open_database,
     refuse_unknown,
 )
-from subagentd.storage.parts import BoundParts
 from subagentd.storage.sessions import Sessions
 from subagentd.storage.signals import Signals
 from subagentd.storage.spending import Spending
 from subagentd.storage.stats import stats_of
+from subagentd.storage.store_binding import BoundParts
 from subagentd.storage.tasks import Tasks
 from subagentd.storage.traces import TraceContexts
 from subagentd.storage.transactions import GroupCommit
@@ -65,7 +65,7 @@ class SqliteStore(BoundParts):
             Trees(group),
             Inbox(group),
             Events(group),
-            Leases(group),
+            LeaseTables(group),
             Signals(group),
             IdempotencyKeys(group),
         )

@@ -16,14 +16,14 @@ Row = tuple[object, ...]
 Pending = tuple[str, int]  # a request's savepoint name, and how many rows came before it
 
 
-class Statements(Protocol):
+class BatchConnection(Protocol):
     """What running the rows needs of a connection (sqlite3's, or postgres/connection.py's)."""
 
     def execute(self, sql: str, /) -> object: ...
     def executemany(self, sql: str, rows: list[Row], /) -> object: ...
 
 
-class Deferred:
+class DeferredWrites:
     """The rows of one INSERT not yet run, and the savepoints of requests not yet opened."""
 
     __slots__ = ("sql", "rows", "unopened")
@@ -36,7 +36,7 @@ class Deferred:
     def __bool__(self) -> bool:
         return bool(self.rows or self.unopened)
 
-    def add(self, conn: Statements, sql: str, row: Row) -> None:
+    def add(self, conn: BatchConnection, sql: str, row: Row) -> None:
         """Hold one row of `sql`; rows of another statement held before it run first."""
         if sql != self.sql:
             if self.rows:
@@ -44,7 +44,7 @@ class Deferred:
             self.sql = sql
         self.rows.append(row)
 
-    def run(self, conn: Statements) -> None:
+    def run(self, conn: BatchConnection) -> None:
         """Run the held rows, opening the pending savepoints between them where they began (each
         request's rows inside its own). On a failure (the driver's error) nothing stays held (the caller abandons the
         group: earlier requests' rows were in it)."""

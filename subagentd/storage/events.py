@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import msgspec
 
 from subagentd.schema.records import EventRecord
-from subagentd.storage.connected import Connected
+from subagentd.storage.table_access import Connected
 
 EVENTS_SQL = (
     "SELECT seq, turn_id, type, data, at FROM events WHERE session_id = ? AND seq > ?"

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from subagentd.errors import LeaseLostError, StorageBusyError, StorageFailedError
-from subagentd.storage.deferred import Deferred
+from subagentd.storage.deferred import DeferredWrites
 from subagentd.storage.leases import Holding
 
 log = logging.getLogger("subagentd")
@@ -65,7 +65,7 @@ class GroupCommitBase:
 
     _error: ClassVar[type[Exception]]
     _conn: Unheld
-    _deferred: Deferred
+    _deferred: DeferredWrites
     doorbell: Closing | None
     lost: str | None = None  # why writes are refused for good (only a SQLite file can be lost)
     stale = False  # memory could not be read back after a lost group: writes wait for it

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from subagentd.schema.records import IdempotencyRecord
-from subagentd.storage.connected import Connected
+from subagentd.storage.table_access import Connected
 
 
 class IdempotencyKeys:

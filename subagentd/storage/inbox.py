@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from subagentd.schema.records import InboxRecord
-from subagentd.storage.connected import Connected
+from subagentd.storage.table_access import Connected
 
 _INSERT_SQL = (
     "INSERT INTO inbox (message_id, session_id, content, source, state, created_at)"

@@ -17,7 +17,7 @@ from subagentd.schema.records import LiveRecord
 
 if TYPE_CHECKING:
     from subagentd.schema.listing import Status
-    from subagentd.storage.connected import Connected
+    from subagentd.storage.table_access import Connected
 
 log = logging.getLogger("subagentd")
 
@@ -137,7 +137,7 @@ _LIVE_SQL = (
 )
 
 
-class Leases:
+class LeaseTables:
     """The `owners` and `leases` tables (this process's own row is kept by GroupCommit.hold)."""
 
     def __init__(self, db: Connected) -> None:

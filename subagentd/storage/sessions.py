@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from subagentd.schema.records import SessionRecord
-from subagentd.storage.connected import Connected
 from subagentd.storage.paths import child_path, segment
+from subagentd.storage.table_access import Connected
 
 _SESSION_COLUMNS = (
     "id, parent_id, kind, label, created_at, depth, parked, open_turn_id, last_reason, last_output"

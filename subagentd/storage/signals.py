@@ -14,7 +14,7 @@ import socket
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from subagentd.storage.connected import Connected
+    from subagentd.storage.table_access import Connected
 
 log = logging.getLogger("subagentd")
 

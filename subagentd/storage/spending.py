@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from subagentd.schema.records import SpendingRecord
-from subagentd.storage.connected import Connected
+from subagentd.storage.table_access import Connected
 
 _COLUMNS = (
     "session_id, limits_set, max_turns, max_spawns, max_tokens, max_cost, deadline, stopped,"

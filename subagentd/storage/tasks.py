@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from subagentd.schema.records import TaskRecord
-from subagentd.storage.connected import Connected
+from subagentd.storage.table_access import Connected
 
 _COLUMNS = (
     "task_id, owner_id, agent_id, tool, status, status_message, created_at, updated_at,"

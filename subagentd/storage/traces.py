@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from subagentd.storage.connected import Connected
+from subagentd.storage.table_access import Connected
 
 _PUT_SQL = (
     "INSERT INTO trace_context (key, traceparent, at) VALUES (?, ?, ?)"

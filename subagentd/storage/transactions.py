@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from subagentd.errors import DatabaseLostError, StorageBusyError, StorageFailedError
-from subagentd.storage.deferred import Deferred
+from subagentd.storage.deferred import DeferredWrites
 from subagentd.storage.group_base import GroupCommitBase, RenewalThread
 from subagentd.storage.leases import RENEW_EVERY, RENEW_SQL, Holding, Renewer
 from subagentd.storage.opening import OpenedDatabase
@@ -47,7 +47,7 @@ class GroupCommit(GroupCommitBase):
             self._hold_clock = hold_clock
         self.path = opened.path
         self._conn = opened.conn
-        self._deferred = Deferred()  # rows held for one executemany, savepoints opened late
+        self._deferred = DeferredWrites()  # rows held for one executemany, savepoints opened late
         self._identity = opened.identity
         self._rest_ms = int(busy_timeout_ms)  # the connection's busy_timeout between statements
         self._busy_timeout_ms = int(busy_timeout_ms)  # the renewal thread's wait

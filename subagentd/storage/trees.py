@@ -8,8 +8,8 @@ import msgspec
 
 from subagentd.schema.messages import Mode
 from subagentd.schema.records import TreeRecord
-from subagentd.storage.connected import Connected
 from subagentd.storage.paths import END
+from subagentd.storage.table_access import Connected
 
 # One level of the walk below a root: the children of up to _LEVEL_BATCH parents, through the
 # (parent_id, created_at, id) index. Levels instead of a recursive CTE: a CTE that must drop rows it

@@ -14,7 +14,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from subagentd.inspect import DRAWN_LEVELS, Session, short
+from subagentd.inspect import DRAWN_LEVELS, SessionRow, short
 from subagentd.terminal import printable
 from subagentd.view.snapshot import Last, Snapshot
 
@@ -26,17 +26,17 @@ STATUS_STYLE = {"open turn": "bold blue", "ready": "green"}
 
 @dataclass(slots=True)
 class Node:
-    session: Session
+    session: SessionRow
     kids: list[Node] = field(default_factory=list)
     size: int = 1  # sessions in this subtree
     busy: int = 0  # busy sessions in this subtree
 
 
-def busy(s: Session) -> bool:
+def busy(s: SessionRow) -> bool:
     return s.status == "open turn" or s.queued > 0 or s.parked > 0
 
 
-def build_tree(sessions: dict[str, Session]) -> list[Node]:
+def build_tree(sessions: dict[str, SessionRow]) -> list[Node]:
     """Roots (and orphans, and cycle members) with their children in creation order."""
     ordered = sorted(sessions.values(), key=lambda s: (s.created_at, s.id))
     nodes = {s.id: Node(s) for s in ordered}
@@ -235,7 +235,7 @@ def cells(row: Row, last: dict[str, Last], now: float) -> tuple[Text, ...]:
     )
 
 
-def used(s: Session) -> str:
+def used(s: SessionRow) -> str:
     """What its own turns reported: tokens (k past ten thousand) and cost, `·` when nothing."""
     if not s.tokens and not s.cost:
         return "·"

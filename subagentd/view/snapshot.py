@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from subagentd.inspect import Session, load, summarize
+from subagentd.inspect import SessionRow, load, summarize
 from subagentd.storage.reader import EventRow, StoreReader
 from subagentd.view.timeline import millis, subtree
 
@@ -34,7 +34,7 @@ class Snapshot:
     def __init__(self, reader: StoreReader, root: str | None = None) -> None:
         self.reader = reader
         self.root = root
-        self.sessions: dict[str, Session] = {}
+        self.sessions: dict[str, SessionRow] = {}
         self.last: dict[str, Last] = {}
         self.seq = 0
         self.position = 0
@@ -92,7 +92,7 @@ class Snapshot:
         elif kind == "turn_end":
             last.turn_started = None
 
-    def shown(self) -> dict[str, Session]:
+    def shown(self) -> dict[str, SessionRow]:
         """The sessions to draw: all, or the tree below the root asked for."""
         if self.root is None:
             return self.sessions

@@ -10,7 +10,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from subagentd.inspect import Session, blocks_text, forest, load, summarize
+from subagentd.inspect import SessionRow, blocks_text, forest, load, summarize
 from subagentd.storage.reader import EventRow, MessageRow, StoreReader
 
 TEXT_LIMIT = 4000  # characters kept of each message text and turn output
@@ -57,13 +57,13 @@ def kind_of_message(source: dict[str, Any]) -> str:
     return "message" if source.get("sender_session_id") else "input"
 
 
-def subtree(sessions: dict[str, Session], root: str) -> dict[str, Session]:
+def subtree(sessions: dict[str, SessionRow], root: str) -> dict[str, SessionRow]:
     """`root` and every session below it."""
     children: dict[str, list[str]] = {}
     for s in sessions.values():
         if s.parent_id is not None:
             children.setdefault(s.parent_id, []).append(s.id)
-    keep: dict[str, Session] = {}
+    keep: dict[str, SessionRow] = {}
     stack = [root]
     while stack:
         sid = stack.pop()
@@ -76,7 +76,7 @@ def subtree(sessions: dict[str, Session], root: str) -> dict[str, Session]:
 class Builder:
     """Turns rows into lanes, turns and marks; agent references are lane indexes."""
 
-    def __init__(self, sessions: dict[str, Session]) -> None:
+    def __init__(self, sessions: dict[str, SessionRow]) -> None:
         drawn = forest(sessions)
         self.lane = {s.id: i for i, (s, _, _) in enumerate(drawn)}
         self.agents = [

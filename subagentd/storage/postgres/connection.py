@@ -25,7 +25,7 @@ from psycopg.adapt import Loader
 from psycopg.types.string import StrDumperUnknown
 
 from subagentd.errors import DRIVER_ERRORS
-from subagentd.storage.deferred import Deferred, Row
+from subagentd.storage.deferred import DeferredWrites, Row
 
 log = logging.getLogger("subagentd")
 
@@ -111,7 +111,7 @@ class PgConnection:
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.raw = conn
         self._sql: dict[str, str] = {}
-        self.held = Deferred()  # rows the open group holds back (postgres/group.py `defer`)
+        self.held = DeferredWrites()  # rows the open group holds back (postgres/group.py `defer`)
         self.unheld = _Unheld(self)
         self.since: float | None = None  # time.monotonic() when the statement in flight began
         self.slow = math.inf

@@ -118,7 +118,7 @@ class Listener:
             self._quiet = None
 
 
-class Renewer(threading.Thread):
+class PgRenewer(threading.Thread):
     """Renews the owner row every ttl/3 on its own connection, never waiting for the writer lock
     (row locks alone order it with a fencing writer: the UPDATE re-checks `fenced = 0`)."""
 

@@ -27,7 +27,7 @@ from subagentd.errors import StorageBusyError, StorageFailedError
 from subagentd.storage.group_base import GroupCommitBase, RenewalThread
 from subagentd.storage.leases import RENEW_EVERY, RENEW_SQL, SLOW_ANSWER, Holding
 from subagentd.storage.postgres.connection import PgConnection, Timeouts, Watchdog
-from subagentd.storage.postgres.doorbell import Listener, Renewer
+from subagentd.storage.postgres.doorbell import Listener, PgRenewer
 from subagentd.storage.postgres.reconnect import Reconnect, outcome_of
 
 log = logging.getLogger("subagentd")
@@ -282,7 +282,7 @@ class PgGroupCommit(GroupCommitBase):
     def _renewer_for(self, holding: Holding) -> RenewalThread:
         self.conn.slow = holding.ttl * SLOW_ANSWER
         self.conn.stalled = self.stalled
-        return Renewer(self.url, holding, self._renew_wait_ms, self._now, self.timeouts)
+        return PgRenewer(self.url, holding, self._renew_wait_ms, self._now, self.timeouts)
 
 
 def cause_of(exc: Exception) -> str:

@@ -12,10 +12,8 @@ from typing import Any, cast
 import psycopg
 
 from subagentd.schema.stats import StatsResult
-from subagentd.storage.connected import Connected
 from subagentd.storage.idempotency import IdempotencyKeys
 from subagentd.storage.opening import DatabaseRefusedError
-from subagentd.storage.parts import BoundParts
 from subagentd.storage.postgres import migrations
 from subagentd.storage.postgres.connection import PgConnection, Timeouts, nul_safe
 from subagentd.storage.postgres.group import PgGroupCommit
@@ -23,6 +21,8 @@ from subagentd.storage.postgres.stats import read_stats
 from subagentd.storage.postgres.tables import PgEvents, PgInbox, PgLeases, PgSessions, PgTrees
 from subagentd.storage.signals import Signals
 from subagentd.storage.spending import Spending
+from subagentd.storage.store_binding import BoundParts
+from subagentd.storage.table_access import Connected
 from subagentd.storage.tasks import Tasks
 from subagentd.storage.traces import TraceContexts
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from subagentd.schema.records import EventRecord
 from subagentd.storage.events import EVENTS_SQL, Events
 from subagentd.storage.inbox import Inbox
-from subagentd.storage.leases import Leases
+from subagentd.storage.leases import LeaseTables
 from subagentd.storage.paths import END
 from subagentd.storage.sessions import Sessions
 from subagentd.storage.trees import CHILDREN_LISTING_SQL, WITH_BODY, Trees
@@ -84,7 +84,7 @@ class PgEvents(Events):
         return int(max(seq for (seq,) in row))
 
 
-class PgLeases(Leases):
+class PgLeases(LeaseTables):
     def foreign_leases(self, owner: str, now: float) -> list[tuple[str, str, Status]]:
         return self._db.conn.execute(
             "SELECT l.session_id, l.owner, l.status FROM owners o JOIN leases l"

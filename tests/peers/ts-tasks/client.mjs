@@ -1,5 +1,5 @@
 // The official MCP TypeScript SDK's `experimental.tasks` client (2025-11-25 shape) against
-// subagentd, one phase per client process (tests/test_tasks_ts_sdk.py runs both):
+// subagentd, one phase per client process (tests/clients/test_tasks_ts_sdk.py runs both):
 //   node client.mjs first  <config.json>  spawn A and B as tasks, poll A to its end, stream B
 //                                          until it works, then close the client (B still runs)
 //   node client.mjs second <config.json>  a new client process: list, collect A's and B's

@@ -1,0 +1,10 @@
+package subagentd
+
+// How a turn ended (turns/end reason).
+const (
+	ReasonCompleted = "completed"
+	ReasonAborted   = "aborted"
+	ReasonMaxTokens = "max-tokens"
+	ReasonRefusal   = "refusal"
+	ReasonError     = "error"
+)

@@ -1,0 +1,123 @@
+"""MCP resources of a `--caller` connection (PROTOCOL.md section 5): the caller's subtree only,
+each agent's state and last outcome and its transcript, paged, subscriptions with
+notifications/resources/updated — and a read consumes nothing. Real process, real pipes."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from tests.frameworks.scenario import wait_for_line, watcher
+from tests.wire.test_mcp_caller_traffic import Piped, initialized, request
+
+
+def rpc(piped: Piped, method: str, params: dict) -> dict:
+    request_id = next(piped.ids)
+    piped.send(request(request_id, method, params))
+    while True:
+        line = piped.proc.stdout.readline()  # type: ignore[union-attr]
+        assert line
+        piped.seen.append(json.loads(line))
+        if piped.seen[-1].get("id") == request_id:
+            return piped.seen[-1]
+
+
+def read(piped: Piped, uri: str) -> dict:
+    (content,) = rpc(piped, "resources/read", {"uri": uri})["result"]["contents"]
+    assert (content["uri"], content["mimeType"]) == (uri, "application/json")
+    return json.loads(content["text"])
+
+
+def test_resources_show_the_subtree_its_state_and_transcript_and_consume_nothing(tmp_path):
+    log = tmp_path / "log"
+    piped = initialized(str(tmp_path / "resources.db"))
+    init = piped.seen[0]["result"]["capabilities"]
+    assert init["resources"] == {"subscribe": True, "listChanged": False}
+    piped.call("spawn_agent", label="watcher", prompt=watcher(log), child_id="c1")
+    wait_for_line(log, "waiting")
+
+    listed = rpc(piped, "resources/list", {})["result"]["resources"]
+    assert [(r["uri"], r["name"]) for r in listed] == [
+        ("subagentd://agent/root", "root"),
+        ("subagentd://agent/root/transcript", "root transcript"),
+        ("subagentd://agent/c1", "c1"),
+        ("subagentd://agent/c1/transcript", "c1 transcript"),
+    ]
+    templates = rpc(piped, "resources/templates/list", {})["result"]["resourceTemplates"]
+    assert [t["uriTemplate"] for t in templates] == [
+        "subagentd://agent/{agent_id}",
+        "subagentd://agent/{agent_id}/transcript{?after}",
+    ]
+    running = read(piped, "subagentd://agent/c1")
+    assert (running["status"], running["kind"], running.get("last_turn")) == (
+        "running",
+        "continuable",
+        None,
+    )
+
+    assert rpc(piped, "resources/subscribe", {"uri": "subagentd://agent/c1"})["result"] == {}
+    before = len(piped.seen)
+    piped.call("interrupt_agent", agent_id="c1")
+    piped.call("list_agents")  # c1's turn ends when its process exits: read until it settled
+    deadline = time.monotonic() + 60
+    while read(piped, "subagentd://agent/c1")["status"] != "ready":
+        assert time.monotonic() < deadline
+    updates = [
+        m for m in piped.seen[before:] if m.get("method") == "notifications/resources/updated"
+    ]
+    assert updates and {u["params"]["uri"] for u in updates} == {"subagentd://agent/c1"}
+
+    ended = read(piped, "subagentd://agent/c1")
+    assert ended["last_turn"] == {"reason": "aborted", "output": "waiting\nterminated"}
+    assert (ended["queued"], ended["parked"], ended["label"]) == (0, 0, "watcher")
+    page = read(piped, "subagentd://agent/c1/transcript")
+    assert page["agent_id"] == "c1" and page.get("next") is None
+    types = [e["type"] for e in page["events"]]
+    assert types == [
+        "descriptor",
+        "activated",
+        "message",
+        "turn_start",
+        "interrupt",
+        "runner_exit",
+        "turn_end",
+        "settled",
+    ], types
+
+    # reading consumed nothing: wait_agents still returns the notice
+    result = piped.call("wait_agents", timeout_ms=0)
+    assert result["content"][0]["text"] == "Background subagent c1 was stopped before it finished."
+
+    outside = rpc(piped, "resources/read", {"uri": "subagentd://agent/elsewhere"})
+    assert outside["error"]["code"] == -32602
+    assert outside["error"]["message"] == "resource not found: subagentd://agent/elsewhere"
+    assert piped.end() == []
+
+
+def test_the_python_clients_read_resources_with_typed_methods():
+    import anyio
+
+    from subagentd.client import AsyncClient, Client
+
+    with Client.spawn(db=":memory:", caller="root") as client:
+        client.initialize()
+        listed = client.resources_list()
+        assert [r.uri for r in listed.resources] == [
+            "subagentd://agent/root",
+            "subagentd://agent/root/transcript",
+        ]
+        names = [t.name for t in client.resources_templates_list().resourceTemplates]
+        assert names == ["agent", "transcript"]
+        (content,) = client.resources_read("subagentd://agent/root").contents
+        assert json.loads(content.text)["kind"] == "ordinary"
+        assert client.resources_subscribe("subagentd://agent/root") == client.resources_unsubscribe(
+            "subagentd://agent/root"
+        )
+
+    async def main() -> str:
+        async with AsyncClient.spawn(db=":memory:", caller="root") as aclient:
+            await aclient.initialize()
+            (page,) = (await aclient.resources_read("subagentd://agent/root/transcript")).contents
+            return json.loads(page.text)["agent_id"]
+
+    assert anyio.run(main) == "root"
