@@ -18,7 +18,7 @@ from subagentd.client.errors import RpcError
 from subagentd.core.questions import Option, match
 from subagentd.core.texts import summary_of
 from subagentd.inspect import summarize
-from tests import test_acp_runner
+from tests.processes import test_acp_runner
 from tests.processes.test_acp_runner import AGENT, PATIENCE, AcpServer, steps
 
 acp = test_acp_runner.acp  # the fixture: the scripted agent's server
