@@ -648,13 +648,17 @@ def start(db: str) -> ServerProcess:
     proc = ServerProcess("--durability", "normal", db=db)
     try:
         proc.host.initialize()
+        # initialize may be answered before the database is open (start-up fast path); the
+        # first request that needs state is served only after crash recovery committed
+        proc.host.response(proc.host.start("agents/get", {"agent_id": "-"}))  # any answer will do
     except ConnectionClosed:
+        try:  # how it ended (a signal's number is negative) says as much as what it logged
+            code: int | str = proc.wait(WAIT)
+        except Exception as exc:  # still running with its stdout closed
+            code = repr(exc)
         raise AssertionError(
-            f"subagentd did not start (seed {SEED}): {proc.stderr_text()}"
+            f"subagentd did not start (seed {SEED}, exit status {code}): {proc.stderr_text()}"
         ) from None
-    # initialize may be answered before the database is open (start-up fast path); the first
-    # request that needs state is served only after crash recovery committed
-    proc.host.response(proc.host.start("agents/get", {"agent_id": "-"}))  # any answer will do
     return proc
 
 
@@ -691,9 +695,13 @@ def test_acknowledged_work_survives_kill_nine_under_pipelined_load(crash_db, rec
             check_resume_order(ledger, epoch, restarted, after)
             ledger.stats["rounds"] += 1
             epoch = restarted
+    except BaseException:  # what the newest process logged says why, whatever failed
+        print(f"\nstderr of the newest subagentd (seed {SEED}):\n{proc.stderr_text()[-8000:]}")
+        raise
     finally:
-        epoch.proc.proc.kill()
-        epoch.proc.stop()
+        for each in {id(p): p for p in (epoch.proc, proc)}.values():
+            each.proc.kill()
+            each.stop()
     summary = {"seed": SEED, **ledger.stats, "seconds": round(time.monotonic() - started, 1)}
     for key, value in summary.items():
         record_property(key, value)

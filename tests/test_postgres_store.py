@@ -1,6 +1,7 @@
 """PostgresStore's own promises, where they differ in mechanism from SQLite's: the writer advisory
-lock (busy refusal), a failed statement abandoning its group, BEGIN-time fencing, and the
-LISTEN/NOTIFY doorbell that rings only once the sender's group committed."""
+lock (busy refusal), a failed statement abandoning its group, BEGIN-time fencing, a commit-time
+renewal that never waits for the renewal thread's row lock, and the LISTEN/NOTIFY doorbell that
+rings only once the sender's group committed."""
 
 from __future__ import annotations
 
@@ -80,6 +81,34 @@ def test_a_fenced_owner_writes_nothing_more_and_lets_go(pg_stores):
     assert lost == [True]
     assert theirs.get_session("late") is None
     assert dict((o, f) for o, _, f in theirs.owners()) == {"mine": 1, "theirs": 0}
+
+
+def test_a_commit_renewing_while_the_renewal_thread_holds_the_owner_row_neither_waits_nor_fails(
+    pg_stores,
+):
+    """The renewal thread's UPDATE of the owner row may be in flight when a group's commit renews
+    the same row (they run at the same cadence): the commit leaves the renewal to it instead of
+    waiting for its row lock, which on a loaded machine could outlast the serving lock wait and
+    lose the whole group."""
+    clock = FakeClock()
+    store = pg_stores("shared", clock)
+    store.hold("mine", 15.0, lambda: None)
+    store.limit_lock_wait(50)  # serving: a group waits this long for any lock
+    clock.advance(6.0)  # over a third of the TTL spent: the next commit renews
+    with psycopg.connect(pg_stores.url("shared")) as renewal:  # stands for the thread's UPDATE
+        renewal.execute("UPDATE owners SET expires_at = %s WHERE owner = 'mine'", (clock() + 15,))
+        with store.atomic():
+            store.insert_session(session("a"))
+        store.commit()  # before the renewal's COMMIT
+        renewal.commit()
+    assert store.get_session("a") == session("a")
+    [(owner, expires_at, fenced)] = store.owners()
+    assert (owner, expires_at, fenced) == ("mine", clock() + 15, 0)  # the renewal's, kept
+    clock.advance(6.0)
+    with store.atomic():
+        store.insert_session(session("b"))
+    store.commit()  # nothing holds the row now: the commit renews it itself
+    assert store.owners() == [("mine", clock() + 15, 0)]
 
 
 def test_the_doorbell_rings_at_the_senders_commit_and_drains(pg_stores):

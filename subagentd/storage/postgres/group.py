@@ -25,7 +25,7 @@ from psycopg import errors
 
 from subagentd.errors import StorageBusyError, StorageFailedError
 from subagentd.storage.group_base import GroupCommitBase, RenewalThread
-from subagentd.storage.leases import RENEW_EVERY, RENEW_SQL, SLOW_ANSWER, Holding
+from subagentd.storage.leases import RENEW_EVERY, SLOW_ANSWER, Holding
 from subagentd.storage.postgres.connection import PgConnection, Timeouts, Watchdog
 from subagentd.storage.postgres.doorbell import Listener, Renewer
 from subagentd.storage.postgres.reconnect import Reconnect, outcome_of
@@ -33,6 +33,15 @@ from subagentd.storage.postgres.reconnect import Reconnect, outcome_of
 log = logging.getLogger("subagentd")
 
 WRITER_LOCK = 0x5342_4144  # the advisory lock key every group transaction takes ("SBAD")
+
+# The commit-time renewal of this process's owner row (RENEW_SQL), unless the row is locked: only
+# this process's renewal thread locks it while a group holds the writer lock, and its UPDATE
+# renews the row anyway. Waiting for it instead could outlast the group's lock_timeout (the
+# serving lock wait, --lock-wait-ms) on a loaded machine and lose the whole group.
+_RENEW_UNLOCKED = (
+    "UPDATE owners SET expires_at = ? WHERE owner = (SELECT owner FROM owners"
+    " WHERE owner = ? AND fenced = 0 FOR UPDATE SKIP LOCKED)"
+)
 
 
 class PgGroupCommit(GroupCommitBase):
@@ -216,8 +225,9 @@ class PgGroupCommit(GroupCommitBase):
                 if holding is not None:
                     now = self._now()
                     renew = holding.expires - now < holding.ttl * (1 - RENEW_EVERY)
-                    if renew:
-                        conn.execute(RENEW_SQL, (now + holding.ttl, holding.owner))
+                    if renew:  # skipped while the renewal thread is renewing the row itself
+                        renewed = conn.execute(_RENEW_UNLOCKED, (now + holding.ttl, holding.owner))
+                        renew = renewed.rowcount == 1
                 conn.execute("COMMIT")
             except psycopg.Error as exc:
                 if not conn.lost or self._xid is None:
