@@ -120,6 +120,9 @@ class Epoch:
         self.dead = False
         self.eof = False
         self.errors: list[str] = []
+        self.replies = 0  # replies read from this process
+        self.killed = False  # the host sent SIGKILL
+        self.died_alone = False  # it was gone before the host killed it
 
     # --- sending and reading -----------------------------------------------------------
 
@@ -147,7 +150,7 @@ class Epoch:
         try:
             self.host.send(frame)
         except OSError:
-            self.dead = True
+            self.gone()
             return None
         return request
 
@@ -178,6 +181,7 @@ class Epoch:
         request = self.pending.pop(message["id"])
         request.reply = message
         self.ledger.stats["replies_read"] += 1
+        self.replies += 1
         if request.method == "turns/end" and "result" in message:
             self.ended_acked.add(request.params["turn_id"])
         if request.method == "agents/spawn" and "result" in message:
@@ -228,11 +232,18 @@ class Epoch:
     # --- the load ------------------------------------------------------------------------
 
     def load(self, root: str, kill_after: float) -> None:
-        """Pipeline requests until the process is killed `kill_after` seconds from now."""
+        """Pipeline requests until the process is killed `kill_after` seconds after it began
+        answering them (or, one round in five, after they began: maybe before any answer). A
+        loaded machine may take longer than that to answer the first group (its commit), so
+        the time is counted from then: each round checks acknowledged work."""
         self.root = root
         self.result("agents/open", {"agent_id": root})
-        killer = threading.Timer(kill_after, self.proc.proc.kill)
-        killer.start()
+        before, armed = self.replies, False
+        killer = threading.Timer(kill_after, self.kill)
+        if self.rng.random() < 0.2:
+            killer.start()
+            armed = True
+        deadline = time.monotonic() + WAIT
         try:
             for _ in range(3):
                 self.spawn(root)
@@ -245,11 +256,35 @@ class Epoch:
                     self.read_available(0.002)
                 while not self.dead and len(self.pending) > MAX_IN_FLIGHT:
                     self.read_available(0.01)
+                    if not armed and time.monotonic() > deadline:
+                        raise AssertionError(
+                            f"no reply to the load within {WAIT} s (seed {SEED}, round"
+                            f" {self.number}); its stderr: {self.proc.stderr_text()[-4000:]}"
+                        )
+                if not armed and self.replies > before:
+                    killer.start()
+                    armed = True
         except EOFError:
+            self.gone()
             self.eof = True
         finally:
-            killer.join()
+            if armed:
+                killer.join()
         self.read_until_eof()
+        assert not self.died_alone, (
+            f"subagentd exited before it was killed (seed {SEED}, round {self.number},"
+            f" status {self.proc.proc.wait(WAIT)}): {self.proc.stderr_text()[-4000:]}"
+        )
+
+    def kill(self) -> None:
+        self.killed = True
+        self.proc.proc.kill()
+
+    def gone(self) -> None:
+        """The process is found gone (a write to it failed, or its stdout ended)."""
+        if not self.dead and not self.killed:
+            self.died_alone = True
+        self.dead = True
 
     def read_until_eof(self) -> None:
         """Every frame the process wrote before it died is still in the pipe: read it all."""
