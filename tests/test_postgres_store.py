@@ -1,8 +1,7 @@
 """PostgresStore's own promises, where they differ in mechanism from SQLite's: the writer advisory
 lock (busy refusal), a failed statement abandoning its group, BEGIN-time fencing (its read failing
-as a failed write does), a commit-time
-renewal that never waits for the renewal thread's row lock, and the LISTEN/NOTIFY doorbell that
-rings only once the sender's group committed."""
+as a failed write does), a commit-time renewal that never waits for the renewal thread's row lock,
+and the LISTEN/NOTIFY doorbell that rings only once the sender's group committed."""
 
 from __future__ import annotations
 
