@@ -27,21 +27,12 @@ from subagentd.errors import StorageBusyError, StorageFailedError
 from subagentd.storage.group_base import GroupCommitBase, RenewalThread
 from subagentd.storage.leases import RENEW_EVERY, SLOW_ANSWER, Holding
 from subagentd.storage.postgres.connection import PgConnection, Timeouts, Watchdog
-from subagentd.storage.postgres.doorbell import Listener, Renewer
+from subagentd.storage.postgres.doorbell import RENEW_UNLOCKED, Listener, Renewer
 from subagentd.storage.postgres.reconnect import Reconnect, outcome_of
 
 log = logging.getLogger("subagentd")
 
 WRITER_LOCK = 0x5342_4144  # the advisory lock key every group transaction takes ("SBAD")
-
-# The commit-time renewal of this process's owner row (RENEW_SQL), unless the row is locked: only
-# this process's renewal thread locks it while a group holds the writer lock, and its UPDATE
-# renews the row anyway. Waiting for it instead could outlast the group's lock_timeout (the
-# serving lock wait, --lock-wait-ms) on a loaded machine and lose the whole group.
-_RENEW_UNLOCKED = (
-    "UPDATE owners SET expires_at = ? WHERE owner = (SELECT owner FROM owners"
-    " WHERE owner = ? AND fenced = 0 FOR UPDATE SKIP LOCKED)"
-)
 
 
 class PgGroupCommit(GroupCommitBase):
@@ -226,7 +217,7 @@ class PgGroupCommit(GroupCommitBase):
                     now = self._now()
                     renew = holding.expires - now < holding.ttl * (1 - RENEW_EVERY)
                     if renew:  # skipped while the renewal thread is renewing the row itself
-                        renewed = conn.execute(_RENEW_UNLOCKED, (now + holding.ttl, holding.owner))
+                        renewed = conn.execute(RENEW_UNLOCKED, (now + holding.ttl, holding.owner))
                         renew = renewed.rowcount == 1
                 conn.execute("COMMIT")
             except psycopg.Error as exc:
