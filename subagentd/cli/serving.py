@@ -123,6 +123,11 @@ def serve(options: dict[str, Any]) -> int:
     if isinstance(error, DatabaseRefusedError | CallerServedElsewhere):  # one line, no traceback
         log.error("cannot start: %s", error)
         return 1
+    from subagentd.errors import SubagentdError
+
+    if isinstance(error, SubagentdError) and type(error) is not SubagentdError:  # e.g. busy
+        log.error("cannot start: %s (database %s)", error.message, shown)
+        return 1
     if isinstance(error, BaseException):
         log.error("cannot start: %s (database %s)", error, shown, exc_info=error)
         return 1
@@ -130,7 +135,6 @@ def serve(options: dict[str, Any]) -> int:
 
     import anyio
 
-    from subagentd.errors import SubagentdError
     from subagentd.server.connection import Connection
     from subagentd.server.transport import FdReader, FdWriter
 

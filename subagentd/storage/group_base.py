@@ -182,9 +182,12 @@ class GroupCommitBase:
         self._checked = True
         holding = self._holding
         if holding is not None and holding.expires <= self._began:
-            row = self.conn.execute(
-                "SELECT fenced FROM owners WHERE owner = ?", (holding.owner,)
-            ).fetchone()
+            try:
+                row = self.conn.execute(
+                    "SELECT fenced FROM owners WHERE owner = ?", (holding.owner,)
+                ).fetchone()
+            except self._error as exc:  # the group's first statement: lost as any failed write
+                raise self._abandon(exc) from exc
             if row is None or row[0]:
                 self.rollback()
                 self._on_lost()

@@ -120,6 +120,9 @@ class Epoch:
         self.dead = False
         self.eof = False
         self.errors: list[str] = []
+        self.replies = 0  # replies read from this process
+        self.killed = False  # the host sent SIGKILL
+        self.died_alone = False  # it was gone before the host killed it
 
     # --- sending and reading -----------------------------------------------------------
 
@@ -147,7 +150,7 @@ class Epoch:
         try:
             self.host.send(frame)
         except OSError:
-            self.dead = True
+            self.gone()
             return None
         return request
 
@@ -178,6 +181,7 @@ class Epoch:
         request = self.pending.pop(message["id"])
         request.reply = message
         self.ledger.stats["replies_read"] += 1
+        self.replies += 1
         if request.method == "turns/end" and "result" in message:
             self.ended_acked.add(request.params["turn_id"])
         if request.method == "agents/spawn" and "result" in message:
@@ -228,11 +232,18 @@ class Epoch:
     # --- the load ------------------------------------------------------------------------
 
     def load(self, root: str, kill_after: float) -> None:
-        """Pipeline requests until the process is killed `kill_after` seconds from now."""
+        """Pipeline requests until the process is killed `kill_after` seconds after it began
+        answering them (or, one round in five, after they began: maybe before any answer). A
+        loaded machine may take longer than that to answer the first group (its commit), so
+        the time is counted from then: each round checks acknowledged work."""
         self.root = root
         self.result("agents/open", {"agent_id": root})
-        killer = threading.Timer(kill_after, self.proc.proc.kill)
-        killer.start()
+        before, armed = self.replies, False
+        killer = threading.Timer(kill_after, self.kill)
+        if self.rng.random() < 0.2:
+            killer.start()
+            armed = True
+        deadline = time.monotonic() + WAIT
         try:
             for _ in range(3):
                 self.spawn(root)
@@ -245,11 +256,35 @@ class Epoch:
                     self.read_available(0.002)
                 while not self.dead and len(self.pending) > MAX_IN_FLIGHT:
                     self.read_available(0.01)
+                    if not armed and time.monotonic() > deadline:
+                        raise AssertionError(
+                            f"no reply to the load within {WAIT} s (seed {SEED}, round"
+                            f" {self.number}); its stderr: {self.proc.stderr_text()[-4000:]}"
+                        )
+                if not armed and self.replies > before:
+                    killer.start()
+                    armed = True
         except EOFError:
+            self.gone()
             self.eof = True
         finally:
-            killer.join()
+            if armed:
+                killer.join()
         self.read_until_eof()
+        assert not self.died_alone, (
+            f"subagentd exited before it was killed (seed {SEED}, round {self.number},"
+            f" status {self.proc.proc.wait(WAIT)}): {self.proc.stderr_text()[-4000:]}"
+        )
+
+    def kill(self) -> None:
+        self.killed = True
+        self.proc.proc.kill()
+
+    def gone(self) -> None:
+        """The process is found gone (a write to it failed, or its stdout ended)."""
+        if not self.dead and not self.killed:
+            self.died_alone = True
+        self.dead = True
 
     def read_until_eof(self) -> None:
         """Every frame the process wrote before it died is still in the pipe: read it all."""
@@ -648,13 +683,17 @@ def start(db: str) -> ServerProcess:
     proc = ServerProcess("--durability", "normal", db=db)
     try:
         proc.host.initialize()
+        # initialize may be answered before the database is open (start-up fast path); the
+        # first request that needs state is served only after crash recovery committed
+        proc.host.response(proc.host.start("agents/get", {"agent_id": "-"}))  # any answer will do
     except ConnectionClosed:
+        try:  # how it ended (a signal's number is negative) says as much as what it logged
+            code: int | str = proc.wait(WAIT)
+        except Exception as exc:  # still running with its stdout closed
+            code = repr(exc)
         raise AssertionError(
-            f"subagentd did not start (seed {SEED}): {proc.stderr_text()}"
+            f"subagentd did not start (seed {SEED}, exit status {code}): {proc.stderr_text()}"
         ) from None
-    # initialize may be answered before the database is open (start-up fast path); the first
-    # request that needs state is served only after crash recovery committed
-    proc.host.response(proc.host.start("agents/get", {"agent_id": "-"}))  # any answer will do
     return proc
 
 
@@ -691,9 +730,13 @@ def test_acknowledged_work_survives_kill_nine_under_pipelined_load(crash_db, rec
             check_resume_order(ledger, epoch, restarted, after)
             ledger.stats["rounds"] += 1
             epoch = restarted
+    except BaseException:  # what the newest process logged says why, whatever failed
+        print(f"\nstderr of the newest subagentd (seed {SEED}):\n{proc.stderr_text()[-8000:]}")
+        raise
     finally:
-        epoch.proc.proc.kill()
-        epoch.proc.stop()
+        for each in {id(p): p for p in (epoch.proc, proc)}.values():
+            each.proc.kill()
+            each.stop()
     summary = {"seed": SEED, **ledger.stats, "seconds": round(time.monotonic() - started, 1)}
     for key, value in summary.items():
         record_property(key, value)

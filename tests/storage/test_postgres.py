@@ -10,6 +10,7 @@ import sys
 import psycopg
 import pytest
 
+from subagentd.storage.postgres.group import WRITER_LOCK
 from subagentd.storage.postgres.store import shown
 from tests.spawned import ServerProcess
 
@@ -126,6 +127,28 @@ def test_a_migration_the_role_may_not_run_is_refused_in_one_line(pg_stores):
     finally:
         server.drop_database(name)
         server.execute("DROP ROLE IF EXISTS subagentd_reader")
+
+
+def test_a_writer_lock_held_through_start_up_is_refused_in_one_line(pg_stores):
+    """Crash recovery at start-up waits for the writer lock (another process's write, or the
+    last statement of a killed one's) up to its patience, then says so in one line."""
+    url = pg_stores.url()
+    with psycopg.connect(url) as other:
+        other.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
+        done = subprocess.run(
+            [sys.executable, "-m", "subagentd", "--db", url, "--log-format", "text"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 1 and done.stdout == ""
+    lines = [line for line in done.stderr.strip().splitlines() if " INFO " not in line]
+    assert len(lines) == 1, done.stderr
+    assert lines[0].endswith(
+        "cannot start: the database is locked by another process; retry with backoff"
+        f" (database {shown(url)})"
+    )
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 """PostgresStore's own promises, where they differ in mechanism from SQLite's: the writer advisory
-lock (busy refusal), a failed statement abandoning its group, BEGIN-time fencing, and the
-LISTEN/NOTIFY doorbell that rings only once the sender's group committed."""
+lock (busy refusal), a failed statement abandoning its group, BEGIN-time fencing (its read failing
+as a failed write does), a commit-time renewal that never waits for the renewal thread's row lock,
+and the LISTEN/NOTIFY doorbell that rings only once the sender's group committed."""
 
 from __future__ import annotations
 
@@ -80,6 +81,55 @@ def test_a_fenced_owner_writes_nothing_more_and_lets_go(pg_stores):
     assert lost == [True]
     assert theirs.get_session("late") is None
     assert dict((o, f) for o, _, f in theirs.owners()) == {"mine": 1, "theirs": 0}
+
+
+def test_a_commit_renewing_while_the_renewal_thread_holds_the_owner_row_neither_waits_nor_fails(
+    pg_stores,
+):
+    """The renewal thread's UPDATE of the owner row may be in flight when a group's commit renews
+    the same row (they run at the same cadence): the commit leaves the renewal to it instead of
+    waiting for its row lock, which on a loaded machine could outlast the serving lock wait and
+    lose the whole group."""
+    clock = FakeClock()
+    store = pg_stores("shared", clock)
+    store.hold("mine", 15.0, lambda: None)
+    store.limit_lock_wait(50)  # serving: a group waits this long for any lock
+    clock.advance(6.0)  # over a third of the TTL spent: the next commit renews
+    with psycopg.connect(pg_stores.url("shared")) as renewal:  # stands for the thread's UPDATE
+        renewal.execute("UPDATE owners SET expires_at = %s WHERE owner = 'mine'", (clock() + 15,))
+        with store.atomic():
+            store.insert_session(session("a"))
+        store.commit()  # before the renewal's COMMIT
+        renewal.commit()
+    assert store.get_session("a") == session("a")
+    [(owner, expires_at, fenced)] = store.owners()
+    assert (owner, expires_at, fenced) == ("mine", clock() + 15, 0)  # the renewal's, kept
+    clock.advance(6.0)
+    with store.atomic():
+        store.insert_session(session("b"))
+    store.commit()  # nothing holds the row now: the commit renews it itself
+    assert store.owners() == [("mine", clock() + 15, 0)]
+
+
+def test_a_fencing_check_the_database_fails_loses_the_group_as_a_storage_failure(pg_stores):
+    """The owner row read before a group's first write (a lease not known to be valid) is a
+    write like any other: failed by the database, the group is abandoned, refused 1012."""
+    clock = FakeClock()
+    store = pg_stores("shared", clock)
+    store.hold("mine", 60.0, lambda: None)
+    store.limit_lock_wait(50)
+    clock.advance(61.0)  # expired as far as this process knows: the row is read under the lock
+    with psycopg.connect(pg_stores.url("shared")) as other:
+        other.execute("LOCK TABLE owners IN ACCESS EXCLUSIVE MODE")  # the read waits past 50 ms
+        with pytest.raises(StorageFailedError) as failed:
+            with store.atomic():
+                store.insert_session(session("a"))
+        assert failed.value.data == {"reason": "error"}
+        assert not store.dirty
+    with store.atomic():  # the row is read again, and the write applied
+        store.insert_session(session("a"))
+    store.commit()
+    assert store.get_session("a") == session("a")
 
 
 def test_the_doorbell_rings_at_the_senders_commit_and_drains(pg_stores):

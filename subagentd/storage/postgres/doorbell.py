@@ -118,6 +118,16 @@ class Listener:
             self._quiet = None
 
 
+# A group's commit-time renewal of its owner row (RENEW_SQL), unless the row is locked: only this
+# process's renewal thread locks it while a group holds the writer lock, and its UPDATE renews the
+# row anyway. Waiting for it instead could outlast the group's lock_timeout (the serving lock
+# wait) on a loaded machine and lose the whole group.
+RENEW_UNLOCKED = (
+    "UPDATE owners SET expires_at = ? WHERE owner = (SELECT owner FROM owners"
+    " WHERE owner = ? AND fenced = 0 FOR UPDATE SKIP LOCKED)"
+)
+
+
 class PgRenewer(threading.Thread):
     """Renews the owner row every ttl/3 on its own connection, never waiting for the writer lock
     (row locks alone order it with a fencing writer: the UPDATE re-checks `fenced = 0`)."""

@@ -25,9 +25,9 @@ from psycopg import errors
 
 from subagentd.errors import StorageBusyError, StorageFailedError
 from subagentd.storage.group_base import GroupCommitBase, RenewalThread
-from subagentd.storage.leases import RENEW_EVERY, RENEW_SQL, SLOW_ANSWER, Holding
+from subagentd.storage.leases import RENEW_EVERY, SLOW_ANSWER, Holding
 from subagentd.storage.postgres.connection import PgConnection, Timeouts, Watchdog
-from subagentd.storage.postgres.doorbell import Listener, PgRenewer
+from subagentd.storage.postgres.doorbell import RENEW_UNLOCKED, Listener, PgRenewer
 from subagentd.storage.postgres.reconnect import Reconnect, outcome_of
 
 log = logging.getLogger("subagentd")
@@ -216,8 +216,9 @@ class PgGroupCommit(GroupCommitBase):
                 if holding is not None:
                     now = self._now()
                     renew = holding.expires - now < holding.ttl * (1 - RENEW_EVERY)
-                    if renew:
-                        conn.execute(RENEW_SQL, (now + holding.ttl, holding.owner))
+                    if renew:  # skipped while the renewal thread is renewing the row itself
+                        renewed = conn.execute(RENEW_UNLOCKED, (now + holding.ttl, holding.owner))
+                        renew = renewed.rowcount == 1
                 conn.execute("COMMIT")
             except psycopg.Error as exc:
                 if not conn.lost or self._xid is None:
