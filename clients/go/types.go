@@ -170,6 +170,7 @@ type ChildRow struct {
 	Label  string `json:"label"`
 	Status string `json:"status"`
 	Depth  *int64 `json:"depth,omitempty"`
+	Ended  string `json:"ended,omitempty"`
 	Mode   string `json:"mode,omitempty"`
 	Parent string `json:"parent,omitempty"`
 	Parked *int64 `json:"parked,omitempty"`
@@ -605,6 +606,40 @@ type StoredEvent struct {
 	TurnID string `json:"turn_id,omitempty"`
 }
 
+// Task: MCP Task. `ttl` is always present (null: unlimited).
+type Task struct {
+	TaskID        string `json:"taskId"`
+	Status        string `json:"status"`
+	CreatedAt     string `json:"createdAt"`
+	LastUpdatedAt string `json:"lastUpdatedAt"`
+	TTL           *int64 `json:"ttl,omitempty"`
+	PollInterval  *int64 `json:"pollInterval,omitempty"`
+	StatusMessage string `json:"statusMessage,omitempty"`
+}
+
+// TaskIdParams: `tasks/get`, `tasks/result`, `tasks/cancel`.
+type TaskIdParams struct {
+	TaskID string         `json:"taskId"`
+	Meta   map[string]any `json:"_meta,omitempty"`
+}
+
+// TaskMetadata: `params.task` of a task-augmented request: the lifetime the client asks for.
+type TaskMetadata struct {
+	TTL *int64 `json:"ttl,omitempty"`
+}
+
+// TasksListParams is the schema of the same name in clients/openrpc.json.
+type TasksListParams struct {
+	Meta   map[string]any `json:"_meta,omitempty"`
+	Cursor string         `json:"cursor,omitempty"`
+}
+
+// TasksListResult is the schema of the same name in clients/openrpc.json.
+type TasksListResult struct {
+	Tasks      []Task `json:"tasks"`
+	NextCursor string `json:"nextCursor,omitempty"`
+}
+
 // TextBlock: A text content block (`{"type": "text", "text": ...}`).
 type TextBlock struct {
 	Type string `json:"type"`
@@ -617,6 +652,7 @@ type Tool struct {
 	Description  string           `json:"description"`
 	InputSchema  map[string]any   `json:"inputSchema"`
 	Annotations  *ToolAnnotations `json:"annotations,omitempty"`
+	Execution    *ToolExecution   `json:"execution,omitempty"`
 	OutputSchema map[string]any   `json:"outputSchema,omitempty"`
 	Title        string           `json:"title,omitempty"`
 }
@@ -636,6 +672,11 @@ type ToolErrorData struct {
 	Text   string `json:"text"`
 }
 
+// ToolExecution: A Tool's `execution`: whether it may be called as a task.
+type ToolExecution struct {
+	TaskSupport string `json:"taskSupport"`
+}
+
 // ToolFilter is the schema of the same name in clients/openrpc.json.
 type ToolFilter struct {
 	Allow []string `json:"allow,omitempty"`
@@ -647,6 +688,7 @@ type ToolsCallParams struct {
 	Name      string         `json:"name"`
 	Meta      map[string]any `json:"_meta,omitempty"`
 	Arguments any            `json:"arguments,omitempty"`
+	Task      *TaskMetadata  `json:"task,omitempty"`
 }
 
 // ToolsListParams is the schema of the same name in clients/openrpc.json.
@@ -771,11 +813,12 @@ type WaitIdleResult struct {
 
 // WaitedAgent: One waited-for subagent: its status now, and what this wait collected from it.
 type WaitedAgent struct {
-	AgentID string   `json:"agent_id"`
-	Status  string   `json:"status"`
-	Output  string   `json:"output,omitempty"`
-	Reason  string   `json:"reason,omitempty"`
-	Reports []string `json:"reports,omitempty"`
+	AgentID   string   `json:"agent_id"`
+	Status    string   `json:"status"`
+	Output    string   `json:"output,omitempty"`
+	Questions []string `json:"questions,omitempty"`
+	Reason    string   `json:"reason,omitempty"`
+	Reports   []string `json:"reports,omitempty"`
 }
 
 // AgentRow is one of ChildRow, DiagnosticRow (the fields of them all).
@@ -783,6 +826,7 @@ type AgentRow struct {
 	Kind   string `json:"kind"`
 	ID     string `json:"id"`
 	Depth  *int64 `json:"depth,omitempty"`
+	Ended  string `json:"ended,omitempty"`
 	Label  string `json:"label,omitempty"`
 	Mode   string `json:"mode,omitempty"`
 	Parent string `json:"parent,omitempty"`
