@@ -91,7 +91,7 @@ class ChildServer:
             self._call, t.ToolsCallParams, t.CallToolResult, writes=False, confined=True
         )
         session = Session(default_caller=who.caller)
-        self.dispatcher = Dispatcher(session, Settings(), _invoke, methods=methods)
+        self.dispatcher = Dispatcher(session, Settings(), invoke_directly, methods=methods)
         self.framer = FrameReader()
 
     # --- the relayed methods ---------------------------------------------------------------
@@ -214,19 +214,6 @@ class ChildServer:
             view = memoryview(payload)
             while view:
                 view = view[os.write(self.out_fd, view) :]
-
-
-def _invoke(call: Call, handler: Handler, message: dict[str, Any]) -> Any:
-    """Requests run directly (as at start-up); a notification runs and is not answered (the
-    Dispatcher refuses an unknown method before it gets here)."""
-    if "id" in message:
-        return invoke_directly(call, handler, message)
-    params = message.get("params")
-    try:
-        call.run(handler, (), params if isinstance(params, dict) else {})
-    except Exception:  # a notification is never answered, not even with its failure
-        pass
-    return None
 
 
 def _error(code: Any, message: str, data: Any) -> SubagentdError:

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from subagentd.errors import InvalidParamsError, LeaseLostError, StorageFailedError, closest_name
-from subagentd.server.envelope import Session
+from subagentd.server.boundary import failure
+from subagentd.server.envelope import Session, result_value
 from subagentd.server.waiting import Deferred, Ledger
 
 if TYPE_CHECKING:  # start-up runs the handshake methods before core is imported
@@ -67,22 +68,17 @@ class Call(msgspec.Struct):
     notes: list[bytes]  # the connection's notifications not yet held for the host
     notes_mark: int = 0
     request_id: Any = None
-    reply: dict[str, Any] | None = None  # set by the method's jsonrpcserver entry (server/rpc.py)
-    deferred: Deferred | None = None
 
     @property
     def service(self) -> Service:
         assert self.service_or_none is not None, "the service is not loaded yet"
         return self.service_or_none
 
-    def defer(self, result: Any) -> Callable[[], None]:
-        self.deferred = Deferred(result)
-        return self.deferred.complete
-
     def wait_for(self, waiter: Waiter, shape: Callable[[Any], Any]) -> Deferred:
         """The reply waits for core's answer (shaped for the wire); a client cancellation ends
-        the wait, and an answer lost with its commit group is waited for again."""
-        deferred = self.deferred = Deferred(None)
+        the wait, and an answer lost with its commit group is waited for again. The method
+        returns the Deferred as its result (the dispatcher owes the reply until it is done)."""
+        deferred = Deferred(None)
         waits = self.service.waits
 
         def done(answer: Any) -> None:
@@ -100,22 +96,32 @@ class Call(msgspec.Struct):
         if not isinstance(error, LeaseLostError):
             del self.notes[self.notes_mark :]
 
-    def run(self, handler: Handler, args: Any, params: dict[str, Any]) -> Any:
-        """The handler on validated params, in a write transaction if it writes. A storage
-        failure loses the commit group: the rest of the frame is refused (Ledger.lost)."""
+
+def run_method(call: Call, handler: Handler, args: Any, params: Any) -> tuple[bool, Any]:
+    """The one method runner: params validated into the method's Struct, the method run (in a
+    write transaction when it writes), its result shaped for the wire, and any failure mapped
+    to its JSON-RPC error (server/boundary.py). (True, result) or (False, error object); a
+    Deferred result (a reply owed later) is returned as it is. Never raises an Exception.
+    A storage failure loses the commit group: the rest of the frame is refused (Ledger.lost)."""
+    try:
         if args:
             raise InvalidParamsError("params must be an object, not an array")
+        if params is None:
+            params = {}
         value = params if handler.params is None else convert_params(params, handler.params)
-        try:
-            if handler.writes:
-                with self.service.transaction():
-                    return handler.run(self, value)
-            return handler.run(self, value)
-        except StorageFailedError as exc:
-            if self.ledger.lost is None:
-                self.ledger.lost = exc
-            self.drop_notifications(exc)
-            raise
-        except BaseException as error:
-            self.drop_notifications(error)
-            raise
+        if handler.writes:
+            with call.service.transaction():
+                result = handler.run(call, value)
+        else:
+            result = handler.run(call, value)
+    except Exception as error:
+        if isinstance(error, StorageFailedError) and call.ledger.lost is None:
+            call.ledger.lost = error
+        call.drop_notifications(error)
+        return False, failure(error, handler.tool)
+    except BaseException as error:  # cancelled, or the process is ending: not a reply
+        call.drop_notifications(error)
+        raise
+    if type(result) is Deferred:
+        return True, result
+    return True, result_value(result, call.stateless)

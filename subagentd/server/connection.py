@@ -76,15 +76,13 @@ class Connection:
         self.outbox: list[bytes | memoryview] = []  # committed output, ready to write
         self.outbox_bytes = 0
         self.ledger = Ledger(self._frame, self._held)  # output held back until its commit
-        rpc = JsonRpc(METHODS)
         self.dispatcher = Dispatcher(
             self.session,
             service.settings,
-            rpc,
+            JsonRpc(METHODS),
             service=service,
             frame=self._frame,
             ledger=self.ledger,
-            run_batch=rpc.batch,
         )
         self.notes = self.dispatcher.notes  # notifications of the work done since the last flush
         self._wake: anyio.Event  # set when there is output to commit and write (made in serve)
@@ -414,12 +412,12 @@ class Connection:
             self._flush_inline()  # what came before it is answered now (no group is open)
             await self.lock()
 
-    def deliver(self, reply_of: Callable[[], Reply | None]) -> None:
-        """One frame's reply, held for its commit; a failure outside the dispatcher's boundary
-        (e.g. an unencodable result) must not end the connection: it is logged and answered
-        -32603 with no detail."""
+    def deliver(self, reply: Reply | None) -> None:
+        """One frame's reply, held for its commit; a reply that cannot be encoded (a result
+        msgspec cannot write) must not end the connection: it is logged and answered -32603
+        with no detail."""
         try:
-            self.ledger.answer(reply_of())
+            self.ledger.answer(reply)
         except Exception:
             log.exception("unexpected failure while handling a frame")
             self.ledger.reply(refusal(SubagentdError(INTERNAL_MESSAGE)))

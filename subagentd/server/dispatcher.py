@@ -3,8 +3,9 @@
 It owns the JSON-RPC envelope rules (PROTOCOL.md sections 1, 2 and 8): the checks before a method
 runs, batches, notifications, cancellation, the lifecycle and the bounds; every refusal is a
 raised SubagentdError that server/boundary.py puts on the wire. The method itself runs through an
-`Invoke`: jsonrpcserver's dispatch in the server (server/rpc.py), a direct call at start-up
-(`invoke_directly`: the prelude answers the handshake before jsonrpcserver is even imported).
+`Invoke`: jsonrpcserver's dispatch in the server (server/rpc.py), once per request (a batch's
+members one by one, each checked here first); at start-up, before jsonrpcserver is imported,
+the same method runner is called directly (`invoke_directly`: the prelude's handshake).
 The connection is only the I/O loop around it. Light to import: no jsonrpcserver, no anyio, no
 core (start-up answers the handshake with it while those load).
 
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -34,12 +34,12 @@ from subagentd.errors import (
 )
 from subagentd.schema.codes import Code
 from subagentd.schema.lifecycle import SUPPORTED_VERSIONS, VERSION_META_KEY
-from subagentd.server.boundary import failure, refusal
-from subagentd.server.call import Call, Handler
+from subagentd.server.boundary import refusal
+from subagentd.server.call import Call, Handler, run_method
 from subagentd.server.envelope import Session, success_reply, valid_id
 from subagentd.server.framing import BadHeader, Frame, Oversize
 from subagentd.server.requestlog import log_request
-from subagentd.server.waiting import Kept, Ledger, Pending
+from subagentd.server.waiting import Deferred, Kept, Ledger, Pending
 
 if TYPE_CHECKING:  # not imported at start-up: the handshake needs neither core nor its settings
     from subagentd.core.service import Service
@@ -50,10 +50,7 @@ log = logging.getLogger("subagentd")
 One = dict[str, Any] | Pending  # the reply to one request: a reply object, or one still owed
 Reply = One | list[One]
 Invoke = Callable[[Call, Handler, dict[str, Any]], dict[str, Any] | None]
-# runs requests as one batch, calling back with each from inside its method; returns how many ran
-RunBatch = Callable[[list[dict[str, Any]], Callable[[dict[str, Any]], None]], int]
-# takes one frame's reply, computed when the connection calls it (it catches what escapes)
-Deliver = Callable[[Callable[[], "Reply | None"]], None]
+Deliver = Callable[["Reply | None"], None]  # takes one frame's reply
 
 _decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
@@ -93,7 +90,6 @@ class Dispatcher:
         frame: Callable[[Any], bytes] = _encode,
         ledger: Ledger | None = None,
         max_pending: int = MAX_PENDING,
-        run_batch: RunBatch | None = None,
     ) -> None:
         self.session = session
         self.settings = settings
@@ -107,7 +103,6 @@ class Dispatcher:
         self.frame = frame  # a message as the bytes written to the host
         self.ledger = ledger or Ledger(frame, lambda size: None)
         self.max_pending = max_pending
-        self.run_batch = run_batch  # None: every frame goes to `invoke` on its own
         self.notes: list[bytes] = []  # notifications not yet held for the host
         self.updated: set[str] = set()  # resource URIs told updated since the last flush
 
@@ -137,15 +132,12 @@ class Dispatcher:
         locked: Callable[[], bool] | None = None,
     ) -> list[Frame]:
         """Frames read together, each answered through `deliver` in arrival order, exactly as
-        `handle_frame` answers it. Consecutive requests for known methods run as one batch
-        through `run_batch` (jsonrpcserver's per-dispatch work is then paid once per run); each
-        is still checked, admitted and answered frame by frame from inside its method's entry,
-        so a frame sees the state (lifecycle, waiting replies, a lost group) the ones before
-        it left. They all arrived before the first is answered, so they may share one reading
-        of what other processes hold (core/agents.py `elsewhere`). A frame that writes first
-        asks `locked` for the write lock (taken without waiting): refused, the frames before it
-        are answered and it and the rest are returned unhandled, for the connection to wait for
-        the lock and hand them back."""
+        `handle_frame` answers it: each sees the state (lifecycle, waiting replies, a lost
+        group) the ones before it left. They all arrived before the first is answered, so they
+        may share one reading of what other processes hold (core/agents.py `elsewhere`). A
+        frame that writes first asks `locked` for the write lock (taken without waiting):
+        refused, the frames before it are answered and it and the rest are returned unhandled,
+        for the connection to wait for the lock and hand them back."""
         agents = None if self.service is None or len(frames) < 2 else self.service.agents
         if agents is None:
             return self._handle_frames(frames, deliver, locked)
@@ -159,24 +151,16 @@ class Dispatcher:
         self, frames: Sequence[Frame], deliver: Deliver, locked: Callable[[], bool] | None
     ) -> list[Frame]:
         """handle_frames' work; returns the frames left for the connection to hand back."""
-        run: list[dict[str, Any]] = []
         rest = iter(frames)
         for frame in rest:
             try:
                 message = decode(frame)
             except SubagentdError as exc:
-                self._answer_run(run, deliver)
-                deliver(partial(refusal, exc))
+                deliver(refusal(exc))
                 continue
             if locked is not None and self.writes(message) and not locked():
-                self._answer_run(run, deliver)  # none of them writes: the lock is not held
                 return [frame, *rest]
-            if self.run_batch is not None and self._batchable(message):
-                run.append(message)
-                continue
-            self._answer_run(run, deliver)
-            deliver(partial(self.dispatch, message))
-        self._answer_run(run, deliver)
+            deliver(self.dispatch(message))
         return []
 
     def writes(self, message: Any) -> bool:
@@ -193,22 +177,6 @@ class Dispatcher:
             return handler.writes_if(message.get("params"))
         return handler.writes
 
-    def _batchable(self, message: Any) -> bool:
-        """A request a batch can carry: an object with an id, for a method with an entry."""
-        if type(message) is not dict or "id" not in message:
-            return False
-        method = message.get("method")
-        return type(method) is str and method in self.methods and method not in CANCEL
-
-    def _answer_run(self, run: list[dict[str, Any]], deliver: Deliver) -> None:
-        if len(run) > 1 and self.run_batch is not None:
-            direct = partial(self.dispatch_one, invoke=invoke_directly)  # inside its entry
-            served = self.run_batch(run, lambda message: deliver(partial(direct, message)))
-            del run[:served]
-        for message in run:  # one alone, or any jsonrpcserver did not run
-            deliver(partial(self.dispatch_one, message))
-        run.clear()
-
     def dispatch(self, message: Any) -> Reply | None:
         """The reply to a decoded message or batch; None when nothing is answered."""
         if not isinstance(message, list):
@@ -218,10 +186,9 @@ class Dispatcher:
         replies = [r for r in map(self.dispatch_one, message) if r is not None]
         return replies or None
 
-    def dispatch_one(self, message: Any, invoke: Invoke | None = None) -> One | None:
+    def dispatch_one(self, message: Any) -> One | None:
         """One request or notification. Refusals before the method runs are Kept: they stand
-        even if the commit group is lost. Once it is lost, the rest is refused without running.
-        `invoke` runs the method (default: the dispatcher's; directly when inside a batch)."""
+        even if the commit group is lost. Once it is lost, the rest is refused without running."""
         if not isinstance(message, dict):
             return refusal(InvalidRequestError("Invalid Request: not an object"))
         request_id = message.get("id")
@@ -231,15 +198,13 @@ class Dispatcher:
             )
         is_request = "id" in message
         try:
-            return self._run(message, request_id, is_request, invoke or self.invoke)
+            return self._run(message, request_id, is_request)
         except SubagentdError as exc:  # refused before the method ran
             if is_request or isinstance(exc, InvalidRequestError):  # a broken envelope is told
                 return Kept(refusal(exc, request_id))
             return None
 
-    def _run(
-        self, message: dict[str, Any], request_id: Any, is_request: bool, invoke: Invoke
-    ) -> One | None:
+    def _run(self, message: dict[str, Any], request_id: Any, is_request: bool) -> One | None:
         method = message.get("method")
         if message.get("jsonrpc") != "2.0":
             raise InvalidRequestError('Invalid Request: "jsonrpc" must be "2.0"')
@@ -281,21 +246,19 @@ class Dispatcher:
         )
         if log.isEnabledFor(logging.DEBUG):  # --log-level debug: a line per request
             started = perf_counter()
-            reply = invoke(call, handler, message)
+            reply = self.invoke(call, handler, message)
             log_request(method, request_id, is_request, started)
         else:
-            reply = invoke(call, handler, message)
+            reply = self.invoke(call, handler, message)
         if reply is None:  # a notification
             return None
-        if "error" in reply:
-            return Kept(reply) if lifecycle else reply
-        deferred = call.deferred
-        if deferred is not None:
-            if not deferred.done:
-                pending = Pending(request_id, deferred, stateless, self.ledger.generation)
+        result = reply.get("result")
+        if type(result) is Deferred:  # the one kind of reply written later (server/waiting.py)
+            if not result.done:
+                pending = Pending(request_id, result, stateless, self.ledger.generation)
                 self.ledger.pending[request_id] = pending
                 return pending
-            return success_reply(deferred.result, request_id, stateless)
+            return success_reply(result.result, request_id, stateless)
         return Kept(reply) if lifecycle else reply
 
     def _admit(self, method: str, handler: Handler, request_id: Any, is_request: bool) -> None:
@@ -324,17 +287,12 @@ class Dispatcher:
             self.ledger.cancel(request_id)
 
 
-def invoke_directly(call: Call, handler: Handler, message: dict[str, Any]) -> dict[str, Any]:
-    """Run a method without jsonrpcserver (start-up, before it is imported): the same reply."""
+def invoke_directly(call: Call, handler: Handler, message: dict[str, Any]) -> dict[str, Any] | None:
+    """The method run without jsonrpcserver (start-up, before it is imported; the child MCP
+    server): the same runner, the reply jsonrpcserver would build from its outcome."""
+    params = message.get("params")
+    args = params if isinstance(params, list) else ()
+    ok, value = run_method(call, handler, args, {} if isinstance(params, list) else params)
     if "id" not in message:
-        raise ValueError("invoke_directly answers requests only")
-    request_id = message["id"]
-    params = message.get("params", {})
-    try:
-        if isinstance(params, list):
-            value = call.run(handler, params, {})
-        else:
-            value = call.run(handler, (), params)
-    except Exception as exc:
-        return {"jsonrpc": "2.0", "error": failure(exc, handler.tool), "id": request_id}
-    return success_reply(value, request_id, call.stateless)
+        return None
+    return {"jsonrpc": "2.0", "result" if ok else "error": value, "id": message["id"]}

@@ -36,6 +36,7 @@ from subagentd.server.mcp import (
 from subagentd.server.methods import METHODS as METHODS  # the full table, once this is imported
 from subagentd.server.methods import method
 from subagentd.server.timers import Timers
+from subagentd.server.waiting import Deferred
 
 HOST_CALLER = ""  # idempotency namespace of agents/followup: no agent id is empty (migration m007)
 
@@ -49,10 +50,10 @@ def agents_open(call: Call, p: h.OpenParams) -> h.OpenResult:
 
 
 @method("agents/close", h.AgentParams, h.Empty, defers=True)
-def agents_close(call: Call, p: h.AgentParams) -> Any:
-    done = call.defer(h.Empty())
-    call.service.host.close_root(p.agent_id, done)
-    return call.deferred
+def agents_close(call: Call, p: h.AgentParams) -> Deferred:
+    closed = Deferred(h.Empty())
+    call.service.host.close_root(p.agent_id, closed.complete)
+    return closed
 
 
 @method("agents/get", h.AgentParams, h.AgentInfo, writes=False)
