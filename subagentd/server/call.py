@@ -7,7 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from subagentd.errors import InvalidParamsError, LeaseLostError, StorageFailedError, closest_name
+from subagentd.errors import (
+    InvalidParamsError,
+    LeaseLostError,
+    StorageBusyError,
+    StorageFailedError,
+    SubagentdError,
+    closest_name,
+)
 from subagentd.server.boundary import failure
 from subagentd.server.envelope import Session, result_value
 from subagentd.server.waiting import Deferred, Ledger
@@ -30,6 +37,11 @@ class Handler(msgspec.Struct, frozen=True):
     confined: bool = False  # also served to a confined MCP client (a connection with --caller)
     # whether a request writes, when its params decide it (tools/call: its tool); else `writes`
     writes_if: Callable[[Any], bool] | None = None
+    # a check of the params before the transaction opens (tools/call: the tool is served)
+    admit: Callable[[Call, Any], None] | None = None
+    # the method's answer when its rules refuse it, its writes rolled back (tools/call: an
+    # isError result); None: the refusal is the JSON-RPC error
+    refusal: Callable[[SubagentdError], Any] | None = None
 
 
 def convert_params(params: dict[str, Any], struct: type[msgspec.Struct]) -> Any:
@@ -109,11 +121,19 @@ def run_method(call: Call, handler: Handler, args: Any, params: Any) -> tuple[bo
         if params is None:
             params = {}
         value = params if handler.params is None else convert_params(params, handler.params)
-        if handler.writes:
-            with call.service.transaction():
+        if handler.admit is not None:
+            handler.admit(call, value)
+        try:
+            if handler.writes if handler.writes_if is None else handler.writes_if(params):
+                with call.service.transaction():  # the one write transaction of a request
+                    result = handler.run(call, value)
+            else:
                 result = handler.run(call, value)
-        else:
-            result = handler.run(call, value)
+        except SubagentdError as error:
+            if handler.refusal is None or isinstance(error, StorageBusyError | StorageFailedError):
+                raise  # a storage refusal is to be retried: the JSON-RPC error, never an answer
+            call.drop_notifications(error)
+            result = handler.refusal(error)
     except Exception as error:
         if isinstance(error, StorageFailedError) and call.ledger.lost is None:
             call.ledger.lost = error

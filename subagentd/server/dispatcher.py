@@ -90,6 +90,7 @@ class Dispatcher:
         frame: Callable[[Any], bytes] = _encode,
         ledger: Ledger | None = None,
         max_pending: int = MAX_PENDING,
+        notes: list[bytes] | None = None,
     ) -> None:
         self.session = session
         self.settings = settings
@@ -103,7 +104,8 @@ class Dispatcher:
         self.frame = frame  # a message as the bytes written to the host
         self.ledger = ledger or Ledger(frame, lambda size: None)
         self.max_pending = max_pending
-        self.notes: list[bytes] = []  # notifications not yet held for the host
+        # notifications not yet held for the host (the relay's: the connection's list)
+        self.notes: list[bytes] = [] if notes is None else notes
         self.updated: set[str] = set()  # resource URIs told updated since the last flush
 
     def emit(self, method: str, params: msgspec.Struct) -> None:
