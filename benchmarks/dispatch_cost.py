@@ -29,7 +29,7 @@ from typing import Any  # noqa: E402
 
 import msgspec  # noqa: E402
 
-from subagentd.core.service import Service  # noqa: E402
+from subagentd.core.service import Outlets, Service, Unattached  # noqa: E402
 from subagentd.core.settings import Settings
 from subagentd.schema.host_methods import OpenParams, SpawnParams
 from subagentd.server.dispatcher import Dispatcher, invoke_directly
@@ -59,12 +59,7 @@ MESSAGES: dict[str, Callable[[int], dict[str, Any]]] = {
 
 
 def make(direct: bool, pipelined: int = 0) -> tuple[Service, Dispatcher]:
-    service = Service(
-        SqliteStore(":memory:"),
-        emit=lambda m, p: None,
-        timers=None,
-        settings=Settings(max_queued=0),
-    )
+    service = Service(SqliteStore(":memory:"), Settings(max_queued=0))
     service.recovery.recover()
     service.host.open(OpenParams(agent_id="root"))
     service.host.spawn(SpawnParams(caller="root", child_id="c0", label="x", prompt="go"))
@@ -76,7 +71,7 @@ def make(direct: bool, pipelined: int = 0) -> tuple[Service, Dispatcher]:
 
         invoke = JsonRpc(METHODS)
     dispatcher = Dispatcher(Session(initialized=True), service.settings, invoke, service=service)
-    service.agents.emit = dispatcher.emit
+    service.attach(Outlets(dispatcher.emit, Unattached()))  # nothing here is timed
     return service, dispatcher
 
 

@@ -22,7 +22,7 @@ from subagentd.server.prelude import Started
 from subagentd.server.transport import FdReader, FdWriter
 from subagentd.storage.database import SqliteStore
 
-svc = Service(SqliteStore(":memory:"), emit=lambda m, p: None, timers=None, settings=Settings())
+svc = Service(SqliteStore(":memory:"), Settings())  # the Connection attaches its outlets
 svc.recovery.recover()
 svc.host.open(OpenParams(agent_id="root"))
 svc.host.spawn(SpawnParams(caller="root", child_id="c0", label="x", prompt="go"))

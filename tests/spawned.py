@@ -163,7 +163,7 @@ class InProcessServer:
             max_depth=max_depth,
             **settings,
         )
-        self.service = Service(self.store, emit=lambda m, p: None, timers=None, settings=chosen)  # type: ignore[arg-type]
+        self.service = Service(self.store, chosen)  # the Connection attaches its outlets
         with self.service.transaction():
             self.service.recovery.recover()
             if caller is not None:  # as `subagentd --caller` does at start-up

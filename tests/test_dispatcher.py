@@ -16,7 +16,7 @@ from jsonrpcserver import Error, Success
 
 import subagentd
 from subagentd import errors
-from subagentd.core.service import Service
+from subagentd.core.service import Outlets, Service
 from subagentd.core.settings import Settings
 from subagentd.schema.codes import Code
 from subagentd.schema.lifecycle import SUPPORTED_VERSIONS, VERSION_META_KEY
@@ -38,9 +38,7 @@ INIT = {
 
 
 def make_dispatcher(*, initialized: bool = True, max_pending: int = 1024) -> Dispatcher:
-    service = Service(
-        SqliteStore(":memory:"), emit=None, timers=ManualTimers(), settings=Settings()
-    )  # type: ignore[arg-type]
+    service = Service(SqliteStore(":memory:"), Settings())
     service.recovery.recover()
     dispatcher = Dispatcher(
         Session(),
@@ -49,7 +47,7 @@ def make_dispatcher(*, initialized: bool = True, max_pending: int = 1024) -> Dis
         service=service,
         max_pending=max_pending,
     )
-    service.agents.emit = dispatcher.emit
+    service.attach(Outlets(dispatcher.emit, ManualTimers()))
     if initialized:
         assert "result" in request(dispatcher, "initialize", INIT)
     return dispatcher

@@ -8,9 +8,13 @@ import os
 import signal
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import subagentd
+
+if TYPE_CHECKING:
+    from subagentd.core.settings import Settings
+    from subagentd.core.store import Store
 from subagentd.cli.caller import CallerServedElsewhere, open_default_caller
 from subagentd.cli.logs import configure_logging
 
@@ -125,14 +129,15 @@ def serve(options: dict[str, Any]) -> int:
     if isinstance(error, BaseException):
         log.error("cannot start: %s (database %s)", error, shown, exc_info=error)
         return 1
-    service: Any = loaded["service"]
-
     import anyio
 
+    from subagentd.core.service import Service  # loaded by now
     from subagentd.errors import SubagentdError
     from subagentd.server.connection import Connection
     from subagentd.server.transport import FdReader, FdWriter
 
+    service = loaded["service"]
+    assert isinstance(service, Service)
     connection = Connection(
         service,
         FdReader(0),
@@ -221,7 +226,9 @@ def _make_state_directory(path: str) -> None:
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
 
 
-def _load(opened: Any, options: dict[str, Any], settings: Any, loaded: dict[str, object]) -> None:
+def _load(
+    opened: Any, options: dict[str, Any], settings: Settings, loaded: dict[str, object]
+) -> None:
     """The slow part of start-up: migrations, crash recovery, the dispatcher's imports."""
     try:
         from subagentd.core.service import Service
@@ -231,7 +238,7 @@ def _load(opened: Any, options: dict[str, Any], settings: Any, loaded: dict[str,
 
         # here, not before the handshake: the handshake needs neither (leases imports socket, uuid)
         settings.owner, settings.owner_alive = new_owner(), owner_alive
-        store: Any
+        store: Store
         if isinstance(opened, OpenedDatabase):
             import time
 
@@ -243,10 +250,7 @@ def _load(opened: Any, options: dict[str, Any], settings: Any, loaded: dict[str,
             from subagentd.storage.postgres.store import PostgresStore
 
             store = PostgresStore(opened, clock=settings.clock.wall)
-        no_timers: Any = None  # the Connection sets them before anything is timed
-        service: Any = Service(
-            store, emit=lambda method, params: None, timers=no_timers, settings=settings
-        )
+        service = Service(store, settings)  # the Connection attaches its outlets
         from subagentd.cli.tracing import start_tracing
 
         start_tracing(service)  # before recovery: a recovered turn's span is exported too

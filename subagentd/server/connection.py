@@ -17,7 +17,7 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
-from subagentd.core.service import Service
+from subagentd.core.service import Outlets, Service
 from subagentd.errors import (
     DatabaseLostError,
     LeaseLostError,
@@ -95,14 +95,21 @@ class Connection:
         self.trimmer = Trimmer()
         self.timers = Timers(self.run_work, self.lock, service.settings.clock)
         self.timers.resynced = self.announce_unknown_starts
-        service.agents.emit = self._emit
-        service.agents.timers = self.timers
+        self._taken_by: Callable[[str, msgspec.Struct], bool] | None = None  # see intercept
+        service.attach(Outlets(self._emit, self.timers))
         self._starts: list[TurnStart] = []  # turn/start sent in the open group
         self._maybe_started: list[TurnStart] = []  # those of groups whose outcome is unknown
 
     # --- outbound ------------------------------------------------------------------------
 
+    def intercept(self, taker: Callable[[str, msgspec.Struct], bool]) -> None:
+        """Offer every notification to `taker` first; one it takes (True) is not sent to the
+        host (the runner takes the turns it runs itself: server/runner.py)."""
+        self._taken_by = taker
+
     def _emit(self, method: str, params: msgspec.Struct) -> None:
+        if self._taken_by is not None and self._taken_by(method, params):
+            return
         if isinstance(params, TurnStart):
             self._starts.append(params)
         self.dispatcher.emit(method, params)
