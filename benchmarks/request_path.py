@@ -72,6 +72,7 @@ anyio.run(conn.serve)
 sys.setprofile(None)
 print(" -> ".join(seq))
 mods = [m for m in seq if m != "jsonrpcserver"]
+FIRST_RULE = "subagentd.core.arguments"  # SEMANTICS.md section 3: the tool's arguments
 print(
     "distinct subagentd modules:",
     len(set(mods)),
@@ -79,4 +80,6 @@ print(
     sum(1 for m in seq if m.endswith("server.connection")),
     "times; steps",
     len(seq),
+    "; module changes before the first rule",
+    seq.index(FIRST_RULE),
 )

@@ -365,7 +365,7 @@ def test_the_start_up_path_answers_the_handshake_exactly_as_the_server_does():
 def replies_together(dispatcher: Dispatcher, frames: list[bytes]) -> list[Any]:
     """The reply to each frame, read in one chunk (handle_frames), in order; None: unanswered."""
     replies: list[Any] = []
-    dispatcher.handle_frames(frames, lambda reply: replies.append(plain(reply)))
+    dispatcher.handle_frames(frames, deliver=lambda reply: replies.append(plain(reply)))
     return replies
 
 

@@ -34,7 +34,7 @@ from subagentd.errors import (
 )
 from subagentd.schema.codes import Code
 from subagentd.schema.lifecycle import SUPPORTED_VERSIONS, VERSION_META_KEY
-from subagentd.server.boundary import refusal
+from subagentd.server.boundary import INTERNAL_MESSAGE, refusal
 from subagentd.server.call import Call, Handler, run_method
 from subagentd.server.envelope import Session, success_reply, valid_id
 from subagentd.server.framing import BadHeader, Frame, Oversize
@@ -54,6 +54,7 @@ Deliver = Callable[["Reply | None"], None]  # takes one frame's reply
 
 _decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
+_ID_TYPES = (str, int)  # what JSON ids decode to (valid_id decides any other)
 CANCEL = {"notifications/cancelled": "requestId", "$/cancelRequest": "id"}
 LIFECYCLE = frozenset({"initialize", "ping", "server/discover"})  # served before initialize
 MAX_PENDING = 1024  # replies that may wait at once (agents/close drains); beyond: 1011 OVERLOADED
@@ -91,6 +92,7 @@ class Dispatcher:
         ledger: Ledger | None = None,
         max_pending: int = MAX_PENDING,
         notes: list[bytes] | None = None,
+        on_lost: Callable[[], None] = lambda: None,
     ) -> None:
         self.session = session
         self.settings = settings
@@ -107,6 +109,7 @@ class Dispatcher:
         # notifications not yet held for the host (the relay's: the connection's list)
         self.notes: list[bytes] = [] if notes is None else notes
         self.updated: set[str] = set()  # resource URIs told updated since the last flush
+        self.on_lost = on_lost  # the commit group was lost: the connection answers it so
 
     def emit(self, method: str, params: msgspec.Struct) -> None:
         """A notification to the host; written after the current request's reply and commit.
@@ -127,19 +130,40 @@ class Dispatcher:
             return refusal(exc)
         return self.dispatch(message)
 
+    def hold(self, reply: Reply | None) -> None:
+        """One frame's reply held for its commit, then the notifications its request made; a
+        reply that cannot be encoded (a result msgspec cannot write) must not end the
+        connection: it is logged and answered -32603 with no detail."""
+        try:
+            self.ledger.answer(reply)
+        except Exception:
+            log.exception("unexpected failure while handling a frame")
+            self.ledger.reply(refusal(SubagentdError(INTERNAL_MESSAGE)))
+        self.flush_notes()
+        if self.ledger.lost is not None:
+            self.on_lost()
+
+    def flush_notes(self) -> None:
+        """The notifications made so far, held (after the replies before them) for the commit."""
+        for note in self.notes:
+            self.ledger.hold(note)
+        self.notes.clear()
+        self.updated.clear()
+
     def handle_frames(
         self,
         frames: Sequence[Frame],
-        deliver: Deliver,
         locked: Callable[[], bool] | None = None,
+        deliver: Deliver | None = None,
     ) -> list[Frame]:
-        """Frames read together, each answered through `deliver` in arrival order, exactly as
-        `handle_frame` answers it: each sees the state (lifecycle, waiting replies, a lost
+        """Frames read together, each answered through `deliver` (default: held for the
+        commit, `hold`) in arrival order, exactly as `handle_frame` answers it: each sees the state (lifecycle, waiting replies, a lost
         group) the ones before it left. They all arrived before the first is answered, so they
         may share one reading of what other processes hold (core/agents.py `elsewhere`). A
         frame that writes first asks `locked` for the write lock (taken without waiting):
         refused, the frames before it are answered and it and the rest are returned unhandled,
         for the connection to wait for the lock and hand them back."""
+        deliver = deliver or self.hold
         agents = None if self.service is None or len(frames) < 2 else self.service.agents
         if agents is None:
             return self._handle_frames(frames, deliver, locked)
@@ -194,7 +218,7 @@ class Dispatcher:
         if not isinstance(message, dict):
             return refusal(InvalidRequestError("Invalid Request: not an object"))
         request_id = message.get("id")
-        if not valid_id(request_id):
+        if not (request_id is None or type(request_id) in _ID_TYPES or valid_id(request_id)):
             return refusal(
                 InvalidRequestError("Invalid Request: id must be a string, a number or null")
             )

@@ -1,7 +1,8 @@
 """Methods run through jsonrpcserver's public dispatch (`dispatch_to_serializable`).
 
-The dispatcher has checked the envelope already, so the message goes in decoded (`deserializer`
-and `validator` pass it through: msgspec decoded it, the dispatcher validated it). The `context`
+The dispatcher has checked the envelope already, so the message goes in decoded: the
+`deserializer` is `dict` (a shallow copy of it) and the `validator` `id` (its value is unused):
+msgspec decoded it and the dispatcher validated it, and neither is a Python call. The `context`
 is the request's Call. Each method is an entry returning jsonrpcserver's `Success` or `Error`,
 never raising: server/boundary.py shapes every failure, so no exception text reaches the wire.
 The entry's result is what the method returned (server/call.py `run_method`), and
@@ -22,11 +23,6 @@ from typing import Any
 from jsonrpcserver import Error, Success, dispatch_to_serializable
 
 from subagentd.server.call import Call, Handler, run_method
-
-
-def _as_is(message: Any) -> Any:
-    """Both the deserializer and the validator: the message arrives decoded and checked."""
-    return message
 
 
 def _takes_anything(*args: Any, **params: Any) -> None:
@@ -59,13 +55,13 @@ class JsonRpc:
     def __call__(
         self, call: Call, handler: Handler, message: dict[str, Any]
     ) -> dict[str, Any] | None:
-        request: Any = message  # decoded already: _as_is takes it as it is (typed as JSON text)
+        request: Any = message  # decoded already (jsonrpcserver types it as JSON text)
         reply = dispatch_to_serializable(
             request,
             self.entries,
             context=call,
-            deserializer=_as_is,
-            validator=_as_is,
+            deserializer=dict,  # decoded already: a copy of the checked message
+            validator=id,  # checked already (its return value is not used)
         )
         assert not isinstance(reply, list)  # one request in, one reply (None: a notification)
         return reply
