@@ -33,6 +33,7 @@ conn = Connection(
     svc,
     FdReader(r),
     FdWriter(w2),
+    locks=svc.store,
     handle_signals=False,
     started=Started(FrameReader(), Session(initialized=True)),
 )

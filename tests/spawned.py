@@ -177,6 +177,7 @@ class InProcessServer:
             self.service,
             FdReader(to_server_r),
             FdWriter(from_server_w),
+            locks=self.service.store,
             default_caller=caller,
             handle_signals=False,
             max_frame_bytes=max_frame_bytes,

@@ -131,7 +131,12 @@ def test_the_whole_server_serves_a_host_on_every_anyio_backend(backend):
     service.recovery.recover()
     service.commit()
     connection = Connection(
-        service, FdReader(to_server_r), FdWriter(from_server_w), handle_signals=False, grace=1.0
+        service,
+        FdReader(to_server_r),
+        FdWriter(from_server_w),
+        locks=service.store,
+        handle_signals=False,
+        grace=1.0,
     )
     frames = [
         {

@@ -142,6 +142,7 @@ def serve(options: dict[str, Any]) -> int:
         service,
         FdReader(0),
         FdWriter(out_fd),
+        locks=service.store,
         default_caller=options["caller"],
         grace=options["shutdown_grace"],
         started=started,

@@ -31,7 +31,7 @@ from subagentd.server.dispatcher import Dispatcher
 from subagentd.server.envelope import Session
 from subagentd.server.framing import Frame, FrameReader
 from subagentd.server.handlers import METHODS
-from subagentd.server.lockwait import wait_for_lock
+from subagentd.server.lockwait import Locks, wait_for_lock
 from subagentd.server.memory import Trimmer
 from subagentd.server.prelude import Started
 from subagentd.server.rpc import JsonRpc
@@ -54,6 +54,7 @@ class Connection:
         reader: FdReader,
         writer: FdWriter,
         *,
+        locks: Locks,
         framing: str = "auto",
         max_frame_bytes: int = 16 * 1024 * 1024,
         default_caller: str | None = None,
@@ -62,6 +63,7 @@ class Connection:
         started: Started | None = None,
     ) -> None:
         self.service = service
+        self.locks = locks  # the store, as far as the connection reaches it
         self.reader = reader
         self.writer = writer
         self.started = started or Started(FrameReader(framing, max_frame_bytes), Session())
@@ -169,7 +171,7 @@ class Connection:
         try:
             self.service.recovery.rebuild()
         except Exception as exc:
-            if not self.service.store.transient(exc):
+            if not self.locks.transient(exc):
                 log.critical("cannot rebuild the live state from the database; shutting down")
                 self.exit_code = 1
                 self._read_scope.cancel()
@@ -266,7 +268,7 @@ class Connection:
 
     async def lock(self) -> None:
         """Wait (the loop serving on) for another process's write lock, up to --lock-wait-ms."""
-        await wait_for_lock(self.service.store, self.service.settings.lock_wait)
+        await wait_for_lock(self.locks, self.service.settings.lock_wait)
 
     def run_work(self, callback: Callable[[], None]) -> bool:
         """A timer's (or the heartbeat's, or shutdown's) work in its own transaction of the
@@ -319,7 +321,7 @@ class Connection:
     async def _doorbell(self) -> None:
         """Another process sharing the database sent input to an agent live here: it rang this
         process's doorbell after committing (storage/signals.py); take the signals now."""
-        store = self.service.store
+        store = self.locks
         fd = store.doorbell()
         if fd is None:
             return
@@ -345,7 +347,7 @@ class Connection:
         signals): from then on no database wait outlasts --shutdown-grace, so the loop gets
         to its shutdown in time. The event loop's own handler, which does the shutdown, is
         called too."""
-        give_up_after, grace = self.service.store.give_up_after, self.grace
+        give_up_after, grace = self.locks.give_up_after, self.grace
         for signum in (signal.SIGTERM, signal.SIGINT):
             previous = signal.getsignal(signum)
 
@@ -394,7 +396,7 @@ class Connection:
         """Frames read together, in order. A write that finds another process holding the write
         lock waits for it here, the event loop serving on; the frames after it wait behind it
         (reading pauses meanwhile), so effects and answers keep the order of the requests."""
-        take_lock = self.service.store.take_lock
+        take_lock = self.locks.take_lock
         while True:
             self.wake.reading = True
             try:
