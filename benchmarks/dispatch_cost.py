@@ -33,8 +33,8 @@ from subagentd.core.service import Outlets, Service, Unattached  # noqa: E402
 from subagentd.core.settings import Settings
 from subagentd.schema.host_methods import OpenParams, SpawnParams
 from subagentd.server.dispatcher import Dispatcher, invoke_directly
-from subagentd.server.envelope import Session
 from subagentd.server.handlers import METHODS
+from subagentd.server.session import Session
 from subagentd.storage.database import SqliteStore
 
 MESSAGES: dict[str, Callable[[int], dict[str, Any]]] = {

@@ -16,9 +16,9 @@ from subagentd.core.service import Service
 from subagentd.core.settings import Settings
 from subagentd.schema.host_methods import OpenParams, SpawnParams
 from subagentd.server.connection import Connection
-from subagentd.server.envelope import Session
 from subagentd.server.framing import FrameReader
-from subagentd.server.prelude import Started
+from subagentd.server.handshake import Started
+from subagentd.server.session import Session
 from subagentd.server.transport import FdReader, FdWriter
 from subagentd.storage.database import SqliteStore
 

@@ -22,11 +22,11 @@ from subagentd.schema.codes import Code
 from subagentd.schema.lifecycle import SUPPORTED_VERSIONS, VERSION_META_KEY
 from subagentd.server import handlers
 from subagentd.server.dispatcher import Dispatcher, invoke_directly
-from subagentd.server.envelope import Session
 from subagentd.server.framing import BadHeader, Oversize
 from subagentd.server.handlers import METHODS
+from subagentd.server.ledger import Kept, Pending
 from subagentd.server.rpc import JsonRpc
-from subagentd.server.waiting import Kept, Pending
+from subagentd.server.session import Session
 from subagentd.storage.database import SqliteStore
 from tests.core_host import ManualTimers
 

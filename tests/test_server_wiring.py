@@ -51,7 +51,7 @@ def test_unknown_tool_is_said_in_one_place():
 
 
 def test_the_relay_runs_tools_through_the_dispatcher_not_the_tool_rules():
-    tree = sources("server")["server/relay.py"]
+    tree = sources("server")["server/tool_socket.py"]
     called = {
         node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
         for node in ast.walk(tree)

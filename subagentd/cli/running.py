@@ -55,8 +55,8 @@ class Running:
         import tempfile  # with shutil (in serve): only a --runner serve needs them
 
         from subagentd.server.handoff import Handoff, subagentd_executable
-        from subagentd.server.relay import Relay, Tokens
         from subagentd.server.runner import Runner
+        from subagentd.server.tool_socket import Relay, Tokens
         from subagentd.storage.postgres import is_postgres
 
         self.connection = connection

@@ -54,7 +54,7 @@ def serve(options: dict[str, Any]) -> int:
     """Open the database, then answer the handshake while the dispatcher loads (see prelude)."""
     for signum in (signal.SIGTERM, signal.SIGINT):  # until the server's own handlers take over
         signal.signal(signum, _exit_at_once)
-    from subagentd.server.prelude import divert_stdout  # not transport: that imports anyio
+    from subagentd.server.handshake import divert_stdout  # not transport: that imports anyio
 
     out_fd = divert_stdout()
     configure_logging(options["log_level"], options["log_format"])
@@ -97,9 +97,9 @@ def serve(options: dict[str, Any]) -> int:
     log.info("subagentd %s serving on stdin/stdout; database %s", subagentd.__version__, shown)
     assert not isinstance(argv, str)
     from subagentd.core.settings import Settings, served_tools
-    from subagentd.server.envelope import Session
     from subagentd.server.framing import FrameReader
-    from subagentd.server.prelude import Started, answer_handshake
+    from subagentd.server.handshake import Started, answer_handshake
+    from subagentd.server.session import Session
 
     settings = Settings(
         report_delivery=options["report_delivery"],

@@ -40,9 +40,9 @@ from subagentd.server.acp import AcpError, AgentGone, AgentProcess, permission_p
 from subagentd.server.acp_progress import Progress
 from subagentd.server.acp_usage import SessionTotals, charge
 from subagentd.server.handoff import Handoff
-from subagentd.server.relay import Tokens
 from subagentd.server.runner import Job, Runner
 from subagentd.server.timers import BUSY_RETRY
+from subagentd.server.tool_socket import Tokens
 
 log = logging.getLogger("subagentd")
 

@@ -16,8 +16,8 @@ from subagentd.errors import (
     closest_name,
 )
 from subagentd.server.boundary import failure
-from subagentd.server.envelope import Session, result_value
-from subagentd.server.waiting import Deferred, Ledger
+from subagentd.server.ledger import Deferred, Ledger
+from subagentd.server.session import Session, result_value
 
 if TYPE_CHECKING:  # start-up runs the handshake methods before core is imported
     from subagentd.core.service import Service

@@ -28,16 +28,16 @@ from subagentd.schema.codes import Code
 from subagentd.schema.notifications import TurnStart
 from subagentd.server.boundary import refusal
 from subagentd.server.dispatcher import Dispatcher
-from subagentd.server.envelope import Session
 from subagentd.server.framing import Frame, FrameReader
 from subagentd.server.handlers import METHODS
+from subagentd.server.handshake import Started
+from subagentd.server.ledger import Ledger, Wake
 from subagentd.server.lockwait import Locks, wait_for_lock
 from subagentd.server.memory import Trimmer
-from subagentd.server.prelude import Started
 from subagentd.server.rpc import JsonRpc
+from subagentd.server.session import Session
 from subagentd.server.timers import BUSY_RETRY, Timers
 from subagentd.server.transport import FdReader, FdWriter
-from subagentd.server.waiting import Ledger, Wake
 
 log = logging.getLogger("subagentd")
 

@@ -36,10 +36,10 @@ from subagentd.schema.codes import Code
 from subagentd.schema.lifecycle import SUPPORTED_VERSIONS, VERSION_META_KEY
 from subagentd.server.boundary import INTERNAL_MESSAGE, refusal
 from subagentd.server.call import Call, Handler, run_method
-from subagentd.server.envelope import Session, success_reply, valid_id
 from subagentd.server.framing import BadHeader, Frame, Oversize
+from subagentd.server.ledger import Deferred, Kept, Ledger, Pending
 from subagentd.server.requestlog import log_request
-from subagentd.server.waiting import Deferred, Kept, Ledger, Pending
+from subagentd.server.session import Session, success_reply, valid_id
 
 if TYPE_CHECKING:  # not imported at start-up: the handshake needs neither core nor its settings
     from subagentd.core.service import Service
@@ -282,7 +282,7 @@ class Dispatcher:
         if reply is None:  # a notification
             return None
         result = reply.get("result")
-        if type(result) is Deferred:  # the one kind of reply written later (server/waiting.py)
+        if type(result) is Deferred:  # the one kind of reply written later (server/ledger.py)
             if not result.done:
                 pending = Pending(request_id, result, stateless, self.ledger.generation)
                 self.ledger.pending[request_id] = pending

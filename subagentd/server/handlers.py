@@ -24,6 +24,7 @@ from subagentd.schema import tools as t
 from subagentd.server import lifecycle  # noqa: F401  (registers the handshake methods first)
 from subagentd.server.call import Call, Handler
 from subagentd.server.identity import caller_identity
+from subagentd.server.ledger import Deferred
 from subagentd.server.mcp import (
     TOOLS,
     CallerIdentity,
@@ -35,7 +36,6 @@ from subagentd.server.mcp import (
 from subagentd.server.methods import METHODS as METHODS  # the full table, once this is imported
 from subagentd.server.methods import method
 from subagentd.server.timers import Timers
-from subagentd.server.waiting import Deferred
 
 HOST_CALLER = ""  # idempotency namespace of agents/followup: no agent id is empty (migration m007)
 
@@ -227,7 +227,7 @@ def _refused(error: SubagentdError) -> t.CallToolResult:
     refusal=_refused,
 )
 def tools_call(call: Call, p: t.ToolsCallParams) -> Any:
-    # the one tools/call (the `subagentd tool` socket's come here too, server/relay.py); a tool
+    # the one tools/call (the `subagentd tool` socket's come here too, server/tool_socket.py); a tool
     # the rules refuse answers an isError result, its writes rolled back (call.run_method)
     spec = TOOLS[p.name]
     arguments = {} if p.arguments is None else p.arguments

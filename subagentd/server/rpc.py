@@ -7,7 +7,7 @@ is the request's Call. Each method is an entry returning jsonrpcserver's `Succes
 never raising: server/boundary.py shapes every failure, so no exception text reaches the wire.
 The entry's result is what the method returned (server/call.py `run_method`), and
 jsonrpcserver builds the reply from it (`dispatch_to_serializable`). A method whose reply comes
-later returns Success(the Deferred): the dispatcher owes that reply (server/waiting.py). A method
+later returns Success(the Deferred): the dispatcher owes that reply (server/ledger.py). A method
 with no entry never gets here: the dispatcher refuses it (-32601, with the closest method's name).
 Entries carry a precomputed `__signature__`: jsonrpcserver checks the arguments of every call
 with `inspect.signature(entry).bind(...)`, which would otherwise rebuild the signature each time;

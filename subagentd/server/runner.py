@@ -30,8 +30,8 @@ from subagentd.schema.host_methods import TurnEndParams
 from subagentd.schema.notifications import TurnInterrupt, TurnStart
 from subagentd.schema.runner import RunnerExit, RunnerTurn
 from subagentd.server.handoff import Handoff
-from subagentd.server.relay import Tokens
 from subagentd.server.timers import BUSY_RETRY
+from subagentd.server.tool_socket import Tokens
 from subagentd.server.transport import FdReader
 
 if TYPE_CHECKING:

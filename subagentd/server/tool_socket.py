@@ -39,12 +39,12 @@ from subagentd.schema import tools as t
 from subagentd.schema.codes import Code
 from subagentd.server.boundary import failure
 from subagentd.server.dispatcher import Dispatcher
-from subagentd.server.envelope import Session
 from subagentd.server.handlers import METHODS
+from subagentd.server.ledger import Deferred, Pending
 from subagentd.server.mcp import ACTIVATION_META, CALLER_META, IDEMPOTENCY_META, served_tool
 from subagentd.server.rpc import JsonRpc
+from subagentd.server.session import Session
 from subagentd.server.timers import BUSY_RETRY
-from subagentd.server.waiting import Deferred, Pending
 
 if TYPE_CHECKING:
     from subagentd.server.connection import Connection

@@ -9,7 +9,7 @@ import msgspec
 
 from subagentd.errors import RequestCancelledError
 from subagentd.server.boundary import refusal
-from subagentd.server.envelope import success_reply
+from subagentd.server.session import success_reply
 
 
 class Settable(Protocol):  # anyio.Event, as the flusher uses it
