@@ -8,9 +8,9 @@ database, so machine load does not change the call counts and only inflates the 
 best of `--reps` loops is reported. `--direct` runs methods without jsonrpcserver
 (`invoke_directly`), the floor the jsonrpcserver path is compared with (docs/architecture.md).
 `--pipelined K` feeds encoded frames K at a time to `handle_frames`, as the connection does with
-frames read together (K > 1: runs of requests go to jsonrpcserver as one batch).
-`--floor` times jsonrpcserver's public dispatch alone, on an entry that does nothing, the way
-server/rpc.py calls it: one request per `dispatch_to_response`, and a batch of 100 per call.
+frames read together. Every run also times the floor: jsonrpcserver's public dispatch alone
+(`dispatch_to_serializable`, the way server/rpc.py calls it, one request at a time) on an entry
+that does nothing but return Success(None), and prints the ping's cost as a multiple of it.
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ from typing import Any  # noqa: E402
 
 import msgspec  # noqa: E402
 
-from subagentd.core.service import Service  # noqa: E402
+from subagentd.core.service import Outlets, Service, Unattached  # noqa: E402
 from subagentd.core.settings import Settings
 from subagentd.schema.host_methods import OpenParams, SpawnParams
 from subagentd.server.dispatcher import Dispatcher, invoke_directly
-from subagentd.server.envelope import Session
 from subagentd.server.handlers import METHODS
+from subagentd.server.session import Session
 from subagentd.storage.database import SqliteStore
 
 MESSAGES: dict[str, Callable[[int], dict[str, Any]]] = {
@@ -59,55 +59,43 @@ MESSAGES: dict[str, Callable[[int], dict[str, Any]]] = {
 
 
 def make(direct: bool, pipelined: int = 0) -> tuple[Service, Dispatcher]:
-    service = Service(
-        SqliteStore(":memory:"),
-        emit=lambda m, p: None,
-        timers=None,
-        settings=Settings(max_queued=0),
-    )
+    service = Service(SqliteStore(":memory:"), Settings(max_queued=0))
     service.recovery.recover()
     service.host.open(OpenParams(agent_id="root"))
     service.host.spawn(SpawnParams(caller="root", child_id="c0", label="x", prompt="go"))
     service.commit()
-    run_batch = None
     if direct:
         invoke: Any = invoke_directly
     else:
         from subagentd.server.rpc import JsonRpc
 
         invoke = JsonRpc(METHODS)
-        run_batch = invoke.batch if pipelined > 1 else None
-    dispatcher = Dispatcher(
-        Session(initialized=True), service.settings, invoke, service=service, run_batch=run_batch
-    )
-    service.agents.emit = dispatcher.emit
+    dispatcher = Dispatcher(Session(initialized=True), service.settings, invoke, service=service)
+    service.attach(Outlets(dispatcher.emit, Unattached()))  # nothing here is timed
     return service, dispatcher
 
 
-def floor(reps: int, n: int) -> None:
-    """jsonrpcserver's own cost per request: `dispatch_to_response` on an empty entry."""
-    from jsonrpcserver import dispatch_to_response
+def floor(reps: int, n: int) -> float:
+    """jsonrpcserver's own cost per request (seconds): its public dispatch on an empty entry."""
+    from jsonrpcserver import Success, dispatch_to_serializable
 
-    from subagentd.server.rpc import _DONE, _SIGNATURE, _as_is
+    from subagentd.server.rpc import _SIGNATURE
 
     def empty(*args: Any, **params: Any) -> Any:
-        return _DONE
+        return Success(None)
 
     empty.__signature__ = _SIGNATURE  # type: ignore[attr-defined]  # as server/rpc.py's entries
     entries = {"ping": empty}
     one: Any = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
-    batch: Any = [one] * 100
     context = object()
-    for name, request, per in (("one request", one, 1), ("batch of 100", batch, 100)):
-        best = float("inf")
-        for _ in range(reps):
-            start = time.process_time()
-            for _ in range(n // per):
-                dispatch_to_response(
-                    request, entries, context=context, deserializer=_as_is, validator=_as_is
-                )
-            best = min(best, time.process_time() - start)
-        print(f"empty entry, {name:14} {best / (n // per * per) * 1e6:7.1f} µs/request")
+    best = float("inf")
+    for _ in range(reps):
+        start = time.process_time()
+        for _ in range(n):
+            dispatch_to_serializable(one, entries, context=context, deserializer=dict, validator=id)
+        best = min(best, time.process_time() - start)
+    print(f"{'jsonrpcserver floor':24} {'':20} {best / n * 1e6:7.1f} µs/request (empty entry)")
+    return best / n
 
 
 def main() -> None:
@@ -116,11 +104,8 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--pipelined", type=int, default=0)
-    parser.add_argument("--floor", action="store_true")
     args = parser.parse_args()
-    if args.floor:
-        floor(args.reps, args.n)
-        return
+    per_floor = floor(args.reps, args.n)
     service, dispatcher = make(args.direct, args.pipelined)
     if args.pipelined:  # encoded frames, K per handle_frames call; each reply computed
         encode = msgspec.json.Encoder().encode
@@ -167,7 +152,8 @@ def main() -> None:
             best = min(best, time.process_time() - start)
             dispatcher.notes.clear()
             service.commit()
-        print(f"{name:24} {calls:6.0f} calls/message {best / args.n * 1e6:7.1f} µs/message")
+        ratio = f"  ({best / args.n / per_floor:.2f}x the floor)" if name == "ping" else ""
+        print(f"{name:24} {calls:6.0f} calls/message {best / args.n * 1e6:7.1f} µs/message{ratio}")
 
 
 if __name__ == "__main__":

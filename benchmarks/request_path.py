@@ -16,13 +16,13 @@ from subagentd.core.service import Service
 from subagentd.core.settings import Settings
 from subagentd.schema.host_methods import OpenParams, SpawnParams
 from subagentd.server.connection import Connection
-from subagentd.server.envelope import Session
 from subagentd.server.framing import FrameReader
-from subagentd.server.prelude import Started
+from subagentd.server.handshake import Started
+from subagentd.server.session import Session
 from subagentd.server.transport import FdReader, FdWriter
 from subagentd.storage.database import SqliteStore
 
-svc = Service(SqliteStore(":memory:"), emit=lambda m, p: None, timers=None, settings=Settings())
+svc = Service(SqliteStore(":memory:"), Settings())  # the Connection attaches its outlets
 svc.recovery.recover()
 svc.host.open(OpenParams(agent_id="root"))
 svc.host.spawn(SpawnParams(caller="root", child_id="c0", label="x", prompt="go"))
@@ -33,6 +33,7 @@ conn = Connection(
     svc,
     FdReader(r),
     FdWriter(w2),
+    locks=svc.store,
     handle_signals=False,
     started=Started(FrameReader(), Session(initialized=True)),
 )
@@ -72,6 +73,7 @@ anyio.run(conn.serve)
 sys.setprofile(None)
 print(" -> ".join(seq))
 mods = [m for m in seq if m != "jsonrpcserver"]
+FIRST_RULE = "subagentd.core.arguments"  # SEMANTICS.md section 3: the tool's arguments
 print(
     "distinct subagentd modules:",
     len(set(mods)),
@@ -79,4 +81,6 @@ print(
     sum(1 for m in seq if m.endswith("server.connection")),
     "times; steps",
     len(seq),
+    "; module changes before the first rule",
+    seq.index(FIRST_RULE),
 )

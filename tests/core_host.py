@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from subagentd.core.service import Service
+from subagentd.core.service import Outlets, Service
 from subagentd.core.settings import Settings
 from subagentd.errors import SubagentdError
 from subagentd.schema.host_methods import OpenParams, SpawnParams, TurnEndParams
@@ -59,9 +59,11 @@ class CoreHost:
         self.timers = ManualTimers()
         self.svc = Service(
             self.store,
-            emit=lambda method, params: self.notes.append((method, msgspec.to_builtins(params))),
-            timers=self.timers,
-            settings=Settings(**settings),
+            Settings(**settings),
+            Outlets(
+                lambda method, params: self.notes.append((method, msgspec.to_builtins(params))),
+                self.timers,
+            ),
         )
         self.svc.recovery.recover()
 

@@ -163,7 +163,7 @@ class InProcessServer:
             max_depth=max_depth,
             **settings,
         )
-        self.service = Service(self.store, emit=lambda m, p: None, timers=None, settings=chosen)  # type: ignore[arg-type]
+        self.service = Service(self.store, chosen)  # the Connection attaches its outlets
         with self.service.transaction():
             self.service.recovery.recover()
             if caller is not None:  # as `subagentd --caller` does at start-up
@@ -177,6 +177,7 @@ class InProcessServer:
             self.service,
             FdReader(to_server_r),
             FdWriter(from_server_w),
+            locks=self.service.store,
             default_caller=caller,
             handle_signals=False,
             max_frame_bytes=max_frame_bytes,

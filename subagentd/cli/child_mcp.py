@@ -5,7 +5,7 @@ this as an MCP server (`claude --mcp-config "$SUBAGENTD_MCP_CONFIG"`, an ACP `mc
 entry). The handshake (`initialize`, `ping`, `server/discover`, both MCP eras) is answered here
 by the server's own Dispatcher and lifecycle methods; `tools/list` and `tools/call` are relayed
 to the serving process over SUBAGENTD_SOCKET with SUBAGENTD_TOKEN, exactly as `subagentd tool`
-relays (server/relay.py): that process lists what this agent may use (`--tools`, its tool
+relays (server/tool_socket.py): that process lists what this agent may use (`--tools`, its tool
 filter, `report` for a continuable child) and runs each call as this agent, by the tools' own
 rules. Outside a runner turn it refuses to start: one line on stderr, exit status 2.
 
@@ -31,9 +31,9 @@ from subagentd.schema import tools as t
 from subagentd.schema.codes import Code
 from subagentd.server.call import Call, Handler
 from subagentd.server.dispatcher import CANCEL, LIFECYCLE, Dispatcher, decode, invoke_directly
-from subagentd.server.envelope import Session, valid_id
 from subagentd.server.framing import FrameReader, encode_frame
 from subagentd.server.lifecycle import METHODS
+from subagentd.server.session import Session, valid_id
 
 NOT_IN_RUNNER = (
     "subagentd mcp: {name} is not set; this server serves the tools of the agent whose turn"
@@ -91,7 +91,7 @@ class ChildServer:
             self._call, t.ToolsCallParams, t.CallToolResult, writes=False, confined=True
         )
         session = Session(default_caller=who.caller, offers_tasks=False)  # no tasks/* relayed
-        self.dispatcher = Dispatcher(session, Settings(), _invoke, methods=methods)
+        self.dispatcher = Dispatcher(session, Settings(), invoke_directly, methods=methods)
         self.framer = FrameReader()
 
     # --- the relayed methods ---------------------------------------------------------------
@@ -214,19 +214,6 @@ class ChildServer:
             view = memoryview(payload)
             while view:
                 view = view[os.write(self.out_fd, view) :]
-
-
-def _invoke(call: Call, handler: Handler, message: dict[str, Any]) -> Any:
-    """Requests run directly (as at start-up); a notification runs and is not answered (the
-    Dispatcher refuses an unknown method before it gets here)."""
-    if "id" in message:
-        return invoke_directly(call, handler, message)
-    params = message.get("params")
-    try:
-        call.run(handler, (), params if isinstance(params, dict) else {})
-    except Exception:  # a notification is never answered, not even with its failure
-        pass
-    return None
 
 
 def _error(code: Any, message: str, data: Any) -> SubagentdError:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from subagentd.server.connection import Connection
 
 SOCKET_NAME = "relay.sock"
 SUN_PATH_MAX = 107  # bytes of a Unix socket's path (sockaddr_un.sun_path, less its NUL)
@@ -48,12 +51,12 @@ class Running:
     """The runner and the relay around one connection; `serve` is what anyio runs instead of
     `connection.serve`."""
 
-    def __init__(self, connection: Any, options: dict[str, Any], argv: list[str]) -> None:
+    def __init__(self, connection: Connection, options: dict[str, Any], argv: list[str]) -> None:
         import tempfile  # with shutil (in serve): only a --runner serve needs them
 
         from subagentd.server.handoff import Handoff, subagentd_executable
-        from subagentd.server.relay import Relay, Tokens
         from subagentd.server.runner import Runner
+        from subagentd.server.tool_socket import Relay, Tokens
         from subagentd.storage.postgres import is_postgres
 
         self.connection = connection

@@ -8,9 +8,13 @@ import os
 import signal
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import subagentd
+
+if TYPE_CHECKING:
+    from subagentd.core.settings import Settings
+    from subagentd.core.store import Store
 from subagentd.cli.caller import CallerServedElsewhere, open_default_caller
 from subagentd.cli.logs import configure_logging
 
@@ -51,7 +55,7 @@ def serve(options: dict[str, Any]) -> int:
     """Open the database, then answer the handshake while the dispatcher loads (see prelude)."""
     for signum in (signal.SIGTERM, signal.SIGINT):  # until the server's own handlers take over
         signal.signal(signum, _exit_at_once)
-    from subagentd.server.prelude import divert_stdout  # not transport: that imports anyio
+    from subagentd.server.handshake import divert_stdout  # not transport: that imports anyio
 
     out_fd = divert_stdout()
     configure_logging(options["log_level"], options["log_format"])
@@ -94,9 +98,9 @@ def serve(options: dict[str, Any]) -> int:
     log.info("subagentd %s serving on stdin/stdout; database %s", subagentd.__version__, shown)
     assert not isinstance(argv, str)
     from subagentd.core.settings import Settings, served_tools
-    from subagentd.server.envelope import Session
     from subagentd.server.framing import FrameReader
-    from subagentd.server.prelude import Started, answer_handshake
+    from subagentd.server.handshake import Started, answer_handshake
+    from subagentd.server.session import Session
 
     settings = Settings(
         report_delivery=options["report_delivery"],
@@ -131,17 +135,20 @@ def serve(options: dict[str, Any]) -> int:
     if isinstance(error, BaseException):
         log.error("cannot start: %s (database %s)", error, shown, exc_info=error)
         return 1
-    service: Any = loaded["service"]
-
     import anyio
 
+    from subagentd.core.service import Service  # loaded by now
+    from subagentd.errors import SubagentdError
     from subagentd.server.connection import Connection
     from subagentd.server.transport import FdReader, FdWriter
 
+    service = loaded["service"]
+    assert isinstance(service, Service)
     connection = Connection(
         service,
         FdReader(0),
         FdWriter(out_fd),
+        locks=service.store,
         default_caller=options["caller"],
         grace=options["shutdown_grace"],
         started=started,
@@ -226,7 +233,9 @@ def _make_state_directory(path: str) -> None:
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
 
 
-def _load(opened: Any, options: dict[str, Any], settings: Any, loaded: dict[str, object]) -> None:
+def _load(
+    opened: Any, options: dict[str, Any], settings: Settings, loaded: dict[str, object]
+) -> None:
     """The slow part of start-up: migrations, crash recovery, the dispatcher's imports."""
     try:
         from subagentd.core.service import Service
@@ -236,7 +245,7 @@ def _load(opened: Any, options: dict[str, Any], settings: Any, loaded: dict[str,
 
         # here, not before the handshake: the handshake needs neither (leases imports socket, uuid)
         settings.owner, settings.owner_alive = new_owner(), owner_alive
-        store: Any
+        store: Store
         if isinstance(opened, OpenedDatabase):
             import time
 
@@ -248,10 +257,7 @@ def _load(opened: Any, options: dict[str, Any], settings: Any, loaded: dict[str,
             from subagentd.storage.postgres.store import PostgresStore
 
             store = PostgresStore(opened, clock=settings.clock.wall)
-        no_timers: Any = None  # the Connection sets them before anything is timed
-        service: Any = Service(
-            store, emit=lambda method, params: None, timers=no_timers, settings=settings
-        )
+        service = Service(store, settings)  # the Connection attaches its outlets
         from subagentd.cli.tracing import start_tracing
 
         start_tracing(service)  # before recovery: a recovered turn's span is exported too

@@ -28,7 +28,7 @@ _encode = msgspec.json.encode
 class Agents:
     """This process's live agents and what every collaborator writes and emits through.
 
-    `emit` and `timers` are the server's outlets (the connection sets them once it runs); the
+    `emit` and `timers` are the server's outlets (Service.attach, once the connection runs); the
     registry is one object for the process's lifetime (rebuild and lease_lost clear it)."""
 
     def __init__(
@@ -53,6 +53,11 @@ class Agents:
         self.closing_committed: dict[str, list[Callable[[], None]]] = {}  # `closing` at commit
         self.in_snapshot = False  # answering requests read together (Service.snapshot)
         self._elsewhere: tuple[int, dict[str, Status]] | None = None  # (store.changes(), statuses)
+
+    def attach(self, emit: Callable[[str, msgspec.Struct], None], timers: TimerService) -> None:
+        """The server's outlets (Service.attach)."""
+        self.emit = emit
+        self.timers = timers
 
     # --- lookups (SEMANTICS.md section 2: the caller, the target, admissions) ---------------
 

@@ -41,6 +41,7 @@ class Scheduler:
         settle: Callable[[LiveAgent], None],
         dispose: Callable[[LiveAgent, str], None],
         drain: Callable[[LiveAgent], None],
+        signal_elsewhere: Callable[[str, str], bool],
     ) -> None:
         self.agents = agents
         self.store = agents.store
@@ -52,9 +53,8 @@ class Scheduler:
         self._grace: dict[str, Callable[[], None]] = {}  # turn id -> cancel its force-end timer
         self._deadlines: dict[str, Callable[[], None]] = {}  # turn id -> cancel its deadline timer
         self.budgets = agents.budgets
-        # input for an agent live in another process: Leases.signal_elsewhere, set by Service
-        # (Leases is built on this scheduler, so it cannot be handed in here)
-        self.signal_elsewhere: Callable[[str, str], bool] = lambda agent_id, kind: False
+        # input for an agent live in another process: Leases.signal_elsewhere (core/leases.py)
+        self.signal_elsewhere = signal_elsewhere
 
     # --- the inbox -----------------------------------------------------------------------
 

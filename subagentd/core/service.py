@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import msgspec
 
@@ -19,7 +19,7 @@ from subagentd.core.leases import Leases
 from subagentd.core.questions import Questions
 from subagentd.core.recovery import Recovery
 from subagentd.core.report_rate import ReportRate
-from subagentd.core.settings import Settings, Timers
+from subagentd.core.settings import Settings, TimerService
 from subagentd.core.settlement import Settlement
 from subagentd.core.stamps import now
 from subagentd.core.store import Store
@@ -34,6 +34,25 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
 R = TypeVar("R", bound=msgspec.Struct)
+Emit = Callable[[str, msgspec.Struct], None]  # a notification for the host: method, params
+
+
+class Unattached:
+    """The timers before the server attaches its own: nothing may be timed yet (start-up)."""
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Callable[[], None]:
+        raise RuntimeError("nothing can be timed before the server attaches its timers")
+
+
+class Outlets(NamedTuple):
+    """Where core's effects leave it: the host's notifications and the timed work. The server
+    provides them (server/connection.py); until it does, notifications go nowhere."""
+
+    emit: Emit
+    timers: TimerService
+
+
+UNATTACHED = Outlets(lambda method, params: None, Unattached())
 
 
 class Service:
@@ -48,20 +67,16 @@ class Service:
     brackets each request with `transaction` and `commit` here."""
 
     def __init__(
-        self,
-        store: Store,
-        emit: Callable[[str, msgspec.Struct], None],
-        timers: Timers,
-        settings: Settings | None = None,
+        self, store: Store, settings: Settings | None = None, outlets: Outlets = UNATTACHED
     ) -> None:
         self.store = store
         self.settings = settings or Settings()
-        self.agents = agents = Agents(store, emit, timers, self.settings)
+        self.agents = agents = Agents(store, outlets.emit, outlets.timers, self.settings)
         rate = ReportRate(self.settings)
-        self.settlement = Settlement(agents, rate)
+        # Leases is built on the scheduler: the scheduler reaches it through this service
+        self.settlement = Settlement(agents, rate, self._signal_elsewhere)
         self.scheduler = self.settlement.scheduler
         self.leases = Leases(agents, self.scheduler, rate)
-        self.scheduler.signal_elsewhere = self.leases.signal_elsewhere
         self.recovery = Recovery(agents, self.leases, self.scheduler, self.settlement, rate)
         self.settlement.recover_children = self.recovery.recover_children
         activator = Activator(agents, self.leases, self.recovery)
@@ -76,6 +91,13 @@ class Service:
         self.delegation = Delegation(agents, self.host, self.scheduler, self.waits)
         self.tasks = TaskRules(agents, self.delegation, self.tools)  # MCP tasks
         self.recovery.after_rebuild = self.tasks.reload
+
+    def attach(self, outlets: Outlets) -> None:
+        """The server's outlets, once it runs (the service is loaded before the connection)."""
+        self.agents.attach(outlets.emit, outlets.timers)
+
+    def _signal_elsewhere(self, agent_id: str, kind: str) -> bool:
+        return self.leases.signal_elsewhere(agent_id, kind)
 
     # --- transactions (the server brackets each request; writes share one group commit) ---
 

@@ -18,9 +18,6 @@ class TimerService(Protocol):
         ...
 
 
-Timers = TimerService  # the name core/service.py still imports; goes when it imports TimerService
-
-
 TOOL_NAMES = (
     "send_message",
     "interrupt_agent",

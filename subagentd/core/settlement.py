@@ -23,13 +23,19 @@ class Settlement:
     idle agent, dispose a one-shot one after its turn, take a draining one a step on): the two
     call each other, and this way neither module imports the other's."""
 
-    def __init__(self, agents: Agents, rate: ReportRate) -> None:
+    def __init__(
+        self, agents: Agents, rate: ReportRate, signal_elsewhere: Callable[[str, str], bool]
+    ) -> None:
         self.agents = agents
         self.store = agents.store
         self.registry = agents.registry
         self.rate = rate
         self.scheduler = Scheduler(
-            agents, settle=self.maybe_settle, dispose=self.dispose, drain=self.drain_step
+            agents,
+            settle=self.maybe_settle,
+            dispose=self.dispose,
+            drain=self.drain_step,
+            signal_elsewhere=signal_elsewhere,
         )
         # ends the open turns of its children that a lapsed process left (Recovery, wired by
         # the service): their notices are input that must run before it settles

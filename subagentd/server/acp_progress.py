@@ -18,7 +18,7 @@ TOOL_TEXT = 4096  # characters of a tool call's content kept in its transcript e
 
 
 @dataclass(slots=True, eq=False)
-class Progress:
+class TurnProgress:
     """What one turn's `session/update`s add to the transcript, and the agent's last message."""
 
     events: list[tuple[str, Any]] = field(default_factory=list)

@@ -41,12 +41,12 @@ from subagentd.schema.budgets import Usage
 from subagentd.schema.host_methods import TurnEndParams
 from subagentd.schema.notifications import TurnInterrupt
 from subagentd.server.acp import AcpError, AgentGone, AgentProcess, permission_policy
-from subagentd.server.acp_progress import Progress
+from subagentd.server.acp_progress import TurnProgress
 from subagentd.server.acp_usage import SessionTotals, charge
 from subagentd.server.handoff import Handoff
-from subagentd.server.relay import Tokens
 from subagentd.server.runner import Job, Runner
 from subagentd.server.timers import BUSY_RETRY
+from subagentd.server.tool_socket import Tokens
 
 log = logging.getLogger("subagentd")
 
@@ -64,7 +64,7 @@ RESUMED = (
 
 
 @dataclass(slots=True, eq=False)
-class Held:
+class AgentSession:
     """A subagent's session: on which process, for which activation (whose token its MCP
     server holds)."""
 
@@ -106,7 +106,9 @@ class AcpRunner(Runner):
         self.policy = permission_policy("deny" if self.ask_parent else permission)
         self.permission_timeout = permission_timeout
         self.pool: list[AgentProcess] = []
-        self.sessions: dict[str, Held] = {}  # agent id -> its session, while this process runs
+        self.sessions: dict[
+            str, AgentSession
+        ] = {}  # agent id -> its session, while this process runs
         self.turns: dict[str, tuple[AgentProcess, str]] = {}  # turn id -> where it prompts
         self._processes: anyio.abc.TaskGroup | None = None
         self._stopping: anyio.Event | None = None  # set by stop(): nothing commits after it
@@ -266,7 +268,7 @@ class AcpRunner(Runner):
 
     async def _run(self, job: Job, tg: anyio.abc.TaskGroup) -> None:
         start = job.start
-        progress = Progress()
+        progress = TurnProgress()
         detail: dict[str, Any] = {}
         output: str | None = None
         try:
@@ -326,7 +328,7 @@ class AcpRunner(Runner):
                 functools.partial(questions.cancel, job.start.agent_id, job.start.turn_id, why)
             )
 
-    async def _write_progress(self, job: Job, progress: Progress) -> None:
+    async def _write_progress(self, job: Job, progress: TurnProgress) -> None:
         """While the turn runs: what its updates add goes into the transcript as it comes, so
         `watch` and the timeline show the child working."""
         while True:
@@ -353,7 +355,7 @@ class AcpRunner(Runner):
             return None
         return bytes(where[0].stderr).decode("utf-8", errors="replace")
 
-    def _usage(self, agent_id: str, progress: Progress, detail: dict[str, Any]) -> Usage | None:
+    def _usage(self, agent_id: str, progress: TurnProgress, detail: dict[str, Any]) -> Usage | None:
         """What the turn used, from the session totals the agent reported (docs/acp.md "Usage");
         what was reported goes into `acp_end`."""
         held = self.sessions.get(agent_id)
@@ -366,7 +368,7 @@ class AcpRunner(Runner):
             detail["session_usage"] = {"session_id": held.session_id, **seen}
         return usage
 
-    async def _turn(self, job: Job, progress: Progress) -> tuple[str, Any]:
+    async def _turn(self, job: Job, progress: TurnProgress) -> tuple[str, Any]:
         """Open (or reopen) the session, prompt it; the stopReason and the usage it reported."""
         start = job.start
         agent = self.service.agents.registry.get(start.agent_id)
@@ -416,7 +418,7 @@ class AcpRunner(Runner):
             progress.events.append(("acp_session", {"session_id": session_id, "loaded": loaded}))
             if not loaded:
                 totals = SessionTotals()  # a new session counts from zero
-            self.sessions[start.agent_id] = Held(process, session_id, activation, totals)
+            self.sessions[start.agent_id] = AgentSession(process, session_id, activation, totals)
         assert session_id is not None
         process.sinks[session_id] = progress.update
         if start.instructions:
@@ -456,7 +458,7 @@ class AcpRunner(Runner):
     async def _finish(
         self,
         job: Job,
-        progress: Progress,
+        progress: TurnProgress,
         reason: str,
         output: str | None,
         detail: dict[str, Any],

@@ -7,9 +7,17 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from subagentd.errors import InvalidParamsError, LeaseLostError, StorageFailedError, closest_name
-from subagentd.server.envelope import Session
-from subagentd.server.waiting import Deferred, Ledger
+from subagentd.errors import (
+    InvalidParamsError,
+    LeaseLostError,
+    StorageBusyError,
+    StorageFailedError,
+    SubagentdError,
+    closest_name,
+)
+from subagentd.server.boundary import failure
+from subagentd.server.ledger import Deferred, Ledger
+from subagentd.server.session import Session, result_value
 
 if TYPE_CHECKING:  # start-up runs the handshake methods before core is imported
     from subagentd.core.service import Service
@@ -29,6 +37,11 @@ class Handler(msgspec.Struct, frozen=True):
     confined: bool = False  # also served to a confined MCP client (a connection with --caller)
     # whether a request writes, when its params decide it (tools/call: its tool); else `writes`
     writes_if: Callable[[Any], bool] | None = None
+    # a check of the params before the transaction opens (tools/call: the tool is served)
+    admit: Callable[[Call, Any], None] | None = None
+    # the method's answer when its rules refuse it, its writes rolled back (tools/call: an
+    # isError result); None: the refusal is the JSON-RPC error
+    refusal: Callable[[SubagentdError], Any] | None = None
 
 
 def convert_params(params: dict[str, Any], struct: type[msgspec.Struct]) -> Any:
@@ -67,22 +80,17 @@ class Call(msgspec.Struct):
     notes: list[bytes]  # the connection's notifications not yet held for the host
     notes_mark: int = 0
     request_id: Any = None
-    reply: dict[str, Any] | None = None  # set by the method's jsonrpcserver entry (server/rpc.py)
-    deferred: Deferred | None = None
 
     @property
     def service(self) -> Service:
         assert self.service_or_none is not None, "the service is not loaded yet"
         return self.service_or_none
 
-    def defer(self, result: Any) -> Callable[[], None]:
-        self.deferred = Deferred(result)
-        return self.deferred.complete
-
     def wait_for(self, waiter: Waiter, shape: Callable[[Any], Any]) -> Deferred:
         """The reply waits for core's answer (shaped for the wire); a client cancellation ends
-        the wait, and an answer lost with its commit group is waited for again."""
-        deferred = self.deferred = Deferred(None)
+        the wait, and an answer lost with its commit group is waited for again. The method
+        returns the Deferred as its result (the dispatcher owes the reply until it is done)."""
+        deferred = Deferred(None)
         waits = self.service.waits
 
         def done(answer: Any) -> None:
@@ -100,22 +108,40 @@ class Call(msgspec.Struct):
         if not isinstance(error, LeaseLostError):
             del self.notes[self.notes_mark :]
 
-    def run(self, handler: Handler, args: Any, params: dict[str, Any]) -> Any:
-        """The handler on validated params, in a write transaction if it writes. A storage
-        failure loses the commit group: the rest of the frame is refused (Ledger.lost)."""
+
+def run_method(call: Call, handler: Handler, args: Any, params: Any) -> tuple[bool, Any]:
+    """The one method runner: params validated into the method's Struct, the method run (in a
+    write transaction when it writes), its result shaped for the wire, and any failure mapped
+    to its JSON-RPC error (server/boundary.py). (True, result) or (False, error object); a
+    Deferred result (a reply owed later) is returned as it is. Never raises an Exception.
+    A storage failure loses the commit group: the rest of the frame is refused (Ledger.lost)."""
+    try:
         if args:
             raise InvalidParamsError("params must be an object, not an array")
+        if params is None:
+            params = {}
         value = params if handler.params is None else convert_params(params, handler.params)
+        if handler.admit is not None:
+            handler.admit(call, value)
         try:
-            if handler.writes:
-                with self.service.transaction():
-                    return handler.run(self, value)
-            return handler.run(self, value)
-        except StorageFailedError as exc:
-            if self.ledger.lost is None:
-                self.ledger.lost = exc
-            self.drop_notifications(exc)
-            raise
-        except BaseException as error:
-            self.drop_notifications(error)
-            raise
+            if handler.writes if handler.writes_if is None else handler.writes_if(params):
+                with call.service.transaction():  # the one write transaction of a request
+                    result = handler.run(call, value)
+            else:
+                result = handler.run(call, value)
+        except SubagentdError as error:
+            if handler.refusal is None or isinstance(error, StorageBusyError | StorageFailedError):
+                raise  # a storage refusal is to be retried: the JSON-RPC error, never an answer
+            call.drop_notifications(error)
+            result = handler.refusal(error)
+    except Exception as error:
+        if isinstance(error, StorageFailedError) and call.ledger.lost is None:
+            call.ledger.lost = error
+        call.drop_notifications(error)
+        return False, failure(error, handler.tool)
+    except BaseException as error:  # cancelled, or the process is ending: not a reply
+        call.drop_notifications(error)
+        raise
+    if type(result) is Deferred:
+        return True, result
+    return True, result_value(result, call.stateless)

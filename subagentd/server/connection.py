@@ -1,8 +1,8 @@
 """One host connection, the I/O loop around the dispatcher: frames in, group commit, frames out, shutdown.
 
 Longer than ~300 lines on purpose: the read loop, the flusher task, work from timers and shutdown
-all act on one outbox and one ledger, and decide between them through `_reading` / `_writing` /
-`_wake` who commits the group and who writes it, in which order; split apart, each part would
+all act on one outbox and one ledger, and decide between them through `wake` (reading, event) / `_writing`
+who commits the group and who writes it, in which order; split apart, each part would
 reach into the others' state to keep replies after their commit and frames in order.
 """
 
@@ -17,28 +17,27 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
-from subagentd.core.service import Service
+from subagentd.core.service import Outlets, Service
 from subagentd.errors import (
     DatabaseLostError,
     LeaseLostError,
     StorageBusyError,
     StorageFailedError,
-    SubagentdError,
 )
 from subagentd.schema.codes import Code
 from subagentd.schema.notifications import TurnStart
-from subagentd.server.boundary import INTERNAL_MESSAGE, refusal
-from subagentd.server.dispatcher import Dispatcher, Reply
-from subagentd.server.envelope import Session
-from subagentd.server.framing import Frame, FrameReader, encode_frame
+from subagentd.server.boundary import refusal
+from subagentd.server.dispatcher import Dispatcher
+from subagentd.server.framing import Frame, FrameReader
 from subagentd.server.handlers import METHODS
-from subagentd.server.lockwait import wait_for_lock
+from subagentd.server.handshake import Started
+from subagentd.server.ledger import Ledger, Wake
+from subagentd.server.lockwait import Locks, wait_for_lock
 from subagentd.server.memory import Trimmer
-from subagentd.server.prelude import Started
 from subagentd.server.rpc import JsonRpc
+from subagentd.server.session import Session
 from subagentd.server.timers import BUSY_RETRY, Timers
 from subagentd.server.transport import FdReader, FdWriter
-from subagentd.server.waiting import Ledger
 
 log = logging.getLogger("subagentd")
 
@@ -55,6 +54,7 @@ class Connection:
         reader: FdReader,
         writer: FdWriter,
         *,
+        locks: Locks,
         framing: str = "auto",
         max_frame_bytes: int = 16 * 1024 * 1024,
         default_caller: str | None = None,
@@ -63,6 +63,7 @@ class Connection:
         started: Started | None = None,
     ) -> None:
         self.service = service
+        self.locks = locks  # the store, as far as the connection reaches it
         self.reader = reader
         self.writer = writer
         self.started = started or Started(FrameReader(framing, max_frame_bytes), Session())
@@ -75,36 +76,42 @@ class Connection:
         self.exit_code = 0  # 1 once the server stops because its database cannot be read
         self.outbox: list[bytes | memoryview] = []  # committed output, ready to write
         self.outbox_bytes = 0
-        self.ledger = Ledger(self._frame, self._held)  # output held back until its commit
-        rpc = JsonRpc(METHODS)
+        self._frame = self.framer.encode
+        self.wake = Wake()  # the flusher's: set when there is output to commit and write
+        self.ledger = Ledger(self._frame, self.wake.held)  # output held back until its commit
         self.dispatcher = Dispatcher(
             self.session,
             service.settings,
-            rpc,
+            JsonRpc(METHODS),
             service=service,
             frame=self._frame,
             ledger=self.ledger,
-            run_batch=rpc.batch,
+            on_lost=self._fail_group,
         )
         self.notes = self.dispatcher.notes  # notifications of the work done since the last flush
-        self._wake: anyio.Event  # set when there is output to commit and write (made in serve)
         self._drained: anyio.Event  # set after each flusher round that someone waits for
         self._drain_waiters = 0  # tasks waiting for _drained (no new Event per round otherwise)
         self._read_scope: anyio.CancelScope
         self._writing = False
-        self._reading = False  # handling a chunk of input (its flush follows inline)
         self.muted = False  # a --caller connection's input ended: nothing more is written
         self.trimmer = Trimmer()
         self.timers = Timers(self.run_work, self.lock, service.settings.clock)
         self.timers.resynced = self.announce_unknown_starts
-        service.agents.emit = self._emit
-        service.agents.timers = self.timers
+        self._taken_by: Callable[[str, msgspec.Struct], bool] | None = None  # see intercept
+        service.attach(Outlets(self._emit, self.timers))
         self._starts: list[TurnStart] = []  # turn/start sent in the open group
         self._maybe_started: list[TurnStart] = []  # those of groups whose outcome is unknown
 
     # --- outbound ------------------------------------------------------------------------
 
+    def intercept(self, taker: Callable[[str, msgspec.Struct], bool]) -> None:
+        """Offer every notification to `taker` first; one it takes (True) is not sent to the
+        host (the runner takes the turns it runs itself: server/runner.py)."""
+        self._taken_by = taker
+
     def _emit(self, method: str, params: msgspec.Struct) -> None:
+        if self._taken_by is not None and self._taken_by(method, params):
+            return
         if isinstance(params, TurnStart):
             self._starts.append(params)
         self.dispatcher.emit(method, params)
@@ -122,14 +129,7 @@ class Connection:
             agent = registry.get(start.agent_id)
             if agent is not None and agent.turn is not None and agent.turn.turn_id == start.turn_id:
                 self.dispatcher.emit("turn/start", start)
-        self.flush_notes()
-
-    def _frame(self, message: Any) -> bytes:
-        return encode_frame(_encode(message), self.framer.lsp)
-
-    def _held(self, size: int) -> None:
-        if not self._reading:  # the read loop flushes inline after each chunk (or wakes us)
-            self._wake.set()
+        self.dispatcher.flush_notes()
 
     def _push(self, frame: bytes | memoryview) -> None:
         """Output to write now: committed, or claiming nothing (the answers of a lost group)."""
@@ -138,14 +138,8 @@ class Connection:
         self.outbox.append(frame)
         self.outbox_bytes += len(frame)
         self.trimmer.note(len(frame))
-        if not self._reading:
-            self._wake.set()
-
-    def flush_notes(self) -> None:
-        for frame in self.notes:
-            self.ledger.hold(frame)
-        self.notes.clear()
-        self.dispatcher.updated.clear()
+        if not self.wake.reading:
+            self.wake.event.set()
 
     def _commit(self) -> None:
         """Group commit: what the group produced becomes writable, or, when the commit fails,
@@ -177,7 +171,7 @@ class Connection:
         try:
             self.service.recovery.rebuild()
         except Exception as exc:
-            if not self.service.store.transient(exc):
+            if not self.locks.transient(exc):
                 log.critical("cannot rebuild the live state from the database; shutting down")
                 self.exit_code = 1
                 self._read_scope.cancel()
@@ -212,7 +206,7 @@ class Connection:
         if not self.outbox:
             return
         if self._writing or self.writer.broken:
-            self._wake.set()
+            self.wake.event.set()
             return
         data = b"".join(self.outbox)
         self.outbox.clear()
@@ -229,8 +223,8 @@ class Connection:
     async def _flusher(self) -> None:
         """Group commit: everything dispatched so far is committed, then its frames are written."""
         while True:
-            await self._wake.wait()
-            self._wake = anyio.Event()
+            await self.wake.event.wait()
+            self.wake.event = anyio.Event()
             self._commit()
             if self.outbox:
                 data = b"".join(self.outbox)
@@ -262,7 +256,7 @@ class Connection:
         and answers `subagentd tool`, only after that)."""
         while True:
             if not self._writing:  # the flusher waits for a wake: its next round commits ours
-                self._wake.set()
+                self.wake.event.set()
                 await self._until_drained()
                 return
             await self._until_drained()  # that round committed before our work: the next one
@@ -274,7 +268,7 @@ class Connection:
 
     async def lock(self) -> None:
         """Wait (the loop serving on) for another process's write lock, up to --lock-wait-ms."""
-        await wait_for_lock(self.service.store, self.service.settings.lock_wait)
+        await wait_for_lock(self.locks, self.service.settings.lock_wait)
 
     def run_work(self, callback: Callable[[], None]) -> bool:
         """A timer's (or the heartbeat's, or shutdown's) work in its own transaction of the
@@ -299,16 +293,16 @@ class Connection:
             log.exception("unexpected failure in a scheduled task")
         if self.ledger.lost is not None:
             self._fail_group()
-        self.flush_notes()
+        self.dispatcher.flush_notes()
         if self._writing:  # the flusher waits for the host to read: commit now, not after that
             self._commit()
-        self._wake.set()
+        self.wake.event.set()
         return ran
 
     # --- inbound -------------------------------------------------------------------------
 
     async def serve(self) -> None:
-        self._wake = anyio.Event()
+        self.wake.event = anyio.Event()
         self._drained = anyio.Event()
         self._read_scope = anyio.CancelScope()
         async with anyio.create_task_group() as tg:
@@ -327,7 +321,7 @@ class Connection:
     async def _doorbell(self) -> None:
         """Another process sharing the database sent input to an agent live here: it rang this
         process's doorbell after committing (storage/signals.py); take the signals now."""
-        store = self.service.store
+        store = self.locks
         fd = store.doorbell()
         if fd is None:
             return
@@ -353,7 +347,7 @@ class Connection:
         signals): from then on no database wait outlasts --shutdown-grace, so the loop gets
         to its shutdown in time. The event loop's own handler, which does the shutdown, is
         called too."""
-        give_up_after, grace = self.service.store.give_up_after, self.grace
+        give_up_after, grace = self.locks.give_up_after, self.grace
         for signum in (signal.SIGTERM, signal.SIGINT):
             previous = signal.getsignal(signum)
 
@@ -381,7 +375,7 @@ class Connection:
                 await self._handle(self.framer.finish())
                 self._flush_inline()
                 self._input_ended()
-                self._wake.set()
+                self.wake.event.set()
                 log.info("end of input: shutting down")
                 return
             await self._handle(self.framer.feed(data))
@@ -402,30 +396,17 @@ class Connection:
         """Frames read together, in order. A write that finds another process holding the write
         lock waits for it here, the event loop serving on; the frames after it wait behind it
         (reading pauses meanwhile), so effects and answers keep the order of the requests."""
-        take_lock = self.service.store.take_lock
+        take_lock = self.locks.take_lock
         while True:
-            self._reading = True
+            self.wake.reading = True
             try:
-                frames = self.dispatcher.handle_frames(frames, self.deliver, take_lock)
+                frames = self.dispatcher.handle_frames(frames, take_lock)
             finally:
-                self._reading = False
+                self.wake.reading = False
             if not frames:
                 return
             self._flush_inline()  # what came before it is answered now (no group is open)
             await self.lock()
-
-    def deliver(self, reply_of: Callable[[], Reply | None]) -> None:
-        """One frame's reply, held for its commit; a failure outside the dispatcher's boundary
-        (e.g. an unencodable result) must not end the connection: it is logged and answered
-        -32603 with no detail."""
-        try:
-            self.ledger.answer(reply_of())
-        except Exception:
-            log.exception("unexpected failure while handling a frame")
-            self.ledger.reply(refusal(SubagentdError(INTERNAL_MESSAGE)))
-        self.flush_notes()
-        if self.ledger.lost is not None:
-            self._fail_group()
 
     # --- shutdown ------------------------------------------------------------------------
 
@@ -442,6 +423,6 @@ class Connection:
                     await self.lock()
         with anyio.move_on_after(self.grace):
             while self.outbox or self.ledger.frames or self._writing:
-                self._wake.set()
+                self.wake.event.set()
                 await self._until_drained()
         self._commit()

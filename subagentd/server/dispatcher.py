@@ -3,8 +3,9 @@
 It owns the JSON-RPC envelope rules (PROTOCOL.md sections 1, 2 and 8): the checks before a method
 runs, batches, notifications, cancellation, the lifecycle and the bounds; every refusal is a
 raised SubagentdError that server/boundary.py puts on the wire. The method itself runs through an
-`Invoke`: jsonrpcserver's dispatch in the server (server/rpc.py), a direct call at start-up
-(`invoke_directly`: the prelude answers the handshake before jsonrpcserver is even imported).
+`Invoke`: jsonrpcserver's dispatch in the server (server/rpc.py), once per request (a batch's
+members one by one, each checked here first); at start-up, before jsonrpcserver is imported,
+the same method runner is called directly (`invoke_directly`: the prelude's handshake).
 The connection is only the I/O loop around it. Light to import: no jsonrpcserver, no anyio, no
 core (start-up answers the handshake with it while those load).
 
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -34,12 +34,12 @@ from subagentd.errors import (
 )
 from subagentd.schema.codes import Code
 from subagentd.schema.lifecycle import SUPPORTED_VERSIONS, VERSION_META_KEY
-from subagentd.server.boundary import failure, refusal
-from subagentd.server.call import Call, Handler
-from subagentd.server.envelope import Session, success_reply, valid_id
+from subagentd.server.boundary import INTERNAL_MESSAGE, refusal
+from subagentd.server.call import Call, Handler, run_method
 from subagentd.server.framing import BadHeader, Frame, Oversize
+from subagentd.server.ledger import Deferred, Kept, Ledger, Pending
 from subagentd.server.requestlog import log_request
-from subagentd.server.waiting import Kept, Ledger, Pending
+from subagentd.server.session import Session, success_reply, valid_id
 
 if TYPE_CHECKING:  # not imported at start-up: the handshake needs neither core nor its settings
     from subagentd.core.service import Service
@@ -50,13 +50,11 @@ log = logging.getLogger("subagentd")
 One = dict[str, Any] | Pending  # the reply to one request: a reply object, or one still owed
 Reply = One | list[One]
 Invoke = Callable[[Call, Handler, dict[str, Any]], dict[str, Any] | None]
-# runs requests as one batch, calling back with each from inside its method; returns how many ran
-RunBatch = Callable[[list[dict[str, Any]], Callable[[dict[str, Any]], None]], int]
-# takes one frame's reply, computed when the connection calls it (it catches what escapes)
-Deliver = Callable[[Callable[[], "Reply | None"]], None]
+Deliver = Callable[["Reply | None"], None]  # takes one frame's reply
 
 _decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
+_ID_TYPES = (str, int)  # what JSON ids decode to (valid_id decides any other)
 CANCEL = {"notifications/cancelled": "requestId", "$/cancelRequest": "id"}
 LIFECYCLE = frozenset({"initialize", "ping", "server/discover"})  # served before initialize
 MAX_PENDING = 1024  # replies that may wait at once (agents/close drains); beyond: 1011 OVERLOADED
@@ -93,7 +91,8 @@ class Dispatcher:
         frame: Callable[[Any], bytes] = _encode,
         ledger: Ledger | None = None,
         max_pending: int = MAX_PENDING,
-        run_batch: RunBatch | None = None,
+        notes: list[bytes] | None = None,
+        on_lost: Callable[[], None] = lambda: None,
     ) -> None:
         self.session = session
         self.settings = settings
@@ -107,9 +106,10 @@ class Dispatcher:
         self.frame = frame  # a message as the bytes written to the host
         self.ledger = ledger or Ledger(frame, lambda size: None)
         self.max_pending = max_pending
-        self.run_batch = run_batch  # None: every frame goes to `invoke` on its own
-        self.notes: list[bytes] = []  # notifications not yet held for the host
+        # notifications not yet held for the host (the relay's: the connection's list)
+        self.notes: list[bytes] = [] if notes is None else notes
         self.updated: set[str] = set()  # resource URIs told updated since the last flush
+        self.on_lost = on_lost  # the commit group was lost: the connection answers it so
 
     def emit(self, method: str, params: msgspec.Struct) -> None:
         """A notification to the host; written after the current request's reply and commit.
@@ -130,22 +130,40 @@ class Dispatcher:
             return refusal(exc)
         return self.dispatch(message)
 
+    def hold(self, reply: Reply | None) -> None:
+        """One frame's reply held for its commit, then the notifications its request made; a
+        reply that cannot be encoded (a result msgspec cannot write) must not end the
+        connection: it is logged and answered -32603 with no detail."""
+        try:
+            self.ledger.answer(reply)
+        except Exception:
+            log.exception("unexpected failure while handling a frame")
+            self.ledger.reply(refusal(SubagentdError(INTERNAL_MESSAGE)))
+        self.flush_notes()
+        if self.ledger.lost is not None:
+            self.on_lost()
+
+    def flush_notes(self) -> None:
+        """The notifications made so far, held (after the replies before them) for the commit."""
+        for note in self.notes:
+            self.ledger.hold(note)
+        self.notes.clear()
+        self.updated.clear()
+
     def handle_frames(
         self,
         frames: Sequence[Frame],
-        deliver: Deliver,
         locked: Callable[[], bool] | None = None,
+        deliver: Deliver | None = None,
     ) -> list[Frame]:
-        """Frames read together, each answered through `deliver` in arrival order, exactly as
-        `handle_frame` answers it. Consecutive requests for known methods run as one batch
-        through `run_batch` (jsonrpcserver's per-dispatch work is then paid once per run); each
-        is still checked, admitted and answered frame by frame from inside its method's entry,
-        so a frame sees the state (lifecycle, waiting replies, a lost group) the ones before
-        it left. They all arrived before the first is answered, so they may share one reading
-        of what other processes hold (core/agents.py `elsewhere`). A frame that writes first
-        asks `locked` for the write lock (taken without waiting): refused, the frames before it
-        are answered and it and the rest are returned unhandled, for the connection to wait for
-        the lock and hand them back."""
+        """Frames read together, each answered through `deliver` (default: held for the
+        commit, `hold`) in arrival order, exactly as `handle_frame` answers it: each sees the state (lifecycle, waiting replies, a lost
+        group) the ones before it left. They all arrived before the first is answered, so they
+        may share one reading of what other processes hold (core/agents.py `elsewhere`). A
+        frame that writes first asks `locked` for the write lock (taken without waiting):
+        refused, the frames before it are answered and it and the rest are returned unhandled,
+        for the connection to wait for the lock and hand them back."""
+        deliver = deliver or self.hold
         agents = None if self.service is None or len(frames) < 2 else self.service.agents
         if agents is None:
             return self._handle_frames(frames, deliver, locked)
@@ -159,24 +177,16 @@ class Dispatcher:
         self, frames: Sequence[Frame], deliver: Deliver, locked: Callable[[], bool] | None
     ) -> list[Frame]:
         """handle_frames' work; returns the frames left for the connection to hand back."""
-        run: list[dict[str, Any]] = []
         rest = iter(frames)
         for frame in rest:
             try:
                 message = decode(frame)
             except SubagentdError as exc:
-                self._answer_run(run, deliver)
-                deliver(partial(refusal, exc))
+                deliver(refusal(exc))
                 continue
             if locked is not None and self.writes(message) and not locked():
-                self._answer_run(run, deliver)  # none of them writes: the lock is not held
                 return [frame, *rest]
-            if self.run_batch is not None and self._batchable(message):
-                run.append(message)
-                continue
-            self._answer_run(run, deliver)
-            deliver(partial(self.dispatch, message))
-        self._answer_run(run, deliver)
+            deliver(self.dispatch(message))
         return []
 
     def writes(self, message: Any) -> bool:
@@ -193,22 +203,6 @@ class Dispatcher:
             return handler.writes_if(message.get("params"))
         return handler.writes
 
-    def _batchable(self, message: Any) -> bool:
-        """A request a batch can carry: an object with an id, for a method with an entry."""
-        if type(message) is not dict or "id" not in message:
-            return False
-        method = message.get("method")
-        return type(method) is str and method in self.methods and method not in CANCEL
-
-    def _answer_run(self, run: list[dict[str, Any]], deliver: Deliver) -> None:
-        if len(run) > 1 and self.run_batch is not None:
-            direct = partial(self.dispatch_one, invoke=invoke_directly)  # inside its entry
-            served = self.run_batch(run, lambda message: deliver(partial(direct, message)))
-            del run[:served]
-        for message in run:  # one alone, or any jsonrpcserver did not run
-            deliver(partial(self.dispatch_one, message))
-        run.clear()
-
     def dispatch(self, message: Any) -> Reply | None:
         """The reply to a decoded message or batch; None when nothing is answered."""
         if not isinstance(message, list):
@@ -218,35 +212,32 @@ class Dispatcher:
         replies = [r for r in map(self.dispatch_one, message) if r is not None]
         return replies or None
 
-    def dispatch_one(self, message: Any, invoke: Invoke | None = None) -> One | None:
+    def dispatch_one(self, message: Any) -> One | None:
         """One request or notification. Refusals before the method runs are Kept: they stand
-        even if the commit group is lost. Once it is lost, the rest is refused without running.
-        `invoke` runs the method (default: the dispatcher's; directly when inside a batch)."""
+        even if the commit group is lost. Once it is lost, the rest is refused without running."""
         if not isinstance(message, dict):
             return refusal(InvalidRequestError("Invalid Request: not an object"))
         request_id = message.get("id")
-        if not valid_id(request_id):
+        if not (request_id is None or type(request_id) in _ID_TYPES or valid_id(request_id)):
             return refusal(
                 InvalidRequestError("Invalid Request: id must be a string, a number or null")
             )
         is_request = "id" in message
         try:
-            return self._run(message, request_id, is_request, invoke or self.invoke)
+            return self._run(message, request_id, is_request)
         except SubagentdError as exc:  # refused before the method ran
             if is_request or isinstance(exc, InvalidRequestError):  # a broken envelope is told
                 return Kept(refusal(exc, request_id))
             return None
 
-    def _run(
-        self, message: dict[str, Any], request_id: Any, is_request: bool, invoke: Invoke
-    ) -> One | None:
+    def _run(self, message: dict[str, Any], request_id: Any, is_request: bool) -> One | None:
         method = message.get("method")
         if message.get("jsonrpc") != "2.0":
             raise InvalidRequestError('Invalid Request: "jsonrpc" must be "2.0"')
         if not isinstance(method, str):
             raise InvalidRequestError('Invalid Request: "method" must be a string')
         params = message.get("params")
-        if "params" in message and not isinstance(params, dict | list):
+        if "params" in message and not isinstance(params, (dict, list)):  # noqa: UP038  (a tuple: faster)
             raise InvalidRequestError('Invalid Request: "params" must be an object or an array')
         if method in CANCEL:
             if isinstance(params, dict):
@@ -268,7 +259,10 @@ class Dispatcher:
         handler = self.methods.get(method)
         if handler is None:
             raise MethodUnknownError.for_method(method, self.methods)
-        self._admit(method, handler, request_id, is_request)
+        if (handler.defers and is_request) or (
+            not handler.confined and self.session.default_caller is not None
+        ):
+            self._admit(method, handler, request_id, is_request)
         call = Call(
             self.service,
             self.session,
@@ -281,21 +275,19 @@ class Dispatcher:
         )
         if log.isEnabledFor(logging.DEBUG):  # --log-level debug: a line per request
             started = perf_counter()
-            reply = invoke(call, handler, message)
+            reply = self.invoke(call, handler, message)
             log_request(method, request_id, is_request, started)
         else:
-            reply = invoke(call, handler, message)
+            reply = self.invoke(call, handler, message)
         if reply is None:  # a notification
             return None
-        if "error" in reply:
-            return Kept(reply) if lifecycle else reply
-        deferred = call.deferred
-        if deferred is not None:
-            if not deferred.done:
-                pending = Pending(request_id, deferred, stateless, self.ledger.generation)
+        result = reply.get("result")
+        if type(result) is Deferred:  # the one kind of reply written later (server/ledger.py)
+            if not result.done:
+                pending = Pending(request_id, result, stateless, self.ledger.generation)
                 self.ledger.pending[request_id] = pending
                 return pending
-            return success_reply(deferred.result, request_id, stateless)
+            return success_reply(result.result, request_id, stateless)
         return Kept(reply) if lifecycle else reply
 
     def _admit(self, method: str, handler: Handler, request_id: Any, is_request: bool) -> None:
@@ -324,17 +316,12 @@ class Dispatcher:
             self.ledger.cancel(request_id)
 
 
-def invoke_directly(call: Call, handler: Handler, message: dict[str, Any]) -> dict[str, Any]:
-    """Run a method without jsonrpcserver (start-up, before it is imported): the same reply."""
+def invoke_directly(call: Call, handler: Handler, message: dict[str, Any]) -> dict[str, Any] | None:
+    """The method run without jsonrpcserver (start-up, before it is imported; the child MCP
+    server): the same runner, the reply jsonrpcserver would build from its outcome."""
+    params = message.get("params")
+    args = params if isinstance(params, list) else ()
+    ok, value = run_method(call, handler, args, {} if isinstance(params, list) else params)
     if "id" not in message:
-        raise ValueError("invoke_directly answers requests only")
-    request_id = message["id"]
-    params = message.get("params", {})
-    try:
-        if isinstance(params, list):
-            value = call.run(handler, params, {})
-        else:
-            value = call.run(handler, (), params)
-    except Exception as exc:
-        return {"jsonrpc": "2.0", "error": failure(exc, handler.tool), "id": request_id}
-    return success_reply(value, request_id, call.stateless)
+        return None
+    return {"jsonrpc": "2.0", "result" if ok else "error": value, "id": message["id"]}

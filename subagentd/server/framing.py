@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 LSP_PREFIX = b"Content-Length:"
+_encode = msgspec.json.Encoder().encode
 _MAX_HEADER = 8192
 
 
@@ -38,6 +41,13 @@ class FrameReader:
     @property
     def lsp(self) -> bool:
         return self.mode == "lsp"
+
+    def encode(self, message: Any) -> bytes:
+        """A message as the frame written back, in the framing the input chose."""
+        payload = _encode(message)
+        if self.mode == "lsp":
+            return b"Content-Length: %d\r\n\r\n" % len(payload) + payload
+        return payload + b"\n"
 
     def feed(self, data: bytes) -> list[Frame]:
         if self.mode == "auto":

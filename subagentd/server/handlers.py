@@ -15,8 +15,6 @@ from subagentd.core.waits import Waiter
 from subagentd.errors import (
     InvalidParamsError,
     StateInvalidError,
-    StorageBusyError,
-    StorageFailedError,
     SubagentdError,
 )
 from subagentd.schema import budgets as b
@@ -26,11 +24,13 @@ from subagentd.schema import tools as t
 from subagentd.server import lifecycle  # noqa: F401  (registers the handshake methods first)
 from subagentd.server.call import Call, Handler
 from subagentd.server.identity import caller_identity
+from subagentd.server.ledger import Deferred
 from subagentd.server.mcp import (
     TOOLS,
     CallerIdentity,
     call_tool_result,
     run_tool,
+    served_tool,
     tool_definitions,
 )
 from subagentd.server.methods import METHODS as METHODS  # the full table, once this is imported
@@ -50,10 +50,10 @@ def agents_open(call: Call, p: h.OpenParams) -> h.OpenResult:
 
 
 @method("agents/close", h.AgentParams, h.Empty, defers=True)
-def agents_close(call: Call, p: h.AgentParams) -> Any:
-    done = call.defer(h.Empty())
-    call.service.host.close_root(p.agent_id, done)
-    return call.deferred
+def agents_close(call: Call, p: h.AgentParams) -> Deferred:
+    closed = Deferred(h.Empty())
+    call.service.host.close_root(p.agent_id, closed.complete)
+    return closed
 
 
 @method("agents/get", h.AgentParams, h.AgentInfo, writes=False)
@@ -209,37 +209,46 @@ def tools_list(call: Call, p: t.ToolsListParams) -> t.ToolsListResult:
     return t.ToolsListResult(tools=tool_definitions(offered, serves_tasks(call)))  # tasks: hook
 
 
-@method("tools/call", t.ToolsCallParams, t.CallToolResult, writes=False, confined=True, defers=True)
+def _served(call: Call, p: t.ToolsCallParams) -> None:
+    served_tool(p.name, call.settings.tools)  # "Unknown tool": the JSON-RPC error
+
+
+def _refused(error: SubagentdError) -> t.CallToolResult:
+    return call_tool_result(None, error)
+
+
+@method(
+    "tools/call",
+    t.ToolsCallParams,
+    t.CallToolResult,
+    writes=False,
+    confined=True,
+    defers=True,
+    admit=_served,
+    refusal=_refused,
+)
 def tools_call(call: Call, p: t.ToolsCallParams) -> Any:
-    spec = TOOLS.get(p.name)
-    if spec is None or p.name not in call.settings.tools:  # --tools: the served set
-        raise InvalidParamsError(f"Unknown tool: {p.name}")
+    # the one tools/call (the `subagentd tool` socket's come here too, server/tool_socket.py); a tool
+    # the rules refuse answers an isError result, its writes rolled back (call.run_method)
+    spec = TOOLS[p.name]
     if p.task is not None and serves_tasks(call):  # MCP tasks: hook (server/tasks.py)
         return call_as_task(call, spec, p, _progress_token(p.meta) if p.meta else None)
     arguments = {} if p.arguments is None else p.arguments
     try:
         identity = caller_identity(call, p.meta)
-        if spec.waits and p.meta is not None:
-            identity.progress = _progress_token(p.meta)
-        if spec.writes:
-            with call.service.transaction():
-                result = run_tool(call.service, spec, arguments, identity)
-        else:
-            result = run_tool(call.service, spec, arguments, identity)
-    except (StorageBusyError, StorageFailedError):
-        raise  # not the tool's answer: the request is to be retried (a JSON-RPC error)
-    except SubagentdError as error:
-        call.drop_notifications(error)
-        return call_tool_result(None, error)
     except msgspec.ValidationError as exc:
-        return call_tool_result(None, InvalidParamsError(f"invalid _meta: {exc}"))
+        raise InvalidParamsError(f"invalid _meta: {exc}") from None
+    if spec.waits and p.meta is not None:
+        identity.progress = _progress_token(p.meta)
+    result = run_tool(call.service, spec, arguments, identity)
     if spec.waits and isinstance(result, Waiter):
         return call.wait_for(result, lambda answer: call_tool_result(answer, None))
     return call_tool_result(result, None)  # type: ignore[arg-type]  # a Waiter only when spec.waits
 
 
 def _tool_writes(params: Any) -> bool:
-    """Whether a tools/call writes (the connection then takes the write lock before it runs)."""
+    """Whether a tools/call writes: it then runs in a write transaction (call.run_method), and
+    the connection takes the write lock before it runs."""
     name = params.get("name") if type(params) is dict else None
     spec = TOOLS.get(name) if type(name) is str else None
     return spec is not None and spec.writes

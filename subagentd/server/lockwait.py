@@ -8,15 +8,27 @@ or the patience (--lock-wait-ms) is spent: then the store refuses writes busy un
 
 from __future__ import annotations
 
-import anyio
+from typing import Protocol
 
-from subagentd.core.store import Store
+import anyio
 
 POLL_MIN = 0.0005  # seconds before the first retry (a group elsewhere often ends within a few ms)
 POLL_MAX = 0.004  # longest sleep between tries: short, to meet a sibling's gap between groups
 
 
-async def wait_for_lock(store: Store, patience: float) -> None:
+class Locks(Protocol):
+    """What the connection reaches of the store: the write lock, the doorbell other processes
+    ring, and the bounds on waiting for the database (storage implements it)."""
+
+    def take_lock(self) -> bool: ...
+    def give_up_lock(self) -> None: ...
+    def doorbell(self) -> int | None: ...
+    def drain_doorbell(self) -> None: ...
+    def transient(self, exc: BaseException) -> bool: ...
+    def give_up_after(self, seconds: float) -> None: ...
+
+
+async def wait_for_lock(store: Locks, patience: float) -> None:
     """Return once this connection holds the write lock, or once `patience` seconds went by."""
     if store.take_lock():
         return

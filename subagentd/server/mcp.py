@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -16,7 +16,7 @@ from subagentd.core.service import Service
 from subagentd.core.tasks import TASK_TOOLS
 from subagentd.core.tools import ToolRules
 from subagentd.core.waits import Waiter
-from subagentd.errors import CallerUnauthorizedError, SubagentdError
+from subagentd.errors import CallerUnauthorizedError, InvalidParamsError, SubagentdError
 from subagentd.schema import tools as t
 from subagentd.schema.tasks import ToolExecution
 from subagentd.server.boundary import error_text
@@ -173,6 +173,14 @@ TOOLS: dict[str, ToolSpec] = {
         ),
     )
 }
+
+
+def served_tool(name: str, served: Container[str]) -> ToolSpec:
+    """The tool a tools/call names, if this server serves it (--tools); else "Unknown tool"."""
+    spec = TOOLS.get(name)
+    if spec is None or name not in served:
+        raise InvalidParamsError(f"Unknown tool: {name}")
+    return spec
 
 
 @cache

@@ -1,6 +1,6 @@
 """The one table of every method subagentd serves, and the decorator that fills it.
 
-Light to import: the start-up path (server/prelude.py) serves the handshake methods from it
+Light to import: the start-up path (server/handshake.py) serves the handshake methods from it
 before core and jsonrpcserver are loaded (server/lifecycle.py registers those).
 """
 

@@ -17,7 +17,6 @@ import os
 import signal
 import subprocess
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -31,8 +30,8 @@ from subagentd.schema.host_methods import TurnEndParams
 from subagentd.schema.notifications import TurnInterrupt, TurnStart
 from subagentd.schema.runner import RunnerExit, RunnerTurn
 from subagentd.server.handoff import Handoff
-from subagentd.server.relay import Tokens
 from subagentd.server.timers import BUSY_RETRY
+from subagentd.server.tool_socket import Tokens
 from subagentd.server.transport import FdReader
 
 if TYPE_CHECKING:
@@ -85,7 +84,6 @@ class Runner:
         self.lent: set[str] = set()  # turn ids of runs waiting (wait_agents): slots they lend
         self._events: list[TurnStart | TurnInterrupt] = []  # not yet known to be committed
         self._wake: anyio.Event | None = None
-        self._host_emit: Callable[[str, msgspec.Struct], None] = lambda method, params: None
         self._connection: Connection | None = None
         self._stopped: anyio.Event | None = None  # set when the last process exits after stop()
 
@@ -94,20 +92,20 @@ class Runner:
     def attach(self, connection: Connection) -> None:
         """Take the turns of agents below the root out of what the host is sent."""
         self._connection = connection
-        self._host_emit = self.service.agents.emit
-        self.service.agents.emit = self._emit
+        connection.intercept(self._take)
 
     def claims(self, agent_id: str) -> bool:
         """An agent below the --caller root (through live owners) has its turns run here."""
         return agent_id != self.root and self.service.agents.registry.below(agent_id, self.root)
 
-    def _emit(self, method: str, params: msgspec.Struct) -> None:
+    def _take(self, method: str, params: msgspec.Struct) -> bool:
+        """A turn start or interrupt of an agent whose turns run here: taken from the host."""
         if isinstance(params, TurnStart | TurnInterrupt) and self.claims(params.agent_id):
             self._events.append(params)
             if self._wake is not None:
                 self._wake.set()
-            return
-        self._host_emit(method, params)
+            return True
+        return False
 
     # --- the loop ------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ import pytest
 from subagentd.core.settings import Settings
 from subagentd.errors import LeaseLostError
 from subagentd.server.dispatcher import Dispatcher
-from subagentd.server.envelope import Session
+from subagentd.server.session import Session
 from subagentd.storage.database import SqliteStore
 from subagentd.storage.postgres import is_postgres
 from subagentd.storage.postgres.group import WRITER_LOCK

@@ -14,8 +14,8 @@ import pytest
 
 from subagentd.cli.running import Running
 from subagentd.core import texts
-from subagentd.server.relay import REFUSED
 from subagentd.server.runner import STDERR_TAIL
+from subagentd.server.tool_socket import REFUSED
 from tests.spawned import TIMEOUT, InProcessServer
 
 RUNNER = [sys.executable, str(Path(__file__).parents[1] / "scripts" / "runner.py")]

@@ -138,10 +138,10 @@ def loaded_after(modules: str, condition: str) -> str:
 
 
 def test_what_answers_the_handshake_imports_neither_core_nor_jsonrpcserver():
-    """The prelude is imported before the loader thread starts (server/prelude.py): whatever it
+    """The prelude is imported before the loader thread starts (server/handshake.py): whatever it
     pulls in delays the initialize reply in full."""
     imported = loaded_after(
-        "subagentd.cli.serving, subagentd.server.prelude",
+        "subagentd.cli.serving, subagentd.server.handshake",
         "m.startswith(('subagentd.core.service', 'subagentd.core.engine',"
         " 'subagentd.server.handlers', 'subagentd.storage.leases', 'jsonrpcserver', 'anyio',"
         " 'sqlite_utils'))",
@@ -156,7 +156,7 @@ def test_the_path_to_the_handshake_reply_builds_no_dataclass_and_imports_no_runn
     imported = loaded_after(
         "subagentd.cli, subagentd.cli.fastpath, subagentd.cli.serving, subagentd.cli.running,"
         " subagentd.server.loops, subagentd.storage.opening, subagentd.storage.postgres,"
-        " subagentd.core.settings, subagentd.server.prelude",
+        " subagentd.core.settings, subagentd.server.handshake",
         "m in ('dataclasses', 'shlex', 'shutil', 'tempfile', 'json')",
     )
     assert imported == "[]"

@@ -222,7 +222,7 @@ def test_debug_logging_shows_one_line_per_request_with_method_id_and_duration():
     entries = [json.loads(line) for line in done.stderr.decode().splitlines()]
     requests = [e["message"] for e in entries if e["logger"] == "subagentd.requests"]
     assert [m.split(" handled in ")[0] for m in requests] == [
-        "request initialize id=1",  # answered by the start-up fast path (server/prelude.py)
+        "request initialize id=1",  # answered by the start-up fast path (server/handshake.py)
         'request ping id="two"',
         "request agents/open id=3",
     ]

@@ -28,7 +28,7 @@ from subagentd.core.registry import LiveAgent
 from subagentd.errors import StorageBusyError, StorageFailedError
 from subagentd.schema.host_methods import OpenParams
 from subagentd.schema.records import LiveRecord
-from subagentd.server.waiting import Deferred, Ledger, Owed, Pending
+from subagentd.server.ledger import Deferred, Ledger, Owed, Pending
 from subagentd.storage.database import SqliteStore
 from tests.core_host import CoreHost
 from tests.properties.test_state_machine import PROFILE, SchedulingMachine

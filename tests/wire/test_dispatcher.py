@@ -12,21 +12,21 @@ from typing import Any
 
 import msgspec
 import pytest
-from jsonrpcserver import Success
+from jsonrpcserver import Error, Success
 
 import subagentd
 from subagentd import errors
-from subagentd.core.service import Service
+from subagentd.core.service import Outlets, Service
 from subagentd.core.settings import Settings
 from subagentd.schema.codes import Code
 from subagentd.schema.lifecycle import SUPPORTED_VERSIONS, VERSION_META_KEY
 from subagentd.server import handlers
 from subagentd.server.dispatcher import Dispatcher, invoke_directly
-from subagentd.server.envelope import Session
 from subagentd.server.framing import BadHeader, Oversize
 from subagentd.server.handlers import METHODS
+from subagentd.server.ledger import Kept, Pending
 from subagentd.server.rpc import JsonRpc
-from subagentd.server.waiting import Kept, Pending
+from subagentd.server.session import Session
 from subagentd.storage.database import SqliteStore
 from tests.core_host import ManualTimers
 
@@ -38,9 +38,7 @@ INIT = {
 
 
 def make_dispatcher(*, initialized: bool = True, max_pending: int = 1024) -> Dispatcher:
-    service = Service(
-        SqliteStore(":memory:"), emit=None, timers=ManualTimers(), settings=Settings()
-    )  # type: ignore[arg-type]
+    service = Service(SqliteStore(":memory:"), Settings())
     service.recovery.recover()
     dispatcher = Dispatcher(
         Session(),
@@ -49,7 +47,7 @@ def make_dispatcher(*, initialized: bool = True, max_pending: int = 1024) -> Dis
         service=service,
         max_pending=max_pending,
     )
-    service.agents.emit = dispatcher.emit
+    service.attach(Outlets(dispatcher.emit, ManualTimers()))
     if initialized:
         assert "result" in request(dispatcher, "initialize", INIT)
     return dispatcher
@@ -243,16 +241,22 @@ def test_an_unexpected_failure_is_internal_error_without_detail(monkeypatch, cap
     assert "secret detail" in caplog.text  # on stderr only, with its traceback
 
 
-def test_a_method_jsonrpcserver_answered_without_its_reply_is_internal_error(dispatcher):
-    """The reply travels on the Call (server/rpc.py); should jsonrpcserver ever answer a known
-    method without the entry having put one there, the host gets -32603, not a reply of None."""
+def test_jsonrpcserver_builds_each_reply_from_what_the_entry_returns(dispatcher):
+    """The entries return Success(result) or Error(code, message, data) and jsonrpcserver's
+    public dispatch builds the reply from it: an entry replaced by one answering otherwise
+    changes the reply the host reads."""
     assert isinstance(dispatcher.invoke, JsonRpc)
-    no_reply = dispatcher.invoke.entries["ping"]
-    dispatcher.invoke.entries["ping"] = lambda *args, **params: Success("unseen")
-    dispatcher.invoke.entries["ping"].__signature__ = no_reply.__signature__  # type: ignore[attr-defined]
-    assert request(dispatcher, "ping", None, 9) == error(Code.INTERNAL_ERROR, "Internal error", 9)
-    dispatcher.invoke.entries["ping"] = no_reply
-    assert request(dispatcher, "ping", None, 10) == {"jsonrpc": "2.0", "result": {}, "id": 10}
+    ping = dispatcher.invoke.entries["ping"]
+    dispatcher.invoke.entries["ping"] = lambda *args, **params: Success("pong")
+    dispatcher.invoke.entries["ping"].__signature__ = ping.__signature__  # type: ignore[attr-defined]
+    assert request(dispatcher, "ping", None, 9) == {"jsonrpc": "2.0", "result": "pong", "id": 9}
+    dispatcher.invoke.entries["ping"] = lambda *args, **params: Error(
+        Code.INTERNAL_ERROR.value, "no", {"x": 1}
+    )
+    dispatcher.invoke.entries["ping"].__signature__ = ping.__signature__  # type: ignore[attr-defined]
+    assert request(dispatcher, "ping", None, 10) == error(Code.INTERNAL_ERROR, "no", 10, {"x": 1})
+    dispatcher.invoke.entries["ping"] = ping
+    assert request(dispatcher, "ping", None, 11) == {"jsonrpc": "2.0", "result": {}, "id": 11}
 
 
 @pytest.mark.parametrize(
@@ -358,26 +362,10 @@ def test_the_start_up_path_answers_the_handshake_exactly_as_the_server_does():
 # --- frames read together ----------------------------------------------------------------------
 
 
-def batching_dispatcher(max_pending: int = 1024) -> tuple[Dispatcher, list[int]]:
-    """A dispatcher as the connection builds it (runs of requests go to jsonrpcserver as one
-    batch), and the sizes of the batches it sent."""
-    dispatcher = make_dispatcher(max_pending=max_pending)
-    rpc = dispatcher.invoke
-    assert isinstance(rpc, JsonRpc)
-    sizes: list[int] = []
-
-    def counted(messages: Any, each: Any) -> int:
-        sizes.append(len(messages))
-        return rpc.batch(messages, each)
-
-    dispatcher.run_batch = counted
-    return dispatcher, sizes
-
-
 def replies_together(dispatcher: Dispatcher, frames: list[bytes]) -> list[Any]:
     """The reply to each frame, read in one chunk (handle_frames), in order; None: unanswered."""
     replies: list[Any] = []
-    dispatcher.handle_frames(frames, lambda reply_of: replies.append(plain(reply_of())))
+    dispatcher.handle_frames(frames, deliver=lambda reply: replies.append(plain(reply)))
     return replies
 
 
@@ -420,12 +408,11 @@ MIXED = [
 ]
 
 
-def test_requests_read_together_run_as_one_batch_and_are_answered_as_one_by_one():
-    together, sizes = batching_dispatcher()
+def test_requests_read_together_are_answered_as_one_by_one():
+    together = make_dispatcher()
     one_by_one = make_dispatcher()
     got = replies_together(together, MIXED)
     expected = [plain(one_by_one.handle_frame(f)) for f in MIXED]
-    assert sizes == [4, 2, 2]  # runs of two or more requests for known methods
     assert len(got) == len(expected) == len(MIXED)
     assert steady(got) == steady(expected)
     assert got[2] == error(
@@ -473,10 +460,10 @@ def test_frames_read_together_read_other_processes_leases_once_while_nothing_is_
     assert got[3]["result"]["structuredContent"]["agents"][0]["id"] == "c"
 
 
-def test_in_a_batch_each_request_sees_the_state_the_ones_before_it_left():
+def test_frames_read_together_each_see_the_state_the_ones_before_left():
     """Admission is frame by frame: the second close with the same id is refused while the
-    first waits, and the bound on waiting replies counts the ones admitted earlier in the run."""
-    dispatcher, sizes = batching_dispatcher(max_pending=2)
+    first waits, and the bound on waiting replies counts the ones admitted earlier in the chunk."""
+    dispatcher = make_dispatcher(max_pending=2)
     for root in ("a", "b", "c"):
         request(dispatcher, "agents/open", {"agent_id": root})
         request(dispatcher, "agents/spawn", {"caller": root, "label": "t", "prompt": "go"})
@@ -487,7 +474,6 @@ def test_in_a_batch_each_request_sees_the_state_the_ones_before_it_left():
         frame("agents/close", {"agent_id": "c"}, "z"),
     ]
     got = replies_together(dispatcher, frames)
-    assert sizes == [4]
     assert isinstance(got[0], Pending) and isinstance(got[2], Pending)
     assert got[1] == error(
         Code.INVALID_REQUEST,
@@ -502,16 +488,15 @@ def test_in_a_batch_each_request_sees_the_state_the_ones_before_it_left():
     )
 
 
-def test_an_unexpected_failure_in_a_batch_member_is_answered_alone(monkeypatch, caplog):
+def test_an_unexpected_failure_among_frames_read_together_is_answered_alone(monkeypatch, caplog):
     def explode(call, params):
         raise RuntimeError("secret detail")
 
     monkeypatch.setitem(METHODS, "agents/get", handlers.Handler(explode, None, None, writes=False))
-    dispatcher, sizes = batching_dispatcher()
+    dispatcher = make_dispatcher()
     got = replies_together(
         dispatcher, [frame("ping", None, 1), frame("agents/get", {}, 2), frame("ping", None, 3)]
     )
-    assert sizes == [3]
     assert got == [
         {"jsonrpc": "2.0", "result": {}, "id": 1},
         error(Code.INTERNAL_ERROR, "Internal error", 2),

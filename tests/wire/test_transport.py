@@ -127,11 +127,16 @@ def test_the_whole_server_serves_a_host_on_every_anyio_backend(backend):
 
     to_server_r, to_server_w = os.pipe()
     from_server_r, from_server_w = os.pipe()
-    service = Service(SqliteStore(":memory:"), emit=None, timers=None, settings=Settings())  # type: ignore[arg-type]
+    service = Service(SqliteStore(":memory:"), Settings())
     service.recovery.recover()
     service.commit()
     connection = Connection(
-        service, FdReader(to_server_r), FdWriter(from_server_w), handle_signals=False, grace=1.0
+        service,
+        FdReader(to_server_r),
+        FdWriter(from_server_w),
+        locks=service.store,
+        handle_signals=False,
+        grace=1.0,
     )
     frames = [
         {

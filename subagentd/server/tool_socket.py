@@ -26,7 +26,6 @@ import msgspec
 
 from subagentd.core import texts
 from subagentd.core.service import Service
-from subagentd.core.waits import Waiter
 from subagentd.errors import (
     CallerUnauthorizedError,
     InvalidParamsError,
@@ -34,18 +33,17 @@ from subagentd.errors import (
     StorageBusyError,
     StorageFailedError,
     SubagentdError,
+    error_for,
 )
 from subagentd.schema import tools as t
+from subagentd.schema.codes import Code
 from subagentd.server.boundary import failure
-from subagentd.server.mcp import (
-    CALLER_META,
-    IDEMPOTENCY_META,
-    TOOLS,
-    CallerIdentity,
-    call_tool_result,
-    run_tool,
-    tool_definitions,
-)
+from subagentd.server.dispatcher import Dispatcher
+from subagentd.server.handlers import METHODS
+from subagentd.server.ledger import Deferred, Pending
+from subagentd.server.mcp import ACTIVATION_META, CALLER_META, IDEMPOTENCY_META, served_tool
+from subagentd.server.rpc import JsonRpc
+from subagentd.server.session import Session
 from subagentd.server.timers import BUSY_RETRY
 
 if TYPE_CHECKING:
@@ -117,6 +115,7 @@ class Relay:
         self.tokens = tokens
         self.max_bytes = max_bytes
         self._connection: Connection | None = None
+        self.rpc = JsonRpc(METHODS)
         self._open = 0  # connections being served
         # a waiting run lends its --max-running slot (Runner.lend / reclaim), set by the wiring
         self.lend: Callable[[str], str | None] = lambda agent_id: None
@@ -205,9 +204,10 @@ class Relay:
                     f"only tools/call and tools/list are relayed, not {request.method}"
                 )
             params = _decode_params(_decode_call, request.params)
-            return {"jsonrpc": "2.0", "id": request_id, "result": await self._call(params)}
+            reply = await self._call(params)
         except SubagentdError as exc:
             return {"jsonrpc": "2.0", "id": request_id, "error": failure(exc, tool=False)}
+        return {"jsonrpc": "2.0", "id": request_id, **reply}
 
     def _proved(self, meta: dict[str, Any], tool: str) -> tuple[str, str]:
         """The caller and the activation its token proves; refused before anything runs."""
@@ -219,58 +219,77 @@ class Relay:
             raise CallerUnauthorizedError(REFUSED.format(caller=caller))
         return caller, activation
 
+    def _request(self, method: str, meta: dict[str, Any], tool: str, **params: Any) -> Any:
+        """The request as the Dispatcher runs it, in a session confined to the proved caller:
+        `_meta` carries that caller, its token's activation and the idempotency key only."""
+        caller, activation = self._proved(meta, tool)
+        proved = {CALLER_META: caller, ACTIVATION_META: activation}
+        key = meta.get(IDEMPOTENCY_META)
+        if isinstance(key, str):
+            proved[IDEMPOTENCY_META] = key
+        assert self._connection is not None, "attach() first"
+        dispatcher = Dispatcher(
+            Session(initialized=True, default_caller=caller),
+            self.service.settings,
+            self.rpc,
+            service=self.service,
+            notes=self._connection.notes,  # a refused call's notifications are dropped there
+        )
+        message = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": method,
+            "params": {**params, "_meta": proved},
+        }
+        return caller, dispatcher, message
+
     def _list(self, params: t.ToolsListParams) -> t.ToolsListResult:
         """The tools this caller's activation is offered, as a confined `tools/list` shows them."""
-        caller, activation = self._proved(params.meta or {}, "tools/list")
-        offered = self.service.tools.offered_tools(caller, activation)
-        return t.ToolsListResult(tools=tool_definitions(offered))
+        _, dispatcher, message = self._request("tools/list", params.meta or {}, "tools/list")
+        reply = dispatcher.dispatch_one(message)
+        assert isinstance(reply, dict)
+        if "error" in reply:
+            raise _raised(reply["error"])
+        listed: t.ToolsListResult = reply["result"]
+        return listed
 
-    async def _call(self, params: t.ToolsCallParams) -> t.CallToolResult:
+    async def _call(self, params: t.ToolsCallParams) -> dict[str, Any]:
+        """tools/call through the Dispatcher, in its own transaction of the connection's commit
+        group; answered (`result` or `error`) once that group committed."""
         assert self._connection is not None, "attach() first"
-        spec = TOOLS.get(params.name)
-        if spec is None or params.name not in self.service.settings.tools:
-            raise InvalidParamsError(f"Unknown tool: {params.name}")
-        meta = params.meta or {}
-        caller, activation = self._proved(meta, params.name)
-        key = meta.get(IDEMPOTENCY_META)
-        identity = CallerIdentity(
-            caller=caller,
-            activation=activation,
-            idempotency_key=key if isinstance(key, str) else None,
+        served_tool(params.name, self.service.settings.tools)  # before the token is looked at
+        arguments = {} if params.arguments is None else {"arguments": params.arguments}
+        caller, dispatcher, message = self._request(
+            "tools/call", params.meta or {}, params.name, name=params.name, **arguments
         )
-        arguments = {} if params.arguments is None else params.arguments
         connection = self._connection
-        notes = connection.notes
-        answer: list[t.CallToolResult | Waiter] = []
+        answer: list[Any] = []
 
         def work() -> None:
-            mark = len(notes)
-            try:
-                with self.service.transaction():  # a savepoint: a refused call writes nothing
-                    result = run_tool(self.service, spec, arguments, identity)
-            except (StorageBusyError, StorageFailedError):
-                raise
-            except SubagentdError as error:
-                del notes[mark:]
-                refused = call_tool_result(None, error)
-                answer.append(refused)
-                self._record_refusal(caller, params.name, refused)
-                return
-            answer.append(result if isinstance(result, Waiter) else call_tool_result(result, None))
+            reply = dispatcher.dispatch_one(message)
+            if dispatcher.ledger.lost is not None:  # the connection's group is lost with it
+                raise dispatcher.ledger.lost
+            if isinstance(reply, dict) and _busy(reply):
+                raise StorageBusyError  # another process holds the write lock: tried again
+            result = reply.get("result") if isinstance(reply, dict) else None
+            if isinstance(result, t.CallToolResult) and result.isError:
+                self._record_refusal(caller, params.name, result)
+            answer.append(reply)
 
         await self._work(work)
         if not answer:  # the commit group was lost (logged by the connection)
             raise StorageFailedError("the commit group was lost")
-        outcome = answer[0]
-        if isinstance(outcome, Waiter):
+        reply = answer[0]
+        if isinstance(reply, Pending):
             lent = self.lend(caller)
             try:
-                return await self._wait(outcome)
+                await self._wait(reply.deferred)
             finally:
                 if lent is not None:
                     self.reclaim(lent)
+            reply = {"result": reply.deferred.result}
         await connection.committed()
-        return outcome
+        return {k: v for k, v in reply.items() if k in ("result", "error")}
 
     def _record_refusal(self, caller: str, tool: str, refused: t.CallToolResult) -> None:
         """A refused call goes into the caller's transcript (`tool_refused`), in its current
@@ -286,26 +305,21 @@ class Relay:
         while not self._connection.run_work(work):
             await anyio.sleep(BUSY_RETRY)  # another process holds the write lock
 
-    async def _wait(self, waiter: Waiter) -> t.CallToolResult:
-        """wait_agents: core answers in the transaction that ends the wait; that one's commit
-        is awaited. The caller hanging up (or shutdown) cancels the wait: nothing is consumed."""
-        assert self._connection is not None
+    async def _wait(self, deferred: Deferred) -> None:
+        """wait_agents: core answers in the transaction that ends the wait. The caller hanging
+        up (or shutdown) cancels the wait: nothing is consumed."""
         answered = anyio.Event()
-        box: list[Any] = []
-
-        def done(answer: Any) -> None:
-            box.append(answer)
-            answered.set()
-
-        waiter.done = done
+        deferred.on_done = answered.set
+        if deferred.done:
+            return
         try:
             await answered.wait()
         except BaseException:
-            with anyio.CancelScope(shield=True):
-                await self._work(lambda: self.service.waits.cancel(waiter))
+            cancel = deferred.on_cancel
+            if cancel is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._work(cancel)
             raise
-        await self._connection.committed()
-        return call_tool_result(box[0], None)
 
 
 def _decode_params(decode: Callable[[bytes], Any], raw: msgspec.Raw) -> Any:
@@ -313,3 +327,19 @@ def _decode_params(decode: Callable[[bytes], Any], raw: msgspec.Raw) -> Any:
         return decode(raw)
     except msgspec.DecodeError as exc:
         raise InvalidParamsError(f"invalid params: {exc}") from None
+
+
+def _raised(error: dict[str, Any]) -> SubagentdError:
+    """A Dispatcher's error object as the exception that `answer` puts back on the wire as it
+    was (server/boundary.py failure)."""
+    raised = error_for(Code(error["code"]), error["message"])
+    data = error.get("data")
+    if isinstance(data, dict):
+        raised.data = {k: v for k, v in data.items() if k not in ("reason", "text")} or None
+    return raised
+
+
+def _busy(reply: dict[str, Any]) -> bool:
+    """Whether a reply is the refusal of a write another process's lock held off."""
+    data = reply["error"].get("data") if "error" in reply else None
+    return isinstance(data, dict) and data.get("reason") == "busy"

@@ -2,14 +2,32 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 import msgspec
 
 from subagentd.errors import RequestCancelledError
 from subagentd.server.boundary import refusal
-from subagentd.server.envelope import success_reply
+from subagentd.server.session import success_reply
+
+
+class Settable(Protocol):  # anyio.Event, as the flusher uses it
+    def set(self) -> None: ...
+    def wait(self) -> Awaitable[Any]: ...
+
+
+class Wake:
+    """When the connection's flusher task is woken: output held outside the read loop wakes it
+    (`held`, the Ledger's callback); the read loop commits and writes inline after each chunk."""
+
+    def __init__(self) -> None:
+        self.reading = False  # handling a chunk of input (its flush follows inline)
+        self.event: Settable  # the flusher's current anyio.Event (made when it serves)
+
+    def held(self, size: int) -> None:
+        if not self.reading:
+            self.event.set()
 
 
 class Kept(dict[str, Any]):
