@@ -21,34 +21,10 @@ from subagentd.cli.logs import configure_logging
 log = logging.getLogger("subagentd")
 
 LOCK_WAIT_MS = 50  # once serving, the longest wait for another process's write lock
-QUOTA_NAMES = (
-    "max_children",
-    "max_live_per_root",
-    "max_live",
-    "max_queued",
-    "max_text_bytes",
-    "max_label_bytes",
-    "report_budget",
-    "max_db_bytes",
-    "max_tasks",
-)
-BUDGET_NAMES = (  # a new tree's budget (core/budgets.py)
-    "tree_max_turns",
-    "tree_max_spawns",
-    "tree_max_tokens",
-    "tree_max_cost",
-    "tree_max_seconds",
-)
 TERMINAL_HINT = (
     "subagentd: serving JSON-RPC on stdin/stdout (one JSON value per line); it is meant to be"
     " spawned by an agent host. Ctrl-D stops it; `subagentd --help` lists the commands.\n"
 )
-
-
-def spawn_tool_served(options: dict[str, Any]) -> bool:
-    """--spawn-tool: on, off, or auto (on exactly when a turn runner runs the children's turns)."""
-    choice = options.get("spawn_tool", "auto")
-    return choice == "on" or (choice == "auto" and bool(options.get("runner")))
 
 
 def serve(options: dict[str, Any]) -> int:
@@ -97,26 +73,12 @@ def serve(options: dict[str, Any]) -> int:
         return 1
     log.info("subagentd %s serving on stdin/stdout; database %s", subagentd.__version__, shown)
     assert not isinstance(argv, str)
-    from subagentd.core.settings import Settings, served_tools
+    from subagentd.cli.settings_options import settings_from
     from subagentd.server.framing import FrameReader
     from subagentd.server.handshake import Started, answer_handshake
     from subagentd.server.session import Session
 
-    settings = Settings(
-        report_delivery=options["report_delivery"],
-        max_depth=options["max_depth"],
-        interrupt_grace=options["interrupt_grace"],
-        report_rate=options["report_rate"],
-        idempotency_retention=options["idempotency_retention"],
-        lease_ttl=options["lease_ttl"],
-        lock_wait=options["lock_wait_ms"] / 1000,
-        tools=served_tools(options["tools"], spawn_tool_served(options)),
-        report_window=options["report_window"],
-        clock=_clock(options.get("clock", "system")),
-        **{name: options[name] for name in QUOTA_NAMES},
-        **{name: options[name] for name in BUDGET_NAMES},
-        cost_currency=options.get("cost_currency") or "",
-    )
+    settings = settings_from(options)
     loaded: dict[str, object] = {}
     loader = threading.Thread(target=_load, args=(opened, options, settings, loaded), daemon=True)
     loader.start()
@@ -138,7 +100,6 @@ def serve(options: dict[str, Any]) -> int:
     import anyio
 
     from subagentd.core.service import Service  # loaded by now
-    from subagentd.errors import SubagentdError
     from subagentd.server.connection import Connection
     from subagentd.server.transport import FdReader, FdWriter
 
@@ -191,16 +152,6 @@ def _database_refusal(options: dict[str, Any]) -> str | None:
     from subagentd.extras import missing
 
     return missing("postgres", "--db postgresql://…")
-
-
-def _clock(choice: str) -> Any:
-    """--clock: the system's, or (tests) a manual clock that moves only by clock/advance."""
-    from subagentd.core.clock import SYSTEM, ManualClock
-
-    if choice != "manual":
-        return SYSTEM
-    log.warning("--clock manual: time stands still until the host calls clock/advance (tests only)")
-    return ManualClock()
 
 
 def _open_database(path: str, options: dict[str, Any]) -> tuple[Any, str]:

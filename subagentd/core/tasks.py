@@ -61,6 +61,20 @@ class TaskRules:
                 texts.QUOTA_TASKS.format(id=texts.shown(owner), limit=limit), "max-tasks", limit
             )
 
+    def delegate(
+        self,
+        owner: str,
+        tool: str,
+        run: Callable[[], tuple[dict[str, Any], str]],
+        ttl_ms: int | None,
+        token: str | int | None,
+    ) -> Task:
+        """The delegation `run` makes (its structured output and the child it names) and its
+        working task, in one savepoint of the request's write transaction: both or neither."""
+        with self.store.atomic():
+            output, child = run()
+            return self.create(owner, child, tool, output, ttl_ms, token)
+
     def create(
         self,
         owner: str,

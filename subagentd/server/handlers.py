@@ -35,7 +35,11 @@ from subagentd.server.mcp import (
 )
 from subagentd.server.methods import METHODS as METHODS  # the full table, once this is imported
 from subagentd.server.methods import method
-from subagentd.server.tasks import call_as_task, serves_tasks  # MCP tasks: registers tasks/*
+from subagentd.server.tasks import (
+    admit_task,
+    call_as_task,
+    serves_tasks,
+)  # MCP tasks: registers tasks/*
 from subagentd.server.timers import Timers
 
 HOST_CALLER = ""  # idempotency namespace of agents/followup: no agent id is empty (migration m007)
@@ -211,6 +215,7 @@ def tools_list(call: Call, p: t.ToolsListParams) -> t.ToolsListResult:
 
 def _served(call: Call, p: t.ToolsCallParams) -> None:
     served_tool(p.name, call.settings.tools)  # "Unknown tool": the JSON-RPC error
+    admit_task(call, p)  # MCP tasks: hook (server/tasks.py)
 
 
 def _refused(error: SubagentdError) -> t.CallToolResult:

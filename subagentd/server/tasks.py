@@ -36,17 +36,22 @@ def serves_tasks(call: Call) -> bool:
     return call.session.tasks and not call.stateless
 
 
+def admit_task(call: Call, p: t.ToolsCallParams) -> None:
+    """A task-augmented `tools/call` of a tool that cannot be one is -32601, a JSON-RPC error
+    (checked before the method runs: the tool's own refusals are `isError` results)."""
+    if p.task is not None and serves_tasks(call) and p.name not in TASK_TOOLS:
+        raise MethodUnknownError(
+            f"tool {p.name} does not support task-augmented calls (execution.taskSupport)",
+            {"method": "tools/call", "tool": p.name},
+        )
+
+
 def call_as_task(
     call: Call, spec: ToolSpec, p: t.ToolsCallParams, token: str | int | None
 ) -> tk.CreateTaskResult | t.CallToolResult:
     """`tools/call` with `params.task`: the delegation runs, and its task is created in the same
     transaction; a refused delegation is a task already `failed` (its result the tool error)."""
-    if spec.name not in TASK_TOOLS:
-        raise MethodUnknownError(
-            f"tool {spec.name} does not support task-augmented calls (execution.taskSupport)",
-            {"method": "tools/call", "tool": spec.name},
-        )
-    assert p.task is not None
+    assert p.task is not None  # and the tool supports it (admit_task, before the transaction)
     arguments = {} if p.arguments is None else p.arguments
     tasks = call.service.tasks
     caller: str | None = None
@@ -59,15 +64,20 @@ def call_as_task(
         return call_tool_result(None, error)
     except (SubagentdError, msgspec.ValidationError):
         pass  # the refusal the call below gives, as a task when there is a caller
+    shown: list[str] = []
+
+    def delegation() -> tuple[dict[str, Any], str]:
+        result = run_tool(call.service, spec, arguments, identity)
+        shaped = call_tool_result(result, None)  # type: ignore[arg-type]  # never a Waiter
+        shown.append(shaped.content[0]["text"])
+        output = shaped.structuredContent or {}
+        return output, str(output.get("child_id") or arguments.get("subagent_id"))
+
+    # in the request's write transaction (call.run_method: spawn_agent and send_message write)
     try:
         identity = caller_identity(call, p.meta)
-        with call.service.transaction():
-            result = run_tool(call.service, spec, arguments, identity)
-            shaped = call_tool_result(result, None)  # type: ignore[arg-type]  # never a Waiter
-            output = shaped.structuredContent or {}
-            child = output.get("child_id") or arguments.get("subagent_id")
-            task = tasks.create(caller or "", str(child), spec.name, output, p.task.ttl, token)
-        text = shaped.content[0]["text"]
+        task = tasks.delegate(caller or "", spec.name, delegation, p.task.ttl, token)
+        text = shown[0]
     except (StorageBusyError, StorageFailedError):
         raise  # not the tool's answer: the request is to be retried (a JSON-RPC error)
     except (SubagentdError, msgspec.ValidationError) as exc:
@@ -77,9 +87,8 @@ def call_as_task(
         call.drop_notifications(refused)
         if not caller:  # no agent to bind a task to: the plain tool error
             return call_tool_result(None, refused)
-        text = error_text(refused)
-        with call.service.transaction():
-            task = tasks.create_failed(caller, spec.name, refused, p.task.ttl, token)
+        text = error_text(refused)  # the delegation's writes were rolled back with its savepoint
+        task = tasks.create_failed(caller, spec.name, refused, p.task.ttl, token)
     return tk.CreateTaskResult(task=task, meta={IMMEDIATE_META: text})
 
 

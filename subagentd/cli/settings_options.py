@@ -1,0 +1,63 @@
+"""The core `Settings` a `subagentd serve` process runs with, from its command-line options."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from subagentd.core.clock import SYSTEM, ManualClock
+from subagentd.core.settings import Settings, served_tools
+
+log = logging.getLogger("subagentd")
+
+QUOTA_NAMES = (
+    "max_children",
+    "max_live_per_root",
+    "max_live",
+    "max_queued",
+    "max_text_bytes",
+    "max_label_bytes",
+    "report_budget",
+    "max_db_bytes",
+    "max_tasks",
+)
+BUDGET_NAMES = (  # a new tree's budget (core/budgets.py)
+    "tree_max_turns",
+    "tree_max_spawns",
+    "tree_max_tokens",
+    "tree_max_cost",
+    "tree_max_seconds",
+)
+
+
+def spawn_tool_served(options: dict[str, Any]) -> bool:
+    """--spawn-tool: on, off, or auto (on exactly when a turn runner runs the children's turns)."""
+    choice = options.get("spawn_tool", "auto")
+    return choice == "on" or (choice == "auto" and bool(options.get("runner")))
+
+
+def settings_from(options: dict[str, Any]) -> Settings:
+    """The rules' settings: limits, quotas, a new tree's budget, the served tools, the clock."""
+    return Settings(
+        report_delivery=options["report_delivery"],
+        max_depth=options["max_depth"],
+        interrupt_grace=options["interrupt_grace"],
+        report_rate=options["report_rate"],
+        idempotency_retention=options["idempotency_retention"],
+        lease_ttl=options["lease_ttl"],
+        lock_wait=options["lock_wait_ms"] / 1000,
+        tools=served_tools(options["tools"], spawn_tool_served(options)),
+        report_window=options["report_window"],
+        clock=_clock(options.get("clock", "system")),
+        **{name: options[name] for name in QUOTA_NAMES},
+        **{name: options[name] for name in BUDGET_NAMES},
+        cost_currency=options.get("cost_currency") or "",
+    )
+
+
+def _clock(choice: str) -> Any:
+    """--clock: the system's, or (tests) a manual clock that moves only by clock/advance."""
+    if choice != "manual":
+        return SYSTEM
+    log.warning("--clock manual: time stands still until the host calls clock/advance (tests only)")
+    return ManualClock()
