@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import msgspec
 
+from subagentd.core import texts
 from subagentd.core.activation import Activator
 from subagentd.core.agents import Agents
 from subagentd.core.budget_api import BudgetApi
@@ -142,7 +143,7 @@ class Service:
             if stored.method == method and stored.fingerprint == fingerprint:
                 return msgspec.json.decode(stored.result, type=result_type)
             raise IdempotencyConflictError(
-                f'idempotency key "{key}" was already used by "{caller}" with different arguments'
+                texts.IDEMPOTENCY_CONFLICT.format(key=key, caller=caller)
             )
         result = run()
         self.store.put_idempotent(

@@ -51,6 +51,9 @@ REPORT_HEADER = "Background subagent {id} reported:"
 REPORT_NOT_DELIVERED = "report not delivered: {reason}"  # quota refusals (not in SEMANTICS.md)
 
 # --- arguments and callers (section 3) ---
+IDEMPOTENCY_CONFLICT = (
+    'idempotency key "{key}" was already used by "{caller}" with different arguments'
+)
 INVALID_ARGUMENTS = "invalid arguments: {violations}"
 MISSING_PROPERTY = 'missing required property "{name}"'
 MUST_BE_STRING = '"{name}" must be a string'
