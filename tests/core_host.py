@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import time
 from typing import Any
 
@@ -10,7 +11,7 @@ import msgspec
 from subagentd.core.service import Outlets, Service
 from subagentd.core.settings import Settings
 from subagentd.errors import SubagentdError
-from subagentd.schema.host_methods import OpenParams, SpawnParams, TurnEndParams
+from subagentd.schema.host_methods import OpenParams, Scope, SpawnParams, TurnEndParams, TurnReason
 from subagentd.schema.tools import InterruptAgentArgs, ListAgentsArgs, ReportArgs, SendMessageArgs
 from subagentd.storage.database import SqliteStore
 
@@ -95,7 +96,9 @@ class CoreHost:
         agent = self.svc.agents.registry.get(agent_id)
         return agent.turn.turn_id if agent and agent.turn else None
 
-    def end(self, agent_id: str, reason: str = "completed", output: str | None = None) -> None:
+    def end(
+        self, agent_id: str, reason: TurnReason = "completed", output: str | None = None
+    ) -> None:
         turn_id = self.turn(agent_id)
         assert turn_id is not None, f"{agent_id} has no open turn"
         self.svc.host.finish_turn(
@@ -117,7 +120,7 @@ class CoreHost:
             caller, activation, InterruptAgentArgs(agent_id=target)
         )
 
-    def list(self, caller: str, scope: str = "children"):
+    def list(self, caller: str, scope: Scope = "children"):
         return self.svc.tools.list_agents(caller, None, ListAgentsArgs(scope=scope))
 
     def report(self, caller: str, output: str, activation: str | None = None):
@@ -132,7 +135,8 @@ class CoreHost:
 
     # --- notifications -------------------------------------------------------------------
 
-    def take(self, method: str, agent_id: str | None = None) -> list[dict[str, Any]]:
+    # `builtins.list`: in this class `list` is the method above
+    def take(self, method: str, agent_id: str | None = None) -> builtins.list[dict[str, Any]]:
         """Remove and return the notifications of one kind (optionally for one agent)."""
         taken = [
             p
@@ -146,7 +150,7 @@ class CoreHost:
         ]
         return taken
 
-    def texts_of_turns(self, agent_id: str) -> list[list[str]]:
+    def texts_of_turns(self, agent_id: str) -> builtins.list[builtins.list[str]]:
         """The message texts of each turn/start of one agent, in order (consumed)."""
         return [
             [b["text"] for m in start["messages"] for b in m["content"]]

@@ -23,7 +23,7 @@ class Host(Client):
     def __init__(self, write_fd: int, read_fd: int) -> None:
         super().__init__(write_fd, read_fd, keep_raw=True)
 
-    def close(self, timeout: float = TIMEOUT) -> None:  # type: ignore[override]
+    def close(self, timeout: float = TIMEOUT) -> None:
         """After the server closed its end: read to its EOF and close our read fd."""
         if self.read_fd >= 0:
             self.read_to_eof(timeout)

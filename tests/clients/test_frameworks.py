@@ -62,7 +62,7 @@ def test_fastmcp_client_runs_the_delegation_loop_and_reconnects(tmp_path):
 
     anyio.run(play, s.delegation(log), s.CANCEL_STEP)
     assert seen[s.CANCEL_STEP] == ["MCPError: Request 'tools/call' timed out"]
-    seen[s.CANCEL_STEP] = None  # type: ignore[call-overload]
+    seen[s.CANCEL_STEP] = None
     check_first_session(seen, log)
     assert errors[8] is True and sum(errors) == 1  # the send to "nobody", as fastmcp has it
     assert structured[0] == {"child_id": "c1", "text": "started subagent c1"}
@@ -138,7 +138,7 @@ def test_pydantic_ai_runs_the_delegation_loop_and_reconnects(tmp_path):
     as_text = [[r["text"] if isinstance(r, dict) else r for r in step] for step in first]
     for step, expected in enumerate(s.EXPECTED[: s.CANCEL_STEP]):
         # a tool error comes back as its text (no structuredContent), as a tool return
-        wanted = ["\n".join(blocks) for blocks in expected]  # type: ignore[union-attr]
+        wanted = ["\n".join(blocks) for blocks in expected]
         assert as_text[step] == wanted, step
     assert first[1][0]["agents"] == [
         {

@@ -29,7 +29,9 @@ def parse(rendered: str) -> list[tuple[str, str, str]]:
     if not rendered:
         return []
     lines = rendered.split("\n")
-    token = re.fullmatch(r'<message-([0-9a-f]{8}) from=".*', lines[0]).group(1)
+    first = re.fullmatch(r'<message-([0-9a-f]{8}) from=".*', lines[0])
+    assert first is not None, lines[0]
+    token = first.group(1)
     opening = re.compile(rf'<message-{token} from="((?:[^"\\]|\\.)*)" kind="((?:[^"\\]|\\.)*)">')
     blocks, index = [], 0
     while index < len(lines):

@@ -53,7 +53,7 @@ class Scripted(BaseChatModel):
     def _generate(self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kw: Any):
         step = sum(isinstance(m, AIMessage) for m in messages)
         if step:
-            answers = []
+            answers: list[Any] = []
             for m in messages[::-1]:
                 if not isinstance(m, ToolMessage):
                     break

@@ -64,6 +64,12 @@ class Request:
         return self.reply is not None and "result" in self.reply
 
     @property
+    def result(self) -> dict[str, Any]:
+        """The result of an acknowledged request."""
+        assert self.reply is not None, self
+        return self.reply["result"]
+
+    @property
     def refused(self) -> bool:
         return self.reply is not None and "error" in self.reply
 
@@ -200,8 +206,8 @@ class Epoch:
             return
 
     def on_notification(self, method: str, params: dict[str, Any]) -> None:
-        agent = params.get("agent_id")
         if method == "turn/start":
+            agent: str = params["agent_id"]
             turn_id = params["turn_id"]
             earlier = [t for t in self.turns_of.get(agent, []) if t not in self.ended_acked]
             if earlier:
@@ -218,7 +224,7 @@ class Epoch:
         elif method == "turn/interrupt":
             self.interrupted.add(params["turn_id"])
         elif method == "agent/settled":
-            self.settled.add(agent)
+            self.settled.add(params["agent_id"])
 
     def end_turn(self, turn_id: str, reason: str | None = None) -> None:
         agent = self.open_turns.pop(turn_id)
@@ -474,15 +480,15 @@ def check_crash_state(ledger: Ledger, epoch: Epoch, s: Snapshot) -> None:
     for request in ledger.requests:
         if request.method not in INBOX_METHODS or not request.acked:
             continue
-        row = rows_by_token.get(request.token or "")
-        assert row is not None, f"acknowledged {request} is missing from the inbox {where}"
-        assert row["message_id"] == request.reply["result"]["message_id"], f"{row} {where}"
-        previous = last_position.get(row["session_id"])
-        assert previous is None or previous[0] < row["position"], (
-            f"inbox of {row['session_id']}: acknowledged {request.order} sits at position "
-            f"{row['position']}, before the earlier acknowledged {previous[1]} {where}"
+        stored = rows_by_token.get(request.token or "")
+        assert stored is not None, f"acknowledged {request} is missing from the inbox {where}"
+        assert stored["message_id"] == request.result["message_id"], f"{stored} {where}"
+        previous = last_position.get(stored["session_id"])
+        assert previous is None or previous[0] < stored["position"], (
+            f"inbox of {stored['session_id']}: acknowledged {request.order} sits at position "
+            f"{stored['position']}, before the earlier acknowledged {previous[1]} {where}"
         )
-        last_position[row["session_id"]] = (row["position"], request.order)
+        last_position[stored["session_id"]] = (stored["position"], request.order)
 
     # Spawns are whole: session, descriptor, first inbox message; refused spawns left nothing.
     for session_id, session in s.sessions.items():
@@ -512,9 +518,11 @@ def check_crash_state(ledger: Ledger, epoch: Epoch, s: Snapshot) -> None:
         if event["type"] == "turn_start":
             starts[event["data"]["turn_id"]] = event
             for message_id in event["data"]["message_ids"]:
-                row = by_id.get(message_id)
-                assert row is not None and row["state"] == "claimed", f"{event} {row} {where}"
-                assert row["turn_id"] == event["data"]["turn_id"], f"{event} {row} {where}"
+                claimed = by_id.get(message_id)
+                assert claimed is not None and claimed["state"] == "claimed", (
+                    f"{event} {claimed} {where}"
+                )
+                assert claimed["turn_id"] == event["data"]["turn_id"], f"{event} {claimed} {where}"
     for row in s.inbox:
         if row["state"] == "claimed" and row["turn_id"] is not None:
             assert row["turn_id"] in starts, f"{row} claimed by no turn {where}"
@@ -533,8 +541,8 @@ def check_crash_state(ledger: Ledger, epoch: Epoch, s: Snapshot) -> None:
         assert turn_id in starts, f"turn/start {turn_id} was seen but is not stored {where}"
     for request in ledger.requests:
         if request.epoch == epoch.number and request.method == "turns/end" and request.acked:
-            [ended] = ends[request.params["turn_id"]]
-            assert ended["data"]["reason"] == request.params["reason"], f"{ended} {where}"
+            [end_event] = ends[request.params["turn_id"]]
+            assert end_event["data"]["reason"] == request.params["reason"], f"{end_event} {where}"
             ledger.stats["acknowledged_turn_ends_checked"] += 1
 
 
@@ -549,9 +557,9 @@ def check_recovery(ledger: Ledger, epoch: Epoch, before: Snapshot, after: Snapsh
         if turn_id is None:
             continue
         recovered += 1
-        [ended] = ends[turn_id]
-        assert ended["data"] == {"turn_id": turn_id, "reason": "error", "cause": "crash"}, (
-            f"{ended} {where}"
+        [end_event] = ends[turn_id]
+        assert end_event["data"] == {"turn_id": turn_id, "reason": "error", "cause": "crash"}, (
+            f"{end_event} {where}"
         )
         if session["kind"] == "subagent" and ledger.mode_of[session_id] == "continuable":
             expected = f"Background subagent {session_id} failed before it finished."
@@ -590,7 +598,7 @@ def check_over_the_wire(ledger: Ledger, epoch: Epoch, restarted: Epoch, after: S
     where = f"(seed {SEED}, round {epoch.number})"
     acked = [r for r in ledger.requests if r.epoch == epoch.number and r.method in INBOX_METHODS]
     sent = [
-        restarted.send("messages/get", {"message_id": r.reply["result"]["message_id"]})
+        restarted.send("messages/get", {"message_id": r.result["message_id"]})
         for r in acked
         if r.acked
     ]

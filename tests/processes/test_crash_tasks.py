@@ -49,12 +49,12 @@ def rows(db: str, sql: str) -> list[dict[str, Any]]:
     if is_postgres(db):
         with psycopg.connect(db, row_factory=dict_row, autocommit=True) as conn:
             return list(conn.execute(sql))
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=WAIT)
-    conn.row_factory = sqlite3.Row
+    lite = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=WAIT)
+    lite.row_factory = sqlite3.Row
     try:
-        return [dict(r) for r in conn.execute(sql)]
+        return [dict(r) for r in lite.execute(sql)]
     finally:
-        conn.close()
+        lite.close()
 
 
 def load(proc: ServerProcess, root: str, rng: random.Random) -> dict[str, str]:

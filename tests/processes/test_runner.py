@@ -523,7 +523,7 @@ def test_bad_input_on_the_relay_socket_gets_json_rpc_errors_and_it_keeps_serving
         "message": "list_agents requires a calling agent (caller was not given)",
         "data": {"reason": "UNAUTHORIZED"},
     }
-    tokenless["params"]["_meta"] = {"subagentd/caller": "root"}  # type: ignore[index]
+    tokenless["params"]["_meta"] = {"subagentd/caller": "root"}
     assert relay(path, json.dumps(tokenless).encode() + b"\n")["error"]["message"] == (
         texts.RUNNER_TOKEN_REFUSED.format(caller="root")
     )

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tomllib
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.timeout(360)
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> zipfile.ZipFile:
+def wheel(tmp_path_factory) -> Iterator[zipfile.ZipFile]:
     out = tmp_path_factory.mktemp("wheel")
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(out)],

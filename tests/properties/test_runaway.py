@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from subagentd.errors import BudgetExceededError, SubagentdError
 from subagentd.schema.budgets import Budget, Usage
 from subagentd.schema.host_methods import TurnEndParams
+from subagentd.schema.messages import Mode
 from subagentd.schema.tools import SpawnAgentArgs
 from tests.core_host import CoreHost
 
@@ -51,7 +52,7 @@ def play(data, core: CoreHost, root: str, steps: int, limit: int) -> dict[str, i
                     budget = (
                         Budget(max_turns=10**9, max_spawns=10**9) if action == "greedy" else None
                     )
-                    mode = "one-shot" if action == "one-shot" else "continuable"
+                    mode: Mode = "one-shot" if action == "one-shot" else "continuable"
                     minted += 1
                     args = SpawnAgentArgs(
                         label="again",

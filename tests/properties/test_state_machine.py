@@ -38,7 +38,8 @@ from subagentd.core.settings import Settings
 from subagentd.errors import BudgetExceededError, SubagentdError
 from subagentd.schema.budgets import Budget
 from subagentd.schema.codes import Code
-from subagentd.schema.host_methods import SpawnParams, TurnEndParams
+from subagentd.schema.host_methods import SpawnParams, TurnEndParams, TurnReason
+from subagentd.schema.messages import Mode
 from subagentd.storage.database import SqliteStore
 from tests.core_host import CoreHost, FakeClock
 
@@ -60,7 +61,7 @@ PROFILE = (
 )
 pytestmark = pytest.mark.timeout(3600 if LONG else 600)
 
-REASONS = ["completed", "aborted", "max-tokens", "refusal", "error"]
+REASONS: list[TurnReason] = ["completed", "aborted", "max-tokens", "refusal", "error"]
 FIRST_LINE = {
     "completed": "Background subagent {id} finished and will do no further work unless you send it more.",
     "aborted": "Background subagent {id} was stopped before it finished.",
@@ -321,7 +322,9 @@ class SchedulingMachine(RuleBasedStateMachine):
         agent.turn = params["turn_id"]
         root = self.top(agent)
         self.tree_turns[root] = self.tree_turns.get(root, 0) + 1
-        assert params["activation_id"] == self.core.svc.agents.registry.get(agent.id).activation_id
+        live = self.core.svc.agents.registry.get(agent.id)
+        assert live is not None, f"{agent.id} started a turn but is not live"
+        assert params["activation_id"] == live.activation_id
 
     def on_settled(self, agent: Agent, reason: str) -> None:
         assert agent.live, f"agent/settled for {agent.id}, which is not live"
@@ -330,7 +333,7 @@ class SchedulingMachine(RuleBasedStateMachine):
         if agent.kind == "continuable" or agent.disposing:  # a one-shot goes after its one turn
             assert not self.live_children(agent.id), f"{agent.id} settled owning live children"
         if agent.disposing:
-            expected = "closed"
+            expected: str | None = "closed"
         elif agent.kind == "one-shot":
             expected = agent.last_reason
         else:
@@ -427,7 +430,7 @@ class SchedulingMachine(RuleBasedStateMachine):
     def spawn_by(self, caller: Agent, one_shot: bool, seconds: float | None = None) -> None:
         child_id = self.fresh("c")
         prompt = self.fresh("prompt-")
-        mode = "one-shot" if one_shot else "continuable"
+        mode: Mode = "one-shot" if one_shot else "continuable"
         allowed = (
             not self.draining(caller)
             and not caller.disposing
@@ -503,6 +506,7 @@ class SchedulingMachine(RuleBasedStateMachine):
         outcome = self.step(self.core.send, caller_id, target_id, text, activation)
         self.expect(outcome, allowed, f"send_message {caller_id} -> {target_id} (stale={stale})")
         if allowed:  # only the durable, live parent ever sends
+            assert target is not None
             assert target.parent == caller_id and caller.live
 
     @precondition(lambda self: self.agents)
@@ -537,6 +541,7 @@ class SchedulingMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def interrupt_a_busy_child(self, data) -> None:
         target = self.agents[data.draw(st.sampled_from(self.busy_children()))]
+        assert target.parent is not None  # a busy child has a parent
         self.interrupt_by(self.agents[target.parent], target, stale=False)
 
     def interrupt_by(self, caller: Agent, target: Agent, stale: bool) -> None:
@@ -587,8 +592,9 @@ class SchedulingMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.running())
     @rule(data=st.data(), reason=st.sampled_from(REASONS), with_output=st.booleans())
-    def end_turn(self, data, reason: str, with_output: bool) -> None:
+    def end_turn(self, data, reason: TurnReason, with_output: bool) -> None:
         agent = self.agents[data.draw(st.sampled_from(self.running()))]
+        assert agent.turn is not None  # it is running
         params = TurnEndParams(
             agent_id=agent.id,
             turn_id=agent.turn,
@@ -817,4 +823,5 @@ TestSchedulingOnPostgres.settings = PROFILE
 if STATS is not None:
     import atexit
 
-    atexit.register(lambda: print(f"\nstate machine outcomes: {dict(sorted(STATS.items()))}"))
+    outcomes = STATS
+    atexit.register(lambda: print(f"\nstate machine outcomes: {dict(sorted(outcomes.items()))}"))

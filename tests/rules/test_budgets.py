@@ -15,7 +15,7 @@ from subagentd.core.settings import Settings
 from subagentd.errors import BudgetExceededError
 from subagentd.schema.budgets import Budget, BudgetInfo, BudgetParams, Held, StopParams, Usage
 from subagentd.schema.codes import Code
-from subagentd.schema.host_methods import TurnEndParams
+from subagentd.schema.host_methods import TurnEndParams, TurnReason
 from tests.core_host import CoreHost, FakeClock, events_of, process, step
 
 TABLES = ("sessions", "descriptors", "inbox", "events", "idempotency", "leases", "spending")
@@ -42,11 +42,13 @@ def refused(core: CoreHost, action, *args, **kwargs) -> BudgetExceededError:
     return error
 
 
-def end(core: CoreHost, agent_id: str, reason: str = "completed", **usage) -> None:
+def end(core: CoreHost, agent_id: str, reason: TurnReason = "completed", **usage) -> None:
+    turn_id = core.turn(agent_id)
+    assert turn_id is not None, f"{agent_id} has no open turn"
     core.svc.host.finish_turn(
         TurnEndParams(
             agent_id=agent_id,
-            turn_id=core.turn(agent_id),
+            turn_id=turn_id,
             reason=reason,
             usage=Usage(**usage) if usage else None,
         )

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from subagentd.schema.host_methods import Scope
 from subagentd.schema.records import SessionRecord
 from tests.core_host import CoreHost
 
@@ -223,7 +224,7 @@ def test_status_comes_from_the_registry():
     ]
 
 
-def plans_of_the_listing(core: CoreHost, scope: str) -> tuple[list, dict[str, list[str]]]:
+def plans_of_the_listing(core: CoreHost, scope: Scope) -> tuple[list, dict[str, list[str]]]:
     """List once, tracing the SQL the store runs; the query plan of each statement it ran."""
     ran: list[str] = []
     core.store.conn.set_trace_callback(ran.append)  # the statements with their bound values

@@ -115,6 +115,7 @@ for step in plan["steps"]:
             env=env,
             text=True,
         )
+        assert child.stdin is not None and child.stdout is not None  # both PIPE
         replies = []
         for request in step["mcp"]:
             answered = "id" in request and not request.pop("_noreply", False)

@@ -226,5 +226,5 @@ def test_nested_requests_keep_their_rows_apart(new_store):
         raise ValueError("refused")
     store.commit()
     assert stored_ids(store) == ["group", "outer", "inner kept"]
-    assert {store.get_message(m).state for m in stored_ids(store)} == {"queued"}  # type: ignore[union-attr]
+    assert {store.get_message(m).state for m in stored_ids(store)} == {"queued"}
     store.close()

@@ -192,9 +192,11 @@ def _proxied(pg_stores) -> tuple[CommitDropper, str]:
 def _inbox_rows(pg_stores, content: str) -> int:
     url = pg_stores.url(next(iter(pg_stores.databases)))
     with psycopg.connect(url) as conn:
-        (count,) = conn.execute(
+        row = conn.execute(
             "SELECT count(*) FROM inbox WHERE content LIKE %s", (f"%{content}%",)
         ).fetchone()
+    assert row is not None  # count(*) always answers one row
+    (count,) = row
     return int(count)
 
 

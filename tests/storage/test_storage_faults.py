@@ -32,7 +32,7 @@ from subagentd.server.ledger import Deferred, Ledger, Owed, Pending
 from subagentd.storage.database import SqliteStore
 from tests.core_host import CoreHost
 from tests.properties.test_state_machine import PROFILE, SchedulingMachine
-from tests.spawned import Host, InProcessServer, ServerProcess
+from tests.spawned import TIMEOUT, Host, InProcessServer, ServerProcess
 
 ROUNDS = int(os.environ.get("SUBAGENTD_FAULT_ROUNDS", "4"))
 SEED = int(os.environ.get("SUBAGENTD_FAULT_SEED", "10"))
@@ -341,9 +341,8 @@ class RebuildableMachine(SchedulingMachine):
         assert full() == before
 
 
-TestRebuildable = RebuildableMachine.TestCase
+TestRebuildable = pytest.mark.timeout(600)(RebuildableMachine.TestCase)
 TestRebuildable.settings = settings(PROFILE, max_examples=max(PROFILE.max_examples // 6, 10))
-TestRebuildable.pytestmark = pytest.mark.timeout(600)
 
 
 class FaultyConnection:
@@ -396,7 +395,7 @@ class FaultyConnection:
         if mode != "write-statement" and self._conn.in_transaction:
             self._conn.execute("ROLLBACK")  # SQLite rolled the whole group back by itself
         error = sqlite3.OperationalError("disk I/O error")
-        error.sqlite_errorcode = sqlite3.SQLITE_IOERR  # type: ignore[attr-defined]
+        error.sqlite_errorcode = sqlite3.SQLITE_IOERR
         raise error
 
 
@@ -516,7 +515,7 @@ def unpack_batches(host: Host) -> None:
     """Batch answers are filed by id like single ones."""
     read = host.next_frame
 
-    def next_frame(timeout: float) -> Any:
+    def next_frame(timeout: float = TIMEOUT) -> Any:
         message = read(timeout)
         if isinstance(message, list):
             host.responses.update((r.get("id"), r) for r in message)
@@ -607,7 +606,7 @@ def test_when_the_live_state_cannot_be_read_back_the_server_stops_through_shutdo
     def unreadable(owner: str) -> list[LiveRecord]:
         raise sqlite3.DatabaseError("database disk image is malformed")
 
-    store.live_agents = unreadable  # type: ignore[method-assign]
+    store.live_agents = unreadable
     faulty.plan = ("commit", 0)
     reply = host.response(host.start("agents/open", {"agent_id": "other"}))
     assert reply["error"]["code"] == 1012

@@ -23,7 +23,7 @@ ESC = "\U0010fffe"  # the PostgreSQL backend's escape character (postgres/connec
 TEXT = st.text(
     st.one_of(
         st.sampled_from(["\x00", ESC, "0"]),
-        st.characters(blacklist_categories=("Cs",)),
+        st.characters(blacklist_categories=["Cs"]),
     ),
     min_size=1,
     max_size=12,

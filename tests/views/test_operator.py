@@ -49,7 +49,7 @@ def counts(db, ids) -> tuple[int, int, int]:
     conn = sqlite3.connect(db, timeout=30)
     marks = ",".join("?" * len(ids))
     try:
-        return tuple(  # type: ignore[return-value]
+        return tuple(
             conn.execute(f"SELECT count(*) FROM {t} WHERE {c} IN ({marks})", ids).fetchone()[0]
             for t, c in (("sessions", "id"), ("events", "session_id"), ("inbox", "session_id"))
         )

@@ -118,7 +118,7 @@ def test_watch_draws_the_same_frame_on_both_backends(both):
         try:
             console = Console(file=io.StringIO(), width=160, height=40, color_system=None)
             console.print(frame(Snapshot(reader), "subagentd watch", 40, now=NOW))
-            drawn.append(console.file.getvalue())  # type: ignore[attr-defined]
+            drawn.append(console.file.getvalue())
         finally:
             reader.close()
     assert drawn[0] == drawn[1]
@@ -183,7 +183,7 @@ def test_watch_on_postgresql_follows_a_server_and_reads_no_table_while_nothing_c
             statements.append(sql)
             return execute(sql, params)
 
-        reader.conn.execute = counted  # type: ignore[method-assign]
+        reader.conn.execute = counted
         try:
             snapshot = Snapshot(reader)
             assert list(snapshot.sessions) == ["root"]

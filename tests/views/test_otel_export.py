@@ -141,7 +141,7 @@ def test_while_the_collector_is_down_tool_calls_make_no_span_and_come_back_with_
     port = dead_port()
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{port}")
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "600000")
-    tracing = otel.start(store=None)  # type: ignore[arg-type]  # no store read below:
+    tracing = otel.start(store=None)  # no store read below:
     tracing.sessions["root"] = None  # root has no turn and no stored context
     batches = tracing.batches
     assert batches.looked.wait(30) and batches.collector.down

@@ -132,7 +132,7 @@ def test_missing_required_param_is_invalid_params(host):
 
 
 def test_params_as_array_is_invalid_params(host):
-    request_id = host.start("agents/open", ["r"])  # type: ignore[arg-type]
+    request_id = host.start("agents/open", ["r"])
     assert host.response(request_id) == error(
         Code.INVALID_PARAMS,
         "params must be an object, not an array",

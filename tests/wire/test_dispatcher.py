@@ -248,12 +248,12 @@ def test_jsonrpcserver_builds_each_reply_from_what_the_entry_returns(dispatcher)
     assert isinstance(dispatcher.invoke, JsonRpc)
     ping = dispatcher.invoke.entries["ping"]
     dispatcher.invoke.entries["ping"] = lambda *args, **params: Success("pong")
-    dispatcher.invoke.entries["ping"].__signature__ = ping.__signature__  # type: ignore[attr-defined]
+    dispatcher.invoke.entries["ping"].__signature__ = ping.__signature__
     assert request(dispatcher, "ping", None, 9) == {"jsonrpc": "2.0", "result": "pong", "id": 9}
     dispatcher.invoke.entries["ping"] = lambda *args, **params: Error(
         Code.INTERNAL_ERROR.value, "no", {"x": 1}
     )
-    dispatcher.invoke.entries["ping"].__signature__ = ping.__signature__  # type: ignore[attr-defined]
+    dispatcher.invoke.entries["ping"].__signature__ = ping.__signature__
     assert request(dispatcher, "ping", None, 10) == error(Code.INTERNAL_ERROR, "no", 10, {"x": 1})
     dispatcher.invoke.entries["ping"] = ping
     assert request(dispatcher, "ping", None, 11) == {"jsonrpc": "2.0", "result": {}, "id": 11}
@@ -442,7 +442,7 @@ def test_frames_read_together_read_other_processes_leases_once_while_nothing_is_
         reads.append(agents.in_snapshot)
         return foreign_leases(owner, now)
 
-    store.foreign_leases = counted  # type: ignore[method-assign]
+    store.foreign_leases = counted
     listing = {
         "name": "list_agents",
         "arguments": {"scope": "descendants"},

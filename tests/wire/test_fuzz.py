@@ -13,6 +13,7 @@ import json
 import os
 import pathlib
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -180,7 +181,7 @@ def _answer_for(message: Any) -> tuple[bool, Any]:
     return "id" in message, request_id
 
 
-def expected(line: bytes) -> tuple[str, Any] | None:
+def expected(line: bytes) -> tuple[Any, ...] | None:
     """What one frame must produce: None, ("one", id[, code]) or ("batch", [ids])."""
     text = line.strip()
     if not text:
@@ -505,6 +506,14 @@ def _accepted_kinds(schema: dict[str, Any]) -> set[str] | None:
     return None
 
 
+def _not_in(values: Any) -> Callable[[str], bool]:
+    return lambda s: s not in values
+
+
+def _with_others(name: str, others: dict[str, Any]) -> Callable[[Any], dict[str, Any]]:
+    return lambda v: {**others, name: v}
+
+
 def wrong_values(schema: dict[str, Any]) -> st.SearchStrategy[Any] | None:
     """Values of a JSON type the schema refuses (and refused items or properties inside it)."""
     kinds = _accepted_kinds(schema)
@@ -514,7 +523,7 @@ def wrong_values(schema: dict[str, Any]) -> st.SearchStrategy[Any] | None:
     resolved = [_resolve(o) for o in _resolve(schema).get("anyOf", [schema])]
     for option in resolved:
         if "enum" in option:
-            options.append(st.text(max_size=10).filter(lambda s, e=option["enum"]: s not in e))
+            options.append(st.text(max_size=10).filter(_not_in(option["enum"])))
         if option.get("type") == "array" and "items" in option:
             item = wrong_values(option["items"])
             if item is not None:
@@ -523,7 +532,7 @@ def wrong_values(schema: dict[str, Any]) -> st.SearchStrategy[Any] | None:
             inner = wrong_values(prop)
             if inner is not None:
                 others = {r: "t" for r in option.get("required", []) if r != name}
-                options.append(inner.map(lambda v, n=name, o=others: {**o, n: v}))
+                options.append(inner.map(_with_others(name, others)))
     return st.one_of(options)
 
 
@@ -838,7 +847,7 @@ _SERVERS: dict[str, InProcessServer] = {}
 _SPAWNED: set[str] = set()
 
 
-def _shared_server(**quotas: int) -> InProcessServer:
+def _shared_server(**quotas: Any) -> InProcessServer:
     """One server per set of quotas, shared by a property's examples (and stopped at the end)."""
     key = repr(sorted(quotas.items()))
     if key not in _SERVERS:

@@ -6,8 +6,16 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.types import CallToolResult, TextContent
 
 from tests.spawned import ServerProcess
+
+
+def first_text(result: CallToolResult) -> str:
+    """The text of a tool result's first block (subagentd answers with a text block)."""
+    block = result.content[0]
+    assert isinstance(block, TextContent), block
+    return block.text
 
 
 @pytest.fixture
@@ -208,11 +216,11 @@ def test_the_mcp_2_client_logs_no_warning_over_a_delegation_session(tmp_path, ca
     async def session() -> None:
         async with Client(params) as client:
             spawn = {"label": "w", "prompt": "work", "child_id": "c1"}
-            said.append((await client.call_tool("spawn_agent", spawn)).content[0].text)
+            said.append(first_text(await client.call_tool("spawn_agent", spawn)))
             waited = await client.call_tool("wait_agents", {"timeout_ms": 50_000})
-            said.append(waited.content[0].text)
+            said.append(first_text(waited))
             follow = {"subagent_id": "c1", "message": "more"}
-            said.append((await client.call_tool("send_message", follow)).content[0].text)
+            said.append(first_text(await client.call_tool("send_message", follow)))
 
     with caplog.at_level(logging.DEBUG, logger="mcp"):
         anyio.run(session)

@@ -28,7 +28,7 @@ def initialize(host: Any, version: str = "2025-11-25") -> dict[str, Any]:
         "initialize", {"protocolVersion": version, "clientInfo": {"name": "t", "version": "0"}}
     )
     host.notify("notifications/initialized")
-    return result  # type: ignore[no-any-return]
+    return result
 
 
 def serve(make_server: Any, version: str = "2025-11-25", **settings: Any) -> Any:
