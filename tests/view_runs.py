@@ -19,6 +19,9 @@ def large_run(path: str, leads: int = 20, workers: int = 49) -> CoreHost:
         max_children=max(leads, workers),
         tree_max_spawns=0,  # a tree of thousands: past the default budgets (SECURITY.md)
         tree_max_turns=0,
+        # no renewal of the owner row while a test looks: a commit of it would be a change
+        # the views must read (watch's "nothing committed: nothing read")
+        lease_ttl=3600.0,
     )
     with core.svc.transaction():
         core.open("root", label="conductor")
