@@ -64,6 +64,29 @@ def render_messages(messages: Iterable[Any], *, seed: str | None = None) -> str:
     return _join(blocks, fence_token(unfenced, unfenced if seed is None else seed))
 
 
+def check_messages(messages: Any) -> list[Mapping[str, Any]]:
+    """`messages` if it is a list of messages in the wire shape as far as a render reads them
+    (an object with a `source` object and a `content` list of blocks with a string `text`);
+    else ValueError saying which message and field. Unknown kinds and fields are kept."""
+    if not isinstance(messages, list):
+        raise ValueError(f"expected a list of messages, got {type(messages).__name__}")
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise ValueError(f"message {i} is not an object")
+        if not isinstance(message.get("source"), Mapping):
+            raise ValueError(f"message {i}: `source` is not an object")
+        for key in ("kind", "form", "sender_session_id"):
+            if not isinstance(message["source"].get(key, ""), (str, type(None))):
+                raise ValueError(f"message {i}: `source.{key}` is not a string")
+        content = message.get("content")
+        if not isinstance(content, list) or not all(
+            isinstance(block, Mapping) and isinstance(block.get("text", ""), str)
+            for block in content
+        ):
+            raise ValueError(f"message {i}: `content` is not a list of text blocks")
+    return messages
+
+
 def fence_token(rendered: str, seed: str) -> str:
     """The first of sha256("<i>\\n<seed>") (hex, 8 digits; i = 0, 1, …) not in `rendered`.
 

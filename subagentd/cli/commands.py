@@ -266,16 +266,18 @@ def render(ctx: click.Context, /, guide: bool) -> None:
     (`{messages, ...}`, as a runner's stdin holds it) or a list of messages, as JSON on stdin."""
     import json
 
-    from subagentd.message_fences import RENDER_GUIDE, render_messages
+    from subagentd.message_fences import RENDER_GUIDE, check_messages, render_messages
 
     if guide:
         click.echo(RENDER_GUIDE)
         return
     try:
         value = json.loads(sys.stdin.read())
+        if isinstance(value, dict) and "messages" not in value:
+            raise ValueError("an object without `messages`")
         messages = value["messages"] if isinstance(value, dict) else value
-        text = render_messages(messages)
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        text = render_messages(check_messages(messages))
+    except ValueError as exc:  # not JSON, or not messages (which one and why)
         click.echo(f"subagentd render: stdin is not a turn or a list of messages ({exc})", err=True)
         ctx.exit(2)
     click.echo(text)

@@ -202,3 +202,44 @@ def test_the_docs_examples_are_what_the_renderer_gives():
     readme = (root / "clients" / "typescript" / "README.md").read_text(encoding="utf-8")
     assert f"```\n{render_messages([report, notice])}\n```" in doc
     assert f"```\n{render_messages([report])}\n```" in readme
+
+
+def test_the_render_verb_renders_every_fixture_as_the_library_does():
+    import subprocess
+    import sys
+
+    verb = [sys.executable, "-m", "subagentd", "render"]
+    for path in CASES:
+        messages = load(path)["messages"]
+        done = subprocess.run(verb, input=path.read_bytes(), capture_output=True)
+        assert done.returncode == 0, (path.name, done.stderr)
+        assert done.stdout.decode() == render_messages(messages) + "\n", path.name
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("[1]", "(message 0 is not an object)"),
+        ('[{"x": 1}]', "(message 0: `source` is not an object)"),
+        ('[{"source": {"kind": 3}, "content": []}]', "(message 0: `source.kind` is not a string)"),
+        (
+            '[{"source": {}, "content": "hi"}]',
+            "(message 0: `content` is not a list of text blocks)",
+        ),
+        (
+            '[{"source": {}, "content": [{"text": 1}]}]',
+            "(message 0: `content` is not a list of text blocks)",
+        ),
+        ('{"messages": "abc"}', "(expected a list of messages, got str)"),
+        ('{"agent_id": "a"}', "(an object without `messages`)"),
+    ],
+)
+def test_the_render_verb_refuses_what_is_not_messages_saying_where(given, said):
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "subagentd", "render"], input=given, capture_output=True, text=True
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == f"subagentd render: stdin is not a turn or a list of messages {said}\n"
