@@ -127,6 +127,7 @@ class Batches(SpanProcessor):
         self.queue: collections.deque[ReadableSpan] = collections.deque()
         self.sent = 0
         self.dropped = 0
+        self.counting = threading.Lock()  # drops are counted by the request path and the thread
         self.warned = False
         self.outcome: str | None = None
         self.looked = threading.Event()  # the sending thread's first look is done
@@ -196,9 +197,11 @@ class Batches(SpanProcessor):
         return "refuses connections" if self.collector.down else "does not keep up"
 
     def _drop(self, count: int) -> None:
-        self.dropped += count
-        if count and not self.warned:  # once; at exit, the count
-            self.warned = True
+        with self.counting:
+            self.dropped += count
+            warn = count and not self.warned  # once; at exit, the count
+            self.warned = self.warned or bool(count)
+        if warn:
             log.warning(
                 "traces: the collector at %s %s: spans are dropped (counted at exit)",
                 self.collector.endpoint,
