@@ -219,6 +219,23 @@ SERVE = (
     ),
     *(Spec(name, "int", default, what, low=0, metavar="N") for name, default, what in QUOTAS),
     Spec(
+        "--detach",
+        "choice",
+        "off",
+        "on: the --runner turns run in a background subagentd for this database and root,"
+        " started on demand and shared by every client process; closing a client stops nothing"
+        " (PROTOCOL.md section 11)",
+        choices=("off", "on"),
+    ),
+    Spec(
+        "--idle-timeout",
+        "float",
+        300.0,
+        "seconds a --detach background process stays up with no client and nothing running",
+        low=0,
+        metavar="SECONDS",
+    ),
+    Spec(
         "--report-window",
         "float",
         600.0,
