@@ -26,7 +26,8 @@ from typing import Any
 log = logging.getLogger("subagentd")
 
 ROLE = "_SUBAGENTD_DETACHED"  # set in the background process's environment
-START_PATIENCE = 60.0  # seconds a front waits for the background process to listen
+START_PATIENCE = 60.0
+SUN_PATH_MAX = 107  # seconds a front waits for the background process to listen
 
 
 def directory() -> str:
@@ -49,6 +50,11 @@ def paths(options: dict[str, Any]) -> dict[str, str]:
     db = options["db"] if is_postgres(options["db"]) else os.path.abspath(options["db"])
     key = hashlib.sha256(f"{db}\0{options['caller']}".encode()).hexdigest()[:16]
     base = os.path.join(directory(), key)
+    if len(os.fsencode(base + ".sock")) > SUN_PATH_MAX:
+        raise OSError(
+            f"the socket path {base}.sock is longer than a Unix socket's {SUN_PATH_MAX} bytes:"
+            " set XDG_RUNTIME_DIR (or TMPDIR) to a shorter directory"
+        )
     return {n: f"{base}.{n}" for n in ("sock", "lock", "start", "pid", "log", "runs")}
 
 
