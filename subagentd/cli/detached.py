@@ -77,7 +77,9 @@ def front(options: dict[str, Any], out_fd: int) -> int:
         log.error("cannot start: --detach: %s", exc)
         return 1
     if sock is None:
-        log.error("cannot start: --detach: the background process did not start; see %s", files["log"])
+        log.error(
+            "cannot start: --detach: the background process did not start; see %s", files["log"]
+        )
         return 1
     _compare_options(files["pid"])
     return _relay(sock, out_fd)
@@ -176,7 +178,8 @@ def _relay(sock: socket.socket, out_fd: int) -> int:
 def background(options: dict[str, Any]) -> int | None:
     """In the background process: take the lock, listen, and serve the root's connection on a
     socketpair (fds 0 and 1) the mux relays to; None to go on serving, else the exit code."""
-    from subagentd.server.detached import Mux, PidFiles
+    from subagentd.server.detached import Mux
+    from subagentd.server.runner_pids import PidFiles
 
     os.environ.pop(ROLE, None)  # not inherited by the runs
     files = paths(options)

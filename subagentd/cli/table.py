@@ -31,6 +31,7 @@ QUOTAS = (
     ("--max-tasks", 1_000, "working MCP tasks per agent"),
 )
 
+IDLE = "seconds a --detach background process stays with no client and nothing running"
 SERVE = (
     Spec(
         "--framing",
@@ -222,19 +223,11 @@ SERVE = (
         "--detach",
         "choice",
         "off",
-        "on: the --runner turns run in a background subagentd for this database and root,"
-        " started on demand and shared by every client process; closing a client stops nothing"
-        " (PROTOCOL.md section 11)",
+        "on: --runner's turns run in one background subagentd per database and root, started on"
+        " demand, shared by every client process, kept when one closes (PROTOCOL.md section 11)",
         choices=("off", "on"),
     ),
-    Spec(
-        "--idle-timeout",
-        "float",
-        300.0,
-        "seconds a --detach background process stays up with no client and nothing running",
-        low=0,
-        metavar="SECONDS",
-    ),
+    Spec("--idle-timeout", "float", 300.0, IDLE, low=0, metavar="SECONDS"),
     Spec(
         "--report-window",
         "float",

@@ -199,9 +199,7 @@ def test_two_fronts_at_once_attach_to_one_background_process(detached):
     log = d.log()
     assert log.count("detached: pid ") == 1, log
     assert "(2 attached)" in log
-    assert [p.name for p in Path(d.runtime, "subagentd").glob("*.sock")] == [
-        d.file("sock").name
-    ]
+    assert [p.name for p in Path(d.runtime, "subagentd").glob("*.sock")] == [d.file("sock").name]
     assert d.file("sock").stat().st_mode & 0o777 == 0o600
     assert Path(d.runtime, "subagentd").stat().st_mode & 0o777 == 0o700
 
@@ -226,16 +224,17 @@ def test_the_idle_timeout_stops_the_background_process_once_nothing_runs(detache
     assert d.pid() != background
 
 
-def test_a_sigkilled_background_process_crash_is_recorded_and_its_runs_stopped(detached):
+def test_a_sigkilled_background_process_crash_is_recorded_and_its_runs_stopped(detached, tmp_path):
     d = detached()
     front = d.front()
     front.initialize()
-    sleeping = json.dumps({"steps": [{"print": "started"}, {"sleep": 600}]})
-    front.tool("spawn_agent", label="a", prompt=sleeping, child_id="a")
+    started = tmp_path / "started"
+    steps = [{"append": str(started), "text": "started"}, {"sleep": 600}]
+    front.tool("spawn_agent", label="a", prompt=json.dumps({"steps": steps}), child_id="a")
     runs = d.file("runs")
     deadline = time.monotonic() + PATIENCE
-    while not list(runs.iterdir()):
-        assert time.monotonic() < deadline, "no runner process was recorded"
+    while not started.exists():  # it read its turn and runs
+        assert time.monotonic() < deadline, "the runner did not start"
         time.sleep(0.05)
     (pid_file,) = runs.iterdir()
     runner = int(pid_file.name)
@@ -244,7 +243,7 @@ def test_a_sigkilled_background_process_crash_is_recorded_and_its_runs_stopped(d
     os.kill(background, signal.SIGKILL)
     wait_gone(background)
     assert front.proc.wait(timeout=PATIENCE) == 1  # its background process went away
-    assert alive(runner)  # its own process group: the kill did not reach it
+    assert alive(runner), d.log()  # its own process group: the kill did not reach it
     again = d.front()
     again.initialize()
     wait_gone(runner)  # found through its pid file and stopped by the new background process
@@ -299,6 +298,6 @@ def test_a_later_front_with_other_options_is_told_they_are_ignored(detached):
     )
     _, err = proc.communicate(b"", timeout=PATIENCE)
     assert proc.returncode == 0
-    assert (
-        "this client's differ and are ignored: stop it to change them" in err.decode()
-    ), err.decode()
+    assert "this client's differ and are ignored: stop it to change them" in err.decode(), (
+        err.decode()
+    )

@@ -5,7 +5,7 @@
 //   node client.mjs second <config.json>  a new client process: list, collect A's and B's
 //                                          results, stream D to its end, cancel C
 // config: {sdk: <the SDK package dir>, command, args, env, ids?: {a, b}, bPrompt?: B's prompt
-// (default: wait for SIGTERM)}; prints one JSON line.
+// (default: wait for SIGTERM), bFirst?: wait for B's result before listing}; prints one JSON line.
 
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -74,6 +74,7 @@ if (phase === "first") {
   out.ids = { a: a.task.taskId, b: b.task.taskId };
 } else {
   const { a, b } = config.ids;
+  if (config.bFirst) await tasks.getTaskResult(b, CallToolResultSchema); // until B has settled
   out.listed = (await tasks.listTasks()).tasks.map((t) => [t.taskId, t.status]);
   out.a = await tasks.getTask(a);
   out.aResult = texts(await tasks.getTaskResult(a, CallToolResultSchema));
