@@ -55,7 +55,6 @@ class Mux:
         self._init_result: Any = None  # the connection's answer to the first initialize
         self._init_waiting: list[tuple[Front, Any]] = []  # later initializes before it came
         self._init_id: str | None = None
-        self._lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, name="detached-mux", daemon=True)
 
     def start(self) -> None:

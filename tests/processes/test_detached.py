@@ -301,3 +301,51 @@ def test_a_later_front_with_other_options_is_told_they_are_ignored(detached):
     assert "this client's differ and are ignored: stop it to change them" in err.decode(), (
         err.decode()
     )
+
+
+def test_a_front_gone_mid_wait_consumes_nothing_and_the_next_one_gets_the_report(
+    detached, tmp_path
+):
+    d = detached()
+    first = d.front()
+    first.initialize()
+    go = tmp_path / "go"
+    first.tool("spawn_agent", label="a", prompt=wait_for_file(go), child_id="a")
+    first.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 99,
+            "method": "tools/call",
+            "params": {"name": "wait_agents", "arguments": {"timeout": 50}},
+        }
+    )
+    first.proc.kill()  # the client's server process dies while its wait is unanswered
+    first.proc.wait(timeout=PATIENCE)
+    deadline = time.monotonic() + PATIENCE
+    while "client 1 went away" not in d.log():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    go.touch()
+    second = d.front()
+    second.initialize()
+    assert texts(second.tool("wait_agents", timeout=50))[:3] == [
+        FINISHED.format("a"),
+        "Its closing message:",
+        "finished",
+    ]
+
+
+def test_detach_without_a_runner_refuses_to_start(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "subagentd", "serve", "--db", str(tmp_path / "x.db")]
+        + ["--caller", "root", "--detach", "on"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+        cwd=ROOT,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().endswith(
+        "cannot start: --detach on needs --runner: the background process runs the root's turns"
+    ), done.stderr
