@@ -349,3 +349,40 @@ def test_detach_without_a_runner_refuses_to_start(tmp_path):
     assert done.stderr.strip().endswith(
         "cannot start: --detach on needs --runner: the background process runs the root's turns"
     ), done.stderr
+
+
+def test_a_second_background_process_for_the_same_root_refuses_to_start(detached):
+    d = detached()
+    front = d.front()
+    front.initialize()
+    first = d.pid()
+    done = subprocess.run(  # started as a front starts one, while the first one listens
+        d.argv,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+        env={**d.env, "_SUBAGENTD_DETACHED": "1"},
+        cwd=ROOT,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().endswith(
+        "cannot start: another background process serves this database and root"
+    ), done.stderr
+    assert d.pid() == first and alive(first)
+
+
+def test_a_killed_process_not_yet_reaped_counts_as_gone():
+    from subagentd.storage import owner_ids
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + PATIENCE
+    while Path(f"/proc/{child.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    owner = owner_ids.new_owner()
+    host, _, rest = owner.partition(":")
+    pid, _, tail = rest.partition(":")
+    assert owner_ids.owner_alive(owner)  # this process
+    assert not owner_ids.owner_alive(f"{host}:{child.pid}:{tail}")  # a zombie: gone
+    child.wait()
