@@ -1,7 +1,11 @@
 """`subagentd serve --caller root --runner … --detach on`: real front processes over real pipes,
 one background subagentd per database and root behind them (a SQLite file, or a PostgreSQL
 database). The client going away (its stdin closed) stops nothing; the next front process
-attaches and `wait_agents` returns what happened meanwhile."""
+attaches and `wait_agents` returns what happened meanwhile.
+
+Longer than ~300 lines on purpose: the background process's whole life cycle (start, sharing,
+a client gone mid-call, idle stop, SIGKILL, the lock) is driven through one set of helpers.
+"""
 
 from __future__ import annotations
 
