@@ -28,6 +28,8 @@ def runner_command(options: dict[str, Any]) -> list[str] | str | None:
     """The --runner command as argv, None without --runner, or why it cannot run (a message)."""
     text = options.get("runner")
     if text is None:
+        if options.get("detach") == "on":
+            return "--detach on needs --runner: the background process runs the root's turns"
         if options.get("runner_protocol") == "acp":
             return "--runner-protocol acp needs --runner: the command of the ACP agent to run"
         return None

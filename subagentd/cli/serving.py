@@ -33,8 +33,16 @@ def serve(options: dict[str, Any]) -> int:
         signal.signal(signum, _exit_at_once)
     from subagentd.server.handshake import divert_stdout  # not transport: that imports anyio
 
-    out_fd = divert_stdout()
     configure_logging(options["log_level"], options["log_format"])
+    detach = options.get("detach") == "on" and options.get("runner") is not None
+    if detach and os.environ.get("_SUBAGENTD_DETACHED") == "1":
+        from subagentd.cli.detached import background
+
+        code = background(options)  # fds 0 and 1 become the relay's socketpair
+        if code is not None:
+            return code
+        detach = False
+    out_fd = divert_stdout()
     recording = None
     if options.get("record"):
         from subagentd.cli.recording import Recording
@@ -62,6 +70,10 @@ def serve(options: dict[str, Any]) -> int:
     if refused is not None:
         log.error("cannot start: %s", refused)
         return 1
+    if detach:
+        from subagentd.cli.detached import front
+
+        return front(options, out_fd)
 
     from subagentd.storage.opening import DatabaseRefusedError
 
@@ -120,7 +132,10 @@ def serve(options: dict[str, Any]) -> int:
     if argv is not None:
         from subagentd.cli.running import Running
 
-        main = Running(connection, options, argv).serve
+        running = Running(connection, options, argv)
+        if options.get("detached_watch") is not None:  # --detach's background process
+            options["detached_watch"](running.runner)
+        main = running.serve
     gc.freeze()
     try:
         anyio.run(main, backend=backend, backend_options=loop_options)

@@ -31,6 +31,7 @@ QUOTAS = (
     ("--max-tasks", 1_000, "working MCP tasks per agent"),
 )
 
+IDLE = "seconds a --detach background process stays with no client and nothing running"
 SERVE = (
     Spec(
         "--framing",
@@ -218,6 +219,15 @@ SERVE = (
         metavar="N",
     ),
     *(Spec(name, "int", default, what, low=0, metavar="N") for name, default, what in QUOTAS),
+    Spec(
+        "--detach",
+        "choice",
+        "off",
+        "on: --runner's turns run in one background subagentd per database and root, started on"
+        " demand, shared by every client process, kept when one closes (PROTOCOL.md section 11)",
+        choices=("off", "on"),
+    ),
+    Spec("--idle-timeout", "float", 300.0, IDLE, low=0, metavar="SECONDS"),
     Spec(
         "--report-window",
         "float",

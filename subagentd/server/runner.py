@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -86,6 +87,14 @@ class Runner:
         self._wake: anyio.Event | None = None
         self._connection: Connection | None = None
         self._stopped: anyio.Event | None = None  # set when the last process exits after stop()
+        # told each runner process's pid when it starts and when it was reaped (--detach)
+        self.spawned: Callable[[int], None] = lambda pid: None
+        self.reaped: Callable[[int], None] = lambda pid: None
+
+    @property
+    def pending_events(self) -> bool:
+        """Turn starts or interrupts taken but not acted on yet."""
+        return bool(self._events)
 
     # --- what the core emits -----------------------------------------------------------
 
@@ -243,6 +252,7 @@ class Runner:
             finally:
                 os.close(out_end)
                 os.close(err_end)
+            self.spawned(job.process.pid)
             if job.interrupted:  # interrupted while it was being started
                 _signal(job, signal.SIGTERM)
             stdout = bytearray()
@@ -291,6 +301,7 @@ class Runner:
                     _signal(job, signal.SIGKILL)
                 with anyio.CancelScope(shield=True):
                     await job.process.aclose()  # its pipes, and its exit status reaped
+                self.reaped(job.process.pid)
             self.running.pop(start.turn_id, None)
             self.lent.discard(start.turn_id)
             self._launch(tg)

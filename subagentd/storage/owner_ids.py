@@ -52,4 +52,14 @@ def owner_alive(owner: str) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(int(pid_text))
+
+
+def _zombie(pid: int) -> bool:
+    """A process that has exited and waits for its parent to reap it (a SIGKILLed server whose
+    parent is slow to reap): gone, though its pid still answers."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[:1] == [b"Z"]
+    except OSError:
+        return False

@@ -4,7 +4,8 @@
 //                                          until it works, then close the client (B still runs)
 //   node client.mjs second <config.json>  a new client process: list, collect A's and B's
 //                                          results, stream D to its end, cancel C
-// config: {sdk: <the SDK package dir>, command, args, env, ids?: {a, b}}; prints one JSON line.
+// config: {sdk: <the SDK package dir>, command, args, env, ids?: {a, b}, bPrompt?: B's prompt
+// (default: wait for SIGTERM), bFirst?: wait for B's result before listing}; prints one JSON line.
 
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -54,7 +55,7 @@ async function spawnAsTask(childId, prompt) {
 if (phase === "first") {
   const a = await spawnAsTask("a", "summarize the logs");
   const waitTerm = JSON.stringify({ steps: [{ wait_term: true }] });
-  const b = await spawnAsTask("b", waitTerm);
+  const b = await spawnAsTask("b", config.bPrompt ?? waitTerm);
   out.created = [a.task, b.task];
   // poll A with tasks/get, as its pollInterval says, until it is terminal
   let polled = a.task;
@@ -73,6 +74,7 @@ if (phase === "first") {
   out.ids = { a: a.task.taskId, b: b.task.taskId };
 } else {
   const { a, b } = config.ids;
+  if (config.bFirst) await tasks.getTaskResult(b, CallToolResultSchema); // until B has settled
   out.listed = (await tasks.listTasks()).tasks.map((t) => [t.taskId, t.status]);
   out.a = await tasks.getTask(a);
   out.aResult = texts(await tasks.getTaskResult(a, CallToolResultSchema));

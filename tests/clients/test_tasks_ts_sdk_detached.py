@@ -1,0 +1,88 @@
+"""The official TypeScript MCP SDK's `experimental.tasks` client (2025-11-25 shape) through
+`subagentd --caller root --runner … --detach on` (tests/peers/ts-tasks/client.mjs): spawn A and
+B as tasks, close the client while B runs, and a new client process (a new front process, the
+same background process) finds both *completed*, collects both results, streams a task to its
+end and cancels another. B's turn went on while no client was connected."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.clients.test_tasks_ts_sdk import (
+    CANCELLED,
+    FINISHED,
+    RUNNER,
+    SDK,
+    TIMEOUT,
+    client_process,
+)
+from tests.tools import require
+
+
+@pytest.mark.timeout(3 * TIMEOUT)
+def test_the_typescript_sdk_tasks_outlive_the_client_through_the_detached_process(tmp_path):
+    require("node")
+    node = shutil.which("node") or "node"
+    assert (SDK / "package.json").is_file(), "run scripts/setup-dev (npm ci in clients/typescript)"
+    runtime = tempfile.mkdtemp(prefix="sd-", dir="/tmp")  # a socket path stays short
+    go = tmp_path / "go"
+    b_prompt = json.dumps({"steps": [{"wait_file": str(go)}, {"print": "b went on alone"}]})
+    config: dict[str, Any] = {
+        "sdk": str(SDK),
+        "command": sys.executable,
+        "args": ["-m", "subagentd", "--db", str(tmp_path / "tasks.db"), "--caller", "root"]
+        + ["--runner", RUNNER, "--detach", "on"],
+        "env": {**os.environ, "PYTHONPATH": str(Path.cwd()), "XDG_RUNTIME_DIR": runtime},
+        "bPrompt": b_prompt,
+    }
+    try:
+        first = client_process(node, "first", config, tmp_path)
+        ids = first["ids"]
+        assert first["listed"] == [[ids["a"], "completed"], [ids["b"], "working"]]
+        go.touch()  # B's turn ends while no client is connected
+        second = client_process(node, "second", {**config, "ids": ids, "bFirst": True}, tmp_path)
+    finally:
+        (pid_file,) = Path(runtime, "subagentd").glob("*.pid")
+        pid = int(pid_file.read_text().splitlines()[0])
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + TIMEOUT
+        while Path(f"/proc/{pid}").exists() and b" Z " not in _stat(pid):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        shutil.rmtree(runtime, ignore_errors=True)
+    assert second["listed"] == [[ids["a"], "completed"], [ids["b"], "completed"]]
+    assert second["aResult"][0] == FINISHED.format("a")
+    assert second["b"]["status"] == "completed"
+    assert second["bResult"] == {
+        "isError": False,
+        "texts": [
+            FINISHED.format("b"),
+            "Its closing message:",
+            "b went on alone",
+            "none of the subagents waited for is still working",
+        ],
+    }
+    assert second["dStream"] == [
+        "taskCreated",
+        "taskStatus:working",
+        "taskStatus:completed",
+        "result",
+    ]
+    assert (second["cancelled"]["status"], second["cResult"]) == ("cancelled", [CANCELLED])
+
+
+def _stat(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return b" Z "
