@@ -260,11 +260,11 @@ class Runner:
             resume=start.resume,
         )
         limit = self.service.settings.max_text_bytes
-        # stdout and stderr on pipes of our own, read through anyio's fd readiness and closed
-        # by us: a process the command left behind may hold them open past the turn (anyio
-        # before 4.15 could not close a process's pipes then)
+        # stdin, stdout and stderr on pipes of our own, used through anyio's fd readiness and
+        # closed by us: a process the command left behind may hold them open past the turn
         (out, out_end), (err, err_end) = os.pipe(), os.pipe()
-        stdin_end, stdin = os.pipe()
+        stdin_end, stdin_fd = os.pipe()
+        stdin = FdWriter(stdin_fd)  # closed by _feed, or below when _feed never ran
         try:
             try:
                 job.process = Child(
@@ -280,8 +280,6 @@ class Runner:
             except OSError as exc:
                 log.error("--runner could not start %s: %s", self.command[0], exc)
                 report = RunnerExit(stderr=f"subagentd could not start the runner: {exc}")
-                os.close(stdin)
-                stdin = -1
                 await self._end(job, "error", None, report)
                 return
             finally:
@@ -302,10 +300,8 @@ class Runner:
                     readers.start_soon(_tail, FdReader(err), stderr)
                 read.set()
 
-            feeding, stdin = stdin, -1  # _feed closes it
-
             async with anyio.create_task_group() as io:
-                io.start_soon(_feed, feeding, _encode(turn))
+                io.start_soon(_feed, stdin, _encode(turn))
                 io.start_soon(read_all)
                 await process.wait()
                 # what its pipes still hold; a process it left behind may keep them open
@@ -332,8 +328,9 @@ class Runner:
         finally:
             os.close(out)  # its readers were cancelled above (or never started)
             os.close(err)
-            if stdin != -1:  # never handed to _feed
-                os.close(stdin)
+            if not stdin.broken:  # _feed did not close it (it never ran)
+                stdin.broken = True
+                stdin.close()
             job.done = True
             if job.process is not None:
                 if job.process.returncode is None:
@@ -420,15 +417,15 @@ def signal_group(process: anyio.abc.Process | Child | None, signum: signal.Signa
         process.send_signal(signum)
 
 
-async def _feed(fd: int, data: bytes) -> None:
-    """The turn on stdin (the pipe's write end, closed here), then EOF; a command that does not
-    read it is not an error."""
-    writer = FdWriter(fd)
+async def _feed(writer: FdWriter, data: bytes) -> None:
+    """The turn on stdin (the pipe's write end, closed here: marked broken, so it is closed once),
+    then EOF; a command that does not read it is not an error."""
     try:
         await writer.write(data)
     except OSError:
         pass
     finally:
+        writer.broken = True
         writer.close()
 
 
