@@ -35,6 +35,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import msgspec  # noqa: E402
+import scale  # noqa: E402
 from dbgen import ROOT_ID, build_tree, build_tree_postgres, create_schema  # noqa: E402
 from harness import PEERS as PEERS_DIR  # noqa: E402
 from harness import (  # noqa: E402
@@ -691,7 +692,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated scenarios (cold,tools,send,shared,cross,live,list,restart); default all",
+        help="comma-separated scenarios (cold,tools,send,shared,cross,live,list,restart,many,runner,"
+        "tail); default all",
     )
     parser.add_argument(
         "--at",
@@ -839,12 +841,16 @@ def main(argv: list[str] | None = None) -> int:
             if sizes.huge_restart:
                 raw["restart_huge"] = bench.guarded("restart, 1M sessions", bench.restart, True)
                 each_variant("restart_huge", "restart, 1M sessions", Bench.restart, True)
+        if not only or only & scale.SCENARIOS:  # many, runner, tail: benchmarks/scale.py
+            picked = only & scale.SCENARIOS
+            sized = scale.QUICK if args.quick else scale.FULL
+            raw.update(scale.run_all(sized, picked, args.postgres, bench.guarded))
     finally:
         if bench.postgres is not None:
             bench.postgres.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     total = time.perf_counter() - t0
-    metrics = evaluate(raw)
+    metrics = evaluate(raw) + scale.rows(raw)
     merge_variants(metrics, raws)
     env = {
         **environment(args.at),

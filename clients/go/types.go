@@ -334,6 +334,16 @@ type ListResult struct {
 	NextCursor string     `json:"next_cursor,omitempty"`
 }
 
+// LockWaits: This process's waits for another process's write lock (PROTOCOL.md section 1): those that
+// found it taken, their time in all and the longest, in milliseconds, and how many were given up
+// after --lock-wait-ms (their writes refused 1011 busy).
+type LockWaits struct {
+	Count   int64   `json:"count"`
+	TotalMs float64 `json:"total_ms"`
+	MaxMs   float64 `json:"max_ms"`
+	GaveUp  int64   `json:"gave_up"`
+}
+
 // Message is the schema of the same name in clients/openrpc.json.
 type Message struct {
 	MessageID string      `json:"message_id"`
@@ -579,6 +589,7 @@ type StatsResult struct {
 	CommitLatency    *CommitLatency `json:"commit_latency,omitempty"`
 	Commits          *int64         `json:"commits,omitempty"`
 	LiveHere         *int64         `json:"live_here,omitempty"`
+	LockWaits        *LockWaits     `json:"lock_waits,omitempty"`
 	OldestQueuedAgeS *float64       `json:"oldest_queued_age_s,omitempty"`
 	Usage            *Spent         `json:"usage,omitempty"`
 }

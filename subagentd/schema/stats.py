@@ -25,6 +25,17 @@ class CommitLatency(Wire, kw_only=True):
     p99_ms: float
 
 
+class LockWaits(Wire, kw_only=True):
+    """This process's waits for another process's write lock (PROTOCOL.md section 1): those that
+    found it taken, their time in all and the longest, in milliseconds, and how many were given up
+    after --lock-wait-ms (their writes refused 1011 busy)."""
+
+    count: int
+    total_ms: float
+    max_ms: float
+    gave_up: int
+
+
 class StatsResult(Wire, kw_only=True):
     """Counts from the database; the `commits` and `commit_latency` figures only from a live
     server (they describe its process, so `subagentd stats` leaves them out)."""
@@ -40,3 +51,4 @@ class StatsResult(Wire, kw_only=True):
     commits: int | None = None  # group commits this process made (writes only)
     commit_latency: CommitLatency | None = None  # absent until a commit was made
     usage: Spent | None = None  # every session's own usage summed (absent: no such table yet)
+    lock_waits: LockWaits | None = None  # this process's waits for the write lock (server only)

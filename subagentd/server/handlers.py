@@ -25,6 +25,7 @@ from subagentd.server import lifecycle  # noqa: F401  (registers the handshake m
 from subagentd.server.call import Call, Handler
 from subagentd.server.identity import caller_identity
 from subagentd.server.ledger import Deferred
+from subagentd.server.lockwait import LOCK_WAITS
 from subagentd.server.mcp import (
     TOOLS,
     CallerIdentity,
@@ -165,7 +166,9 @@ def clock_advance(call: Call, p: h.ClockAdvanceParams) -> h.ClockAdvanceResult:
 
 @method("server/stats", st.StatsParams, st.StatsResult, writes=False)
 def server_stats(call: Call, p: st.StatsParams) -> st.StatsResult:
-    return call.service.stats()
+    figures = call.service.stats()
+    figures.lock_waits = LOCK_WAITS.figures()
+    return figures
 
 
 # --- the tools, direct ----------------------------------------------------------------------

@@ -33,7 +33,7 @@ from subagentd.schema.runner import RunnerExit, RunnerTurn
 from subagentd.server.handoff import Handoff
 from subagentd.server.timers import BUSY_RETRY
 from subagentd.server.tool_socket import Tokens
-from subagentd.server.transport import FdReader
+from subagentd.server.transport import FdReader, FdWriter
 
 if TYPE_CHECKING:
     from subagentd.server.connection import Connection
@@ -44,7 +44,46 @@ _encode = msgspec.json.Encoder().encode
 STDERR_TAIL = 4096  # bytes of a runner's stderr kept for its transcript
 OUTPUT_DRAIN = 1.0  # seconds to read what a runner's pipes hold after it exited
 USAGE_MAX_BYTES = 64 * 1024  # of a run's SUBAGENTD_USAGE file read (the rest is ignored)
+EXIT_POLL = 0.005  # seconds between exit checks where a pidfd cannot be had (not Linux)
 _usage_line = msgspec.json.Decoder(Usage).decode
+
+
+class Child:
+    """A runner's process: started by subprocess.Popen on the loop's thread and waited for
+    through its pidfd's readiness on the loop (polled every EXIT_POLL where there is none), so a
+    turn costs no asyncio transport, no pipe protocol and no waiter thread per process."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self.popen = popen
+        self.pid = popen.pid
+        self._pidfd: int | None = None
+        try:
+            self._pidfd = os.pidfd_open(popen.pid)
+        except (AttributeError, OSError):
+            pass
+
+    @property
+    def returncode(self) -> int | None:
+        return self.popen.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.popen.returncode is None:
+            self.popen.send_signal(signum)
+
+    async def wait(self) -> int:
+        """Its exit status (negative: the signal that killed it), once it exited (reaped)."""
+        while (code := self.popen.poll()) is None:
+            if self._pidfd is None:
+                await anyio.sleep(EXIT_POLL)
+            else:
+                await anyio.wait_readable(self._pidfd)
+        return code
+
+    async def aclose(self) -> None:
+        await self.wait()
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
 
 
 @dataclass(slots=True, eq=False)
@@ -52,7 +91,7 @@ class Job:
     """One turn for the runner: waiting for a slot, then its process."""
 
     start: TurnStart
-    process: anyio.abc.Process | None = None
+    process: Child | None = None
     interrupted: bool = False
     done: bool = False
 
@@ -230,19 +269,22 @@ class Runner:
             resume=start.resume,
         )
         limit = self.service.settings.max_text_bytes
-        # stdout and stderr on pipes of our own, read through anyio's fd readiness and closed
-        # by us: a process the command left behind may hold them open past the turn (anyio
-        # before 4.15 could not close a process's pipes then)
+        # stdin, stdout and stderr on pipes of our own, used through anyio's fd readiness and
+        # closed by us: a process the command left behind may hold them open past the turn
         (out, out_end), (err, err_end) = os.pipe(), os.pipe()
+        stdin_end, stdin_fd = os.pipe()
+        stdin = FdWriter(stdin_fd)  # closed by _feed, or below when _feed never ran
         try:
             try:
-                job.process = await anyio.open_process(
-                    self.command,
-                    stdin=subprocess.PIPE,
-                    stdout=out_end,
-                    stderr=err_end,
-                    env=env,
-                    start_new_session=True,  # its own process group: signals reach its children
+                job.process = Child(
+                    subprocess.Popen(
+                        self.command,
+                        stdin=stdin_end,
+                        stdout=out_end,
+                        stderr=err_end,
+                        env=env,
+                        start_new_session=True,  # its own group: signals reach its children
+                    )
                 )
             except OSError as exc:
                 log.error("--runner could not start %s: %s", self.command[0], exc)
@@ -252,6 +294,7 @@ class Runner:
             finally:
                 os.close(out_end)
                 os.close(err_end)
+                os.close(stdin_end)
             self.spawned(job.process.pid)
             if job.interrupted:  # interrupted while it was being started
                 _signal(job, signal.SIGTERM)
@@ -268,7 +311,7 @@ class Runner:
                 read.set()
 
             async with anyio.create_task_group() as io:
-                io.start_soon(_feed, process, _encode(turn))
+                io.start_soon(_feed, stdin, _encode(turn))
                 io.start_soon(read_all)
                 await process.wait()
                 # what its pipes still hold; a process it left behind may keep them open
@@ -295,6 +338,9 @@ class Runner:
         finally:
             os.close(out)  # its readers were cancelled above (or never started)
             os.close(err)
+            if not stdin.broken:  # _feed did not close it (it never ran)
+                stdin.broken = True
+                stdin.close()
             job.done = True
             if job.process is not None:
                 if job.process.returncode is None:
@@ -370,7 +416,7 @@ def _signal(job: Job, signum: signal.Signals) -> None:
     signal_group(job.process, signum)
 
 
-def signal_group(process: anyio.abc.Process | None, signum: signal.Signals) -> None:
+def signal_group(process: anyio.abc.Process | Child | None, signum: signal.Signals) -> None:
     """Signal a started process's group (it leads one); nothing once it has exited."""
     if process is None or process.returncode is not None:
         return
@@ -382,16 +428,16 @@ def signal_group(process: anyio.abc.Process | None, signum: signal.Signals) -> N
         process.send_signal(signum)
 
 
-async def _feed(process: anyio.abc.Process, data: bytes) -> None:
-    """The turn on stdin, then EOF; a command that does not read it is not an error."""
-    stream = process.stdin
-    assert stream is not None
+async def _feed(writer: FdWriter, data: bytes) -> None:
+    """The turn on stdin (the pipe's write end, closed here: marked broken, so it is closed once),
+    then EOF; a command that does not read it is not an error."""
     try:
-        await stream.send(data)
-    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        await writer.write(data)
+    except OSError:
         pass
     finally:
-        await stream.aclose()
+        writer.broken = True
+        writer.close()
 
 
 async def _collect(stream: FdReader, into: bytearray, limit: int, cut: list[bool]) -> None:

@@ -138,6 +138,9 @@ def test_a_write_waits_for_a_lock_held_briefly_and_the_frames_behind_it_wait_too
     ids = [json.loads(line).get("id") for line in host.raw]
     assert ids.index(write) < ids.index(behind)  # answered in the order they came
     assert queued_texts(db, "c1") == ["after the lock"]
+    waits = host.call("server/stats")["lock_waits"]  # the wait, counted by the process itself
+    assert (waits["count"], waits["gave_up"]) == (1, 0), waits
+    assert waits["max_ms"] >= 200 and waits["total_ms"] == waits["max_ms"], waits
 
 
 def test_a_write_past_the_patience_is_refused_busy_and_the_next_ones_do_not_wait(
@@ -163,6 +166,9 @@ def test_a_write_past_the_patience_is_refused_busy_and_the_next_ones_do_not_wait
         assert time.monotonic() - started < 0.3 + 4.0
     host.call("send_message", send("root", "c1", "once the lock is free"))
     assert queued_texts(db, "c1") == ["once the lock is free"]
+    waits = host.call("server/stats")["lock_waits"]
+    assert (waits["count"], waits["gave_up"]) == (1, 1), waits  # the refused ones did not wait
+    assert waits["max_ms"] >= 300, waits
 
 
 def test_a_lock_taken_ahead_of_a_write_still_checks_fencing_before_it(tmp_path):

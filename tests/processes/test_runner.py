@@ -145,6 +145,22 @@ def test_stdout_past_max_text_bytes_is_cut_to_that_many_bytes(server):
     assert events["runner_exit"] == {"exit_code": 0, "stdout_cut": True}
 
 
+def test_each_turn_leaves_no_descriptor_open_behind_it(server):
+    """Each process's three pipes and its pidfd are closed once its turn ended."""
+    srv = server()
+    srv.spawn("warm", [{"print": "first"}])
+    srv.ended("warm")
+    before = len(os.listdir("/proc/self/fd"))
+    for n in range(8):
+        srv.spawn(f"c{n}", [{"print": f"turn {n}"}, {"stderr": "noise"}])
+    for n in range(8):
+        assert srv.ended(f"c{n}")["turn_end"]["output"] == f"turn {n}"
+    deadline = time.monotonic() + TIMEOUT
+    while len(os.listdir("/proc/self/fd")) > before:  # the last turn's are closed after its end
+        assert time.monotonic() < deadline, os.listdir("/proc/self/fd")
+        time.sleep(0.01)
+
+
 def test_nonzero_exit_ends_the_turn_error_with_the_stderr_tail_in_the_transcript(server):
     srv = server()
     noise = "x" * 5000 + "the last words"

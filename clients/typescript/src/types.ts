@@ -257,6 +257,18 @@ export interface ListResult {
   next_cursor?: string | null;
 }
 
+/**
+ * This process's waits for another process's write lock (PROTOCOL.md section 1): those that
+ * found it taken, their time in all and the longest, in milliseconds, and how many were given up
+ * after --lock-wait-ms (their writes refused 1011 busy).
+ */
+export interface LockWaits {
+  count: number;
+  gave_up: number;
+  max_ms: number;
+  total_ms: number;
+}
+
 export interface Message {
   content: TextBlock[];
   message_id: string;
@@ -483,6 +495,7 @@ export interface StatsResult {
   commit_latency?: CommitLatency | null;
   commits?: number | null;
   live_here?: number | null;
+  lock_waits?: LockWaits | null;
   oldest_queued_age_s?: number | null;
   usage?: Spent | null;
 }
