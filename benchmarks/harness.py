@@ -62,6 +62,8 @@ def server_command(kind: str, db: str | None = None, durability: str = "normal")
         return [PYTHON, os.path.join(PEERS, "echo_server.py")]
     if kind == "anyio":
         return [PYTHON, os.path.join(PEERS, "anyio_echo.py")]
+    if kind == "stack":
+        return [PYTHON, os.path.join(PEERS, "stack_floor.py")]
     if kind == "asyncio":
         return [PYTHON, os.path.join(PEERS, "asyncio_echo.py")]
     if kind == "mcp":
