@@ -17,6 +17,12 @@ PEERS = ("subagentd", "echo", "stack", "anyio", "mcp", "mcp-ts")
 # RSS per live agent is read at rest, this long after the spawn burst: the server hands the heap
 # the burst freed back to the OS once it has been quiet for 0.5 s (subagentd/server/memory.py)
 REST_SECONDS = 1.5
+PERCENTILES = (
+    "50",
+    "90",
+    "99",
+    "99.9",
+)  # a latency distribution's points in the tables and tail.svg
 
 
 @dataclass
@@ -297,6 +303,19 @@ def evaluate(raw: dict[str, Any]) -> list[Metric]:
             )
             metrics.append(m)
     return metrics
+
+
+def percentiles(entry: dict[str, Any]) -> dict[str, float]:
+    """A series' percentiles in seconds: given (`percentiles_s`, `rtt_percentiles_s`) or taken
+    from its samples (`samples_s`)."""
+    given = entry.get("percentiles_s") or entry.get("rtt_percentiles_s")
+    if given:
+        return {p: given[p] for p in PERCENTILES if p in given}
+    samples = sorted(entry.get("samples_s") or [])
+    if not samples:
+        return {}
+    at = lambda p: samples[min(len(samples) - 1, int(round(float(p) / 100 * (len(samples) - 1))))]  # noqa: E731
+    return {p: at(p) for p in PERCENTILES}
 
 
 RATIO_PEERS = (

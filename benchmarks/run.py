@@ -240,6 +240,7 @@ class Bench:
             "error_examples": [e.decode(errors="replace") for e in examples],
             "rtt_p50_s": median(samples),
             "rtt_p99_s": pct(samples, 99),
+            "rtt_percentiles_s": {p: pct(samples, float(p)) for p in ("50", "90", "99", "99.9")},
         }
 
     def send_messages(self, durability: str) -> dict[str, Any]:
@@ -902,7 +903,7 @@ def main(argv: list[str] | None = None) -> int:
         " (peers/anyio_echo.py). MCP SDK: the Python SDK; TS SDK: the"
         " TypeScript SDK (peers/ts-mcp).\n\n"
         "ratio: subagentd ÷ peer (for throughput higher is better, for time and memory lower).\n\n"
-        "Plots: throughput.svg, latency.svg, listing.svg beside this file.\n\n"
+        "Plots: throughput.svg, latency.svg, listing.svg, tail.svg beside this file.\n\n"
         + "".join(f"column `{name}`: {desc}\n" for name, desc in env["variants"].items())
         + ("\n" if variants else "")
     )

@@ -213,3 +213,13 @@ def test_cross_process_delivery_has_the_bounds_of_each_backend():
     assert (pg50.target, pg50.met, pg50.miss) == ("≤ 5 ms", False, "20% over")
     assert (pg99.target, pg99.met) == ("≤ 25 ms", True)
     assert by_key(RAW)["cross_process_p50_ms"].met is None  # not run: not judged
+
+
+def test_a_latency_series_percentiles_given_or_taken_from_its_samples():
+    given = {"percentiles_s": {"50": 0.001, "99": 0.004, "99.9": 0.02, "75": 9.0}}
+    assert report.percentiles(given) == {"50": 0.001, "99": 0.004, "99.9": 0.02}
+    rest = {"rtt_percentiles_s": {"50": 1e-4, "90": 2e-4}}
+    assert report.percentiles(rest) == {"50": 1e-4, "90": 2e-4}
+    samples = {"samples_s": [i / 1000 for i in range(1000, 0, -1)]}  # 1 ms … 1 s, unsorted
+    assert report.percentiles(samples) == {"50": 0.501, "90": 0.9, "99": 0.99, "99.9": 0.999}
+    assert report.percentiles({}) == {}
