@@ -373,9 +373,73 @@ def render_table(metrics: list[Metric], variants: tuple[str, ...] = ()) -> str:
     return "\n".join(lines)
 
 
+README_BEGIN = "<!-- targets: written by `python benchmarks/report.py --readme` -->"
+README_END = "<!-- end of targets -->"
+
+
+def render_targets(metrics: list[Metric], env: dict[str, Any]) -> str:
+    """The judged rows only: which targets hold and by how much each other one misses, with the
+    run they come from (benchmarks/README.md carries it, `--readme`)."""
+    lines = [
+        f"From the {env.get('mode', '?')} run of {env.get('date', '?')} (commit"
+        f" {env.get('commit', '?')}, 1-min load average before/after"
+        f" {env.get('loadavg_1m_before_after', '?')}): {sum(m.met is True for m in metrics)} of"
+        f" {sum(m.met is not None for m in metrics)} targets hold.",
+        "",
+        "| target | subagentd | holds? |",
+        "|---|---:|---|",
+    ]
+    for m in metrics:
+        if m.met is None:
+            continue
+        verdict = "yes" if m.met else f"**no**: {m.miss}"
+        lines.append(
+            f"| {m.name} {m.target} | {fmt(m.values.get('subagentd'))} {m.unit} | {verdict} |"
+        )
+    return "\n".join(lines)
+
+
+def write_readme(readme: str, results: dict[str, Any]) -> None:
+    """Replace the targets table between README_BEGIN and README_END of `readme` with the one of
+    `results` (a latest.json)."""
+    metrics = [Metric(**m) for m in results["metrics"]]
+    with open(readme) as fh:
+        text = fh.read()
+    head, rest = text.split(README_BEGIN, 1)
+    _, tail = rest.split(README_END, 1)
+    table = render_targets(metrics, results["environment"])
+    with open(readme, "w") as fh:
+        fh.write(f"{head}{README_BEGIN}\n{table}\n{README_END}{tail}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import json
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", nargs="?", default=os.path.join(here, "results", "latest.json"))
+    parser.add_argument(
+        "--readme", action="store_true", help="write the targets table into benchmarks/README.md"
+    )
+    args = parser.parse_args(argv)
+    with open(args.results) as fh:
+        results = json.load(fh)
+    if args.readme:
+        write_readme(os.path.join(here, "README.md"), results)
+    else:
+        print(render_targets([Metric(**m) for m in results["metrics"]], results["environment"]))
+    return 0
+
+
 def merge_variants(metrics: list[Metric], raws: dict[str, dict[str, Any]]) -> None:
     """Each variant's subagentd figure, as one more value of the working tree's metrics."""
     for name, raw in raws.items():
         theirs = {m.key: m.values.get("subagentd") for m in evaluate(raw)}
         for m in metrics:
             m.values[name] = theirs.get(m.key)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

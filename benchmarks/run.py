@@ -52,6 +52,7 @@ from report import (  # noqa: E402
     evaluate,
     merge_variants,
     render_table,
+    render_targets,
 )
 
 from subagentd.client import frames as wire  # noqa: E402
@@ -911,8 +912,9 @@ def main(argv: list[str] | None = None) -> int:
     failures = ""
     if failed:
         failures = "\n\n## Failures\n\n" + "\n".join(f"```\n{f.strip()}\n```" for f in failed)
+    targets = "\n\n## Targets\n\n" + render_targets(metrics, env)
     with open(os.path.join(args.out, "latest.md"), "w") as fh:
-        fh.write(header + table + failures + "\n")
+        fh.write(header + table + targets + failures + "\n")
     print(table)
     if failed:
         print(f"\n{len(failed)} scenario(s) failed; see latest.md", file=sys.stderr)

@@ -223,3 +223,24 @@ def test_a_latency_series_percentiles_given_or_taken_from_its_samples():
     samples = {"samples_s": [i / 1000 for i in range(1000, 0, -1)]}  # 1 ms … 1 s, unsorted
     assert report.percentiles(samples) == {"50": 0.501, "90": 0.9, "99": 0.99, "99.9": 0.999}
     assert report.percentiles({}) == {}
+
+
+def test_the_targets_summary_lists_the_judged_rows_and_goes_between_the_readme_markers(tmp_path):
+    metrics = report.evaluate(RAW)
+    env = {"mode": "full", "date": "D", "commit": "abc", "loadavg_1m_before_after": [1.0, 2.0]}
+    summary = report.render_targets(metrics, env)
+    judged = [m for m in metrics if m.met is not None]
+    assert summary.startswith(
+        "From the full run of D (commit abc, 1-min load average before/after [1.0, 2.0]):"
+        f" {sum(m.met for m in judged)} of {len(judged)} targets hold."
+    )
+    assert "| durable send_message pipelined, --durability normal ≥ 0.5x write floor |" in summary
+    assert "| 12,000 msg/s | **no**: 0.40x write floor (20% under) |" in summary
+    assert "round trip p99" not in summary  # informational rows are not targets
+    readme = tmp_path / "README.md"
+    readme.write_text(f"before\n{report.README_BEGIN}\nold table\n{report.README_END}\nafter\n")
+    results = {"metrics": [vars(m) for m in metrics], "environment": env}
+    report.write_readme(str(readme), results)
+    text = readme.read_text()
+    assert text == f"before\n{report.README_BEGIN}\n{summary}\n{report.README_END}\nafter\n"
+    assert report.README_BEGIN in (Path(report.__file__).parent / "README.md").read_text()

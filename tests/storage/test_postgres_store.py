@@ -152,6 +152,63 @@ def test_the_doorbell_rings_at_the_senders_commit_and_drains(pg_stores):
     assert owner.take_signals("owner") == []
 
 
+def test_signals_are_taken_in_order_in_one_group_and_a_rolled_back_take_keeps_them(pg_stores):
+    """A signal's row and its ring are one statement, taking them inside a group one more: they
+    come back in the order sent, a rolled-back take leaves them, and a signal for an owner
+    without a row (nobody listens) is stored without a ring."""
+    owner, sender = pg_stores("shared"), pg_stores("shared")
+    owner.hold("owner", 60.0, lambda: None)
+    sender.hold("sender", 60.0, lambda: None)
+    owner.drain_doorbell()
+    fd = owner.doorbell()
+    assert fd is not None
+    with sender.atomic():
+        for i in range(3):
+            sender.put_signal("owner", f"s{i}", "inbox", None)
+        sender.put_signal("nobody", "s9", "inbox", "x")
+    sender.commit()
+    assert readable(fd, 30.0)
+    owner.drain_doorbell()
+    sent = [("s0", "inbox", None), ("s1", "inbox", None), ("s2", "inbox", None)]
+    with owner.atomic():
+        assert owner.take_signals("owner") == sent
+    owner.rollback()
+    assert not owner.dirty
+    assert owner.take_signals("owner") == sent  # outside a group: read first, then deleted
+    owner.commit()
+    assert owner.take_signals("owner") == []
+    assert not owner.dirty  # none found outside a group: nothing written
+    with owner.atomic():
+        assert owner.take_signals("owner") == []
+        assert owner.take_signals("nobody") == [("s9", "inbox", "x")]
+    owner.commit()
+
+
+def test_a_signal_and_its_ring_are_one_round_trip_and_so_is_taking_them(pg_stores, monkeypatch):
+    owner, sender = pg_stores("shared"), pg_stores("shared")
+    owner.hold("owner", 60.0, lambda: None)
+    sender.hold("sender", 60.0, lambda: None)
+    statements: list[str] = []
+    timed = type(sender.conn).timed
+    monkeypatch.setattr(
+        type(sender.conn),
+        "timed",
+        lambda conn, call, *args: statements.append(args[0]) or timed(conn, call, *args),
+    )
+    with sender.atomic():
+        sender.insert_session(session("a"))  # the group open and its fencing checked
+        statements.clear()
+        sender.put_signal("owner", "root", "inbox", None)
+        assert len(statements) == 1 and "pg_notify" in statements[0]
+    sender.commit()
+    with owner.atomic():
+        owner.insert_session(session("b"))
+        statements.clear()
+        assert owner.take_signals("owner") == [("root", "inbox", None)]
+        assert len(statements) == 1 and statements[0].startswith("DELETE FROM signals")
+    owner.commit()
+
+
 def test_a_lost_connection_is_opened_anew_at_the_heartbeat_and_the_doorbell_goes_quiet(pg_stores):
     """The server dropped every connection of the store (a restart, a failover): the doorbell's
     number neither stays readable nor closes, the lost group fails, and the next heartbeat
