@@ -8,9 +8,10 @@ Writes throughput.svg, latency.svg, listing.svg and tail.svg (SVG: small, diffab
 stamped in).
 
 tail.svg's series: at rest, `raw["tool_calls"][kind]["rtt_percentiles_s"]` of subagentd, the stack
-floor and the TS SDK (run.py `tool_calls`); under load, every entry of `raw["tail_under_load"]`
-(a scenario's name → `{"percentiles_s": {"50": s, "90": s, "99": s, "99.9": s}}` or
-`{"samples_s": [s, …]}`), each its own line.
+floor and the TS SDK (run.py `tool_calls`); under load, scale.py's `raw["tail"]` (`p50_s`, `p90_s`,
+`p99_s`, `p99_9_s` while its agents run turns) and every entry of `raw["tail_under_load"]` (a
+scenario's name → `{"percentiles_s": {"50": s, …, "99.9": s}}` or `{"samples_s": [s, …]}`), each
+its own line.
 """
 
 from __future__ import annotations
@@ -161,7 +162,9 @@ def tail(raw: dict[str, Any], out: str) -> str | None:
         got = percentiles((raw.get("tool_calls") or {}).get(kind) or {})
         if got:
             lines.append((label, colour, "--" if kind != "subagentd" else "-", got))
-    loads = raw.get("tail_under_load") or {}
+    loads = dict(raw.get("tail_under_load") or {})
+    if isinstance(raw.get("tail"), dict):  # scale.py's tail: agents running turns meanwhile
+        loads[f"{raw['tail'].get('agents', '?'):,} agents running turns"] = raw["tail"]
     for i, (name, entry) in enumerate(sorted(loads.items())):
         got = percentiles(entry if isinstance(entry, dict) else {})
         if got:

@@ -306,11 +306,19 @@ def evaluate(raw: dict[str, Any]) -> list[Metric]:
 
 
 def percentiles(entry: dict[str, Any]) -> dict[str, float]:
-    """A series' percentiles in seconds: given (`percentiles_s`, `rtt_percentiles_s`) or taken
-    from its samples (`samples_s`)."""
+    """A series' percentiles in seconds: given (`percentiles_s`, `rtt_percentiles_s`), as flat
+    keys (`p50_s`, `p90_s`, `p99_s`, `p99_9_s`: scale.py's `tail`), or taken from its samples
+    (`samples_s`)."""
     given = entry.get("percentiles_s") or entry.get("rtt_percentiles_s")
     if given:
         return {p: given[p] for p in PERCENTILES if p in given}
+    flat = {
+        p: entry[f"p{p.replace('.', '_')}_s"]
+        for p in PERCENTILES
+        if f"p{p.replace('.', '_')}_s" in entry
+    }
+    if flat:
+        return flat
     samples = sorted(entry.get("samples_s") or [])
     if not samples:
         return {}

@@ -223,6 +223,8 @@ def test_a_latency_series_percentiles_given_or_taken_from_its_samples():
     samples = {"samples_s": [i / 1000 for i in range(1000, 0, -1)]}  # 1 ms … 1 s, unsorted
     assert report.percentiles(samples) == {"50": 0.501, "90": 0.9, "99": 0.99, "99.9": 0.999}
     assert report.percentiles({}) == {}
+    tail = {"agents": 1000, "p50_s": 1e-4, "p90_s": 2e-4, "p99_s": 5e-4, "p99_9_s": 1e-3}
+    assert report.percentiles(tail) == {"50": 1e-4, "90": 2e-4, "99": 5e-4, "99.9": 1e-3}
 
 
 def test_the_targets_summary_lists_the_judged_rows_and_goes_between_the_readme_markers(tmp_path):
