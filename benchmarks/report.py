@@ -409,8 +409,8 @@ def render_targets(metrics: list[Metric], env: dict[str, Any]) -> str:
 
 def write_readme(readme: str, results: dict[str, Any]) -> None:
     """Replace the targets table between README_BEGIN and README_END of `readme` with the one of
-    `results` (a latest.json)."""
-    metrics = [Metric(**m) for m in results["metrics"]]
+    `results` (a latest.json), its raw figures judged by this report's targets."""
+    metrics = evaluate(results["raw"])
     with open(readme) as fh:
         text = fh.read()
     head, rest = text.split(README_BEGIN, 1)
@@ -437,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.readme:
         write_readme(os.path.join(here, "README.md"), results)
     else:
-        print(render_targets([Metric(**m) for m in results["metrics"]], results["environment"]))
+        print(render_targets(evaluate(results["raw"]), results["environment"]))
     return 0
 
 
