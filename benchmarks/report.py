@@ -389,9 +389,9 @@ def render_targets(metrics: list[Metric], env: dict[str, Any]) -> str:
     """The judged rows only: which targets hold and by how much each other one misses, with the
     run they come from (benchmarks/README.md carries it, `--readme`)."""
     lines = [
-        f"From the {env.get('mode', '?')} run of {env.get('date', '?')} (commit"
-        f" {env.get('commit', '?')}, 1-min load average before/after"
-        f" {env.get('loadavg_1m_before_after', '?')}): {sum(m.met is True for m in metrics)} of"
+        f"From the {env.get('mode', '?')} run of {env.get('date', '?')} (1-min load average"
+        f" before/after {env.get('loadavg_1m_before_after', '?')}; its revision is in its"
+        f" latest.md): {sum(m.met is True for m in metrics)} of"
         f" {sum(m.met is not None for m in metrics)} targets hold.",
         "",
         "| target | subagentd | holds? |",

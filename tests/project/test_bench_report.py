@@ -233,7 +233,8 @@ def test_the_targets_summary_lists_the_judged_rows_and_goes_between_the_readme_m
     summary = report.render_targets(metrics, env)
     judged = [m for m in metrics if m.met is not None]
     assert summary.startswith(
-        "From the full run of D (commit abc, 1-min load average before/after [1.0, 2.0]):"
+        "From the full run of D (1-min load average before/after [1.0, 2.0]; its revision is in"
+        " its latest.md):"
         f" {sum(m.met for m in judged)} of {len(judged)} targets hold."
     )
     assert "| durable send_message pipelined, --durability normal ≥ 0.5x write floor |" in summary
