@@ -62,6 +62,8 @@ def server_command(kind: str, db: str | None = None, durability: str = "normal")
         return [PYTHON, os.path.join(PEERS, "echo_server.py")]
     if kind == "anyio":
         return [PYTHON, os.path.join(PEERS, "anyio_echo.py")]
+    if kind == "stack":
+        return [PYTHON, os.path.join(PEERS, "stack_floor.py")]
     if kind == "asyncio":
         return [PYTHON, os.path.join(PEERS, "asyncio_echo.py")]
     if kind == "mcp":
@@ -109,8 +111,11 @@ def serve_options(env: dict[str, str]) -> set[str]:
 
 def accepted(command: list[str], options: set[str]) -> list[str]:
     """The command without its `--name=value` options that `options` lacks (the quota flags,
-    which lift limits an older revision does not have)."""
-    return [a for a in command if "=" not in a or a.split("=")[0] in options]
+    which lift limits an older revision does not have); other words stay, a PostgreSQL URL with
+    `?host=…` among them."""
+    return [
+        a for a in command if not a.startswith("--") or "=" not in a or a.split("=")[0] in options
+    ]
 
 
 class Server:

@@ -53,6 +53,7 @@ from report import (  # noqa: E402
     evaluate,
     merge_variants,
     render_table,
+    render_targets,
 )
 
 from subagentd.client import frames as wire  # noqa: E402
@@ -209,22 +210,27 @@ class Bench:
                 server.kill()
         return {"samples_s": samples, "median_s": median(samples), "idle_rss_kib": median(rss)}
 
-    def tool_calls(self, kind: str) -> dict[str, Any]:
-        """tools/call list_agents: pipelined throughput, then one-in-flight round trips."""
+    def tool_calls(self, kind: str, method: str = "tools/call") -> dict[str, Any]:
+        """tools/call list_agents (or `ping`): pipelined throughput, then one-in-flight round
+        trips."""
         db = self.db_path("tools") if kind == "subagentd" else None
         server = self.ready(kind, db)
+        frames = _tool_frames if method == "tools/call" else _ping_frames
         try:
             floor = 10 * self.sizes.pipelined  # the floors are fast: enough requests to time
-            n = {"mcp": self.sizes.pipelined_mcp, "echo": floor, "anyio": floor}.get(
-                kind, self.sizes.pipelined
-            )
+            n = {
+                "mcp": self.sizes.pipelined_mcp,
+                "echo": floor,
+                "anyio": floor,
+                "stack": floor // 2,
+            }.get(kind, self.sizes.pipelined)
             rtts = self.sizes.round_trips_mcp if kind == "mcp" else self.sizes.round_trips
-            server.round_trips(_tool_frames(server, 200))  # warm-up
-            trials = [server.pipelined(_tool_frames(server, n)) for _ in range(self.sizes.trials)]
+            server.round_trips(frames(server, 200))  # warm-up
+            trials = [server.pipelined(frames(server, n)) for _ in range(self.sizes.trials)]
             elapsed = median([t[0] for t in trials])
             errors = sum(t[1] for t in trials)
             examples = [e for t in trials for e in t[2]][:5]
-            samples = server.round_trips(_tool_frames(server, rtts))
+            samples = server.round_trips(frames(server, rtts))
             server.close()
         finally:
             server.kill()
@@ -236,6 +242,7 @@ class Bench:
             "error_examples": [e.decode(errors="replace") for e in examples],
             "rtt_p50_s": median(samples),
             "rtt_p99_s": pct(samples, 99),
+            "rtt_percentiles_s": {p: pct(samples, float(p)) for p in ("50", "90", "99", "99.9")},
         }
 
     def send_messages(self, durability: str) -> dict[str, Any]:
@@ -571,6 +578,10 @@ def _tool_frames(server: Server, n: int) -> list[bytes]:
     return [_tool_frame(server) for _ in range(n)]
 
 
+def _ping_frames(server: Server, n: int) -> list[bytes]:
+    return [server.frame("ping", {}, server.take_id()) for _ in range(n)]
+
+
 def _send_params(request_id: int) -> dict[str, Any]:
     return {"caller": ROOT_ID, "subagent_id": "c0", "message": f"follow-up {request_id}"}
 
@@ -692,8 +703,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated scenarios (cold,tools,send,shared,cross,live,list,restart,many,runner,"
-        "tail); default all",
+        help="comma-separated scenarios (cold,tools,ping,send,shared,cross,live,list,restart,many,"
+        "runner,tail); default all",
     )
     parser.add_argument(
         "--at",
@@ -775,6 +786,13 @@ def main(argv: list[str] | None = None) -> int:
                 if (r := bench.guarded(f"tools/call {k}", bench.tool_calls, k)) is not None
             }
             each_variant("tool_calls", "tools/call", Bench.tool_calls, "subagentd", peer=True)
+        if want("ping"):
+            raw["ping_calls"] = {
+                k: r
+                for k in PEERS
+                if (r := bench.guarded(f"ping {k}", bench.tool_calls, k, "ping")) is not None
+            }
+            each_variant("ping_calls", "ping", Bench.tool_calls, "subagentd", "ping", peer=True)
         if want("send"):
             for durability in ("normal", "full"):
                 raw[f"send_{durability}"] = bench.guarded(
@@ -884,12 +902,14 @@ def main(argv: list[str] | None = None) -> int:
         f"{env['cpu_pressure_some_avg60_before_after']}\n\n"
         "floor: the echo floor (peers/echo_server.py) in the protocol rows, the write floor"
         " (peers/sqlite_floor.py) in the send_message rows, the PostgreSQL write floor"
-        " (peers/pg_floor.py) in the 1-process PostgreSQL one. anyio floor: the echo floor's loop"
+        " (peers/pg_floor.py) in the 1-process PostgreSQL one. stack floor: subagentd's transport"
+        " reading and writing, jsonrpcserver's public dispatch of a method that does nothing, one"
+        " request at a time (peers/stack_floor.py). anyio floor: the echo floor's loop"
         " reading and writing through anyio's fd readiness functions as subagentd does"
         " (peers/anyio_echo.py). MCP SDK: the Python SDK; TS SDK: the"
         " TypeScript SDK (peers/ts-mcp).\n\n"
         "ratio: subagentd ÷ peer (for throughput higher is better, for time and memory lower).\n\n"
-        "Plots: throughput.svg, latency.svg, listing.svg beside this file.\n\n"
+        "Plots: throughput.svg, latency.svg, listing.svg, tail.svg beside this file.\n\n"
         + "".join(f"column `{name}`: {desc}\n" for name, desc in env["variants"].items())
         + ("\n" if variants else "")
     )
@@ -897,8 +917,9 @@ def main(argv: list[str] | None = None) -> int:
     failures = ""
     if failed:
         failures = "\n\n## Failures\n\n" + "\n".join(f"```\n{f.strip()}\n```" for f in failed)
+    targets = "\n\n## Targets\n\n" + render_targets(metrics, env)
     with open(os.path.join(args.out, "latest.md"), "w") as fh:
-        fh.write(header + table + failures + "\n")
+        fh.write(header + table + targets + failures + "\n")
     print(table)
     if failed:
         print(f"\n{len(failed)} scenario(s) failed; see latest.md", file=sys.stderr)

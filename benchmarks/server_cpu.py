@@ -5,6 +5,7 @@
     python benchmarks/server_cpu.py --at ../other-checkout    # a checkout's directory, as it is
     python benchmarks/server_cpu.py --event-loop asyncio --event-loop uvloop --peer echo
     python benchmarks/server_cpu.py --peer anyio --peer asyncio  # the price of wait_readable
+    python benchmarks/server_cpu.py --at . --peer stack  # subagentd's CPU beside the stack floor's
 
 Each variant (a revision or the working tree, times each --event-loop; plus each --peer) gets a
 fresh server per round, `initialize`, `agents/open root` and one spawned continuable child `c0`
@@ -155,8 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         "--peer",
         action="append",
         default=[],
-        choices=("echo", "anyio", "asyncio"),
-        help="also a peer",
+        choices=("echo", "anyio", "asyncio", "stack"),
+        help="also a peer (stack: the stack floor, peers/stack_floor.py)",
     )
     parser.add_argument("--methods", default=",".join(METHODS), help="of ping,tools,send")
     parser.add_argument("-n", type=int, default=5000, help="requests per method and mode")

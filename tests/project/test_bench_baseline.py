@@ -31,10 +31,19 @@ def test_an_older_checkout_gets_only_the_options_it_knows() -> None:
     assert "--durability" in kept and "normal" in kept
     assert not [a for a in kept if a.startswith(("--max-", "--event-loop"))]
     assert accepted(command, serve_options({"PYTHONPATH": ROOT})) == command
+    url = "postgresql://u@/db?host=/tmp/pg&port=5433"  # a value with "=" in it is no option
+    on_pg = server_command("subagentd", url)
+    assert accepted(on_pg, older)[on_pg.index("--db") + 1] == url
 
 
 @pytest.mark.parametrize(
-    ("kind", "name"), [("echo", "echo"), ("anyio", "anyio-echo"), ("asyncio", "asyncio-echo")]
+    ("kind", "name"),
+    [
+        ("echo", "echo"),
+        ("anyio", "anyio-echo"),
+        ("asyncio", "asyncio-echo"),
+        ("stack", "stack-floor"),
+    ],
 )
 def test_each_floor_answers_pings_one_in_flight_and_pipelined(kind: str, name: str) -> None:
     server = Server(server_command(kind))

@@ -1,7 +1,11 @@
 """PostgresStore's own promises, where they differ in mechanism from SQLite's: the writer advisory
 lock (busy refusal), a failed statement abandoning its group, BEGIN-time fencing (its read failing
 as a failed write does), a commit-time renewal that never waits for the renewal thread's row lock,
-and the LISTEN/NOTIFY doorbell that rings only once the sender's group committed."""
+and the LISTEN/NOTIFY doorbell that rings only once the sender's group committed, and the round
+trips a group's requests and signals take.
+
+Longer than ~300 lines on purpose: one module for PostgresStore's mechanisms, each test driving a
+real server; split by mechanism they would repeat the same two-store setups."""
 
 from __future__ import annotations
 
@@ -150,6 +154,98 @@ def test_the_doorbell_rings_at_the_senders_commit_and_drains(pg_stores):
         assert owner.take_signals("owner") == [("root", "input", None)]
     owner.commit()
     assert owner.take_signals("owner") == []
+
+
+def test_signals_are_taken_in_order_in_one_group_and_a_rolled_back_take_keeps_them(pg_stores):
+    """A signal's row and its ring are one statement, taking them inside a group one more: they
+    come back in the order sent, a rolled-back take leaves them, and a signal for an owner
+    without a row (nobody listens) is stored without a ring."""
+    owner, sender = pg_stores("shared"), pg_stores("shared")
+    owner.hold("owner", 60.0, lambda: None)
+    sender.hold("sender", 60.0, lambda: None)
+    owner.drain_doorbell()
+    fd = owner.doorbell()
+    assert fd is not None
+    with sender.atomic():
+        for i in range(3):
+            sender.put_signal("owner", f"s{i}", "inbox", None)
+        sender.put_signal("nobody", "s9", "inbox", "x")
+    sender.commit()
+    assert readable(fd, 30.0)
+    owner.drain_doorbell()
+    sent = [("s0", "inbox", None), ("s1", "inbox", None), ("s2", "inbox", None)]
+    with owner.atomic():
+        assert owner.take_signals("owner") == sent
+    owner.rollback()
+    assert not owner.dirty
+    assert owner.take_signals("owner") == sent  # outside a group: read first, then deleted
+    owner.commit()
+    assert owner.take_signals("owner") == []
+    assert not owner.dirty  # none found outside a group: nothing written
+    with owner.atomic():
+        assert owner.take_signals("owner") == []
+        assert owner.take_signals("nobody") == [("s9", "inbox", "x")]
+    owner.commit()
+
+
+def test_a_signal_and_its_ring_are_one_round_trip_and_so_is_taking_them(pg_stores, monkeypatch):
+    owner, sender = pg_stores("shared"), pg_stores("shared")
+    owner.hold("owner", 60.0, lambda: None)
+    sender.hold("sender", 60.0, lambda: None)
+    statements: list[str] = []
+    timed = type(sender.conn).timed
+    monkeypatch.setattr(
+        type(sender.conn),
+        "timed",
+        lambda conn, call, *args: statements.append(args[0]) or timed(conn, call, *args),
+    )
+    with sender.atomic():
+        sender.insert_session(session("a"))  # the group open and its fencing checked
+        statements.clear()
+        sender.put_signal("owner", "root", "inbox", None)
+        assert len(statements) == 1 and "pg_notify" in statements[0]
+    sender.commit()
+    with owner.atomic():
+        owner.insert_session(session("b"))
+        statements.clear()
+        assert owner.take_signals("owner") == [("root", "inbox", None)]
+        assert len(statements) == 1 and statements[0].startswith("DELETE FROM signals")
+    owner.commit()
+
+
+def test_a_later_request_of_a_group_is_one_round_trip_and_a_failed_one_still_rolls_back_alone(
+    pg_stores, monkeypatch
+):
+    """A request's savepoint, the rows held before its read, the previous request's RELEASE and
+    the read itself go in one round trip (libpq's pipeline mode); a request that fails after its
+    read is rolled back to its savepoint alone, and the COMMIT goes by itself."""
+    store = pg_stores(None)
+    statements: list[object] = []
+    timed = type(store.conn).timed
+    monkeypatch.setattr(
+        type(store.conn),
+        "timed",
+        lambda conn, call, *args: statements.append(args[:1]) or timed(conn, call, *args),
+    )
+    with store.atomic():
+        store.insert_session(session("a"))
+    for i in range(3):
+        statements.clear()
+        with store.atomic():
+            store.insert_message(f"m{i}", "a", "[]", "{}", "queued", "t")
+            assert store.get_session("a") == session("a")
+        assert len(statements) == 1  # SAVEPOINT, INSERT, (RELEASE before,) SELECT: one trip
+    with pytest.raises(ValueError):
+        with store.atomic():
+            store.insert_message("bad", "a", "[]", "{}", "queued", "t")
+            assert store.get_session("a") == session("a")
+            raise ValueError("the rule refused it")
+    statements.clear()
+    store.commit()
+    assert statements == [("COMMIT",)]
+    assert [store.get_message(f"m{i}") is not None for i in range(3)] == [True] * 3
+    assert store.get_message("bad") is None
+    assert not store.dirty
 
 
 def test_a_lost_connection_is_opened_anew_at_the_heartbeat_and_the_doorbell_goes_quiet(pg_stores):

@@ -112,6 +112,8 @@ class PgConnection:
         self.raw = conn
         self._sql: dict[str, str] = {}
         self.held = DeferredWrites()  # rows the open group holds back (postgres/group.py `defer`)
+        self.ahead: list[str] = []  # statements (RELEASE SAVEPOINT) sent with the next one
+        self.pipelined = psycopg.Pipeline.is_supported()  # libpq ≥ 14
         self.unheld = _Unheld(self)
         self.since: float | None = None  # time.monotonic() when the statement in flight began
         self.slow = math.inf
@@ -119,10 +121,46 @@ class PgConnection:
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> Any:
         """The psycopg cursor of the statement (typed loosely, as sqlite3's rows are); the rows
-        held back run first, so every statement sees every write."""
+        held back and a request's released savepoint run first, so every statement sees every
+        write, in the same round trip (`_batched`). A RELEASE SAVEPOINT is itself held: it goes
+        with the next statement, or is dropped by the COMMIT, which releases every savepoint."""
+        if sql.startswith("RELEASE SAVEPOINT ") and self.pipelined and self.in_transaction:
+            self.ahead.append(sql)
+            return None
+        if sql == "COMMIT":  # it ends every savepoint: none needs releasing first
+            self.ahead.clear()  # and it goes alone, a simple query (its answer may be lost)
+        elif self.ahead or (self.held and self.pipelined):
+            return self.timed(self._batched, self.text(sql), params)
         if self.held:
             self.held.run(self.unheld)
         return self.timed(self.raw.execute, self.text(sql), params)
+
+    def _batched(self, text: str, params: Sequence[Any] | Mapping[str, Any] | None) -> Any:
+        """The statements held ahead of `text`, the held rows and `text` sent together in
+        libpq's pipeline mode: one round trip, in order; the first failure among them is
+        raised (the transaction is aborted then, as by a failing statement)."""
+        if not self.pipelined:  # a libpq without pipeline mode: one statement at a time
+            self._run_ahead(self.raw.execute)
+            self.held.run(_Direct(self))
+            return self.raw.execute(text, params)
+        self._run_ahead(None)  # nothing ahead is left outside a transaction
+        with self.raw.pipeline():
+            self._run_ahead(self.raw.execute)
+            if self.held:
+                self.held.run(_Direct(self))
+            cursor = self.raw.execute(text, params)
+        return cursor
+
+    def _run_ahead(self, run: Callable[[str], Any] | None) -> None:
+        """Send the statements held ahead (`run` None: only drop them once the transaction they
+        belonged to is gone, e.g. with a lost connection)."""
+        if run is None:
+            if not self.in_transaction:
+                self.ahead.clear()
+            return
+        ahead, self.ahead = self.ahead, []
+        for sql in ahead:
+            run(sql)
 
     def timed(self, call: Callable[..., Any], *args: Any) -> Any:
         """One statement's round trip, watched (see the class)."""
@@ -177,11 +215,37 @@ class _Unheld:
         return self.conn.in_transaction
 
     def execute(self, sql: str, /) -> object:
-        return self.conn.timed(self.conn.raw.execute, self.conn.text(sql))
+        """A savepoint or rollback statement: after what is held ahead of it, in its round trip
+        (a ROLLBACK drops that instead: the transaction may be aborted, and it ends it anyway)."""
+        conn = self.conn
+        if sql == "ROLLBACK":
+            conn.ahead.clear()
+        elif conn.ahead:
+            return conn.timed(conn._batched, conn.text(sql), None)
+        return conn.timed(conn.raw.execute, conn.text(sql))
+
+    def executemany(self, sql: str, rows: list[Row], /) -> object:
+        conn = self.conn
+        if conn.ahead:
+            conn._run_ahead(None)
+            conn.timed(conn._run_ahead, conn.raw.execute)
+        with conn.raw.cursor() as cursor:
+            conn.timed(cursor.executemany, conn.text(sql), rows)
+        return None
+
+
+class _Direct:
+    """The held rows' statements on the raw connection, inside a round trip already timed."""
+
+    def __init__(self, conn: PgConnection) -> None:
+        self.conn = conn
+
+    def execute(self, sql: str, /) -> object:
+        return self.conn.raw.execute(self.conn.text(sql))
 
     def executemany(self, sql: str, rows: list[Row], /) -> object:
         with self.conn.raw.cursor() as cursor:
-            self.conn.timed(cursor.executemany, self.conn.text(sql), rows)
+            cursor.executemany(self.conn.text(sql), rows)
         return None
 
 

@@ -102,6 +102,7 @@ class PgGroupCommit(GroupCommitBase):
             pass
         self.conn.raw = fresh
         self.conn.held.clear()
+        self.conn.ahead.clear()
         self._open = False
 
     def rollback(self) -> None:

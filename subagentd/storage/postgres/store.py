@@ -18,8 +18,14 @@ from subagentd.storage.postgres import migrations
 from subagentd.storage.postgres.connection import PgConnection, Timeouts, nul_safe
 from subagentd.storage.postgres.group import PgGroupCommit
 from subagentd.storage.postgres.stats import read_stats
-from subagentd.storage.postgres.tables import PgEvents, PgInbox, PgLeases, PgSessions, PgTrees
-from subagentd.storage.signals import Signals
+from subagentd.storage.postgres.tables import (
+    PgEvents,
+    PgInbox,
+    PgLeases,
+    PgSessions,
+    PgSignals,
+    PgTrees,
+)
 from subagentd.storage.spending import Spending
 from subagentd.storage.store_binding import BoundParts
 from subagentd.storage.table_access import Connected
@@ -153,7 +159,7 @@ class PostgresStore(BoundParts):
             PgInbox(db),
             PgEvents(db),
             PgLeases(db),
-            Signals(db),  # its ring is a NOTIFY in the group (PgGroupCommit.ring_after_commit)
+            PgSignals(db),  # its ring a NOTIFY in the signal's own statement
             IdempotencyKeys(db),
         )
         traces = TraceContexts(db)

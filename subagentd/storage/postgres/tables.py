@@ -12,6 +12,7 @@ from subagentd.storage.inbox import Inbox
 from subagentd.storage.leases import LeaseTables
 from subagentd.storage.paths import END
 from subagentd.storage.sessions import Sessions
+from subagentd.storage.signals import Signals
 from subagentd.storage.trees import CHILDREN_LISTING_SQL, WITH_BODY, Trees
 
 if TYPE_CHECKING:
@@ -114,3 +115,31 @@ class PgTrees(Trees):
         rows: list[tuple[Any, ...]]
         rows = conn.execute(_SUBTREE_SQL.format(**parts), (base, low, low + END)).fetchall()
         return rows
+
+
+class PgSignals(Signals):
+    """The signals table in one round trip each way: a signal's row and its owner's ring (a
+    NOTIFY on the channel in the owner's row, delivered at commit and dropped with a rollback,
+    as postgres/group.py ring_after_commit's) are one statement; taking the signals inside an
+    open group (a doorbell's ring: the writer lock is taken ahead) deletes and returns them in
+    one. Outside a group (a heartbeat's look) it stays one read, so finding none writes nothing."""
+
+    _PUT = (
+        "WITH s AS (INSERT INTO signals (owner, session_id, kind, by) VALUES (?, ?, ?, ?))"
+        " SELECT pg_notify(wake, '') FROM owners WHERE owner = ? AND wake <> ''"
+    )
+
+    def put_signal(self, owner: str, session_id: str, kind: str, by: str | None) -> None:
+        db = self._db
+        db.begin()
+        db.conn.execute(self._PUT, (owner, session_id, kind, by, owner))
+
+    def take_signals(self, owner: str) -> list[tuple[str, str, str | None]]:
+        db = self._db
+        if not db.conn.in_transaction:
+            return super().take_signals(owner)
+        db.begin()
+        rows = db.conn.execute(
+            "DELETE FROM signals WHERE owner = ? RETURNING seq, session_id, kind, by", (owner,)
+        ).fetchall()
+        return [(session_id, kind, by) for _, session_id, kind, by in sorted(rows)]
