@@ -74,12 +74,12 @@ class Service:
         self.settings = settings or Settings()
         self.agents = agents = Agents(store, outlets.emit, outlets.timers, self.settings)
         rate = ReportRate(self.settings)
-        # Leases is built on the scheduler: the scheduler reaches it through this service
-        self.settlement = Settlement(agents, rate, self._signal_elsewhere)
+        # Leases is built on the scheduler, Recovery on settlement: they are reached through
+        # this service when called
+        self.settlement = Settlement(agents, rate, self._signal_elsewhere, self._recover_children)
         self.scheduler = self.settlement.scheduler
         self.leases = Leases(agents, self.scheduler, rate)
         self.recovery = Recovery(agents, self.leases, self.scheduler, self.settlement, rate)
-        self.settlement.recover_children = self.recovery.recover_children
         activator = Activator(agents, self.leases, self.recovery)
         self.records = HostRecords(agents)
         self.host = HostApi(
@@ -99,6 +99,9 @@ class Service:
 
     def _signal_elsewhere(self, agent_id: str, kind: str) -> bool:
         return self.leases.signal_elsewhere(agent_id, kind)
+
+    def _recover_children(self, parent_id: str) -> int:
+        return self.recovery.recover_children(parent_id)
 
     # --- transactions (the server brackets each request; writes share one group commit) ---
 

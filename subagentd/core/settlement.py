@@ -24,7 +24,11 @@ class Settlement:
     call each other, and this way neither module imports the other's."""
 
     def __init__(
-        self, agents: Agents, rate: ReportRate, signal_elsewhere: Callable[[str, str], bool]
+        self,
+        agents: Agents,
+        rate: ReportRate,
+        signal_elsewhere: Callable[[str, str], bool],
+        recover_children: Callable[[str], int],
     ) -> None:
         self.agents = agents
         self.store = agents.store
@@ -37,9 +41,9 @@ class Settlement:
             drain=self.drain_step,
             signal_elsewhere=signal_elsewhere,
         )
-        # ends the open turns of its children that a lapsed process left (Recovery, wired by
-        # the service): their notices are input that must run before it settles
-        self.recover_children: Callable[[str], int] = lambda parent_id: 0
+        # ends the open turns of its children that a lapsed process left (Recovery's, reached
+        # through the service): their notices are input that must run before it settles
+        self.recover_children = recover_children
 
     # --- settling ------------------------------------------------------------------------
 

@@ -50,6 +50,9 @@ class TaskRules:
         self.delegation = delegation
         self.tools = tools
         self.watching: dict[str, TaskRecord] | None = None  # None: not read from storage yet
+        # whether write transactions must end with `check` (tasks may be working): kept with
+        # `watching`, read as a plain attribute by every write transaction (core/service.py)
+        self.pending = True
         self.tokens: dict[str, str | int] = {}  # progress tokens of tasks created here
 
     # --- creation ------------------------------------------------------------------------
@@ -89,6 +92,7 @@ class TaskRules:
         record.status_message = texts.TASK_WORKING.format(id=texts.shown(agent_id))
         self.store.insert_task(record)
         self._watching()[record.task_id] = record
+        self.pending = True
         if token is not None:
             self.tokens[record.task_id] = token
             self._progress(token, 0, texts.TASK_WORKING.format(id=texts.shown(agent_id)))
@@ -250,6 +254,7 @@ class TaskRules:
                 del watching[task_id]
                 continue
             self._settle(fresh)
+        self.pending = bool(watching)
 
     def _settle(self, record: TaskRecord) -> None:
         answer = self.delegation.collect_settled(record.owner_id, record.agent_id)
@@ -278,7 +283,9 @@ class TaskRules:
             token = self.tokens.pop(record.task_id, None)
             if token is not None:
                 self._progress(token, 1, message)
-        self._watching().pop(record.task_id, None)
+        watching = self._watching()
+        watching.pop(record.task_id, None)
+        self.pending = bool(watching)
 
     def _progress(self, token: str | int, progress: int, message: str) -> None:
         self.agents.emit(
@@ -289,16 +296,13 @@ class TaskRules:
     def _watching(self) -> dict[str, TaskRecord]:
         if self.watching is None:
             self.watching = {r.task_id: r for r in self.store.working_tasks()}
+            self.pending = bool(self.watching)
         return self.watching
 
     def reload(self) -> None:
         """After a lost commit group: what works is what storage says (read again when needed)."""
         self.watching = None
-
-    @property
-    def pending(self) -> bool:
-        """Whether write transactions must end with `check` (tasks may be working)."""
-        return self.watching is None or bool(self.watching)
+        self.pending = True
 
 
 def task_view(record: TaskRecord) -> Task:

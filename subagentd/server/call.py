@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
@@ -69,10 +69,21 @@ def _quoted(name: str) -> str:
     return msgspec.json.encode(name).decode()
 
 
+class NotLoaded:
+    """The service of a Call made before it is loaded (start-up's handshake methods, the child
+    MCP server's relayed calls): none of their methods may reach it."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError("the service is not loaded yet")
+
+
+NOT_LOADED = cast("Service", NotLoaded())
+
+
 class Call(msgspec.Struct):
     """What a handler sees of its request and of the connection it came on."""
 
-    service_or_none: Service | None  # None only at start-up (prelude: the handshake methods)
+    service: Service  # NOT_LOADED at start-up (the handshake methods) and in the child MCP server
     session: Session
     settings: Settings
     stateless: bool
@@ -80,11 +91,6 @@ class Call(msgspec.Struct):
     notes: list[bytes]  # the connection's notifications not yet held for the host
     notes_mark: int = 0
     request_id: Any = None
-
-    @property
-    def service(self) -> Service:
-        assert self.service_or_none is not None, "the service is not loaded yet"
-        return self.service_or_none
 
     def wait_for(self, waiter: Waiter, shape: Callable[[Any], Any]) -> Deferred:
         """The reply waits for core's answer (shaped for the wire); a client cancellation ends

@@ -35,7 +35,7 @@ from subagentd.errors import (
 from subagentd.schema.codes import Code
 from subagentd.schema.lifecycle import SUPPORTED_VERSIONS, VERSION_META_KEY
 from subagentd.server.boundary import INTERNAL_MESSAGE, refusal
-from subagentd.server.call import Call, Handler, run_method
+from subagentd.server.call import NOT_LOADED, Call, Handler, run_method
 from subagentd.server.framing import BadHeader, Frame, Oversize
 from subagentd.server.ledger import Deferred, Kept, Ledger, Pending
 from subagentd.server.requestlog import log_request
@@ -97,6 +97,7 @@ class Dispatcher:
         self.session = session
         self.settings = settings
         self.service = service
+        self.loaded = NOT_LOADED if service is None else service  # what a Call is given
         if methods is None:  # every method (start-up passes the handshake ones only)
             from subagentd.server.handlers import METHODS
 
@@ -264,7 +265,7 @@ class Dispatcher:
         ):
             self._admit(method, handler, request_id, is_request)
         call = Call(
-            self.service,
+            self.loaded,
             self.session,
             self.settings,
             stateless,

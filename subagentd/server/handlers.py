@@ -6,7 +6,6 @@ importing this module registers them first, then the host API, the tools and the
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -28,8 +27,9 @@ from subagentd.server.ledger import Deferred
 from subagentd.server.lockwait import LOCK_WAITS
 from subagentd.server.mcp import (
     TOOLS,
-    CallerIdentity,
     call_tool_result,
+    direct_method,
+    progress_token,
     run_tool,
     served_tool,
     tool_definitions,
@@ -174,35 +174,9 @@ def server_stats(call: Call, p: st.StatsParams) -> st.StatsResult:
 # --- the tools, direct ----------------------------------------------------------------------
 
 
-def _direct(spec_name: str) -> Callable[[Call, Any], Any]:
-    spec = TOOLS[spec_name]
-
-    def run(call: Call, params: Any) -> Any:
-        if not isinstance(params, dict):
-            raise InvalidParamsError("params must be an object")
-        identity = msgspec.convert(
-            {k: params.get(k) for k in ("caller", "activation", "idempotency_key", "_meta")},
-            CallerIdentity,
-        )
-        if spec.waits and identity.meta is not None:
-            identity.progress = _progress_token(identity.meta)
-        result = run_tool(call.service, spec, params, identity)
-        if spec.waits and isinstance(result, Waiter):
-            return call.wait_for(result, lambda a: a)
-        return result
-
-    return run
-
-
-def _progress_token(meta: dict[str, Any]) -> str | int | None:
-    """MCP `_meta.progressToken` (a string or an integer; anything else is ignored)."""
-    token = meta.get("progressToken")
-    return token if isinstance(token, str) or type(token) is int else None
-
-
 for _name, _spec in TOOLS.items():
     METHODS[_name] = Handler(
-        _direct(_name), None, _spec.result, writes=_spec.writes, tool=True, defers=_spec.waits
+        direct_method(_spec), None, _spec.result, writes=_spec.writes, tool=True, defers=_spec.waits
     )
 
 
@@ -240,14 +214,14 @@ def tools_call(call: Call, p: t.ToolsCallParams) -> Any:
     # the rules refuse answers an isError result, its writes rolled back (call.run_method)
     spec = TOOLS[p.name]
     if p.task is not None and serves_tasks(call):  # MCP tasks: hook (server/tasks.py)
-        return call_as_task(call, spec, p, _progress_token(p.meta) if p.meta else None)
+        return call_as_task(call, spec, p, progress_token(p.meta) if p.meta else None)
     arguments = {} if p.arguments is None else p.arguments
     try:
         identity = caller_identity(call, p.meta)
     except msgspec.ValidationError as exc:
         raise InvalidParamsError(f"invalid _meta: {exc}") from None
     if spec.waits and p.meta is not None:
-        identity.progress = _progress_token(p.meta)
+        identity.progress = progress_token(p.meta)
     result = run_tool(call.service, spec, arguments, identity)
     if spec.waits and isinstance(result, Waiter):
         return call.wait_for(result, lambda answer: call_tool_result(answer, None))

@@ -1,11 +1,15 @@
-"""The tools as MCP `Tool`s and as direct methods: one definition, schemas from the Structs."""
+"""The tools as MCP `Tool`s and as direct methods: one definition, schemas from the Structs.
+
+Longer than ~300 lines on purpose: the tools' one definition, the MCP bridge's and the direct
+methods' ways of running them beside it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Container
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -21,6 +25,9 @@ from subagentd.schema import tools as t
 from subagentd.schema.tasks import ToolExecution
 from subagentd.server.boundary import error_text
 from subagentd.server.tool_schemas import object_schema
+
+if TYPE_CHECKING:
+    from subagentd.server.call import Call
 
 OPTIONAL_TASK = ToolExecution(taskSupport="optional")
 CALLER_META = "subagentd/caller"
@@ -244,6 +251,32 @@ def run_tool(
             )
         result: msgspec.Struct = spec.run(tools, caller, activation, args)
         return result
+
+
+def direct_method(spec: ToolSpec) -> Callable[[Call, Any], Any]:
+    """The tool as a direct method: its params are the arguments plus the caller's identity."""
+
+    def run(call: Call, params: Any) -> Any:
+        if not isinstance(params, dict):
+            raise InvalidParamsError("params must be an object")
+        identity = msgspec.convert(
+            {k: params.get(k) for k in ("caller", "activation", "idempotency_key", "_meta")},
+            CallerIdentity,
+        )
+        if spec.waits and identity.meta is not None:
+            identity.progress = progress_token(identity.meta)
+        result = run_tool(call.service, spec, params, identity)
+        if spec.waits and isinstance(result, Waiter):
+            return call.wait_for(result, lambda a: a)
+        return result
+
+    return run
+
+
+def progress_token(meta: dict[str, Any]) -> str | int | None:
+    """MCP `_meta.progressToken` (a string or an integer; anything else is ignored)."""
+    token = meta.get("progressToken")
+    return token if isinstance(token, str) or type(token) is int else None
 
 
 def call_tool_result(

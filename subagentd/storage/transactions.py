@@ -146,11 +146,12 @@ class GroupCommit(GroupCommitBase):
         if milliseconds == self._rest_ms:
             yield
             return
-        self.conn.execute(f"PRAGMA busy_timeout = {milliseconds}")
+        conn = self._conn  # a pragma needs no held rows run first; the statements inside do
+        conn.execute(f"PRAGMA busy_timeout = {milliseconds}")
         try:
             yield
         finally:
-            self.conn.execute(f"PRAGMA busy_timeout = {self._rest_ms}")
+            conn.execute(f"PRAGMA busy_timeout = {self._rest_ms}")
 
     def begin(self) -> None:
         """Join the open group transaction, or open one for the first writer since the commit;
@@ -166,12 +167,13 @@ class GroupCommit(GroupCommitBase):
         """BEGIN IMMEDIATE: the write lock of a new group, waiting up to busy_timeout for another
         process's (`wait`) or not at all."""
         patience = self._lock_wait_ms if wait else 0
+        conn = self._conn  # no group is open: no rows are held (they are only within a group)
         try:
             if patience == self._rest_ms:  # serving, taken ahead: nothing to switch
-                self.conn.execute("BEGIN IMMEDIATE")
+                conn.execute("BEGIN IMMEDIATE")
             else:
                 with self._waiting(patience):
-                    self.conn.execute("BEGIN IMMEDIATE")
+                    conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             if _code(exc) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
                 raise StorageBusyError() from None

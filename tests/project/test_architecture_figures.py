@@ -38,6 +38,10 @@ def connection_entries(output: str) -> str:
     return re.search(r"connection entered (\d+) times", output).group(1)  # type: ignore[union-attr]
 
 
+def before_first_rule(output: str) -> str:
+    return re.search(r"module changes before the first rule (\d+)", output).group(1)  # type: ignore[union-attr]
+
+
 def calls(output: str) -> str:
     per = {m: re.search(rf"^{re.escape(m)}\s+(\d+) calls/message", output, re.M) for m in METHODS}
     assert all(per.values()), output
@@ -47,6 +51,7 @@ def calls(output: str) -> str:
 READERS: dict[str, Callable[[str], str]] = {
     "distinct subagentd modules one `send_message` passes through": modules,
     "times that path enters `server/connection.py`": connection_entries,
+    "module changes on that path before its first rule (`core/arguments.py`)": before_first_rule,
     "Python calls per `ping` / `tools/call list_agents` / `send_message`": calls,
     "the same, the methods run directly (`invoke_directly`)": calls,
 }
