@@ -178,7 +178,7 @@ def _relay(sock: socket.socket, out_fd: int) -> int:
 def background(options: dict[str, Any]) -> int | None:
     """In the background process: take the lock, listen, and serve the root's connection on a
     socketpair (fds 0 and 1) the mux relays to; None to go on serving, else the exit code."""
-    from subagentd.server.detached import Mux
+    from subagentd.server.detached import Background, Mux
     from subagentd.server.runner_pids import PidFiles
 
     os.environ.pop(ROLE, None)  # not inherited by the runs
@@ -213,14 +213,10 @@ def background(options: dict[str, Any]) -> int | None:
     with open(files["pid"], "w") as f:
         f.write(f"{os.getpid()}\n{_options_line()}\n")
 
-    def watch(runner: Any) -> None:
-        stopped = pids.sweep()
-        if stopped:
-            log.warning("detached: stopped %d runner process(es) left by a crash", stopped)
-        runner.spawned, runner.reaped = pids.add, pids.remove
-        mux.busy = lambda: bool(runner.running or runner.waiting or runner.pending_events)
-
-    options["detached_watch"] = watch
+    stopped = pids.sweep()  # before any run of ours starts
+    if stopped:
+        log.warning("detached: stopped %d runner process(es) left by a crash", stopped)
+    options["detached"] = Background(mux, pids)
     options["detached_lock"] = lock
     log.info("detached: pid %d serving %s on %s", os.getpid(), options["caller"], files["sock"])
     mux.start()

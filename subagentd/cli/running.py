@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from subagentd.server.connection import Connection
+    from subagentd.server.detached import Background
 
 SOCKET_NAME = "relay.sock"
 SUN_PATH_MAX = 107  # bytes of a Unix socket's path (sockaddr_un.sun_path, less its NUL)
@@ -85,6 +86,9 @@ class Running:
             "handoff": handoff,
             "usage_dir": self.directory,
         }
+        background: Background | None = options.get("detached")  # --detach's background process
+        if background is not None:
+            wiring["processes"] = background.pids
         if options.get("runner_protocol") == "acp":
             from subagentd.server.acp_runner import AcpRunner
 
@@ -100,6 +104,8 @@ class Running:
         self.relay = Relay(service, tokens, options["max_frame_bytes"])
         self.relay.lend, self.relay.reclaim = self.runner.lend, self.runner.reclaim
         self.runner.attach(connection)
+        if background is not None:
+            background.mux.follow(self.runner)
         self.relay.attach(connection)
 
     async def serve(self) -> None:

@@ -133,8 +133,6 @@ def serve(options: dict[str, Any]) -> int:
         from subagentd.cli.running import Running
 
         running = Running(connection, options, argv)
-        if options.get("detached_watch") is not None:  # --detach's background process
-            options["detached_watch"](running.runner)
         main = running.serve
     gc.freeze()
     try:

@@ -20,13 +20,20 @@ import selectors
 import socket
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from subagentd.server.runner_pids import PidFiles
 
 log = logging.getLogger("subagentd")
 
 CHECK_EVERY = 0.5  # seconds between idle checks
 MAX_LINE = 64 * 1024 * 1024  # bytes of one line from a front before it is dropped
+
+
+class Busy(Protocol):
+    @property
+    def busy(self) -> bool: ...
 
 
 class Front:
@@ -48,7 +55,7 @@ class Mux:
         self.listener = listener
         self.inner = inner  # the other end of the connection's fds 0 and 1
         self.idle = idle
-        self.busy: Callable[[], bool] = lambda: False  # runs going or queued (set by the wiring)
+        self.work: Busy | None = None  # the runner whose runs keep it from idling (follow)
         self.fronts: dict[int, Front] = {}
         self._numbers = 0
         self._inner_buffer = b""
@@ -56,6 +63,10 @@ class Mux:
         self._init_waiting: list[tuple[Front, Any]] = []  # later initializes before it came
         self._init_id: str | None = None
         self.thread = threading.Thread(target=self._run, name="detached-mux", daemon=True)
+
+    def follow(self, work: Busy) -> None:
+        """While `work` is busy the process is not idle, fronts or none."""
+        self.work = work
 
     def start(self) -> None:
         self.thread.start()
@@ -77,7 +88,7 @@ class Mux:
                             return  # the connection ended: the process is stopping
                     else:
                         self._from_front(key.data, selector)
-                if self.fronts or self.busy():
+                if self.fronts or (self.work is not None and self.work.busy):
                     quiet_since = time.monotonic()
                 elif time.monotonic() - quiet_since >= self.idle:
                     log.info("detached: idle for %.1f s with no client: stopping", self.idle)
@@ -241,3 +252,12 @@ def _restore(request_id: Any) -> tuple[int | None, Any]:
         return int(number), json.loads(original)
     except ValueError:
         return None, None
+
+
+@dataclass(frozen=True)
+class Background:
+    """A background process's part in serving: the relay that must not idle while the runner
+    is busy, and the pid files its runs are recorded in."""
+
+    mux: Mux
+    pids: PidFiles

@@ -17,7 +17,6 @@ import os
 import signal
 import subprocess
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -31,6 +30,7 @@ from subagentd.schema.host_methods import TurnEndParams
 from subagentd.schema.notifications import TurnInterrupt, TurnStart
 from subagentd.schema.runner import RunnerExit, RunnerTurn
 from subagentd.server.handoff import Handoff
+from subagentd.server.runner_pids import PidFiles
 from subagentd.server.timers import BUSY_RETRY
 from subagentd.server.tool_socket import Tokens
 from subagentd.server.transport import FdReader, FdWriter
@@ -110,6 +110,7 @@ class Runner:
         tokens: Tokens,
         usage_dir: str | None = None,
         handoff: Handoff | None = None,
+        processes: PidFiles | None = None,
     ) -> None:
         self.service = service
         self.handoff = handoff  # SUBAGENTD and the agent's MCP server for each turn
@@ -126,9 +127,12 @@ class Runner:
         self._wake: anyio.Event | None = None
         self._connection: Connection | None = None
         self._stopped: anyio.Event | None = None  # set when the last process exits after stop()
-        # told each runner process's pid when it starts and when it was reaped (--detach)
-        self.spawned: Callable[[int], None] = lambda pid: None
-        self.reaped: Callable[[int], None] = lambda pid: None
+        self.processes = processes  # --detach: each run's pid, recorded while it lives
+
+    @property
+    def busy(self) -> bool:
+        """Runs going, waiting for a slot, or turn events not acted on yet."""
+        return bool(self.running or self.waiting or self.pending_events)
 
     @property
     def pending_events(self) -> bool:
@@ -295,7 +299,8 @@ class Runner:
                 os.close(out_end)
                 os.close(err_end)
                 os.close(stdin_end)
-            self.spawned(job.process.pid)
+            if self.processes is not None:
+                self.processes.add(job.process.pid)
             if job.interrupted:  # interrupted while it was being started
                 _signal(job, signal.SIGTERM)
             stdout = bytearray()
@@ -347,7 +352,8 @@ class Runner:
                     _signal(job, signal.SIGKILL)
                 with anyio.CancelScope(shield=True):
                     await job.process.aclose()  # its pipes, and its exit status reaped
-                self.reaped(job.process.pid)
+                if self.processes is not None:
+                    self.processes.remove(job.process.pid)
             self.running.pop(start.turn_id, None)
             self.lent.discard(start.turn_id)
             self._launch(tg)
