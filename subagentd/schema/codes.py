@@ -21,8 +21,8 @@ class Code(IntEnum):
     REQUEST_CANCELLED = -32800
     """The request was cancelled before it completed."""
     MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
-    """A stateless-era request needs a client capability it did not declare; `data.requiredCapabilities`
-    names it (the MCP tasks extension: `tasks/get`, `tasks/update`, `tasks/cancel`)."""
+    """A stateless-era request needs a client capability it did not declare (the MCP tasks
+    extension's methods, a listen for task ids); `data.requiredCapabilities` names it."""
     UNSUPPORTED_PROTOCOL_VERSION = -32022
     """A stateless-era request names a protocol version subagentd does not speak."""
     UNAUTHORIZED = 1001

@@ -21,7 +21,9 @@ TASKS_VERSIONS = frozenset({"2025-11-25"})  # the handshake versions whose core 
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
-REQUIRED_CAPABILITIES: dict[str, object] = {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}
+REQUIRED_CAPABILITIES: dict[str, object] = {
+    "requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}
+}
 """`data` of the -32021 a stateless-era request gets for the extension's methods undeclared."""
 
 SERVER_CAPABILITY: dict[str, object] = {
@@ -105,6 +107,23 @@ class DetailedTask(ExtensionTask, kw_only=True):
 
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+
+
+SUBSCRIPTION_ID_META = "io.modelcontextprotocol/subscriptionId"
+
+
+class ListenParams(Params, kw_only=True):
+    """`subscriptions/listen` (2026-07-28): the notifications asked for; subagentd honours the
+    tasks extension's `taskIds` (its other kinds are not sent: nothing here changes them)."""
+
+    notifications: dict[str, Any] | None = None
+
+
+class ListenAcknowledged(Wire, kw_only=True):
+    """`notifications/subscriptions/acknowledged`: what this stream will carry."""
+
+    notifications: dict[str, Any]
+    meta: dict[str, Any] = msgspec.field(name="_meta")
 
 
 class TaskUpdateParams(Params, kw_only=True):

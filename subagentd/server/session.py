@@ -19,6 +19,8 @@ class Session(msgspec.Struct):
     subscriptions: dict[str, list[str]] = msgspec.field(default_factory=dict)
     tasks: bool = False  # MCP tasks (server/tasks.py): the negotiated version has them
     offers_tasks: bool = True  # False where tasks/* are not served (`subagentd mcp`'s relay)
+    # subscriptions/listen streams open on this connection: task ids by the listen's request id
+    task_listens: dict[str | int, list[str]] = msgspec.field(default_factory=dict)
 
     def wants(self, method: str) -> bool:
         """Whether a notification of this method is written to this connection: MCP ones

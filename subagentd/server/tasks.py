@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from subagentd.core.tasks import TASK_TOOLS, task_view
+from subagentd.core.tasks import TASK_TOOLS, detailed_task, flat_task, task_view
 from subagentd.errors import (
     InvalidParamsError,
     MethodUnknownError,
@@ -28,11 +28,11 @@ from subagentd.errors import (
 )
 from subagentd.schema import host_methods as h
 from subagentd.schema import tasks as tk
-from subagentd.schema.records import TaskRecord
 from subagentd.schema import tools as t
 from subagentd.server.boundary import error_text
 from subagentd.server.call import Call
 from subagentd.server.identity import caller_identity
+from subagentd.server.ledger import Deferred
 from subagentd.server.mcp import ToolSpec, call_tool_result, run_tool
 from subagentd.server.methods import method
 
@@ -139,32 +139,8 @@ def call_as_task(
         text = error_text(refused)  # the delegation's writes were rolled back with its savepoint
         task = tasks.create_failed(caller, spec.name, refused, ttl, token)
     if extension:
-        return tk.ExtensionCreateTaskResult(resultType="task", **_flat(task))
+        return tk.ExtensionCreateTaskResult(resultType="task", **flat_task(task))
     return tk.CreateTaskResult(task=task, meta={IMMEDIATE_META: text})
-
-
-def _flat(task: tk.Task) -> dict[str, Any]:
-    """A task's fields as the extension names them; a 2025 `failed` (a delegation that did not
-    complete: a tool-level failure, its result `isError`) is the extension's `completed`."""
-    return {
-        "taskId": task.taskId,
-        "status": "completed" if task.status == "failed" else task.status,
-        "statusMessage": task.statusMessage,
-        "createdAt": task.createdAt,
-        "lastUpdatedAt": task.lastUpdatedAt,
-        "ttlMs": task.ttl,
-        "pollIntervalMs": task.pollInterval,
-    }
-
-
-def detailed_task(record: TaskRecord) -> tk.DetailedTask:
-    """`tasks/get` in the extension: the task with its result inlined once it has one. A
-    delegation ends in no JSON-RPC error, so `failed` never shows there."""
-    fields = _flat(task_view(record))
-    result = None
-    if record.status != "cancelled" and record.result is not None:
-        result = msgspec.json.decode(record.result)
-    return tk.DetailedTask(**fields, result=result)
 
 
 def _caller(call: Call, p: msgspec.Struct) -> str | None:
@@ -216,7 +192,7 @@ def tasks_cancel(call: Call, p: tk.TaskIdParams) -> tk.Task | h.Empty:
     return h.Empty()
 
 
-@method("tasks/update", tk.TaskUpdateParams, h.Empty, confined=True)
+@method("tasks/update", tk.TaskUpdateParams, h.Empty, confined=True, extension_only=True)
 def tasks_update(call: Call, p: tk.TaskUpdateParams) -> h.Empty:
     """The extension's answers to `inputRequests`. A child needs no input from the client, so no
     task is ever `input_required` and every response is for a key that is not outstanding
@@ -226,3 +202,50 @@ def tasks_update(call: Call, p: tk.TaskUpdateParams) -> h.Empty:
     _extension_era(call, "tasks/update", p)
     call.service.tasks.find(_caller(call, p), p.taskId)
     return h.Empty()
+
+
+@method(
+    "subscriptions/listen",
+    tk.ListenParams,
+    h.Empty,
+    confined=True,
+    defers=True,
+    writes=False,
+    extension_only=True,
+)
+def subscriptions_listen(call: Call, p: tk.ListenParams) -> Deferred:
+    """A stream of `notifications/tasks` for the task ids asked for that the caller may see
+    (others are left out of the acknowledgement, as a task that does not exist); it stays open
+    until the client cancels the request. A task already ended is told at once."""
+    if not call.stateless:  # a method of the stateless era only
+        raise MethodUnknownError("Method not found", {"method": "subscriptions/listen"})
+    asked = (p.notifications or {}).get("taskIds")
+    if asked is not None:
+        _extension_era(call, "subscriptions/listen with taskIds", p)
+    if not isinstance(asked, list) or not all(isinstance(i, str) for i in asked or ()):
+        if asked is not None:
+            raise InvalidParamsError("notifications.taskIds must be a list of task ids")
+        asked = []
+    tasks, caller = call.service.tasks, _caller(call, p)
+    honoured: list[str] = []
+    ended = []
+    for task_id in dict.fromkeys(asked):
+        try:
+            record = tasks.find(caller, task_id)
+        except InvalidParamsError:
+            continue  # not the caller's to see: left out, never revealed
+        honoured.append(task_id)
+        if record.status in tk.TERMINAL:
+            ended.append(detailed_task(record))
+    listen = call.request_id
+    call.session.task_listens[listen] = honoured
+    meta = {tk.SUBSCRIPTION_ID_META: listen}
+    call.service.agents.emit(
+        "notifications/subscriptions/acknowledged",
+        tk.ListenAcknowledged(notifications={"taskIds": honoured}, meta=meta),
+    )
+    for task in ended:
+        call.service.agents.emit("notifications/tasks", task)
+    stream = Deferred(None)  # never completes: the stream ends when the client cancels it
+    stream.on_cancel = lambda: call.session.task_listens.pop(listen, None)
+    return stream

@@ -118,7 +118,10 @@ def test_a_request_that_does_not_declare_the_extension_gets_a_plain_answer_or_32
         ("tasks/update", {"taskId": task_id, "inputResponses": {}}),
     ):
         code, message, data = refused(host, method, declared=False, **params)
-        assert (code, data) == (-32021, {**REQUIRED, "reason": "MISSING_REQUIRED_CLIENT_CAPABILITY"})
+        assert (code, data) == (
+            -32021,
+            {**REQUIRED, "reason": "MISSING_REQUIRED_CLIENT_CAPABILITY"},
+        )
         assert message == (
             f"{method} belongs to the MCP tasks extension ({EXTENSION}); declare it in the"
             " request's _meta client capabilities"
@@ -198,3 +201,48 @@ def test_a_2025_client_and_a_2026_client_share_one_server_each_in_its_own_shape(
     assert host.call(*modern("tasks/get", taskId=old["task"]["taskId"]))["ttlMs"] is not None
     assert host.call(*on("tasks/get", taskId=new["taskId"]))["status"] == "working"
 
+
+def test_subscriptions_listen_streams_notifications_tasks_for_the_callers_tasks_only(
+    make_server,
+):
+    host = serve(make_server)
+    host.open("other")
+    mine = spawn(host, "c1")["taskId"]
+    theirs = spawn(host, "o1", caller="other")["taskId"]
+    asked = {"taskIds": [mine, theirs, "no-such-task"]}
+    listen = host.start(*modern("subscriptions/listen", notifications=asked))
+    ack = host.notification("notifications/subscriptions/acknowledged")
+    assert ack == {
+        "notifications": {"taskIds": [mine]},
+        "_meta": {"io.modelcontextprotocol/subscriptionId": listen},
+    }
+    assert listen not in host.responses  # the stream stays open
+    turn = host.notification("turn/start", agent_id="c1")["turn_id"]
+    host.end_turn("c1", turn, output="all done")
+    told = host.notification("notifications/tasks", taskId=mine)
+    assert told.pop("_meta") == {"io.modelcontextprotocol/subscriptionId": listen}
+    got = host.call(*modern("tasks/get", taskId=mine))
+    assert told == {k: v for k, v in got.items() if k != "resultType"}
+    assert told["status"] == "completed" and told["result"]["content"][2]["text"] == "all done"
+    # a task ended before the listen is told at once; cancelling the request ends the stream
+    again = host.start(*modern("subscriptions/listen", notifications={"taskIds": [mine]}))
+    stamp = {"io.modelcontextprotocol/subscriptionId": again}
+    assert host.notification("notifications/subscriptions/acknowledged", _meta=stamp)[
+        "notifications"
+    ] == {"taskIds": [mine]}
+    assert host.notification("notifications/tasks", taskId=mine, _meta=stamp)["status"] == (
+        "completed"
+    )
+    host.notify("notifications/cancelled", {"requestId": listen})
+    assert host.response(listen)["error"]["code"] == -32800
+
+
+def test_subscriptions_listen_for_tasks_needs_the_extension_and_the_stateless_era(make_server):
+    host = serve(make_server)
+    code, message, data = refused(
+        host, "subscriptions/listen", declared=False, notifications={"taskIds": ["x"]}
+    )
+    assert (code, data["requiredCapabilities"]) == (-32021, REQUIRED["requiredCapabilities"])
+    with pytest.raises(RpcError) as error:
+        host.call(*on("subscriptions/listen", notifications={"taskIds": ["x"]}))
+    assert error.value.code == -32601
