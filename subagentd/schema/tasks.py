@@ -21,6 +21,8 @@ TASKS_VERSIONS = frozenset({"2025-11-25"})  # the handshake versions whose core 
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
+TASK_HINT_META = "subagentd/task"
+"""`_meta` of a declaring `tools/call`: `true` asks for the delegation as a task (2026-07-28)."""
 REQUIRED_CAPABILITIES: dict[str, object] = {
     "requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}
 }

@@ -237,7 +237,7 @@ def tools_call(call: Call, p: t.ToolsCallParams) -> Any:
     # the one tools/call (the `subagentd tool` socket's come here too, server/tool_socket.py); a tool
     # the rules refuse answers an isError result, its writes rolled back (call.run_method)
     spec = TOOLS[p.name]
-    if runs_as_task(call, p):  # MCP tasks, both eras: hook (server/tasks.py)
+    if (p.task is not None or call.stateless) and runs_as_task(call, p):  # MCP tasks: hook
         return call_as_task(call, spec, p, _progress_token(p.meta) if p.meta else None)
     arguments = {} if p.arguments is None else p.arguments
     try:

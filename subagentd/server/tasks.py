@@ -56,11 +56,13 @@ def declares_extension(call: Call, meta: dict[str, Any] | None) -> bool:
 
 def runs_as_task(call: Call, p: t.ToolsCallParams) -> bool:
     """Whether this `tools/call` is answered as a task: asked for with `params.task` (2025-11-25),
-    or a delegation from a client that declared the extension (2026-07-28: the server decides,
-    and it runs every delegation it can as one)."""
+    or a delegation from a client that declared the extension and set `_meta["subagentd/task"]:
+    true` (2026-07-28: the server decides; without the hint it answers at once, since clients
+    that declare the extension wait for a task's end, which would make a spawn block)."""
     if p.task is not None and serves_tasks(call):
         return True
-    return p.name in TASK_TOOLS and declares_extension(call, p.meta)
+    hinted = p.meta is not None and p.meta.get(tk.TASK_HINT_META) is True
+    return hinted and p.name in TASK_TOOLS and declares_extension(call, p.meta)
 
 
 def _extension_era(call: Call, method_name: str, p: msgspec.Struct) -> bool:
@@ -247,5 +249,9 @@ def subscriptions_listen(call: Call, p: tk.ListenParams) -> Deferred:
     for task in ended:
         call.service.agents.emit("notifications/tasks", task)
     stream = Deferred(None)  # never completes: the stream ends when the client cancels it
-    stream.on_cancel = lambda: call.session.task_listens.pop(listen, None)
+
+    def closed() -> None:
+        call.session.task_listens.pop(listen, None)
+
+    stream.on_cancel = closed
     return stream

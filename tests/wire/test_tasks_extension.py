@@ -15,12 +15,14 @@ from subagentd.client import RpcError
 from tests.wire.test_tasks import CANCELLED, FAILED, FINISHED, as_task, on, serve
 
 EXTENSION = "io.modelcontextprotocol/tasks"
-REQUIRED = {"requiredCapabilities": {"extensions": {EXTENSION: {}}}}
+REQUIRED: dict[str, Any] = {"requiredCapabilities": {"extensions": {EXTENSION: {}}}}
 
 
 def modern(method: str, declared: bool = True, **params: Any) -> tuple[str, dict[str, Any]]:
     """A stateless-era (2026-07-28) request of root's, declaring the tasks extension or not."""
+    hint = {"subagentd/task": True} if params.pop("hint", False) else {}
     meta: dict[str, Any] = {
+        **hint,
         "subagentd/caller": params.pop("caller", "root"),
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION: {}}}
@@ -30,11 +32,15 @@ def modern(method: str, declared: bool = True, **params: Any) -> tuple[str, dict
     return method, {**params, "_meta": meta}
 
 
-def spawn(host: Any, child: str, declared: bool = True, caller: str = "root") -> dict[str, Any]:
+def spawn(
+    host: Any, child: str, declared: bool = True, caller: str = "root", hint: bool = True
+) -> dict[str, Any]:
+    """spawn_agent, asking for a task (`_meta["subagentd/task"]`) unless hint is False."""
     arguments = {"label": "l", "prompt": "p", "child_id": child}
-    return host.call(
-        *modern("tools/call", declared, caller=caller, name="spawn_agent", arguments=arguments)
+    call = modern(
+        "tools/call", declared, caller=caller, hint=hint, name="spawn_agent", arguments=arguments
     )
+    return host.call(*call)
 
 
 def refused(host: Any, method: str, declared: bool = True, **params: Any) -> tuple[int, str, Any]:
@@ -111,6 +117,10 @@ def test_a_request_that_does_not_declare_the_extension_gets_a_plain_answer_or_32
     plain = spawn(host, "c1", declared=False)
     assert plain["resultType"] == "complete"
     assert plain["content"] == [{"type": "text", "text": "started subagent c1"}]
+    # declared, without the hint: answered at once too (a declaring client waits for a task)
+    unhinted = spawn(host, "c3", hint=False)
+    assert unhinted["resultType"] == "complete"
+    assert unhinted["content"] == [{"type": "text", "text": "started subagent c3"}]
     task_id = spawn(host, "c2")["taskId"]
     for method, params in (
         ("tasks/get", {"taskId": task_id}),

@@ -2,8 +2,8 @@
 fastmcp-tasks (the 2026-07-28 extension `io.modelcontextprotocol/tasks`) over stdio.
 
 `python client.py first|second <config.json>` prints one JSON line of what it saw. Tasks are
-made with `fastmcp_tasks.call_tool_task` (a ToolTask handle: status, wait, result, cancel) and,
-once, with the plain `Client.call_tool`, which fastmcp-tasks drives to the end by itself. A task
+made with `fastmcp_tasks.call_tool_task` (a ToolTask handle: status, wait, result, cancel) with
+`_meta["subagentd/task"]: true`; the plain `Client.call_tool` (no hint) is answered at once. A task
 is subscribed to with `subscriptions/listen` (`notifications.taskIds`): fastmcp-tasks only
 polls, so the request is sent with the SDK session's `send_request`, and `notifications/tasks`
 reach the client through a `NotificationBinding` on a subclass of fastmcp-tasks' own client
@@ -87,7 +87,8 @@ async def get(client: Client, task_id: str) -> ClientGetTaskResult:
 
 async def spawn(client: Client, child: str, prompt: str) -> Any:
     arguments = {"label": child, "prompt": prompt, "child_id": child}
-    return await call_tool_task(client, "spawn_agent", arguments)
+    # subagentd runs a delegation as a task when the call asks for it in its _meta
+    return await call_tool_task(client, "spawn_agent", arguments, meta={"subagentd/task": True})
 
 
 async def listen(client: Client, acks: list[Any], task_ids: list[str]) -> asyncio.Task[Any]:
@@ -142,6 +143,7 @@ async def main(phase: str, config: dict[str, Any]) -> dict[str, Any]:
         else:
             ids = config["ids"]
             a, b = await get(client, ids["a"]), await get(client, ids["b"])
+            assert a.result is not None and b.result is not None  # both ended: results inline
             out["a"] = brief(a)
             out["aResult"] = [c["text"] for c in a.result["content"]]
             out["b"] = brief(b)
@@ -159,7 +161,7 @@ async def main(phase: str, config: dict[str, Any]) -> dict[str, Any]:
                 by_alias=True, exclude_none=True
             )
             stream.cancel()
-            # the plain call_tool: fastmcp-tasks polls the task to its end by itself
+            # the plain call_tool (no hint): answered at once, as without the extension
             plain = await client.call_tool(
                 "spawn_agent", {"label": "e", "prompt": "count the files", "child_id": "e"}
             )
