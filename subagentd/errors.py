@@ -65,6 +65,10 @@ class RequestCancelledError(SubagentdError):
     code = Code.REQUEST_CANCELLED
 
 
+class MissingClientCapabilityError(SubagentdError):
+    code = Code.MISSING_REQUIRED_CLIENT_CAPABILITY
+
+
 class UnsupportedProtocolVersionError(SubagentdError):
     code = Code.UNSUPPORTED_PROTOCOL_VERSION
 

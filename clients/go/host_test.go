@@ -422,7 +422,7 @@ func TestErrorCodesMatchTheOpenRPCDocument(t *testing.T) {
 		"IDEMPOTENCY_CONFLICT": CodeIdempotencyConflict, "UNKNOWN_AGENT": CodeUnknownAgent,
 		"INVALID_STATE": CodeInvalidState, "OVERLOADED": CodeOverloaded,
 		"STORAGE_FAILED": CodeStorageFailed, "DATABASE_LOST": CodeDatabaseLost,
-		"LEASE_LOST": CodeLeaseLost,
+		"LEASE_LOST": CodeLeaseLost, "MISSING_REQUIRED_CLIENT_CAPABILITY": CodeMissingRequiredClientCapability,
 	}
 	if len(doc.Components.Errors) != len(ours) {
 		t.Fatalf("the document has %d codes, the client %d", len(doc.Components.Errors), len(ours))

@@ -25,6 +25,9 @@ const (
 	CodeInvalidRequest = -32600
 	// A stateless-era request names a protocol version subagentd does not speak.
 	CodeUnsupportedProtocolVersion = -32022
+	// A stateless-era request needs a client capability it did not declare (the MCP tasks
+	// extension's methods, a listen for task ids); `data.requiredCapabilities` names it.
+	CodeMissingRequiredClientCapability = -32021
 	// A request arrived before `initialize` and carries no stateless-era protocol version.
 	CodeNotInitialized = -32002
 	// Stale caller, wrong parent, not a live descendant, self-interrupt, not a reporter.

@@ -1,4 +1,5 @@
-"""MCP tasks (2025-11-25): one task is one delegation, ended by that child's settling.
+"""MCP tasks: one task is one delegation, ended by that child's settling (2025-11-25's tasks,
+and the 2026-07-28 extension's view of the same rows: `flat_task`, `detailed_task`).
 
 A task is created in the transaction of the spawn (or send_message) it stands for, owned by the
 calling agent, and seen only by that agent and its ancestors (a task outside the caller's
@@ -29,7 +30,7 @@ from subagentd.core.tools import ToolRules
 from subagentd.errors import InvalidParamsError, QuotaExceededError, SubagentdError
 from subagentd.schema.notifications import Progress
 from subagentd.schema.records import TaskRecord
-from subagentd.schema.tasks import TERMINAL, Task, TaskStatusNotification
+from subagentd.schema.tasks import TERMINAL, DetailedTask, Task, TaskStatusNotification
 from subagentd.schema.tools import InterruptAgentArgs, WaitAgentsResult
 
 POLL_MS = 1000  # the pollInterval every task suggests
@@ -280,6 +281,8 @@ class TaskRules:
                 "notifications/tasks/status",
                 TaskStatusNotification(**{f: getattr(task, f) for f in task.__struct_fields__}),
             )
+            # the extension's (2026-07-28), written only to a subscriptions/listen for the task
+            self.agents.emit("notifications/tasks", detailed_task(record))
             token = self.tokens.pop(record.task_id, None)
             if token is not None:
                 self._progress(token, 1, message)
@@ -315,6 +318,30 @@ def task_view(record: TaskRecord) -> Task:
         ttl=record.ttl_ms,
         pollInterval=record.poll_ms,
     )
+
+
+def flat_task(task: Task) -> dict[str, Any]:
+    """A task's fields as the extension names them; a 2025 `failed` (a delegation that did not
+    complete: a tool-level failure, its result `isError`) is the extension's `completed`."""
+    return {
+        "taskId": task.taskId,
+        "status": "completed" if task.status == "failed" else task.status,
+        "statusMessage": task.statusMessage,
+        "createdAt": task.createdAt,
+        "lastUpdatedAt": task.lastUpdatedAt,
+        "ttlMs": task.ttl,
+        "pollIntervalMs": task.pollInterval,
+    }
+
+
+def detailed_task(record: TaskRecord) -> DetailedTask:
+    """`tasks/get` in the extension: the task with its result inlined once it has one. A
+    delegation ends in no JSON-RPC error, so `failed` never shows there."""
+    fields = flat_task(task_view(record))
+    result = None
+    if record.status != "cancelled" and record.result is not None:
+        result = msgspec.json.decode(record.result)
+    return DetailedTask(**fields, result=result)
 
 
 def _structured(answer: WaitAgentsResult, output: dict[str, Any]) -> dict[str, Any]:

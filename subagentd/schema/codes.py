@@ -20,6 +20,9 @@ class Code(IntEnum):
     """A request arrived before `initialize` and carries no stateless-era protocol version."""
     REQUEST_CANCELLED = -32800
     """The request was cancelled before it completed."""
+    MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
+    """A stateless-era request needs a client capability it did not declare (the MCP tasks
+    extension's methods, a listen for task ids); `data.requiredCapabilities` names it."""
     UNSUPPORTED_PROTOCOL_VERSION = -32022
     """A stateless-era request names a protocol version subagentd does not speak."""
     UNAUTHORIZED = 1001

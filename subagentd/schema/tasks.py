@@ -1,4 +1,6 @@
-"""MCP tasks (protocol version 2025-11-25): a task-augmented `tools/call` and the `tasks/*` methods.
+"""MCP tasks: in the core of protocol version 2025-11-25 (a task-augmented `tools/call` and the
+`tasks/*` methods), and as the 2026-07-28 extension `io.modelcontextprotocol/tasks` (a
+`resultType: "task"` result, `tasks/get` with a DetailedTask, `tasks/update`, `tasks/cancel`).
 
 One task is one delegation (PROTOCOL.md section 5, Tasks): `spawn_agent`, or `send_message` to
 an idle or ready child, called with `params.task`.
@@ -16,6 +18,15 @@ TaskStatus = Literal["working", "input_required", "completed", "failed", "cancel
 TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 RELATED_TASK_META = "io.modelcontextprotocol/related-task"
 TASKS_VERSIONS = frozenset({"2025-11-25"})  # the handshake versions whose core has tasks
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
+TASK_HINT_META = "subagentd/task"
+"""`_meta` of a declaring `tools/call`: `true` asks for the delegation as a task (2026-07-28)."""
+REQUIRED_CAPABILITIES: dict[str, object] = {
+    "requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}
+}
+"""`data` of the -32021 a stateless-era request gets for the extension's methods undeclared."""
 
 SERVER_CAPABILITY: dict[str, object] = {
     "list": {},
@@ -73,3 +84,52 @@ class TasksListResult(Wire, kw_only=True):
 
 class TaskStatusNotification(Task, kw_only=True):
     """`notifications/tasks/status`: the whole task, as `tasks/get` answers it."""
+
+
+class ExtensionTask(Wire, kw_only=True):
+    """A Task of the 2026-07-28 extension: flat, `ttlMs` always present (null: unlimited)."""
+
+    taskId: str
+    status: TaskStatus
+    statusMessage: str | None = None
+    createdAt: str
+    lastUpdatedAt: str
+    ttlMs: int | None
+    pollIntervalMs: int | None = None
+
+
+class ExtensionCreateTaskResult(ExtensionTask, kw_only=True):
+    """`tools/call` answered as a task (2026-07-28 extension)."""
+
+    resultType: Literal["task"]
+
+
+class DetailedTask(ExtensionTask, kw_only=True):
+    """`tasks/get` (2026-07-28 extension): `result` when completed, `error` when failed."""
+
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+
+SUBSCRIPTION_ID_META = "io.modelcontextprotocol/subscriptionId"
+
+
+class ListenParams(Params, kw_only=True):
+    """`subscriptions/listen` (2026-07-28): the notifications asked for; subagentd honours the
+    tasks extension's `taskIds` (its other kinds are not sent: nothing here changes them)."""
+
+    notifications: dict[str, Any] | None = None
+
+
+class ListenAcknowledged(Wire, kw_only=True):
+    """`notifications/subscriptions/acknowledged`: what this stream will carry."""
+
+    notifications: dict[str, Any]
+    meta: dict[str, Any] = msgspec.field(name="_meta")
+
+
+class TaskUpdateParams(Params, kw_only=True):
+    """`tasks/update` (2026-07-28 extension): answers to a task's `inputRequests`."""
+
+    taskId: str
+    inputResponses: dict[str, Any] | None = None

@@ -42,6 +42,10 @@ class Handler(msgspec.Struct, frozen=True):
     # the method's answer when its rules refuse it, its writes rolled back (tools/call: an
     # isError result); None: the refusal is the JSON-RPC error
     refusal: Callable[[SubagentdError], Any] | None = None
+    # a method of the MCP stateless era's tasks extension only (tasks/update,
+    # subscriptions/listen): PROTOCOL.md section 5 specifies it; the host API's OpenRPC
+    # document and the generated clients, which speak the handshake era, leave it out
+    extension_only: bool = False
 
 
 def convert_params(params: dict[str, Any], struct: type[msgspec.Struct]) -> Any:

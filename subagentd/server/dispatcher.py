@@ -34,6 +34,7 @@ from subagentd.errors import (
 )
 from subagentd.schema.codes import Code
 from subagentd.schema.lifecycle import SUPPORTED_VERSIONS, VERSION_META_KEY
+from subagentd.schema.tasks import SUBSCRIPTION_ID_META
 from subagentd.server.boundary import INTERNAL_MESSAGE, refusal
 from subagentd.server.call import NOT_LOADED, Call, Handler, run_method
 from subagentd.server.framing import BadHeader, Frame, Oversize
@@ -116,6 +117,17 @@ class Dispatcher:
         """A notification to the host; written after the current request's reply and commit.
         A --caller connection carries MCP traffic only, unless its client asked (Session.wants)."""
         if not self.session.wants(method):
+            return
+        if method == "notifications/tasks":  # to each listen stream that asked for the task
+            for listen, task_ids in self.session.task_listens.items():
+                if params.taskId in task_ids:  # type: ignore[attr-defined]
+                    fields = {
+                        **msgspec.to_builtins(params),
+                        "_meta": {SUBSCRIPTION_ID_META: listen},
+                    }
+                    self.notes.append(
+                        self.frame({"jsonrpc": "2.0", "method": method, "params": fields})
+                    )
             return
         if method == "notifications/resources/updated":  # once per URI until the next flush
             uri = params.uri  # type: ignore[attr-defined]

@@ -39,6 +39,7 @@ from subagentd.server.methods import method
 from subagentd.server.tasks import (
     admit_task,
     call_as_task,
+    runs_as_task,
     serves_tasks,
 )  # MCP tasks: registers tasks/*
 from subagentd.server.timers import Timers
@@ -213,7 +214,7 @@ def tools_call(call: Call, p: t.ToolsCallParams) -> Any:
     # the one tools/call (the `subagentd tool` socket's come here too, server/tool_socket.py); a tool
     # the rules refuse answers an isError result, its writes rolled back (call.run_method)
     spec = TOOLS[p.name]
-    if p.task is not None and serves_tasks(call):  # MCP tasks: hook (server/tasks.py)
+    if (p.task is not None or call.stateless) and runs_as_task(call, p):  # MCP tasks: hook
         return call_as_task(call, spec, p, progress_token(p.meta) if p.meta else None)
     arguments = {} if p.arguments is None else p.arguments
     try:

@@ -12,7 +12,7 @@ from subagentd.errors import InvalidRequestError
 from subagentd.schema import host_methods as h
 from subagentd.schema import lifecycle as lc
 from subagentd.schema.base import Params
-from subagentd.schema.tasks import SERVER_CAPABILITY, TASKS_VERSIONS
+from subagentd.schema.tasks import SERVER_CAPABILITY, TASKS_EXTENSION, TASKS_VERSIONS
 from subagentd.server.call import Call
 from subagentd.server.methods import METHODS as METHODS  # with at least these registered
 from subagentd.server.methods import RawParams, method
@@ -76,9 +76,13 @@ def initialized(call: Call, p: RawParams) -> None:
 
 @method("server/discover", Params, lc.DiscoverResult, writes=False, confined=True)
 def discover(call: Call, p: Params) -> lc.DiscoverResult:
+    served = capabilities(call)
+    served.pop("tasks", None)  # 2025-11-25's tasks are the handshake's; the stateless era's:
+    if call.session.offers_tasks:  # the 2026-07-28 MCP tasks extension (server/tasks.py)
+        served["extensions"] = {TASKS_EXTENSION: {}}
     return lc.DiscoverResult(
         supportedVersions=list(lc.SUPPORTED_VERSIONS),
-        capabilities=capabilities(call),
+        capabilities=served,
         serverInfo=server_info(),
         instructions=INSTRUCTIONS,
     )

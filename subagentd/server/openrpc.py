@@ -40,16 +40,19 @@ DESCRIPTION = (
     ' those with `x-direction: "server-to-host"` are sent by subagentd to the host, which must'
     " not answer them. In the MCP stateless era (a request whose"
     ' `_meta["io.modelcontextprotocol/protocolVersion"]` is set) every object result also'
-    ' carries `resultType: "complete"`. Optional fields are omitted from results, never null.'
+    ' carries `resultType: "complete"`; there the MCP tasks extension answers `tasks/get` and'
+    " `tasks/cancel` in its own shapes and adds `tasks/update` and `subscriptions/listen`"
+    " (PROTOCOL.md section 5). Optional fields are omitted from results, never null."
     " Clients must ignore result fields and notifications they do not know."
 )
 
 
 def document() -> dict[str, Any]:
     """The whole OpenRPC document as plain JSON-ready data."""
-    requests = {name: h for name, h in METHODS.items() if h.result is not None}
+    served = {name: h for name, h in METHODS.items() if not h.extension_only}
+    requests = {name: h for name, h in served.items() if h.result is not None}
     host_notes: dict[str, type[msgspec.Struct]] = {
-        name: h.params or Params for name, h in METHODS.items() if h.result is None
+        name: h.params or Params for name, h in served.items() if h.result is None
     }
     host_notes.update(CANCELLATION)
     params_of = {name: _params_type(name) for name in requests}

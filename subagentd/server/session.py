@@ -19,11 +19,15 @@ class Session(msgspec.Struct):
     subscriptions: dict[str, list[str]] = msgspec.field(default_factory=dict)
     tasks: bool = False  # MCP tasks (server/tasks.py): the negotiated version has them
     offers_tasks: bool = True  # False where tasks/* are not served (`subagentd mcp`'s relay)
+    # subscriptions/listen streams open on this connection: task ids by the listen's request id
+    task_listens: dict[str | int, list[str]] = msgspec.field(default_factory=dict)
 
     def wants(self, method: str) -> bool:
         """Whether a notification of this method is written to this connection: MCP ones
         (`notifications/...`) always; the host API's (`agent/*`, `turn/*`) to a host, and to a
         --caller connection only when asked for."""
+        if method == "notifications/tasks/status" and not self.tasks:
+            return False  # 2025-11-25 tasks' notification: only where that version was negotiated
         return (
             self.default_caller is None
             or self.host_notifications
@@ -33,11 +37,11 @@ class Session(msgspec.Struct):
 
 def result_value(result: Any, stateless: bool) -> Any:
     """A method's result as the wire carries it: `{}` for none; stateless-era requests get
-    `resultType: "complete"` in an object result."""
+    `resultType: "complete"` in an object result that does not name its own."""
     if stateless:
         result = msgspec.to_builtins(result) if result is not None else {}
         if isinstance(result, dict):
-            result = {**result, "resultType": "complete"}
+            result = {"resultType": "complete", **result}  # a task result keeps its "task"
     return {} if result is None else result
 
 

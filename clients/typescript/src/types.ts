@@ -735,6 +735,11 @@ export const ErrorCode = {
   INVALID_REQUEST: -32600,
   /** A stateless-era request names a protocol version subagentd does not speak. */
   UNSUPPORTED_PROTOCOL_VERSION: -32022,
+  /**
+   * A stateless-era request needs a client capability it did not declare (the MCP tasks
+   * extension's methods, a listen for task ids); `data.requiredCapabilities` names it.
+   */
+  MISSING_REQUIRED_CLIENT_CAPABILITY: -32021,
   /** A request arrived before `initialize` and carries no stateless-era protocol version. */
   NOT_INITIALIZED: -32002,
   /** Stale caller, wrong parent, not a live descendant, self-interrupt, not a reporter. */
@@ -816,6 +821,10 @@ export interface Methods {
   "server/stats": { params: StatsParams; result: StatsResult };
   /** Start a background subagent on a task and return at once with its id; it works while you continue. A continuable subagent (the default) reports to you with `report` and you get a notice when it finishes; it does not see your conversation, so the prompt must say everything it needs. Give it more work later with `send_message`, stop it with `interrupt_agent`, collect its reports and notices with `wait_agents`. It fails when you are too deep to start more agents, when your tree is being closed, or when `child_id` is already taken. */
   "spawn_agent": { params: SpawnAgentParams; result: SpawnAgentResult };
+  /**
+   * Interrupts the child's current turn by interrupt_agent's rules, then marks the task. In
+   * the extension (cooperative cancel) an acknowledgement, also for a task that already ended.
+   */
   "tasks/cancel": { params: TaskIdParams; result: Task };
   "tasks/get": { params: TaskIdParams; result: Task };
   "tasks/list": { params: TasksListParams; result: TasksListResult };

@@ -1,0 +1,121 @@
+"""The fastmcp 4 client with fastmcp-tasks (the 2026-07-28 extension `io.modelcontextprotocol/tasks`)
+drives `subagentd --caller root --runner <the scripted runner>` over stdio, in two client processes
+(tests/peers/fastmcp-tasks/client.py): spawn A and B as tasks, poll A to its end, subscribe to B
+(`subscriptions/listen`), close the client while B runs; a new client process reads both by id,
+streams a task to its end through `notifications/tasks`, makes a plain `call_tool` (answered at
+once: no `_meta["subagentd/task"]`), and cancels another.
+
+Closing the client ends its serving process, and with it the turn B was running: B's task is
+found by the next client `completed` with an `isError` result carrying the stop notice (in the
+extension a tool-level failure is `completed`; `failed` is for JSON-RPC errors, which no
+delegation ends in). The task, its state and its result survive; B's work does not. A's result,
+completed before the close, is collected by the new client. `scenario` takes extra serve options,
+so the same run can go through another way of serving.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Sequence
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "tests" / "peers" / "fastmcp-tasks" / "client.py"
+RUNNER = shlex.join([sys.executable, str(ROOT / "tests" / "scripts" / "runner.py")])
+TIMEOUT = 120
+FINISHED = "Background subagent {} finished and will do no further work unless you send it more."
+STOPPED = "Background subagent b was stopped before it finished."
+CANCELLED = (
+    "the task was cancelled (tasks/cancel); subagent c was asked to stop its current turn,"
+    " and what it sends later reaches you through wait_agents"
+)
+
+
+def client_process(phase: str, config: dict[str, Any], tmp_path: Path) -> Any:
+    path = tmp_path / f"{phase}.json"
+    path.write_text(json.dumps(config))
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), phase, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-5000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def closing(child: str, output: str) -> list[str]:
+    return [
+        FINISHED.format(child),
+        "Its closing message:",
+        output,
+        "none of the subagents waited for is still working",
+    ]
+
+
+def scenario(tmp_path: Path, serve_options: Sequence[str] = ()) -> tuple[Any, Any]:
+    """Both client processes against one database; what each saw."""
+    db = str(tmp_path / "tasks.db")
+    args = ["-m", "subagentd", "--db", db, "--caller", "root", "--runner", RUNNER, *serve_options]
+    config: dict[str, Any] = {
+        "command": sys.executable,
+        "args": args,
+        "env": {**os.environ, "PYTHONPATH": str(ROOT)},
+    }
+    first = client_process("first", config, tmp_path)
+    second = client_process("second", {**config, "ids": first["ids"]}, tmp_path)
+    return first, second
+
+
+@pytest.mark.timeout(3 * TIMEOUT)
+def test_the_fastmcp_tasks_client_polls_subscribes_reconnects_and_cancels(tmp_path):
+    # only the client processes import fastmcp_tasks: importing it turns the extension on for
+    # every fastmcp Client in the process (tests/clients/test_frameworks.py runs in this one)
+    assert version("fastmcp").startswith("4.") and version("fastmcp-tasks").startswith("4.")
+    first, second = scenario(tmp_path)
+    working = {"status": "working", "ttlMs": 86_400_000, "pollIntervalMs": 1000}
+    assert first["version"] == second["version"] == "2026-07-28"
+    assert first["created"] == [
+        {**working, "statusMessage": "subagent a is working"},
+        {**working, "statusMessage": "subagent b is working"},
+    ]
+    ids = first["ids"]
+    assert first["ack"]["notifications"] == {"taskIds": [ids["b"]]}
+    assert first["polls"] >= 1
+    assert first["a"] == {**working, "status": "completed", "statusMessage": FINISHED.format("a")}
+    assert first["aResult"] == closing("a", "done: summarize the logs")
+    assert first["b"]["status"] == "working"  # the client closes while B runs
+
+    assert second["a"] == first["a"]
+    assert second["aResult"] == first["aResult"]
+    # the close stopped B's turn; the extension's word for a delegation that ended so
+    assert second["b"] == {**working, "status": "completed", "statusMessage": STOPPED}
+    assert second["bResult"] == {
+        "isError": True,
+        "texts": [
+            STOPPED,
+            "It left no closing message.",
+            "none of the subagents waited for is still working",
+        ],
+    }
+    # D streamed: its notifications/tasks is the DetailedTask tasks/get gives, stamped
+    assert second["dNotice"]["status"] == "completed"
+    assert [c["text"] for c in second["dNotice"]["result"]["content"]] == closing(
+        "d", "done: check the disk"
+    )
+    assert second["dNotice"] == {k: v for k, v in second["dGet"].items() if k != "resultType"}
+    assert list(second["dNoticeMeta"]) == ["io.modelcontextprotocol/subscriptionId"]
+    assert second["eResult"] == ["started subagent e"]  # no hint: not a task, at once
+    assert second["cancelled"] == {**working, "status": "cancelled", "statusMessage": CANCELLED}
+    assert second["cResult"].endswith(" was cancelled")  # fastmcp-tasks' own text
+    assert second["cancelAgain"] == "acknowledged"
+    assert second["missing"] == {"code": -32602, "message": "task not found: no-such-task"}
