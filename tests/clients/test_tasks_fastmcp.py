@@ -20,7 +20,8 @@ import os
 import shlex
 import subprocess
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Callable, Sequence
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -62,16 +63,25 @@ def closing(child: str, output: str) -> list[str]:
     ]
 
 
-def scenario(tmp_path: Path, serve_options: Sequence[str] = ()) -> tuple[Any, Any]:
-    """Both client processes against one database; what each saw."""
+def scenario(
+    tmp_path: Path,
+    serve_options: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    between: Callable[[], None] = lambda: None,
+    **settings: Any,
+) -> tuple[Any, Any]:
+    """Both client processes against one database (`between` runs between them); what each
+    saw. `settings` go to the client script's config (bPrompt, bFirst)."""
     db = str(tmp_path / "tasks.db")
     args = ["-m", "subagentd", "--db", db, "--caller", "root", "--runner", RUNNER, *serve_options]
     config: dict[str, Any] = {
         "command": sys.executable,
         "args": args,
-        "env": {**os.environ, "PYTHONPATH": str(ROOT)},
+        "env": {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        **settings,
     }
     first = client_process("first", config, tmp_path)
+    between()
     second = client_process("second", {**config, "ids": first["ids"]}, tmp_path)
     return first, second
 
@@ -119,3 +129,32 @@ def test_the_fastmcp_tasks_client_polls_subscribes_reconnects_and_cancels(tmp_pa
     assert second["cResult"].endswith(" was cancelled")  # fastmcp-tasks' own text
     assert second["cancelAgain"] == "acknowledged"
     assert second["missing"] == {"code": -32602, "message": "task not found: no-such-task"}
+
+
+@pytest.mark.timeout(3 * TIMEOUT)
+def test_through_the_detached_process_a_task_running_at_the_close_completes_without_a_client(
+    tmp_path,
+):
+    from tests.clients.test_tasks_ts_sdk_detached import stop_background
+
+    runtime = tempfile.mkdtemp(prefix="sd-", dir="/tmp")  # a socket path stays short
+    go = tmp_path / "go"
+    b_prompt = json.dumps({"steps": [{"wait_file": str(go)}, {"print": "b went on alone"}]})
+    try:
+        first, second = scenario(
+            tmp_path,
+            ["--detach", "on"],
+            env={"XDG_RUNTIME_DIR": runtime},
+            between=go.touch,  # B's turn ends while no client is connected
+            bPrompt=b_prompt,
+            bFirst=True,
+        )
+    finally:
+        stop_background(runtime)
+    assert first["b"]["status"] == "working"  # the client closed while B ran
+    assert second["a"] == first["a"]
+    assert second["b"]["status"] == "completed"
+    assert second["b"]["statusMessage"] == FINISHED.format("b")
+    assert second["bResult"] == {"isError": False, "texts": closing("b", "b went on alone")}
+    assert second["cancelled"]["status"] == "cancelled"
+    assert second["eResult"] == ["started subagent e"]

@@ -52,14 +52,7 @@ def test_the_typescript_sdk_tasks_outlive_the_client_through_the_detached_proces
         go.touch()  # B's turn ends while no client is connected
         second = client_process(node, "second", {**config, "ids": ids, "bFirst": True}, tmp_path)
     finally:
-        (pid_file,) = Path(runtime, "subagentd").glob("*.pid")
-        pid = int(pid_file.read_text().splitlines()[0])
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + TIMEOUT
-        while Path(f"/proc/{pid}").exists() and b" Z " not in _stat(pid):
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        shutil.rmtree(runtime, ignore_errors=True)
+        stop_background(runtime)
     assert second["listed"] == [[ids["a"], "completed"], [ids["b"], "completed"]]
     assert second["aResult"][0] == FINISHED.format("a")
     assert second["b"]["status"] == "completed"
@@ -79,6 +72,18 @@ def test_the_typescript_sdk_tasks_outlive_the_client_through_the_detached_proces
         "result",
     ]
     assert (second["cancelled"]["status"], second["cResult"]) == ("cancelled", [CANCELLED])
+
+
+def stop_background(runtime: str) -> None:
+    """SIGTERM to the background process whose files are in `runtime`; wait for its exit."""
+    (pid_file,) = Path(runtime, "subagentd").glob("*.pid")
+    pid = int(pid_file.read_text().splitlines()[0])
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + TIMEOUT
+    while Path(f"/proc/{pid}").exists() and b" Z " not in _stat(pid):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    shutil.rmtree(runtime, ignore_errors=True)
 
 
 def _stat(pid: int) -> bytes:

@@ -125,7 +125,7 @@ async def main(phase: str, config: dict[str, Any]) -> dict[str, Any]:
         out["version"] = client.session.protocol_version
         if phase == "first":
             a = await spawn(client, "a", "summarize the logs")
-            b = await spawn(client, "b", WAIT_TERM)
+            b = await spawn(client, "b", config.get("bPrompt", WAIT_TERM))
             out["created"] = [brief(a.create_result), brief(b.create_result)]
             stream = await listen(client, acks, [b.task_id])  # stream B
             out["ack"] = acks[-1]
@@ -142,6 +142,8 @@ async def main(phase: str, config: dict[str, Any]) -> dict[str, Any]:
             stream.cancel()
         else:
             ids = config["ids"]
+            while config.get("bFirst") and (await get(client, ids["b"])).status not in TERMINAL:
+                await asyncio.sleep(0.1)  # B's turn may still be going on without a client
             a, b = await get(client, ids["a"]), await get(client, ids["b"])
             assert a.result is not None and b.result is not None  # both ended: results inline
             out["a"] = brief(a)
