@@ -42,3 +42,29 @@ def test_langchain_runs_the_delegation_loop_and_reconnects_on_mcp_1(tmp_path):
     # the default mode: the spawn is answered, not an ExceptionGroup(BrokenResourceError)
     assert [b["text"] for b in said["per_call"]] == ["started subagent c4"]
     assert said["warnings"] == []  # no validation warning of a host notification
+
+
+def test_langchain_sessions_per_call_through_the_detached_process_collect_work_done_meanwhile(
+    tmp_path,
+):
+    import tempfile
+
+    from tests.clients.test_tasks_ts_sdk_detached import stop_background
+
+    runtime = tempfile.mkdtemp(prefix="sd-", dir="/tmp")  # a socket path stays short
+    db, go = str(tmp_path / "per-call.db"), tmp_path / "go"
+    try:
+        done = run_script("langchain_per_call.py", sys.executable, db, runtime, str(go))
+    finally:
+        stop_background(runtime)
+    assert done.returncode == 0, done.stderr[-5000:]
+    said = json.loads(done.stdout)
+    assert said["a"] == ["started subagent a"] and said["b"] == ["started subagent b"]
+    assert said["listed"] == ["a [running] — a\nb [running] — b"]  # after their calls closed
+    finished = (
+        "Background subagent {} finished and will do no further work unless you send it more."
+    )
+    text = "\n".join(said["waited"])
+    for child in ("a", "b"):
+        assert f"{finished.format(child)}\nIts closing message:\nwent on alone" in text
+    assert said["waited"][-1] == "none of the subagents waited for is still working"
