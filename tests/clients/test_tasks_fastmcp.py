@@ -71,7 +71,7 @@ def scenario(
     **settings: Any,
 ) -> tuple[Any, Any]:
     """Both client processes against one database (`between` runs between them); what each
-    saw. `settings` go to the client script's config (bPrompt, bFirst)."""
+    saw. `settings` go to the client script's config (aPrompt, bPrompt, bFirst)."""
     db = str(tmp_path / "tasks.db")
     args = ["-m", "subagentd", "--db", db, "--caller", "root", "--runner", RUNNER, *serve_options]
     config: dict[str, Any] = {
@@ -140,19 +140,24 @@ def test_through_the_detached_process_a_task_running_at_the_close_completes_with
     runtime = tempfile.mkdtemp(prefix="sd-", dir="/tmp")  # a socket path stays short
     go = tmp_path / "go"
     b_prompt = json.dumps({"steps": [{"wait_file": str(go)}, {"print": "b went on alone"}]})
+    a_prompt = json.dumps({"steps": [{"wait_file": str(go)}, {"print": "a went on alone"}]})
     try:
         first, second = scenario(
             tmp_path,
             ["--detach", "on"],
             env={"XDG_RUNTIME_DIR": runtime},
-            between=go.touch,  # B's turn ends while no client is connected
+            between=go.touch,  # both turns end while no client is connected
+            aPrompt=a_prompt,  # A is polled, B subscribed to, and both run at the close
             bPrompt=b_prompt,
             bFirst=True,
         )
     finally:
         stop_background(runtime)
-    assert first["b"]["status"] == "working"  # the client closed while B ran
-    assert second["a"] == first["a"]
+    assert first["polls"] == 2 and first["a"]["status"] == "working"
+    assert first["b"]["status"] == "working"  # the client closed while both ran
+    assert first["ack"]["notifications"] == {"taskIds": [first["ids"]["b"]]}
+    assert second["a"]["status"] == "completed"
+    assert second["aResult"] == closing("a", "a went on alone")
     assert second["b"]["status"] == "completed"
     assert second["b"]["statusMessage"] == FINISHED.format("b")
     assert second["bResult"] == {"isError": False, "texts": closing("b", "b went on alone")}

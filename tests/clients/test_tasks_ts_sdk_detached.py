@@ -1,8 +1,8 @@
 """The official TypeScript MCP SDK's `experimental.tasks` client (2025-11-25 shape) through
 `subagentd --caller root --runner … --detach on` (tests/peers/ts-tasks/client.mjs): spawn A and
-B as tasks, close the client while B runs, and a new client process (a new front process, the
-same background process) finds both *completed*, collects both results, streams a task to its
-end and cancels another. B's turn went on while no client was connected."""
+B as tasks, poll A and stream B, close the client while both run, and a new client process (a new
+front process, the same background process) finds both *completed*, collects both results,
+streams a task to its end and cancels another. Both turns went on while no client was connected."""
 
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ def test_the_typescript_sdk_tasks_outlive_the_client_through_the_detached_proces
     runtime = tempfile.mkdtemp(prefix="sd-", dir="/tmp")  # a socket path stays short
     go = tmp_path / "go"
     b_prompt = json.dumps({"steps": [{"wait_file": str(go)}, {"print": "b went on alone"}]})
+    a_prompt = json.dumps({"steps": [{"wait_file": str(go)}, {"print": "a went on alone"}]})
     config: dict[str, Any] = {
         "sdk": str(SDK),
         "command": sys.executable,
@@ -44,17 +45,24 @@ def test_the_typescript_sdk_tasks_outlive_the_client_through_the_detached_proces
         + ["--runner", RUNNER, "--detach", "on"],
         "env": {**os.environ, "PYTHONPATH": str(Path.cwd()), "XDG_RUNTIME_DIR": runtime},
         "bPrompt": b_prompt,
+        "aPrompt": a_prompt,  # A is polled, B streamed, and both run when the client closes
     }
     try:
         first = client_process(node, "first", config, tmp_path)
         ids = first["ids"]
-        assert first["listed"] == [[ids["a"], "completed"], [ids["b"], "working"]]
-        go.touch()  # B's turn ends while no client is connected
+        assert first["polls"] == 2 and first["a"]["status"] == "working"
+        assert first["listed"] == [[ids["a"], "working"], [ids["b"], "working"]]
+        go.touch()  # both turns end while no client is connected
         second = client_process(node, "second", {**config, "ids": ids, "bFirst": True}, tmp_path)
     finally:
         stop_background(runtime)
     assert second["listed"] == [[ids["a"], "completed"], [ids["b"], "completed"]]
-    assert second["aResult"][0] == FINISHED.format("a")
+    assert second["aResult"] == [
+        FINISHED.format("a"),
+        "Its closing message:",
+        "a went on alone",
+        "none of the subagents waited for is still working",
+    ]
     assert second["b"]["status"] == "completed"
     assert second["bResult"] == {
         "isError": False,

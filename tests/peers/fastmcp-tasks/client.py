@@ -124,7 +124,7 @@ async def main(phase: str, config: dict[str, Any]) -> dict[str, Any]:
     async with client:
         out["version"] = client.session.protocol_version
         if phase == "first":
-            a = await spawn(client, "a", "summarize the logs")
+            a = await spawn(client, "a", config.get("aPrompt", "summarize the logs"))
             b = await spawn(client, "b", config.get("bPrompt", WAIT_TERM))
             out["created"] = [brief(a.create_result), brief(b.create_result)]
             stream = await listen(client, acks, [b.task_id])  # stream B
@@ -132,18 +132,22 @@ async def main(phase: str, config: dict[str, Any]) -> dict[str, Any]:
             # poll A as its pollIntervalMs says, until it is terminal
             polled, out["polls"] = a.create_result, 0
             while polled.status not in TERMINAL:
+                if config.get("aPrompt") and out["polls"] == 2:
+                    break  # A goes on after the close
                 await asyncio.sleep(polled.poll_interval_ms / 1000)
                 polled = await a.status()
                 out["polls"] += 1
             out["a"] = brief(polled)
-            out["aResult"] = texts(await a.result())
+            if not config.get("aPrompt"):
+                out["aResult"] = texts(await a.result())
             out["b"] = brief(await b.status())
             out["ids"] = {"a": a.task_id, "b": b.task_id}
             stream.cancel()
         else:
             ids = config["ids"]
-            while config.get("bFirst") and (await get(client, ids["b"])).status not in TERMINAL:
-                await asyncio.sleep(0.1)  # B's turn may still be going on without a client
+            for child in ("a", "b") if config.get("bFirst") else ():
+                while (await get(client, ids[child])).status not in TERMINAL:
+                    await asyncio.sleep(0.1)  # its turn may still be going on without a client
             a, b = await get(client, ids["a"]), await get(client, ids["b"])
             assert a.result is not None and b.result is not None  # both ended: results inline
             out["a"] = brief(a)

@@ -5,7 +5,8 @@
 //   node client.mjs second <config.json>  a new client process: list, collect A's and B's
 //                                          results, stream D to its end, cancel C
 // config: {sdk: <the SDK package dir>, command, args, env, ids?: {a, b}, bPrompt?: B's prompt
-// (default: wait for SIGTERM), bFirst?: wait for B's result before listing}; prints one JSON line.
+// (default: wait for SIGTERM), aPrompt?: A's prompt (then A is polled twice and left working),
+// bFirst?: wait for A's and B's results before listing}; prints one JSON line.
 
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -53,7 +54,7 @@ async function spawnAsTask(childId, prompt) {
 }
 
 if (phase === "first") {
-  const a = await spawnAsTask("a", "summarize the logs");
+  const a = await spawnAsTask("a", config.aPrompt ?? "summarize the logs");
   const waitTerm = JSON.stringify({ steps: [{ wait_term: true }] });
   const b = await spawnAsTask("b", config.bPrompt ?? waitTerm);
   out.created = [a.task, b.task];
@@ -61,12 +62,15 @@ if (phase === "first") {
   let polled = a.task;
   out.polls = 0;
   while (!["completed", "failed", "cancelled"].includes(polled.status)) {
+    if (config.aPrompt && out.polls === 2) break; // A goes on after the close
     await sleep(polled.pollInterval ?? 1000);
     polled = await tasks.getTask(a.task.taskId);
     out.polls += 1;
   }
   out.a = polled;
-  out.aResult = texts(await tasks.getTaskResult(a.task.taskId, CallToolResultSchema));
+  if (!config.aPrompt) {
+    out.aResult = texts(await tasks.getTaskResult(a.task.taskId, CallToolResultSchema));
+  }
   // stream B: its next message is the status the stream polled (working), then we close
   const next = await b.stream.next();
   out.bStreamed = next.value.type === "taskStatus" ? next.value.task.status : next.value;
@@ -74,7 +78,9 @@ if (phase === "first") {
   out.ids = { a: a.task.taskId, b: b.task.taskId };
 } else {
   const { a, b } = config.ids;
-  if (config.bFirst) await tasks.getTaskResult(b, CallToolResultSchema); // until B has settled
+  if (config.bFirst) {
+    for (const id of [a, b]) await tasks.getTaskResult(id, CallToolResultSchema); // until settled
+  }
   out.listed = (await tasks.listTasks()).tasks.map((t) => [t.taskId, t.status]);
   out.a = await tasks.getTask(a);
   out.aResult = texts(await tasks.getTaskResult(a, CallToolResultSchema));
