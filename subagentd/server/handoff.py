@@ -65,7 +65,7 @@ class Handoff:
         path = os.path.join(self.directory, f"mcp-{digest}.json")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(config, out)
+            out.write(json.dumps(config))  # one write (json.dump writes piece by piece)
         return {
             "SUBAGENTD": self.executable,
             "SUBAGENTD_MCP_COMMAND": shlex.join([self.executable, "mcp"]),

@@ -12,6 +12,7 @@ stdin, its output, its signals and their grace — is one lifecycle whose steps 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 import msgspec
 
 from subagentd.core.service import Service
@@ -49,7 +51,7 @@ _usage_line = msgspec.json.Decoder(Usage).decode
 
 
 class Child:
-    """A runner's process: started by subprocess.Popen on the loop's thread and waited for
+    """A runner's process: started by subprocess.Popen in a worker thread and waited for
     through its pidfd's readiness on the loop (polled every EXIT_POLL where there is none), so a
     turn costs no asyncio transport, no pipe protocol and no waiter thread per process."""
 
@@ -84,6 +86,18 @@ class Child:
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
+
+
+def _start(command: list[str], stdin: int, stdout: int, stderr: int, env: dict[str, str]) -> Child:
+    popen = subprocess.Popen(
+        command,
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        env=env,
+        start_new_session=True,  # its own group: signals reach its children
+    )
+    return Child(popen)
 
 
 @dataclass(slots=True, eq=False)
@@ -280,15 +294,11 @@ class Runner:
         stdin = FdWriter(stdin_fd)  # closed by _feed, or below when _feed never ran
         try:
             try:
-                job.process = Child(
-                    subprocess.Popen(
-                        self.command,
-                        stdin=stdin_end,
-                        stdout=out_end,
-                        stderr=err_end,
-                        env=env,
-                        start_new_session=True,  # its own group: signals reach its children
-                    )
+                # in a worker thread: the fork and exec (the loop's longest step of a turn)
+                # do not hold up the loop, so starts overlap at --max-running > 1; not
+                # cancellable, so a process started is always known
+                job.process = await anyio.to_thread.run_sync(
+                    functools.partial(_start, self.command, stdin_end, out_end, err_end, env)
                 )
             except OSError as exc:
                 log.error("--runner could not start %s: %s", self.command[0], exc)
