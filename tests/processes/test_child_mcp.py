@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from subagentd.cli.child_mcp import NOT_IN_RUNNER
@@ -148,6 +149,22 @@ def test_the_turn_environment_names_this_subagentd_and_a_ready_mcp_configuration
     config = env["SUBAGENTD_MCP_CONFIG"]
     assert os.path.dirname(config) == os.path.dirname(env["SUBAGENTD_SOCKET"])
     assert os.stat(os.path.dirname(config)).st_mode & 0o777 == 0o700
+
+
+def test_each_turn_rewrites_the_agents_mcp_configuration_whole_and_private(tmp_path):
+    from subagentd.server.handoff import Handoff
+
+    handoff = Handoff(str(tmp_path), "/x/subagentd", {"SUBAGENTD_SOCKET": "/x/sock"})
+    first = handoff.turn_environment("c1", "t" * 80)["SUBAGENTD_MCP_CONFIG"]
+    again = handoff.turn_environment("c1", "short")["SUBAGENTD_MCP_CONFIG"]
+    assert first == again  # one file per agent, written over at each turn
+    config = json.loads(Path(again).read_text())  # nothing left of the longer one before
+    assert config["mcpServers"]["subagentd"]["env"] == {
+        "SUBAGENTD_SOCKET": "/x/sock",
+        "SUBAGENTD_TOKEN": "short",
+        "SUBAGENTD_AGENT_ID": "c1",
+    }
+    assert os.stat(again).st_mode & 0o777 == 0o600
 
 
 def test_the_executable_is_the_running_script_or_a_wrapper_for_this_interpreter(tmp_path):
