@@ -101,8 +101,7 @@ class Running:
             )
         else:
             self.runner = Runner(service, argv, **wiring)
-        self.relay = Relay(service, tokens, options["max_frame_bytes"])
-        self.relay.lend, self.relay.reclaim = self.runner.lend, self.runner.reclaim
+        self.relay = Relay(service, tokens, options["max_frame_bytes"], slots=self.runner)
         self.runner.attach(connection)
         if background is not None:
             background.mux.follow(self.runner)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hmac
 import secrets
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.abc
@@ -107,19 +107,27 @@ class Tokens:
         return held[0]
 
 
+class Slots(Protocol):
+    """The runner's --max-running slots, lent by a run while it waits (Runner)."""
+
+    def lend(self, agent_id: str) -> str | None: ...
+
+    def reclaim(self, turn_id: str) -> None: ...
+
+
 class Relay:
     """Answers `subagentd tool` requests on the Unix socket, one request per connection."""
 
-    def __init__(self, service: Service, tokens: Tokens, max_bytes: int) -> None:
+    def __init__(
+        self, service: Service, tokens: Tokens, max_bytes: int, slots: Slots | None = None
+    ) -> None:
         self.service = service
         self.tokens = tokens
         self.max_bytes = max_bytes
         self._connection: Connection | None = None
         self.rpc = JsonRpc(METHODS)
         self._open = 0  # connections being served
-        # a waiting run lends its --max-running slot (Runner.lend / reclaim), set by the wiring
-        self.lend: Callable[[str], str | None] = lambda agent_id: None
-        self.reclaim: Callable[[str], None] = lambda turn_id: None
+        self.slots = slots  # a waiting run lends its --max-running slot
 
     def attach(self, connection: Connection) -> None:
         self._connection = connection
@@ -281,12 +289,12 @@ class Relay:
             raise StorageFailedError("the commit group was lost")
         reply = answer[0]
         if isinstance(reply, Pending):
-            lent = self.lend(caller)
+            lent = self.slots.lend(caller) if self.slots is not None else None
             try:
                 await self._wait(reply.deferred)
             finally:
-                if lent is not None:
-                    self.reclaim(lent)
+                if lent is not None and self.slots is not None:
+                    self.slots.reclaim(lent)
             reply = {"result": reply.deferred.result}
         await connection.committed()
         return {k: v for k, v in reply.items() if k in ("result", "error")}
