@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -27,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.clients.test_tasks_ts_sdk import client_process as run_client
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests" / "peers" / "fastmcp-tasks" / "client.py"
@@ -41,17 +42,7 @@ CANCELLED = (
 
 
 def client_process(phase: str, config: dict[str, Any], tmp_path: Path) -> Any:
-    path = tmp_path / f"{phase}.json"
-    path.write_text(json.dumps(config))
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), phase, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr[-5000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_client(sys.executable, phase, config, tmp_path, SCRIPT)
 
 
 def closing(child: str, output: str) -> list[str]:

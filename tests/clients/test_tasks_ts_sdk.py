@@ -37,11 +37,14 @@ CANCELLED = (
 )
 
 
-def client_process(node: str, phase: str, config: dict[str, Any], tmp_path: Path) -> Any:
+def client_process(
+    program: str, phase: str, config: dict[str, Any], tmp_path: Path, script: Path = SCRIPT
+) -> Any:
+    """`program script phase config.json` (one client process); the JSON line it printed last."""
     path = tmp_path / f"{phase}.json"
     path.write_text(json.dumps(config))
     done = subprocess.run(
-        [node, str(SCRIPT), phase, str(path)],
+        [program, str(script), phase, str(path)],
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
