@@ -45,6 +45,7 @@ from subagentd.server.acp_progress import TurnProgress
 from subagentd.server.acp_usage import SessionTotals, charge
 from subagentd.server.handoff import Handoff
 from subagentd.server.runner import Job, Runner
+from subagentd.server.runner_pids import PidFiles
 from subagentd.server.timers import BUSY_RETRY
 from subagentd.server.tool_socket import Tokens
 
@@ -88,6 +89,7 @@ class AcpRunner(Runner):
         tokens: Tokens,
         handoff: Handoff,
         usage_dir: str | None = None,
+        processes: PidFiles | None = None,
         permission: str = "deny",
         permission_timeout: float = 600.0,
     ) -> None:
@@ -100,6 +102,7 @@ class AcpRunner(Runner):
             tokens=tokens,
             handoff=handoff,
             usage_dir=usage_dir,
+            processes=processes,
         )
         self.acp_handoff = handoff
         self.ask_parent = permission == "ask-parent"
@@ -127,6 +130,12 @@ class AcpRunner(Runner):
             for process in self.pool:
                 process.kill()
                 await process.close()
+                self._forget(process)
+
+    def _forget(self, process: AgentProcess) -> None:
+        """The agent process is gone: no longer one to stop after a crash (--detach)."""
+        if self.processes is not None and process.process is not None:
+            self.processes.remove(process.process.pid)
 
     async def stop(self, grace: float) -> None:
         if self._stopping is not None:
@@ -149,6 +158,8 @@ class AcpRunner(Runner):
         """The least busy live process; a new one while fewer than --max-running run and
         every one is busy."""
         async with self._starting:
+            for gone in [p for p in self.pool if not p.alive]:
+                self._forget(gone)
             self.pool = [p for p in self.pool if p.alive]
             idle = [p for p in self.pool if p.prompting == 0]
             if idle:
@@ -163,6 +174,8 @@ class AcpRunner(Runner):
                     process.kill()
                     await process.close()
                     raise
+                if self.processes is not None and process.process is not None:
+                    self.processes.add(process.process.pid)  # stopped after a crash (--detach)
                 self.pool.append(process)
                 return process
             return min(self.pool, key=lambda p: p.prompting)
