@@ -76,7 +76,7 @@ def check_messages(messages: Any) -> list[Mapping[str, Any]]:
         if not isinstance(message.get("source"), Mapping):
             raise ValueError(f"message {i}: `source` is not an object")
         for key in ("kind", "form", "sender_session_id"):
-            if not isinstance(message["source"].get(key, ""), (str, type(None))):
+            if not isinstance(message["source"].get(key, ""), str | None):
                 raise ValueError(f"message {i}: `source.{key}` is not a string")
         content = message.get("content")
         if not isinstance(content, list) or not all(
