@@ -407,10 +407,17 @@ def render_targets(metrics: list[Metric], env: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def judged(raw: dict[str, Any]) -> list[Metric]:
+    """Every row of a run's raw figures, run.py's scenarios and scale.py's, as run.py makes them."""
+    import scale  # the scale scenarios' rows (scale.py imports this module: not at its top)
+
+    return evaluate(raw) + scale.rows(raw)
+
+
 def write_readme(readme: str, results: dict[str, Any]) -> None:
     """Replace the targets table between README_BEGIN and README_END of `readme` with the one of
     `results` (a latest.json), its raw figures judged by this report's targets."""
-    metrics = evaluate(results["raw"])
+    metrics = judged(results["raw"])
     with open(readme) as fh:
         text = fh.read()
     head, rest = text.split(README_BEGIN, 1)
@@ -437,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.readme:
         write_readme(os.path.join(here, "README.md"), results)
     else:
-        print(render_targets(evaluate(results["raw"]), results["environment"]))
+        print(render_targets(judged(results["raw"]), results["environment"]))
     return 0
 
 

@@ -607,6 +607,9 @@ def rows(raw: dict[str, Any]) -> list[Metric]:
                     ratio=f"{ratio:.2f}x fork floor ({f['per_s']:,.0f} turns/s)",
                     target="≥ 0.5x fork floor",
                     met=ratio >= 0.5,
+                    miss=""
+                    if ratio >= 0.5
+                    else f"{ratio:.2f}x fork floor ({1 - ratio / 0.5:.0%} under)",
                     note=f"{r['turns']} turns; server CPU {r['server_cpu_per_turn_s'] * 1e3:.2f} ms"
                     f" a turn; floor: subprocess.run(['true']) on {running} thread(s)",
                 )
