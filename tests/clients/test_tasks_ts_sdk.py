@@ -30,6 +30,12 @@ SDK = ROOT / "clients" / "typescript" / "node_modules" / "@modelcontextprotocol"
 SCRIPT = ROOT / "tests" / "peers" / "ts-tasks" / "client.mjs"
 RUNNER = shlex.join([sys.executable, str(ROOT / "tests" / "scripts" / "runner.py")])
 TIMEOUT = 120
+STREAMED = [
+    "taskCreated",
+    "taskStatus:working",
+    "taskStatus:completed",
+    "result",
+]  # a task's stream
 FINISHED = "Background subagent {} finished and will do no further work unless you send it more."
 CANCELLED = (
     "the task was cancelled (tasks/cancel); subagent c was asked to stop its current turn,"
@@ -105,12 +111,7 @@ def test_the_typescript_sdk_tasks_client_polls_streams_reconnects_and_cancels(tm
             "none of the subagents waited for is still working",
         ],
     }
-    assert second["dStream"] == [
-        "taskCreated",
-        "taskStatus:working",
-        "taskStatus:completed",
-        "result",
-    ]
+    assert second["dStream"] == STREAMED
     assert second["dResult"][2] == "done: check the disk"
     assert (second["cancelled"]["status"], second["cancelled"]["statusMessage"]) == (
         "cancelled",

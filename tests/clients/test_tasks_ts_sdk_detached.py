@@ -23,6 +23,7 @@ from tests.clients.test_tasks_ts_sdk import (
     FINISHED,
     RUNNER,
     SDK,
+    STREAMED,
     TIMEOUT,
     client_process,
 )
@@ -73,12 +74,7 @@ def test_the_typescript_sdk_tasks_outlive_the_client_through_the_detached_proces
             "none of the subagents waited for is still working",
         ],
     }
-    assert second["dStream"] == [
-        "taskCreated",
-        "taskStatus:working",
-        "taskStatus:completed",
-        "result",
-    ]
+    assert second["dStream"] == STREAMED
     assert (second["cancelled"]["status"], second["cResult"]) == ("cancelled", [CANCELLED])
 
 

@@ -41,6 +41,18 @@ def readable(fd: int, timeout: float) -> bool:
     return bool(select.select([fd], [], [], timeout)[0])
 
 
+def owner_and_sender(pg_stores):
+    """Two processes' stores on one database, each holding its owner row; the owner's doorbell
+    drained, and its fd."""
+    owner, sender = pg_stores("shared"), pg_stores("shared")
+    owner.hold("owner", 60.0, lambda: None)
+    sender.hold("sender", 60.0, lambda: None)
+    owner.drain_doorbell()
+    fd = owner.doorbell()
+    assert fd is not None
+    return owner, sender, fd
+
+
 def test_a_group_waits_for_another_writer_past_the_limit_as_a_busy_refusal(pg_stores):
     store = pg_stores(None)
     store.limit_lock_wait(50)
@@ -137,12 +149,7 @@ def test_a_fencing_check_the_database_fails_loses_the_group_as_a_storage_failure
 
 
 def test_the_doorbell_rings_at_the_senders_commit_and_drains(pg_stores):
-    owner, sender = pg_stores("shared"), pg_stores("shared")
-    owner.hold("owner", 60.0, lambda: None)
-    sender.hold("sender", 60.0, lambda: None)
-    owner.drain_doorbell()
-    fd = owner.doorbell()
-    assert fd is not None
+    owner, sender, fd = owner_and_sender(pg_stores)
     with sender.atomic():
         sender.put_signal("owner", "root", "input", None)
     assert not readable(fd, 0.3)  # NOTIFY is delivered at commit, not before
@@ -160,12 +167,7 @@ def test_signals_are_taken_in_order_in_one_group_and_a_rolled_back_take_keeps_th
     """A signal's row and its ring are one statement, taking them inside a group one more: they
     come back in the order sent, a rolled-back take leaves them, and a signal for an owner
     without a row (nobody listens) is stored without a ring."""
-    owner, sender = pg_stores("shared"), pg_stores("shared")
-    owner.hold("owner", 60.0, lambda: None)
-    sender.hold("sender", 60.0, lambda: None)
-    owner.drain_doorbell()
-    fd = owner.doorbell()
-    assert fd is not None
+    owner, sender, fd = owner_and_sender(pg_stores)
     with sender.atomic():
         for i in range(3):
             sender.put_signal("owner", f"s{i}", "inbox", None)
