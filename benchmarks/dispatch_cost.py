@@ -75,6 +75,13 @@ def make(direct: bool, pipelined: int = 0) -> tuple[Service, Dispatcher]:
     return service, dispatcher
 
 
+def settle(service: Service, dispatcher: Dispatcher) -> None:
+    """Commit and drop what the loop held (notifications; pipelined: the encoded replies)."""
+    dispatcher.notes.clear()
+    service.commit()
+    dispatcher.ledger.committed()
+
+
 def floor(reps: int, n: int) -> float:
     """jsonrpcserver's own cost per request (seconds): its public dispatch on an empty entry."""
     from jsonrpcserver import Success, dispatch_to_serializable
@@ -111,13 +118,10 @@ def main() -> None:
         encode = msgspec.json.Encoder().encode
         k = args.pipelined
 
-        def deliver(reply_of: Callable[[], Any]) -> None:
-            reply_of()
-
         def pipelined(messages: list[Any]) -> list[Any]:
             frames = [encode(m) for m in messages]
             return [
-                partial(dispatcher.handle_frames, frames[i : i + k], deliver)
+                partial(dispatcher.handle_frames, frames[i : i + k])
                 for i in range(0, len(frames), k)
             ]
 
@@ -132,8 +136,7 @@ def main() -> None:
         else:
             for m in messages[:2]:
                 run(m)
-        dispatcher.notes.clear()
-        service.commit()
+        settle(service, dispatcher)
         profiler = cProfile.Profile()
         probe = messages[50:150] if not args.pipelined else messages[: max(1, 100 // k)]
         per = 1 if not args.pipelined else k
@@ -142,16 +145,14 @@ def main() -> None:
             run(m)
         profiler.disable()
         calls = pstats.Stats(profiler).total_calls / (len(probe) * per)  # type: ignore[attr-defined]
-        dispatcher.notes.clear()
-        service.commit()
+        settle(service, dispatcher)
         best = float("inf")
         for _ in range(args.reps):
             start = time.process_time()
             for m in messages:
                 run(m)
             best = min(best, time.process_time() - start)
-            dispatcher.notes.clear()
-            service.commit()
+            settle(service, dispatcher)
         ratio = f"  ({best / args.n / per_floor:.2f}x the floor)" if name == "ping" else ""
         print(f"{name:24} {calls:6.0f} calls/message {best / args.n * 1e6:7.1f} µs/message{ratio}")
 
