@@ -52,7 +52,8 @@ class Agents:
         self.closing: dict[str, list[Callable[[], None]]] = {}  # closing root -> waiters
         self.closing_committed: dict[str, list[Callable[[], None]]] = {}  # `closing` at commit
         self.in_snapshot = False  # answering requests read together (Service.snapshot)
-        self._elsewhere: tuple[int, dict[str, Status]] | None = None  # (store.changes(), statuses)
+        self._kept: dict[Any, Any] = {}  # readings the snapshot's requests share (`kept`)
+        self._kept_at = -1  # store.changes() when they were read
 
     def attach(self, emit: Callable[[str, msgspec.Struct], None], timers: TimerService) -> None:
         """The server's outlets (Service.attach)."""
@@ -108,15 +109,11 @@ class Agents:
         return status
 
     def elsewhere(self) -> dict[str, Status]:
-        """Statuses of the sessions other live processes hold, by id (their valid leases).
-
-        Requests read together may share one reading (a snapshot: they all arrived before it was
-        taken), kept while this process writes nothing: a write of its own (a fence, a lease
-        taken over) moves `store.changes()`, and a reading made inside an open write group is
-        not kept, since that group may still roll back."""
-        kept = self._elsewhere
-        if kept is not None and kept[0] == self.store.changes():
-            return kept[1]
+        """Statuses of the sessions other live processes hold, by id (their valid leases); one
+        reading per snapshot (`kept`)."""
+        kept: dict[str, Status] | None = self.kept("elsewhere")
+        if kept is not None:
+            return kept
         alive: dict[str, bool] = {}
         elsewhere: dict[str, Status] = {}
         for session_id, owner, leased in self.store.foreign_leases(self.owner, self.store.clock()):
@@ -124,13 +121,35 @@ class Agents:
                 alive[owner] = self.settings.owner_alive(owner)
             if alive[owner]:
                 elsewhere[session_id] = leased
-        if self.in_snapshot and not self.store.dirty:
-            self._elsewhere = (self.store.changes(), elsewhere)
+        self.keep("elsewhere", elsewhere)
         return elsewhere
+
+    def kept(self, key: Any) -> Any:
+        """What `keep` kept under `key` in this snapshot, or None.
+
+        Requests read together may share one reading of the database (a snapshot: they all
+        arrived before it was taken; what other processes commit meanwhile is as if committed
+        after them), kept while this process writes nothing: a write of its own (a fence, a
+        lease taken over, any request's rows) moves `store.changes()`, and a reading made inside
+        an open write group is not kept, since that group may still roll back."""
+        if self._kept and self._kept_at == self.store.changes():
+            return self._kept.get(key)
+        return None
+
+    def keep(self, key: Any, reading: Any) -> None:
+        """Share `reading` with the rest of the snapshot's requests (`kept`); outside a snapshot,
+        or with writes of the open group not committed yet, it is not kept."""
+        if not self.in_snapshot or self.store.dirty:
+            return
+        changes = self.store.changes()
+        if changes != self._kept_at:
+            self._kept.clear()
+            self._kept_at = changes
+        self._kept[key] = reading
 
     def end_snapshot(self) -> None:
         self.in_snapshot = False
-        self._elsewhere = None
+        self._kept.clear()
 
     # --- what every change writes --------------------------------------------------------
 

@@ -127,6 +127,20 @@ def children(
     return listed
 
 
+def live_statuses(
+    rows: list[AgentRow], live: Callable[[str], LiveAgent | None]
+) -> list[Status | None]:
+    """The status of each row's agent in this process's registry (None: not live here): all a
+    listing takes from memory, so a listing read earlier with the same statuses is still true
+    while storage has not moved (Agents.kept)."""
+    statuses: list[Status | None] = []
+    append = statuses.append
+    for row in rows:
+        agent = live(row.id)
+        append(None if agent is None else agent.status)
+    return statuses
+
+
 def descendants(
     store: Store,
     root_id: str,

@@ -11,13 +11,21 @@ from subagentd.core.activation import Activator
 from subagentd.core.agents import Agents
 from subagentd.core.descriptors import DescriptorProblem, filtered_tools, parse_descriptor
 from subagentd.core.leases import Leases
-from subagentd.core.listing import children, descendants, mark_parked, project, render
+from subagentd.core.listing import (
+    children,
+    descendants,
+    live_statuses,
+    mark_parked,
+    project,
+    render,
+)
 from subagentd.core.questions import Questions
 from subagentd.core.registry import CONTINUABLE, LiveAgent
 from subagentd.core.report_rate import ReportRate
 from subagentd.core.scheduling import Scheduler
 from subagentd.errors import BudgetExceededError, QuotaExceededError, SubagentdError, error_for
 from subagentd.schema.codes import Code
+from subagentd.schema.listing import Status
 from subagentd.schema.messages import Source, TextBlock
 from subagentd.schema.tools import (
     InterruptAgentArgs,
@@ -229,18 +237,25 @@ class ToolRules:
     ) -> ListAgentsResult:
         agents = self.agents
         live = self.registry.lookup
+        key = (args.scope, caller)
+        kept: tuple[list[Status | None], ListAgentsResult] | None = agents.kept(key)
+        if kept is not None and kept[0] == live_statuses(kept[1].agents, live):
+            return kept[1]  # read together with an earlier request, the live agents as they were
         if args.scope == "descendants":
             rows, text = descendants(self.store, caller, live, agents.elsewhere())
-            return ListAgentsResult(text=text, agents=rows)
-        store = self.store
-        listed = children(
-            store, caller, agents.owner, store.clock(), live, self.settings.owner_alive
-        )
-        if listed is None:  # some stored state cannot be read: row by row
-            status = agents.status_lookup()
-            listed = project(store, caller, False, status, include_one_shot=False, endings=True)
-            mark_parked(store, listed)
-        return ListAgentsResult(text=render(listed), agents=listed)
+            result = ListAgentsResult(text=text, agents=rows)
+        else:
+            store = self.store
+            listed = children(
+                store, caller, agents.owner, store.clock(), live, self.settings.owner_alive
+            )
+            if listed is None:  # some stored state cannot be read: row by row, not kept
+                status = agents.status_lookup()
+                listed = project(store, caller, False, status, include_one_shot=False, endings=True)
+                return ListAgentsResult(text=render(mark_parked(store, listed)), agents=listed)
+            result = ListAgentsResult(text=render(listed), agents=listed)
+        agents.keep(key, (live_statuses(result.agents, live), result))
+        return result
 
     def report(self, caller: str, activation: str | None, args: ReportArgs) -> ReportResult:
         child = self.agents.live_caller(caller, activation)

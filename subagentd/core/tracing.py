@@ -9,11 +9,13 @@ process that recovers a dead one's turn finds the context it had.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from subagentd.schema.messages import Message
+
+_UNTRACED: AbstractContextManager[None] = nullcontext()
 
 
 class Tracing:
@@ -46,10 +48,10 @@ class Tracing:
         """A turn ended (also one recovered after its process died). `usage`: the token counts
         the host reported for it, when it did."""
 
-    @contextmanager
-    def tool_call(self, caller: str, name: str) -> Iterator[None]:
-        """A model-facing tool call by `caller`, for as long as its rules run."""
-        yield
+    def tool_call(self, caller: str, name: str) -> AbstractContextManager[None]:
+        """A model-facing tool call by `caller`, for as long as its rules run (off: one shared
+        context that does nothing, not a generator per call)."""
+        return _UNTRACED
 
     def close(self) -> None:
         """Flush what is left, within a bound, at shutdown."""
