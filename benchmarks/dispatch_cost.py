@@ -9,7 +9,7 @@ best of `--reps` loops is reported. `--direct` runs methods without jsonrpcserve
 (`invoke_directly`), the floor the jsonrpcserver path is compared with (docs/architecture.md).
 `--pipelined K` feeds encoded frames K at a time to `handle_frames`, as the connection does with
 frames read together. Every run also times the floor: jsonrpcserver's public dispatch alone
-(`dispatch_to_serializable`, the way server/rpc.py calls it, one request at a time) on an entry
+(`dispatch_to_response` with `to_serializable_one`, the way server/rpc.py calls it, one request at a time) on an entry
 that does nothing but return Success(None), and prints the ping's cost as a multiple of it.
 """
 
@@ -84,7 +84,8 @@ def settle(service: Service, dispatcher: Dispatcher) -> None:
 
 def floor(reps: int, n: int) -> float:
     """jsonrpcserver's own cost per request (seconds): its public dispatch on an empty entry."""
-    from jsonrpcserver import Success, dispatch_to_serializable
+    from jsonrpcserver import Success, dispatch_to_response
+    from jsonrpcserver.response import to_serializable_one
 
     from subagentd.server.rpc import _SIGNATURE
 
@@ -99,7 +100,14 @@ def floor(reps: int, n: int) -> float:
     for _ in range(reps):
         start = time.process_time()
         for _ in range(n):
-            dispatch_to_serializable(one, entries, context=context, deserializer=dict, validator=id)
+            dispatch_to_response(
+                one,
+                entries,
+                context=context,
+                deserializer=dict,
+                validator=id,
+                post_process=to_serializable_one,
+            )
         best = min(best, time.process_time() - start)
     print(f"{'jsonrpcserver floor':24} {'':20} {best / n * 1e6:7.1f} µs/request (empty entry)")
     return best / n

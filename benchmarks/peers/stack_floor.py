@@ -3,8 +3,8 @@
 It reads stdin and writes stdout with subagentd's own transport (subagentd/server/transport.py
 FdReader and FdWriter, imported, so it reads exactly as the server does on whatever anyio backend
 runs it), decodes each line with msgspec, dispatches it through jsonrpcserver's public
-`dispatch_to_serializable` (the entry point server/rpc.py uses, with the same `deserializer` and
-`validator` shortcuts) to a method that does nothing, and encodes the reply with msgspec — one
+`dispatch_to_response` with its `to_serializable_one` (the entry point server/rpc.py uses, with the
+same `deserializer` and `validator` shortcuts) to a method that does nothing, and encodes the reply with msgspec — one
 request at a time, the replies of one read written together. Its methods: `initialize` (a
 constant handshake result), `ping` (`{}`), and any other method, `tools/call` included (the
 tools/call-shaped result the echo floors answer: one text block). What subagentd's own code
@@ -20,7 +20,8 @@ from typing import Any
 import anyio
 import msgspec
 from echo_server import _CONTENT, _INIT  # this directory is the script's: first on sys.path
-from jsonrpcserver import Success, dispatch_to_serializable
+from jsonrpcserver import Success, dispatch_to_response
+from jsonrpcserver.response import to_serializable_one
 from jsonrpcserver.result import Result
 
 from subagentd.server.transport import FdReader, FdWriter
@@ -79,7 +80,9 @@ def answer(line: bytes) -> bytes | None:
     if not line.strip():
         return None
     message: Any = _decode(line)
-    reply = dispatch_to_serializable(message, METHODS, deserializer=dict, validator=id)
+    reply = dispatch_to_response(
+        message, METHODS, deserializer=dict, validator=id, post_process=to_serializable_one
+    )
     return None if reply is None else _encode(reply)
 
 

@@ -17,7 +17,8 @@ from subagentd.server import transport  # noqa: E402
 def test_it_reads_and_writes_with_the_servers_transport_and_dispatches_through_jsonrpcserver():
     assert stack_floor.FdReader is transport.FdReader
     assert stack_floor.FdWriter is transport.FdWriter
-    assert stack_floor.dispatch_to_serializable.__module__ == "jsonrpcserver.main"
+    assert stack_floor.dispatch_to_response.__module__ == "jsonrpcserver.main"
+    assert stack_floor.to_serializable_one.__module__ == "jsonrpcserver.response"
 
 
 def test_it_answers_initialize_ping_and_tools_call_over_pipes():
