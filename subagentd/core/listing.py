@@ -88,17 +88,19 @@ def children(
     now: float,
     live: Callable[[str], LiveAgent | None],
     alive: Callable[[str], bool],
-) -> list[AgentRow] | None:
+) -> tuple[list[AgentRow], bool] | None:
     """list_agents {scope: children} from one statement (storage's `children_listing`): each
     child's status from this process's registry, else from the valid lease of another live
-    process, else ready (with how its last turn ended); its parked messages. None when some
-    stored state cannot be read (the caller lists through `project` then, which reads it row
-    by row)."""
+    process, else ready (with how its last turn ended); its parked messages. With the rows,
+    whether one of them was judged by another process's lease (which lapses by the clock, and
+    whose owner may die, with nothing committed). None when some stored state cannot be read
+    (the caller lists through `project` then, which reads it row by row)."""
     try:
         records = store.children_listing(parent_id, owner, now)
     except Exception:
         return None
     listed: list[AgentRow] = []
+    by_lease = False
     for agent_id, label, mode, body, parked, holder, leased, ended in records:
         if mode is None:
             described = _described(agent_id, body)
@@ -112,9 +114,10 @@ def children(
         if agent is not None:
             status: Status = agent.status
         elif holder is not None and alive(holder):
-            status = leased  # type: ignore[assignment]  # leases hold only statuses
+            status, by_lease = leased, True  # type: ignore[assignment]  # leases hold only statuses
         else:
             status = "ready"
+            by_lease = by_lease or leased is not None or holder is not None
         listed.append(
             ChildRow(
                 id=agent_id,
@@ -124,7 +127,7 @@ def children(
                 ended=_ending(status, ended),
             )
         )
-    return listed
+    return listed, by_lease
 
 
 def live_statuses(
@@ -139,6 +142,72 @@ def live_statuses(
         agent = live(row.id)
         append(None if agent is None else agent.status)
     return statuses
+
+
+class KeptChildren(msgspec.Struct):
+    """A children listing as read, and what it was read from (`Listings`)."""
+
+    changes: int  # store.changes() then
+    outside: object | None  # store.outside_commits() just before it was read (None: not taken)
+    statuses: list[Status | None]  # live_statuses of its rows then
+    rows: list[AgentRow]
+    text: str
+
+
+class Listings:
+    """The last children listing of each caller, answered again while nothing it was read from
+    can have moved: this process wrote nothing since (`store.changes()`), no other connection
+    committed (`store.outside_commits()`, taken before the read), every listed agent has the
+    status it had here, and no row was judged by another process's lease (it lapses by the
+    clock). Where the store cannot tell other connections' commits apart (PostgreSQL), or while
+    this process writes between listings, nothing is reused and no extra statement is run: the
+    look at other connections' commits is made only once this process has written nothing since
+    the caller's last listing. Small listings only, of a bounded number of callers."""
+
+    CALLERS = 64
+    ROWS = 128
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._kept: dict[str, KeptChildren] = {}
+
+    def get(
+        self, caller: str, live: Callable[[str], LiveAgent | None]
+    ) -> tuple[KeptChildren | None, int, object | None]:
+        """(the kept listing if it still holds, else None; changes(); outside_commits() if taken)."""
+        store = self.store
+        changes = store.changes()
+        kept = self._kept.get(caller)
+        if kept is None or kept.changes != changes or store.dirty:
+            return None, changes, None
+        outside = store.outside_commits()
+        if (
+            outside is None
+            or outside != kept.outside
+            or kept.statuses != live_statuses(kept.rows, live)
+        ):
+            return None, changes, outside
+        return kept, changes, outside
+
+    def keep(
+        self,
+        caller: str,
+        changes: int,
+        outside: object | None,
+        rows: list[AgentRow],
+        text: str,
+        live: Callable[[str], LiveAgent | None],
+    ) -> None:
+        """Keep a listing read after `changes` and `outside` were taken."""
+        if len(rows) > self.ROWS or self.store.dirty:
+            self._kept.pop(caller, None)
+            return
+        if len(self._kept) >= self.CALLERS and caller not in self._kept:
+            self._kept.clear()
+        self._kept[caller] = KeptChildren(changes, outside, live_statuses(rows, live), rows, text)
+
+    def forget(self, caller: str) -> None:
+        self._kept.pop(caller, None)
 
 
 def descendants(

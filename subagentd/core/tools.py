@@ -12,6 +12,7 @@ from subagentd.core.agents import Agents
 from subagentd.core.descriptors import DescriptorProblem, filtered_tools, parse_descriptor
 from subagentd.core.leases import Leases
 from subagentd.core.listing import (
+    Listings,
     children,
     descendants,
     live_statuses,
@@ -74,6 +75,7 @@ class ToolRules:
         self.activator = activator
         self.scheduler = scheduler
         self.rate = rate
+        self.listings = Listings(agents.store)  # children listings kept while storage stands
 
     def send_message(
         self, caller: str, activation: str | None, args: SendMessageArgs
@@ -245,17 +247,32 @@ class ToolRules:
             rows, text = descendants(self.store, caller, live, agents.elsewhere())
             result = ListAgentsResult(text=text, agents=rows)
         else:
-            store = self.store
-            listed = children(
-                store, caller, agents.owner, store.clock(), live, self.settings.owner_alive
-            )
-            if listed is None:  # some stored state cannot be read: row by row, not kept
-                status = agents.status_lookup()
-                listed = project(store, caller, False, status, include_one_shot=False, endings=True)
-                return ListAgentsResult(text=render(mark_parked(store, listed)), agents=listed)
-            result = ListAgentsResult(text=render(listed), agents=listed)
+            result = self._children(caller)
         agents.keep(key, (live_statuses(result.agents, live), result))
         return result
+
+    def _children(self, caller: str) -> ListAgentsResult:
+        """list_agents {scope: children}: the kept listing while it holds (Listings), else read."""
+        live = self.registry.lookup
+        same, changes, outside = self.listings.get(caller, live)
+        if same is not None:
+            return ListAgentsResult(text=same.text, agents=same.rows)
+        store = self.store
+        read = children(
+            store, caller, self.agents.owner, store.clock(), live, self.settings.owner_alive
+        )
+        if read is None:  # some stored state cannot be read: row by row, not kept
+            self.listings.forget(caller)
+            status = self.agents.status_lookup()
+            listed = project(store, caller, False, status, include_one_shot=False, endings=True)
+            return ListAgentsResult(text=render(mark_parked(store, listed)), agents=listed)
+        listed, by_lease = read
+        text = render(listed)
+        if by_lease:
+            self.listings.forget(caller)
+        else:
+            self.listings.keep(caller, changes, outside, listed, text, live)
+        return ListAgentsResult(text=text, agents=listed)
 
     def report(self, caller: str, activation: str | None, args: ReportArgs) -> ReportResult:
         child = self.agents.live_caller(caller, activation)

@@ -88,6 +88,13 @@ class SqliteStore(BoundParts):
         total_changes of the connection): core keeps what it read only while it stays put."""
         return self.group.conn.total_changes
 
+    def outside_commits(self) -> tuple[object, int]:
+        """Moves whenever another connection commits to the database (SQLite's `PRAGMA
+        data_version` on this connection, with the connection itself): with `changes()` still
+        put, what core read before is what it would read now."""
+        conn = self.group.conn
+        return conn, conn.execute("PRAGMA data_version").fetchone()[0]
+
     @property
     def dirty(self) -> bool:
         """True while writes are waiting for the next commit."""

@@ -172,6 +172,10 @@ class PostgresStore(BoundParts):
         (SqliteStore.changes)."""
         return next(self._reads)
 
+    def outside_commits(self) -> None:
+        """None: the other connections' commits cannot be told apart here (SqliteStore's)."""
+        return None
+
     @property
     def dirty(self) -> bool:
         """True while writes are waiting for the next commit."""
