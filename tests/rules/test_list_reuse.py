@@ -136,7 +136,10 @@ def test_a_live_status_that_moved_in_memory_is_read_again():
     assert core.list("root").text.startswith("c1 [idle]") and len(listings(reads)) == 2
     assert core.list("root", "descendants").text.startswith("c1 [idle]")
     agent.turn = turn
-    assert core.list("root", "descendants").text.startswith("c1 [running]") and len(listings(reads)) == 4
+    assert (
+        core.list("root", "descendants").text.startswith("c1 [running]")
+        and len(listings(reads)) == 4
+    )
 
 
 @pytest.mark.sqlite_only  # PostgresStore.changes() moves on every call: it keeps no reading
