@@ -10,16 +10,9 @@ from subagentd.core import texts
 from subagentd.core.activation import Activator
 from subagentd.core.agents import Agents
 from subagentd.core.descriptors import DescriptorProblem, filtered_tools, parse_descriptor
+from subagentd.core.kept_listings import Listings, live_statuses
 from subagentd.core.leases import Leases
-from subagentd.core.listing import (
-    Listings,
-    children,
-    descendants,
-    live_statuses,
-    mark_parked,
-    project,
-    render,
-)
+from subagentd.core.listing import children, descendants, mark_parked, project, render
 from subagentd.core.questions import Questions
 from subagentd.core.registry import CONTINUABLE, LiveAgent
 from subagentd.core.report_rate import ReportRate

@@ -1,7 +1,7 @@
 """list_agents answered again from what an earlier listing read, and only while nothing it was read
 from can have moved, so every answer is exactly the one a fresh reading gives: among requests read
 together (a snapshot, core/agents.py `kept`), and a caller's children listing across requests
-(core/listing.py `Listings`)."""
+(core/kept_listings.py `Listings`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from subagentd.core.listing import Listings
+from subagentd.core.kept_listings import Listings
 from tests.core_host import TTL, CoreHost, FakeClock, process, step
 
 
