@@ -186,11 +186,13 @@ class Scheduler:
         agent.turn = OpenTurn(turn_id)
         self.budgets.turn_started(agent)
         self.arm_deadline(agent, turn_id)
-        # cold resume: the descriptor (checked when the agent was resumed) is read, not kept live
-        resume = (
-            parse_descriptor(self.store.get_descriptor(agent.agent_id)) if agent.resume else None
-        )
+        # cold resume: the descriptor (checked when the agent was resumed), kept only until
+        # this turn (read again when the registry was rebuilt meanwhile)
+        resume = None
+        if agent.resume:
+            resume = agent.descriptor or parse_descriptor(self.store.get_descriptor(agent.agent_id))
         agent.resume = False
+        agent.descriptor = None
         traced = self.agents.tracing.turn_started(agent.agent_id, turn_id, messages, traceparent)
         self.agents.emit(
             "turn/start",

@@ -129,6 +129,8 @@ class ToolRules:
                     record.parked,
                     resume=True,
                     tools=filtered_tools(descriptor.tool_filter),
+                    stored=record,
+                    descriptor=descriptor,
                 )
         message_id = self.scheduler.accept(
             target_id,
