@@ -82,5 +82,5 @@ class Activator:
         self.agents.record(
             agent_id, None, "activated", {"activation_id": activation_id, "resume": resume}
         )
-        self.agents.status_changed(agent)
+        self.agents.status_changed(agent, save=False)  # put_lease wrote it as it is now
         return agent

@@ -247,13 +247,17 @@ class Scheduler:
         self.agents.tracing.turn_ended(agent.agent_id, turn.turn_id, reason, cause, used)
         agent.turn = None
         agent.last_reason, agent.last_output = last, output
-        self.agents.status_changed(agent)
+        # its lease row is written once what follows is known: the next turn's start writes it,
+        # and an agent that leaves has it dropped
+        self.agents.status_changed(agent, save=False)
         if agent.disposing:
             self.drain(agent)
         elif agent.kind == ONE_SHOT:
             self.dispose(agent, last)
         else:
             self.pump(agent)
+        if agent.turn is None and self.registry.get(agent.agent_id) is agent:
+            self.agents.save_live(agent)
 
     # --- interrupts (SEMANTICS.md section 5) and the grace timer -------------------------
 
