@@ -416,9 +416,14 @@ class Runner:
             )
             self.service.host.finish_turn(params)
 
+        connection = self._connection
         with anyio.CancelScope(shield=True):
-            while not self._connection.run_work(end):
-                await anyio.sleep(BUSY_RETRY)  # another process holds the write lock
+            while True:
+                # the write lock taken ahead, as a request's is: waited for with the loop serving
+                await connection.lock()
+                if connection.run_work(end):
+                    return
+                await anyio.sleep(BUSY_RETRY)  # another process held it past the patience
 
 
 def read_usage(path: str | None) -> tuple[Usage | None, int]:
