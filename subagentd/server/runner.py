@@ -355,10 +355,11 @@ class Runner:
                 io.start_soon(reading.done_after, _collect, FdReader(out), stdout, limit, cut)
                 io.start_soon(reading.done_after, _tail, FdReader(err), stderr)
                 await process.wait()
-                if not (reading.finished and stdin.broken):
+                if not reading.finished:
                     # what its pipes still hold; a process it left behind may keep them open
                     with anyio.move_on_after(OUTPUT_DRAIN):
                         await reading.wait()
+                if not (reading.finished and stdin.broken):
                     io.cancel_scope.cancel()
             code = process.returncode
             job.done = True
