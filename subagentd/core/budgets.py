@@ -88,7 +88,20 @@ class Budgets:
         would pass, nearest agent first; None when it may start. `extra`: a new child's own
         budget (it has spent nothing yet), as lineage[0]'s: lineage[0] is then the child being
         spawned, whose own spawns budget does not count its own creation."""
+        return self._judge(lineage, self.store.spending_rows(lineage), spawn, extra)
+
+    def turn_check(self, lineage: tuple[str, ...]) -> tuple[Refusal | None, float | None]:
+        """refusal() of one more turn and the lineage's deadline (deadline()), from one read."""
         rows = self.store.spending_rows(lineage)
+        return self._judge(lineage, rows, False, None), _earliest(rows)
+
+    def _judge(
+        self,
+        lineage: tuple[str, ...],
+        rows: dict[str, SpendingRecord],
+        spawn: bool,
+        extra: Budget | None,
+    ) -> Refusal | None:
         if not rows and extra is None:
             return None
         clock = self.store.clock()
@@ -197,9 +210,7 @@ class Budgets:
 
     def deadline(self, lineage: tuple[str, ...]) -> float | None:
         """The earliest deadline of `lineage` (wall-clock seconds), or None."""
-        rows = self.store.spending_rows(lineage)
-        deadlines = [r.deadline for r in rows.values() if r.deadline is not None]
-        return min(deadlines) if deadlines else None
+        return _earliest(self.store.spending_rows(lineage))
 
     # --- charges --------------------------------------------------------------------------
 
@@ -350,3 +361,8 @@ class Budgets:
             cost=cost / MICROS,
             currency=self.settings.cost_currency or None,
         )
+
+
+def _earliest(rows: dict[str, SpendingRecord]) -> float | None:
+    deadlines = [r.deadline for r in rows.values() if r.deadline is not None]
+    return min(deadlines) if deadlines else None

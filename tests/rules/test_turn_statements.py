@@ -1,6 +1,7 @@
 """What one turn of a settled continuable child reads and writes (SQLite): a cold resume reads
-the session, its descriptor and its lease once, and the lease row is written only as often as
-its state is known to change (the runner's turns are this path, once each)."""
+the session, its descriptor and its lease once, a turn's start its budgets once, and the lease
+row is written only as often as its state is known to change (the runner's turns are this path,
+once each)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,8 @@ def test_a_cold_resume_reads_the_session_its_descriptor_and_its_lease_once(settl
     )
     assert counts["SELECT body FROM descriptors [c2]"] == 1
     assert counts["SELECT owner, status, expires_at FROM leases [c2]"] == 1
+    # the budgets: the send's check, then the turn's start (its deadline from the same read)
+    assert count(counts, lambda k: k.startswith("SELECT session_id, limits_set")) == 2
     [start] = settled.take("turn/start", "c2")
     assert start["resume"] == {"version": 1, "mode": "continuable", "label": "task"}
 
