@@ -82,26 +82,19 @@ class Budgets:
     # --- checks ---------------------------------------------------------------------------
 
     def refusal(
-        self, lineage: tuple[str, ...], spawn: bool = False, extra: Budget | None = None
+        self,
+        lineage: tuple[str, ...],
+        spawn: bool = False,
+        extra: Budget | None = None,
+        rows: dict[str, SpendingRecord] | None = None,
     ) -> Refusal | None:
         """The first budget of `lineage` that one more turn (and, with `spawn`, one more spawn)
         would pass, nearest agent first; None when it may start. `extra`: a new child's own
         budget (it has spent nothing yet), as lineage[0]'s: lineage[0] is then the child being
-        spawned, whose own spawns budget does not count its own creation."""
-        return self._judge(lineage, self.store.spending_rows(lineage), spawn, extra)
-
-    def turn_check(self, lineage: tuple[str, ...]) -> tuple[Refusal | None, float | None]:
-        """refusal() of one more turn and the lineage's deadline (deadline()), from one read."""
-        rows = self.store.spending_rows(lineage)
-        return self._judge(lineage, rows, False, None), _earliest(rows)
-
-    def _judge(
-        self,
-        lineage: tuple[str, ...],
-        rows: dict[str, SpendingRecord],
-        spawn: bool,
-        extra: Budget | None,
-    ) -> Refusal | None:
+        spawned, whose own spawns budget does not count its own creation. `rows`: the lineage's
+        spending rows, when the caller has just read them."""
+        if rows is None:
+            rows = self.store.spending_rows(lineage)
         if not rows and extra is None:
             return None
         clock = self.store.clock()
@@ -144,6 +137,11 @@ class Budgets:
             if row.max_cost is not None and row.tree_cost >= row.max_cost:
                 return Refusal("cost", session_id, row.max_cost, row.tree_cost, 0)
         return None
+
+    def turn_check(self, lineage: tuple[str, ...]) -> tuple[Refusal | None, float | None]:
+        """refusal() of one more turn and the lineage's deadline (deadline()), from one read."""
+        rows = self.store.spending_rows(lineage)
+        return self.refusal(lineage, rows=rows), _earliest(rows)
 
     def require(
         self, lineage: tuple[str, ...], spawn: bool = False, extra: Budget | None = None
