@@ -8,6 +8,8 @@ from subagentd.core.recovery import Recovery
 from subagentd.core.registry import LiveAgent
 from subagentd.core.stamps import mint
 from subagentd.errors import StateInvalidError
+from subagentd.schema.messages import Descriptor
+from subagentd.schema.records import SessionRecord
 
 
 class Activator:
@@ -29,10 +31,16 @@ class Activator:
         parked: bool,
         resume: bool = False,
         tools: frozenset[str] | None = None,
+        stored: SessionRecord | None = None,
+        descriptor: Descriptor | None = None,
     ) -> LiveAgent:
-        if self.leases.live_elsewhere(agent_id):
-            raise StateInvalidError(f'agent "{agent_id}" is live in another subagentd process')
-        stored = self.store.get_session(agent_id)
+        """`stored`: the session's row as the caller read it in this transaction, having found
+        its lease not live in another process (a cold resume): neither is read again; nor is
+        `descriptor`, the resumed session's, which its next turn/start carries."""
+        if stored is None:
+            if self.leases.live_elsewhere(agent_id):
+                raise StateInvalidError(f'agent "{agent_id}" is live in another subagentd process')
+            stored = self.store.get_session(agent_id)
         # the last turn's end as storage has it (what a rebuilt registry would read, too)
         last_reason, last_output = (
             (stored.last_reason, stored.last_output) if stored else (None, None)
@@ -68,10 +76,11 @@ class Activator:
             tools=tools,
             owner_id=parent_id,
             lineage=self.agents.budgets.lineage(agent_id, parent_id),
+            descriptor=descriptor if resume else None,
         )
         self.registry.add(agent)
         self.agents.record(
             agent_id, None, "activated", {"activation_id": activation_id, "resume": resume}
         )
-        self.agents.status_changed(agent)
+        self.agents.status_changed(agent, save=False)  # put_lease wrote it as it is now
         return agent

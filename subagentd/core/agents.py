@@ -166,10 +166,13 @@ class Agents:
         for uri in self.watched.get(agent_id, ()) if self.watched else ():
             self.emit("notifications/resources/updated", ResourceUpdated(uri=uri))
 
-    def status_changed(self, agent: LiveAgent) -> None:
+    def status_changed(self, agent: LiveAgent, save: bool = True) -> None:
+        """Its status told (`agent/status`, a watched resource); `save`: and written to its lease
+        row, unless the caller wrote the row (or writes it before the transaction ends)."""
         if self.watched and agent.agent_id in self.watched:
             self.resource_changed(agent.agent_id)
-        self.save_live(agent)
+        if save:
+            self.save_live(agent)
         if self.settings.status_events:
             self.emit("agent/status", AgentStatus(agent_id=agent.agent_id, status=agent.status))
 

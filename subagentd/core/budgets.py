@@ -82,13 +82,19 @@ class Budgets:
     # --- checks ---------------------------------------------------------------------------
 
     def refusal(
-        self, lineage: tuple[str, ...], spawn: bool = False, extra: Budget | None = None
+        self,
+        lineage: tuple[str, ...],
+        spawn: bool = False,
+        extra: Budget | None = None,
+        rows: dict[str, SpendingRecord] | None = None,
     ) -> Refusal | None:
         """The first budget of `lineage` that one more turn (and, with `spawn`, one more spawn)
         would pass, nearest agent first; None when it may start. `extra`: a new child's own
         budget (it has spent nothing yet), as lineage[0]'s: lineage[0] is then the child being
-        spawned, whose own spawns budget does not count its own creation."""
-        rows = self.store.spending_rows(lineage)
+        spawned, whose own spawns budget does not count its own creation. `rows`: the lineage's
+        spending rows, when the caller has just read them."""
+        if rows is None:
+            rows = self.store.spending_rows(lineage)
         if not rows and extra is None:
             return None
         clock = self.store.clock()
@@ -131,6 +137,11 @@ class Budgets:
             if row.max_cost is not None and row.tree_cost >= row.max_cost:
                 return Refusal("cost", session_id, row.max_cost, row.tree_cost, 0)
         return None
+
+    def turn_check(self, lineage: tuple[str, ...]) -> tuple[Refusal | None, float | None]:
+        """refusal() of one more turn and the lineage's deadline (deadline()), from one read."""
+        rows = self.store.spending_rows(lineage)
+        return self.refusal(lineage, rows=rows), _earliest(rows)
 
     def require(
         self, lineage: tuple[str, ...], spawn: bool = False, extra: Budget | None = None
@@ -197,9 +208,7 @@ class Budgets:
 
     def deadline(self, lineage: tuple[str, ...]) -> float | None:
         """The earliest deadline of `lineage` (wall-clock seconds), or None."""
-        rows = self.store.spending_rows(lineage)
-        deadlines = [r.deadline for r in rows.values() if r.deadline is not None]
-        return min(deadlines) if deadlines else None
+        return _earliest(self.store.spending_rows(lineage))
 
     # --- charges --------------------------------------------------------------------------
 
@@ -350,3 +359,8 @@ class Budgets:
             cost=cost / MICROS,
             currency=self.settings.cost_currency or None,
         )
+
+
+def _earliest(rows: dict[str, SpendingRecord]) -> float | None:
+    deadlines = [r.deadline for r in rows.values() if r.deadline is not None]
+    return min(deadlines) if deadlines else None

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from subagentd.schema.budgets import Held
     from subagentd.schema.listing import Status
+    from subagentd.schema.messages import Descriptor
 
 ORDINARY = "ordinary"
 CONTINUABLE = "continuable"
@@ -46,6 +47,7 @@ class LiveAgent:
     owner_id: str | None = None  # who keeps it resident and drains it: its parent, until adopted
     lineage: tuple[str, ...] = ()  # itself and its durable ancestors, nearest first (budgets)
     held_by: Held | None = None  # the budget that keeps its queued input from starting a turn
+    descriptor: Descriptor | None = None  # a cold resume's, as read then: its turn/start's resume
 
     @property
     def status(self) -> Status:

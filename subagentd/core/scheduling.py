@@ -5,8 +5,9 @@ live beside the turns they end, so a turn's whole life reads in one place."""
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
@@ -24,6 +25,14 @@ if TYPE_CHECKING:
     from subagentd.schema.notifications import InterruptKind
 
 _encode = msgspec.json.encode
+
+
+class Unread(enum.Enum):
+    """A value the caller has not read (the callee reads it)."""
+
+    UNREAD = 0
+
+
 _blocks_decoder: msgspec.json.Decoder[list[TextBlock]] = msgspec.json.Decoder(list[TextBlock])
 _source_decoder: msgspec.json.Decoder[Source] = msgspec.json.Decoder(Source)
 
@@ -125,7 +134,7 @@ class Scheduler:
         if agent.pending and not agent.parked:
             record = self.store.next_queued(agent.agent_id)
             if record is not None:
-                refusal = self.budgets.refusal(agent.lineage)
+                refusal, deadline = self.budgets.turn_check(agent.lineage)
                 if refusal is not None:  # held: it stays queued until the budget is raised
                     agent.held_by = refusal.held()
                     return
@@ -136,7 +145,7 @@ class Scheduler:
                     source=_source_decoder.decode(record.source),
                 )
                 agent.pending -= 1
-                self.start_turn(agent, [message], claimed=[record.message_id])
+                self.start_turn(agent, [message], claimed=[record.message_id], deadline=deadline)
                 return
             agent.pending = sum(self.store.inbox_counts(agent.agent_id))
         self.settle(agent)
@@ -167,9 +176,11 @@ class Scheduler:
         messages: list[Message],
         claimed: list[str],
         traceparent: str | None = None,
+        deadline: float | None | Literal[Unread.UNREAD] = Unread.UNREAD,
     ) -> str:
         """Begin the agent's turn on these messages and tell the host (turn/start); `traceparent`:
-        the host's span to trace the turn under (turns/begin)."""
+        the host's span to trace the turn under (turns/begin); `deadline`: its lineage's, when
+        the caller has just read it (Budgets.turn_check)."""
         turn_id = mint()
         for message_id in claimed:
             self.store.claim_message(message_id, turn_id)
@@ -185,12 +196,14 @@ class Scheduler:
         )
         agent.turn = OpenTurn(turn_id)
         self.budgets.turn_started(agent)
-        self.arm_deadline(agent, turn_id)
-        # cold resume: the descriptor (checked when the agent was resumed) is read, not kept live
-        resume = (
-            parse_descriptor(self.store.get_descriptor(agent.agent_id)) if agent.resume else None
-        )
+        self.arm_deadline(agent, turn_id, deadline)
+        # cold resume: the descriptor (checked when the agent was resumed), kept only until
+        # this turn (read again when the registry was rebuilt meanwhile)
+        resume = None
+        if agent.resume:
+            resume = agent.descriptor or parse_descriptor(self.store.get_descriptor(agent.agent_id))
         agent.resume = False
+        agent.descriptor = None
         traced = self.agents.tracing.turn_started(agent.agent_id, turn_id, messages, traceparent)
         self.agents.emit(
             "turn/start",
@@ -245,13 +258,17 @@ class Scheduler:
         self.agents.tracing.turn_ended(agent.agent_id, turn.turn_id, reason, cause, used)
         agent.turn = None
         agent.last_reason, agent.last_output = last, output
-        self.agents.status_changed(agent)
+        # its lease row is written once what follows is known: the next turn's start writes it,
+        # and an agent that leaves has it dropped
+        self.agents.status_changed(agent, save=False)
         if agent.disposing:
             self.drain(agent)
         elif agent.kind == ONE_SHOT:
             self.dispose(agent, last)
         else:
             self.pump(agent)
+        if agent.turn is None and self.registry.get(agent.agent_id) is agent:
+            self.agents.save_live(agent)
 
     # --- interrupts (SEMANTICS.md section 5) and the grace timer -------------------------
 
@@ -283,9 +300,15 @@ class Scheduler:
 
     # --- budgets: deadlines of running turns, held input released ------------------------
 
-    def arm_deadline(self, agent: LiveAgent, turn_id: str) -> None:
+    def arm_deadline(
+        self,
+        agent: LiveAgent,
+        turn_id: str,
+        deadline: float | None | Literal[Unread.UNREAD] = Unread.UNREAD,
+    ) -> None:
         """A running turn is interrupted (cause `deadline`) once its lineage's deadline passes."""
-        deadline = self.budgets.deadline(agent.lineage)
+        if deadline is Unread.UNREAD:
+            deadline = self.budgets.deadline(agent.lineage)
         if deadline is None:
             return
         cancel = self._deadlines.pop(turn_id, None)

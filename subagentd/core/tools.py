@@ -132,6 +132,8 @@ class ToolRules:
                     record.parked,
                     resume=True,
                     tools=filtered_tools(descriptor.tool_filter),
+                    stored=record,
+                    descriptor=descriptor,
                 )
         message_id = self.scheduler.accept(
             target_id,

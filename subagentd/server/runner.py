@@ -18,8 +18,9 @@ import os
 import signal
 import subprocess
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -81,11 +82,36 @@ class Child:
                 await anyio.wait_readable(self._pidfd)
         return code
 
-    async def aclose(self) -> None:
-        await self.wait()
+    def close(self) -> None:
+        """Its pidfd closed (once it has been waited for)."""
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
+
+
+class _Reading:
+    """A run's output readers: set once each of them has reached the end of its pipe."""
+
+    __slots__ = ("left", "_event")
+
+    def __init__(self, readers: int) -> None:
+        self.left = readers
+        self._event: anyio.Event | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.left == 0
+
+    async def done_after(self, reader: Callable[..., Awaitable[None]], *args: Any) -> None:
+        await reader(*args)
+        self.left -= 1
+        if self.left == 0 and self._event is not None:
+            self._event.set()
+
+    async def wait(self) -> None:
+        if self.left:
+            self._event = anyio.Event()
+            await self._event.wait()
 
 
 def _start(command: list[str], stdin: int, stdout: int, stderr: int, env: dict[str, str]) -> Child:
@@ -132,6 +158,8 @@ class Runner:
         self.root = root
         self.max_running = max_running
         self.environment = environment  # SUBAGENTD_DB and SUBAGENTD_SOCKET, added to os.environ
+        # os.environ read once: copying it decodes every variable, each turn
+        self._base_environment = {**os.environ, **environment}
         self.tokens = tokens
         self.usage_dir = usage_dir  # where each run's SUBAGENTD_USAGE file is (private, 0700)
         self.waiting: deque[Job] = deque()  # FIFO: the order the turns started in
@@ -266,13 +294,10 @@ class Runner:
         start = job.start
         agent = self.service.agents.registry.get(start.agent_id)
         token = self.tokens.issue(start.agent_id, agent.activation_id if agent else "")
-        env = {
-            **os.environ,
-            **self.environment,
-            "SUBAGENTD_AGENT_ID": start.agent_id,
-            "SUBAGENTD_TURN_ID": start.turn_id,
-            "SUBAGENTD_TOKEN": token,
-        }
+        env = self._base_environment.copy()
+        env["SUBAGENTD_AGENT_ID"] = start.agent_id
+        env["SUBAGENTD_TURN_ID"] = start.turn_id
+        env["SUBAGENTD_TOKEN"] = token
         usage_path = None
         if self.usage_dir is not None:
             usage_path = os.path.join(self.usage_dir, f"usage-{start.turn_id}.jsonl")
@@ -291,8 +316,13 @@ class Runner:
         # closed by us: a process the command left behind may hold them open past the turn
         (out, out_end), (err, err_end) = os.pipe(), os.pipe()
         stdin_end, stdin_fd = os.pipe()
-        stdin = FdWriter(stdin_fd)  # closed by _feed, or below when _feed never ran
+        stdin = FdWriter(stdin_fd)  # closed here once fed, by _feed, or below when _feed never ran
+        data = _encode(turn)
         try:
+            written = stdin.write_now(data)  # the pipe keeps it for the command: usually all
+            if written == len(data):
+                stdin.broken = True  # fed: EOF follows it
+                stdin.close()
             try:
                 # in a worker thread: the fork and exec (the loop's longest step of a turn)
                 # do not hold up the loop, so starts overlap at --max-running > 1; not
@@ -317,22 +347,20 @@ class Runner:
             stderr = bytearray()
             cut = [False]
             process = job.process
-            read = anyio.Event()
-
-            async def read_all() -> None:
-                async with anyio.create_task_group() as readers:
-                    readers.start_soon(_collect, FdReader(out), stdout, limit, cut)
-                    readers.start_soon(_tail, FdReader(err), stderr)
-                read.set()
+            reading = _Reading(2)
 
             async with anyio.create_task_group() as io:
-                io.start_soon(_feed, stdin, _encode(turn))
-                io.start_soon(read_all)
+                if not stdin.broken:  # what the pipe did not take at once
+                    io.start_soon(_feed, stdin, data[written:])
+                io.start_soon(reading.done_after, _collect, FdReader(out), stdout, limit, cut)
+                io.start_soon(reading.done_after, _tail, FdReader(err), stderr)
                 await process.wait()
-                # what its pipes still hold; a process it left behind may keep them open
-                with anyio.move_on_after(OUTPUT_DRAIN):
-                    await read.wait()
-                io.cancel_scope.cancel()
+                if not reading.finished:
+                    # what its pipes still hold; a process it left behind may keep them open
+                    with anyio.move_on_after(OUTPUT_DRAIN):
+                        await reading.wait()
+                if not (reading.finished and stdin.broken):
+                    io.cancel_scope.cancel()
             code = process.returncode
             job.done = True
             text = stdout.decode("utf-8", errors="replace" if not cut[0] else "ignore").strip()
@@ -360,8 +388,9 @@ class Runner:
             if job.process is not None:
                 if job.process.returncode is None:
                     _signal(job, signal.SIGKILL)
-                with anyio.CancelScope(shield=True):
-                    await job.process.aclose()  # its pipes, and its exit status reaped
+                    with anyio.CancelScope(shield=True):
+                        await job.process.wait()  # its exit status reaped
+                job.process.close()
                 if self.processes is not None:
                     self.processes.remove(job.process.pid)
             self.running.pop(start.turn_id, None)
@@ -388,9 +417,14 @@ class Runner:
             )
             self.service.host.finish_turn(params)
 
+        connection = self._connection
         with anyio.CancelScope(shield=True):
-            while not self._connection.run_work(end):
-                await anyio.sleep(BUSY_RETRY)  # another process holds the write lock
+            while True:
+                # the write lock taken ahead, as a request's is: waited for with the loop serving
+                await connection.lock()
+                if connection.run_work(end):
+                    return
+                await anyio.sleep(BUSY_RETRY)  # another process held it past the patience
 
 
 def read_usage(path: str | None) -> tuple[Usage | None, int]:

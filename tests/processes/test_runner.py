@@ -145,6 +145,16 @@ def test_stdout_past_max_text_bytes_is_cut_to_that_many_bytes(server):
     assert events["runner_exit"] == {"exit_code": 0, "stdout_cut": True}
 
 
+def test_a_turn_larger_than_a_pipe_holds_reaches_the_command_whole(server):
+    """What the stdin pipe does not take at once is written as the command reads it."""
+    reads = "import json, sys; t = json.load(sys.stdin); print(len(t['messages'][0]['content'][0]['text']))"
+    srv = server(command=[sys.executable, "-c", reads])
+    srv.spawn("c1", "x" * 200_000)  # past the 64 KiB a pipe holds
+    events = srv.ended("c1")
+    assert events["turn_end"]["output"] == "200000"
+    assert events["runner_exit"] == {"exit_code": 0}
+
+
 def test_each_turn_leaves_no_descriptor_open_behind_it(server):
     """Each process's three pipes and its pidfd are closed once its turn ended."""
     srv = server()
