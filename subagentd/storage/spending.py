@@ -52,13 +52,45 @@ class Spending:
         self._db = db
 
     def spending_rows(self, session_ids: Sequence[str]) -> dict[str, SpendingRecord]:
+        """The rows of `session_ids` that exist. Inside a group each is read once: the group's
+        later requests (a burst of sends checks the same lineage's budgets) find it in the
+        group's reads, which every write here drops it from (group_base.py `reads`)."""
         if not session_ids:
             return {}
+        seen = self._db.reads()
+        if seen is None:
+            return self._select(session_ids)
+        found: dict[str, SpendingRecord] = {}
+        missing: list[str] = []
+        for session_id in session_ids:
+            key = ("spending", session_id)
+            if key in seen:
+                row = seen[key]
+                if row is not None:
+                    found[session_id] = row
+            else:
+                missing.append(session_id)
+        if missing:
+            rows = self._select(missing)
+            for session_id in missing:
+                seen["spending", session_id] = row = rows.get(session_id)
+                if row is not None:
+                    found[session_id] = row
+        return found
+
+    def _select(self, session_ids: Sequence[str]) -> dict[str, SpendingRecord]:
         marks = ",".join("?" * len(session_ids))
         rows = self._db.conn.execute(
             f"SELECT {_COLUMNS} FROM spending WHERE session_id IN ({marks})", list(session_ids)
         ).fetchall()
         return {row[0]: SpendingRecord(*row) for row in rows}
+
+    def _written(self, session_ids: Sequence[str]) -> None:
+        """The group's reads forget rows about to change (read again when next asked for)."""
+        seen = self._db.reads()
+        if seen:
+            for session_id in session_ids:
+                seen.pop(("spending", session_id), None)
 
     def charge(
         self,
@@ -72,6 +104,7 @@ class Spending:
         """Charge the first session of `lineage` (its own) and all of it (its subtree's sums)."""
         db = self._db
         db.begin()
+        self._written(lineage)
         spent = (turns, spawns, tokens_in, tokens_out, cost)
         none = (0, 0, 0, 0, 0)
         conn = db.conn
@@ -89,6 +122,7 @@ class Spending:
     ) -> None:
         db = self._db
         db.begin()
+        self._written((session_id,))
         db.conn.execute(
             _SET_LIMITS_SQL, (session_id, max_turns, max_spawns, max_tokens, max_cost, deadline)
         )
@@ -96,9 +130,11 @@ class Spending:
     def set_close_policy(self, session_id: str, policy: str | None) -> None:
         db = self._db
         db.begin()
+        self._written((session_id,))
         db.conn.execute(_CLOSE_POLICY_SQL, (session_id, policy))
 
     def set_stopped(self, session_id: str, stopped: bool) -> None:
         db = self._db
         db.begin()
+        self._written((session_id,))
         db.conn.execute(_STOPPED_SQL, (session_id, int(stopped)))

@@ -187,6 +187,7 @@ class GroupCommit(GroupCommitBase):
         first when a third of it is spent or the group held the lock long (see _renew);
         StorageFailedError when that fails or the group was already rolled back by a failed
         statement (then nothing of it was kept)."""
+        self._reads.clear()
         if self._conn.in_transaction:
             holding = self._holding
             renew = False

@@ -250,6 +250,55 @@ def test_a_later_request_of_a_group_is_one_round_trip_and_a_failed_one_still_rol
     assert not store.dirty
 
 
+def test_a_groups_budget_reads_take_no_round_trip_after_the_first_and_changes_are_read_again(
+    pg_stores, monkeypatch
+):
+    """A burst of sends checks the same budget rows: inside a group they are read once, so a
+    later request that only holds its row and checks them sends nothing; a charge, a failed
+    request's undone charge and another process's write before the next group are read anew."""
+    store = pg_stores(None)
+    statements: list[object] = []
+    timed = type(store.conn).timed
+    monkeypatch.setattr(
+        type(store.conn),
+        "timed",
+        lambda conn, call, *args: statements.append(args[:1]) or timed(conn, call, *args),
+    )
+    with store.atomic():
+        store.insert_session(session("a"))
+        store.set_limits("a", 5, None, None, None, None)
+    store.commit()
+    with store.atomic():
+        store.insert_message("m0", "a", "[]", "{}", "queued", "t")
+        assert store.spending_rows(["a", "b"])["a"].max_turns == 5
+    for i in range(1, 4):
+        statements.clear()
+        with store.atomic():
+            store.insert_message(f"m{i}", "a", "[]", "{}", "queued", "t")
+            assert list(store.spending_rows(["a", "b"])) == ["a"]
+        assert statements == []  # its row held, the budget known: nothing sent
+    with store.atomic():
+        store.charge(["a"], 1, 0, 0, 0, 0)
+        assert store.spending_rows(["a"])["a"].own_turns == 1
+    with pytest.raises(ValueError):
+        with store.atomic():
+            store.charge(["a"], 1, 0, 0, 0, 0)
+            assert store.spending_rows(["a"])["a"].own_turns == 2
+            raise ValueError("the rule refused it")
+    statements.clear()
+    with store.atomic():
+        assert store.spending_rows(["a"])["a"].own_turns == 1  # the failed charge undone
+    assert len(statements) == 1
+    store.commit()
+    with psycopg.connect(pg_stores.url(next(iter(pg_stores.databases))), autocommit=True) as other:
+        other.execute("UPDATE spending SET max_turns = 9 WHERE session_id = 'a'")
+    with store.atomic():
+        store.insert_message("m4", "a", "[]", "{}", "queued", "t")
+        assert store.spending_rows(["a"])["a"].max_turns == 9
+    store.commit()
+    assert [store.get_message(f"m{i}") is not None for i in range(5)] == [True] * 5
+
+
 def test_a_lost_connection_is_opened_anew_at_the_heartbeat_and_the_doorbell_goes_quiet(pg_stores):
     """The server dropped every connection of the store (a restart, a failover): the doorbell's
     number neither stays readable nor closes, the lost group fails, and the next heartbeat

@@ -103,6 +103,7 @@ class PgGroupCommit(GroupCommitBase):
         self.conn.raw = fresh
         self.conn.held.clear()
         self.conn.ahead.clear()
+        self._reads.clear()
         self._open = False
 
     def rollback(self) -> None:
@@ -207,6 +208,7 @@ class PgGroupCommit(GroupCommitBase):
         a third of it is spent; a group a failed statement aborted is rolled back and refused
         (PostgreSQL would turn its COMMIT into a rollback without an error)."""
         conn = self.conn
+        self._reads.clear()
         if conn.in_transaction:
             if conn.failed:
                 self.rollback()
