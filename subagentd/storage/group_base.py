@@ -303,6 +303,7 @@ class GroupCommitBase:
     def _keep_renewed(self, owner: str, ttl: float, now: float) -> None:
         """From now on `owner`'s row (valid until now + ttl) is renewed at commit time and by a
         renewal thread: the one started here, or the running one, which takes the new owner."""
+        self._reads.pop(("owner", owner), None)  # its row is new
         if self._holding is None:
             self._holding = Holding(owner, ttl, now + ttl, answered_since=now)
             self._renewer = renewer = self._renewer_for(self._holding)

@@ -8,6 +8,9 @@ reads a handful of rows by primary key, whichever process wrote them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
+
+import msgspec
 
 from subagentd.schema.records import SpendingRecord
 from subagentd.storage.table_access import Connected
@@ -43,6 +46,21 @@ _STOPPED_SQL = (
     "INSERT INTO spending (session_id, stopped) VALUES (?, ?)"
     " ON CONFLICT (session_id) DO UPDATE SET stopped = excluded.stopped"
 )
+
+
+def _charged(
+    session_id: str, row: SpendingRecord | None, own: tuple[int, ...], tree: tuple[int, ...]
+) -> SpendingRecord:
+    """What _CHARGE_SQL leaves of `row` (None: no row yet, so the table's defaults)."""
+    values: list[Any] = (
+        list(msgspec.structs.astuple(row))
+        if row is not None
+        else [session_id, 0, None, None, None, None, None, 0, *(0,) * 10, None]
+    )
+    for offset, added in ((8, own), (13, tree)):  # own_turns …, tree_turns …: _COUNTERS' order
+        for i, amount in enumerate(added):
+            values[offset + i] += amount
+    return SpendingRecord(*values)
 
 
 class Spending:
@@ -101,15 +119,20 @@ class Spending:
         tokens_out: int,
         cost: int,
     ) -> None:
-        """Charge the first session of `lineage` (its own) and all of it (its subtree's sums)."""
+        """Charge the first session of `lineage` (its own) and all of it (its subtree's sums),
+        held with the group's next statement (storage/deferred.py): nothing reads its answer,
+        and the group's reads of these rows are brought up to date."""
         db = self._db
-        db.begin()
-        self._written(lineage)
         spent = (turns, spawns, tokens_in, tokens_out, cost)
         none = (0, 0, 0, 0, 0)
-        conn = db.conn
         for i, session_id in enumerate(lineage):  # a handful: trees are shallow
-            conn.execute(_CHARGE_SQL, (session_id, *(spent if i == 0 else none), *spent))
+            db.defer(_CHARGE_SQL, (session_id, *(spent if i == 0 else none), *spent))
+        seen = db.reads()
+        if seen:
+            for i, session_id in enumerate(lineage):
+                key = ("spending", session_id)
+                if key in seen:  # the row as the charge leaves it
+                    seen[key] = _charged(session_id, seen[key], spent if i == 0 else none, spent)
 
     def set_limits(
         self,

@@ -299,6 +299,43 @@ def test_a_groups_budget_reads_take_no_round_trip_after_the_first_and_changes_ar
     assert [store.get_message(f"m{i}") is not None for i in range(5)] == [True] * 5
 
 
+def test_a_groups_lease_and_owner_reads_are_one_round_trip_until_it_writes_them(
+    pg_stores, monkeypatch
+):
+    """Inside a group a lease is read with its owner's row, in one round trip, and neither is
+    read again (a followup asks who holds its target twice) until this process writes them: its
+    own lease write, or a fence, which every later read of the group sees."""
+    owner, sender, _ = owner_and_sender(pg_stores)
+    with owner.atomic():
+        owner.insert_session(session("a"))
+        owner.put_lease("a", "owner", "idle", 0.0)
+    owner.commit()
+    statements: list[object] = []
+    timed = type(sender.conn).timed
+    monkeypatch.setattr(
+        type(sender.conn),
+        "timed",
+        lambda conn, call, *args: statements.append(args[:1]) or timed(conn, call, *args),
+    )
+    with sender.atomic():
+        sender.insert_session(session("b"))  # the group open and its fencing checked
+        statements.clear()
+        for _ in range(2):
+            assert sender.get_lease("a") == ("owner", "idle", 0.0)
+            assert sender.owner_state("owner") == (pytest.approx(owner.group._holding.expires), 0)
+        assert sender.get_lease("nothing") is None and sender.get_lease("nothing") is None
+        assert len(statements) == 2  # one for each session
+        statements.clear()
+        assert sender.fence("owner", None) is True
+        assert sender.owner_state("owner")[1] == 1 and sender.get_lease("a") is None
+        sender.put_lease("b", "sender", "idle", 0.0)
+        assert sender.get_lease("b") == ("sender", "idle", 0.0)
+    sender.commit()
+    with sender.atomic():
+        assert sender.owner_state("owner")[1] == 1 and sender.get_lease("a") is None
+    sender.rollback()
+
+
 def test_a_lost_connection_is_opened_anew_at_the_heartbeat_and_the_doorbell_goes_quiet(pg_stores):
     """The server dropped every connection of the store (a restart, a failover): the doorbell's
     number neither stays readable nor closes, the lost group fails, and the next heartbeat

@@ -129,6 +129,8 @@ class PgConnection:
             return None
         if sql == "COMMIT":  # it ends every savepoint: none needs releasing first
             self.ahead.clear()  # and it goes alone, a simple query (its answer may be lost)
+            if self.held and self.pipelined:  # the held writes before it, in one round trip
+                self.timed(self._send_held)
         elif self.ahead or (self.held and self.pipelined):
             return self.timed(self._batched, self.text(sql), params)
         if self.held:
@@ -150,6 +152,11 @@ class PgConnection:
                 self.held.run(_Direct(self))
             cursor = self.raw.execute(text, params)
         return cursor
+
+    def _send_held(self) -> None:
+        """The held writes alone, in one round trip (libpq's pipeline mode)."""
+        with self.raw.pipeline():
+            self.held.run(_Direct(self))
 
     def _run_ahead(self, run: Callable[[str], Any] | None) -> None:
         """Send the statements held ahead (`run` None: only drop them once the transaction they
