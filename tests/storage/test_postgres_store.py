@@ -336,6 +336,49 @@ def test_a_groups_lease_and_owner_reads_are_one_round_trip_until_it_writes_them(
     sender.rollback()
 
 
+def test_writes_nobody_reads_the_answer_of_wait_for_the_next_statement_or_go_before_the_commit(
+    pg_stores, monkeypatch
+):
+    """A turn's start writes four rows nothing reads the answer of: they are held, in order, and
+    sent in the round trip of the group's next statement (which sees them), or together just
+    before the COMMIT, which still goes alone; a failed request's held writes are dropped."""
+    store = pg_stores(None)
+    with store.atomic():
+        store.insert_session(session("a"))
+        store.insert_message("m0", "a", "[]", "{}", "queued", "t")
+        store.put_lease("a", "me", "idle", 0.0)
+    store.commit()
+    statements: list[object] = []
+    timed = type(store.conn).timed
+    monkeypatch.setattr(
+        type(store.conn),
+        "timed",
+        lambda conn, call, *args: statements.append(args[:1]) or timed(conn, call, *args),
+    )
+    with store.atomic():
+        store.claim_message("m0", "t1")
+        store.set_open_turn("a", "t1")
+        store.charge(["a"], 1, 0, 0, 0, 0)
+        store.set_lease_status("a", "me", "running")
+        assert len(statements) == 1  # the group's BEGIN: the writes are held
+        assert store.get_session("a").open_turn_id == "t1"
+        assert store.spending_rows(["a"])["a"].own_turns == 1
+        assert len(statements) == 3
+    with pytest.raises(ValueError):
+        with store.atomic():
+            store.set_open_turn("a", "t2")
+            raise ValueError("the rule refused it")
+    with store.atomic():
+        store.set_lease_status("a", "me", "idle")
+        store.claim_message("m0", None)
+    statements.clear()
+    store.commit()
+    assert len(statements) == 2 and statements[1] == ("COMMIT",)
+    assert store.get_session("a").open_turn_id == "t1"
+    assert store.get_lease("a") == ("me", "idle", 0.0)
+    assert store.get_message("m0").turn_id is None
+
+
 def test_a_lost_connection_is_opened_anew_at_the_heartbeat_and_the_doorbell_goes_quiet(pg_stores):
     """The server dropped every connection of the store (a restart, a failover): the doorbell's
     number neither stays readable nor closes, the lost group fails, and the next heartbeat

@@ -120,10 +120,10 @@ class PgConnection:
         self.stalled: Callable[[], None] = lambda: None
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> Any:
-        """The psycopg cursor of the statement (typed loosely, as sqlite3's rows are); the rows
-        held back and a request's released savepoint run first, so every statement sees every
-        write, in the same round trip (`_batched`). A RELEASE SAVEPOINT is itself held: it goes
-        with the next statement, or is dropped by the COMMIT, which releases every savepoint."""
+        """The psycopg cursor of the statement (typed loosely, as sqlite3's rows are); the writes
+        held back and a request's released savepoint run first, in the same round trip, so every
+        statement sees every write (`_batched`). A RELEASE SAVEPOINT is held too: it goes with
+        the next statement, or is dropped by the COMMIT (which releases every savepoint)."""
         if sql.startswith("RELEASE SAVEPOINT ") and self.pipelined and self.in_transaction:
             self.ahead.append(sql)
             return None
@@ -153,8 +153,7 @@ class PgConnection:
             cursor = self.raw.execute(text, params)
         return cursor
 
-    def _send_held(self) -> None:
-        """The held writes alone, in one round trip (libpq's pipeline mode)."""
+    def _send_held(self) -> None:  # the held writes alone, in one round trip (pipeline mode)
         with self.raw.pipeline():
             self.held.run(_Direct(self))
 
