@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -84,6 +84,7 @@ class GroupCommitBase:
         self._began_held = 0.0  # the same moment by the clock lock-hold time is counted in
         self._hold_clock = clock  # a backend may count it in real time (a test's manual clock)
         self._now = clock  # wall-clock seconds, shared by every process on this database
+        self._reads: dict[Hashable, Any] = {}  # what the open group read under the lock (reads)
 
     if TYPE_CHECKING:  # an attribute or a property of the backend's
 
@@ -164,9 +165,18 @@ class GroupCommitBase:
         the database (storage/leases.py Holding.lapse_seen); True before this process holds."""
         return self._holding is None or self._holding.lapse_seen(expires_at, clock)
 
+    def reads(self) -> dict[Hashable, Any] | None:
+        """Rows the open group read, by table and key, for its later requests to use again
+        (None outside a group). While the group holds the write lock nobody else writes, so a
+        row read once stays what this process last read or wrote: a table drops the keys it
+        writes, and everything is dropped when a request fails (its savepoint undid what it
+        wrote) and when the group ends."""
+        return self._reads if self._open and self._conn.in_transaction else None
+
     def _lock(self, wait: bool) -> None:
         """The write lock of a new group, waiting (`wait`, unless a refusal since the last
         success said not to) or not at all."""
+        self._reads.clear()
         self._begin_locked(wait and not self._busy)
         self._busy = False
         self._open = True
@@ -229,6 +239,7 @@ class GroupCommitBase:
             except self._error:
                 raise
             except BaseException:
+                self._reads.clear()
                 if not self._deferred.end_request(pending, failed=True):
                     conn = self._conn
                     if conn.in_transaction:
@@ -256,6 +267,7 @@ class GroupCommitBase:
     def _rollback_quietly(self) -> None:
         """Drop the held rows and roll the open transaction back, if the database has not."""
         self._deferred.clear()
+        self._reads.clear()
         conn = self._conn
         if conn.in_transaction:
             try:
@@ -291,6 +303,7 @@ class GroupCommitBase:
     def _keep_renewed(self, owner: str, ttl: float, now: float) -> None:
         """From now on `owner`'s row (valid until now + ttl) is renewed at commit time and by a
         renewal thread: the one started here, or the running one, which takes the new owner."""
+        self._reads.pop(("owner", owner), None)  # its row is new
         if self._holding is None:
             self._holding = Holding(owner, ttl, now + ttl, answered_since=now)
             self._renewer = renewer = self._renewer_for(self._holding)

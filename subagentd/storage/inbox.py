@@ -37,9 +37,8 @@ class Inbox:
         return _inbox(row) if row else None
 
     def claim_message(self, message_id: str, turn_id: str | None) -> None:
-        db = self._db
-        db.begin()
-        db.conn.execute(
+        """Held with the group's next statement (storage/deferred.py): nothing reads its answer."""
+        self._db.defer(
             "UPDATE inbox SET state = 'claimed', turn_id = ? WHERE message_id = ?",
             (turn_id, message_id),
         )

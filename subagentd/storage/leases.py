@@ -1,5 +1,7 @@
 """Leases: one owner id and `owners` row per process, kept renewed by a thread of its own, and
-the `leases` rows saying which owner holds each live session."""
+the `leases` rows saying which owner holds each live session.
+
+Longer than ~300 lines on purpose: the owner row's renewal and the tables it guards, together."""
 
 from __future__ import annotations
 
@@ -137,6 +139,14 @@ _LIVE_SQL = (
 )
 
 
+# A lease row and its owner's (a lease whose owner row is gone has NULLs for the owner's columns:
+# fenced is never NULL in a row that exists)
+_LEASE_AND_OWNER_SQL = (
+    "SELECT l.owner, l.status, l.expires_at, o.expires_at, o.fenced FROM leases l"
+    " LEFT JOIN owners o ON o.owner = l.owner WHERE l.session_id = ?"
+)
+
+
 class LeaseTables:
     """The `owners` and `leases` tables (this process's own row is kept by GroupCommit.hold)."""
 
@@ -148,11 +158,20 @@ class LeaseTables:
         return self._db.conn.execute("SELECT owner, expires_at, fenced FROM owners").fetchall()
 
     def owner_state(self, owner: str) -> tuple[float, int] | None:
-        """(expires_at, fenced) of one owner, None when it has no row (gone, or older)."""
-        row: tuple[float, int] | None = self._db.conn.execute(
+        """(expires_at, fenced) of one owner, None when it has no row (gone, or older). Inside
+        a group it is read once (with the lease naming it, get_lease): only this process fences
+        or deletes owner rows while it holds the write lock; another owner's renewal may still
+        move its expiry later meanwhile, which the group then judges by the row it first read."""
+        seen = self._db.reads()
+        if seen is not None and ("owner", owner) in seen:
+            state: tuple[float, int] | None = seen["owner", owner]
+            return state
+        state = self._db.conn.execute(
             "SELECT expires_at, fenced FROM owners WHERE owner = ?", (owner,)
         ).fetchone()
-        return row
+        if seen is not None:
+            seen["owner", owner] = state
+        return state
 
     def fence(self, owner: str, expired_by: float | None) -> bool:
         """Take an owner's leases away: its row is marked fenced and its leases deleted, in the
@@ -160,6 +179,7 @@ class LeaseTables:
         lock) expired by then; returns whether the owner is fenced now."""
         db = self._db
         db.begin()
+        self._forget()
         if expired_by is None:  # two statements: PostgreSQL cannot type `? IS NULL` for a NULL
             db.conn.execute("UPDATE owners SET fenced = 1 WHERE owner = ? AND fenced = 0", (owner,))
         else:
@@ -181,6 +201,7 @@ class LeaseTables:
             "SELECT 1 FROM owners WHERE fenced = 1 AND expires_at < ? LIMIT 1", (before,)
         ).fetchone():
             db.begin()
+            self._forget()
             db.conn.execute("DELETE FROM owners WHERE fenced = 1 AND expires_at < ?", (before,))
 
     def orphaned_turns(self, owner: str, clock: float) -> list[tuple[str, str]]:
@@ -189,11 +210,27 @@ class LeaseTables:
 
     def get_lease(self, session_id: str) -> tuple[str, str, float] | None:
         """(owner, status, expires_at) of the session's lease row, if any (its owner's row
-        says whether it is valid)."""
-        row: tuple[str, str, float] | None = self._db.conn.execute(
-            "SELECT owner, status, expires_at FROM leases WHERE session_id = ?", (session_id,)
-        ).fetchone()
-        return row
+        says whether it is valid). Inside a group the owner's row is read with it, and both are
+        kept in the group's reads (group_base.py `reads`) until this process writes them."""
+        seen = self._db.reads()
+        if seen is None:
+            row: tuple[str, str, float] | None = self._db.conn.execute(
+                "SELECT owner, status, expires_at FROM leases WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            return row
+        key = ("lease", session_id)
+        if key in seen:
+            lease: tuple[str, str, float] | None = seen[key]
+            return lease
+        found = self._db.conn.execute(_LEASE_AND_OWNER_SQL, (session_id,)).fetchone()
+        if found is None:
+            seen[key] = None
+            return None
+        owner, status, expires_at, owner_expires, fenced = found
+        seen[key] = lease = (owner, status, expires_at)
+        if ("owner", owner) not in seen:
+            seen["owner", owner] = None if fenced is None else (owner_expires, fenced)
+        return lease
 
     def put_lease(
         self,
@@ -210,6 +247,7 @@ class LeaseTables:
         """Take the session's lease, with what its new activation is (see live_agents)."""
         db = self._db
         db.begin()
+        self._written(session_id)
         db.conn.execute(
             "INSERT INTO leases (session_id, owner, status, expires_at, activation_id, ancestry,"
             " kind, interrupted, disposing, resume) VALUES (?,?,?,?,?,?,?,0,0,?)"
@@ -230,10 +268,11 @@ class LeaseTables:
         disposing: bool = False,
         resume: bool = False,
     ) -> None:
-        """The live agent's status and flags (its open turn interrupted, disposing, resume)."""
+        """The live agent's status and flags (its open turn interrupted, disposing, resume), held
+        with the group's next statement (storage/deferred.py): nothing reads its answer."""
         db = self._db
-        db.begin()
-        db.conn.execute(
+        self._written(session_id)
+        db.defer(
             "UPDATE leases SET status = ?, interrupted = ?, disposing = ?, resume = ?"
             " WHERE session_id = ? AND owner = ?",
             (status, int(interrupted), int(disposing), int(resume), session_id, owner),
@@ -256,9 +295,22 @@ class LeaseTables:
     def drop_lease(self, session_id: str, owner: str) -> None:
         db = self._db
         db.begin()
+        self._written(session_id)
         db.conn.execute(
             "DELETE FROM leases WHERE session_id = ? AND owner = ?", (session_id, owner)
         )
+
+    def _written(self, session_id: str) -> None:
+        """The group's reads forget the session's lease row, about to change."""
+        seen = self._db.reads()
+        if seen:
+            seen.pop(("lease", session_id), None)
+
+    def _forget(self) -> None:
+        """Owner rows and every lease of one are about to change: the group reads them anew."""
+        seen = self._db.reads()
+        if seen:
+            seen.clear()
 
     def foreign_leases(self, owner: str, now: float) -> list[tuple[str, str, Status]]:
         """(session_id, owner, status) of leases held by other owners, unfenced and unexpired."""

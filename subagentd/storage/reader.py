@@ -39,6 +39,10 @@ class ReadOnly:
     def ring_after_commit(self, address: str) -> None:
         raise sqlite3.OperationalError("the database was opened read-only")
 
+    def reads(self) -> None:
+        """No group: every read goes to the database."""
+        return None
+
 
 class StoreReader:
     """The read queries of the store's tables over a read-only connection: `name` is how the

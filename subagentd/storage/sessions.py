@@ -89,9 +89,8 @@ class Sessions:
         return dict(self._db.conn.execute("SELECT session_id, body FROM descriptors").fetchall())
 
     def set_open_turn(self, session_id: str, turn_id: str | None) -> None:
-        db = self._db
-        db.begin()
-        db.conn.execute("UPDATE sessions SET open_turn_id = ? WHERE id = ?", (turn_id, session_id))
+        """Held with the group's next statement (storage/deferred.py): nothing reads its answer."""
+        self._db.defer("UPDATE sessions SET open_turn_id = ? WHERE id = ?", (turn_id, session_id))
 
     def end_turn(self, session_id: str, reason: str, output: str | None) -> None:
         db = self._db

@@ -8,6 +8,9 @@ reads a handful of rows by primary key, whichever process wrote them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
+
+import msgspec
 
 from subagentd.schema.records import SpendingRecord
 from subagentd.storage.table_access import Connected
@@ -45,6 +48,21 @@ _STOPPED_SQL = (
 )
 
 
+def _charged(
+    session_id: str, row: SpendingRecord | None, own: tuple[int, ...], tree: tuple[int, ...]
+) -> SpendingRecord:
+    """What _CHARGE_SQL leaves of `row` (None: no row yet, so the table's defaults)."""
+    values: list[Any] = (
+        list(msgspec.structs.astuple(row))
+        if row is not None
+        else [session_id, 0, None, None, None, None, None, 0, *(0,) * 10, None]
+    )
+    for offset, added in ((8, own), (13, tree)):  # own_turns …, tree_turns …: _COUNTERS' order
+        for i, amount in enumerate(added):
+            values[offset + i] += amount
+    return SpendingRecord(*values)
+
+
 class Spending:
     """Usage counters and budget limits by session."""
 
@@ -52,13 +70,45 @@ class Spending:
         self._db = db
 
     def spending_rows(self, session_ids: Sequence[str]) -> dict[str, SpendingRecord]:
+        """The rows of `session_ids` that exist. Inside a group each is read once: the group's
+        later requests (a burst of sends checks the same lineage's budgets) find it in the
+        group's reads, which every write here drops it from (group_base.py `reads`)."""
         if not session_ids:
             return {}
+        seen = self._db.reads()
+        if seen is None:
+            return self._select(session_ids)
+        found: dict[str, SpendingRecord] = {}
+        missing: list[str] = []
+        for session_id in session_ids:
+            key = ("spending", session_id)
+            if key in seen:
+                row = seen[key]
+                if row is not None:
+                    found[session_id] = row
+            else:
+                missing.append(session_id)
+        if missing:
+            rows = self._select(missing)
+            for session_id in missing:
+                seen["spending", session_id] = row = rows.get(session_id)
+                if row is not None:
+                    found[session_id] = row
+        return found
+
+    def _select(self, session_ids: Sequence[str]) -> dict[str, SpendingRecord]:
         marks = ",".join("?" * len(session_ids))
         rows = self._db.conn.execute(
             f"SELECT {_COLUMNS} FROM spending WHERE session_id IN ({marks})", list(session_ids)
         ).fetchall()
         return {row[0]: SpendingRecord(*row) for row in rows}
+
+    def _written(self, session_ids: Sequence[str]) -> None:
+        """The group's reads forget rows about to change (read again when next asked for)."""
+        seen = self._db.reads()
+        if seen:
+            for session_id in session_ids:
+                seen.pop(("spending", session_id), None)
 
     def charge(
         self,
@@ -69,14 +119,20 @@ class Spending:
         tokens_out: int,
         cost: int,
     ) -> None:
-        """Charge the first session of `lineage` (its own) and all of it (its subtree's sums)."""
+        """Charge the first session of `lineage` (its own) and all of it (its subtree's sums),
+        held with the group's next statement (storage/deferred.py): nothing reads its answer,
+        and the group's reads of these rows are brought up to date."""
         db = self._db
-        db.begin()
         spent = (turns, spawns, tokens_in, tokens_out, cost)
         none = (0, 0, 0, 0, 0)
-        conn = db.conn
         for i, session_id in enumerate(lineage):  # a handful: trees are shallow
-            conn.execute(_CHARGE_SQL, (session_id, *(spent if i == 0 else none), *spent))
+            db.defer(_CHARGE_SQL, (session_id, *(spent if i == 0 else none), *spent))
+        seen = db.reads()
+        if seen:
+            for i, session_id in enumerate(lineage):
+                key = ("spending", session_id)
+                if key in seen:  # the row as the charge leaves it
+                    seen[key] = _charged(session_id, seen[key], spent if i == 0 else none, spent)
 
     def set_limits(
         self,
@@ -89,6 +145,7 @@ class Spending:
     ) -> None:
         db = self._db
         db.begin()
+        self._written((session_id,))
         db.conn.execute(
             _SET_LIMITS_SQL, (session_id, max_turns, max_spawns, max_tokens, max_cost, deadline)
         )
@@ -96,9 +153,11 @@ class Spending:
     def set_close_policy(self, session_id: str, policy: str | None) -> None:
         db = self._db
         db.begin()
+        self._written((session_id,))
         db.conn.execute(_CLOSE_POLICY_SQL, (session_id, policy))
 
     def set_stopped(self, session_id: str, stopped: bool) -> None:
         db = self._db
         db.begin()
+        self._written((session_id,))
         db.conn.execute(_STOPPED_SQL, (session_id, int(stopped)))

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
-from typing import Protocol
+from collections.abc import Hashable
+from typing import Any, Protocol
 
 
 class Connected(Protocol):
@@ -14,3 +15,4 @@ class Connected(Protocol):
     def begin(self) -> None: ...
     def defer(self, sql: str, row: tuple[object, ...]) -> None: ...
     def ring_after_commit(self, address: str) -> None: ...
+    def reads(self) -> dict[Hashable, Any] | None: ...

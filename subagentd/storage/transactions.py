@@ -66,18 +66,15 @@ class GroupCommit(GroupCommitBase):
         self._conn = conn
 
     def defer(self, sql: str, row: tuple[object, ...]) -> None:
-        """Write one row of `sql` (an INSERT nothing reads back at once) in the open group: it
-        runs with the next statement, the rows since the last one in one executemany. A request
-        that writes only such rows needs no savepoint: its failure drops them from the list."""
+        """Write `sql` with parameters `row` (a write nothing reads the answer of) in the open
+        group: it runs with the next statement, consecutive rows of one statement in one
+        executemany. A request that only holds writes needs no savepoint: its failure drops
+        them from the list."""
         if not self._conn.in_transaction:
             self._open_group()
         elif not self._checked:
             self._check_fence()
-        try:
-            self._deferred.add(self._conn, sql, row)
-        except sqlite3.Error as exc:
-            self._lose_deferred(exc)
-            raise
+        self._deferred.add(sql, row)
 
     def _materialize(self) -> None:
         """Run the deferred rows (storage/deferred.py). A failure abandons the whole group:
@@ -187,6 +184,7 @@ class GroupCommit(GroupCommitBase):
         first when a third of it is spent or the group held the lock long (see _renew);
         StorageFailedError when that fails or the group was already rolled back by a failed
         statement (then nothing of it was kept)."""
+        self._reads.clear()
         if self._conn.in_transaction:
             holding = self._holding
             renew = False

@@ -250,6 +250,135 @@ def test_a_later_request_of_a_group_is_one_round_trip_and_a_failed_one_still_rol
     assert not store.dirty
 
 
+def test_a_groups_budget_reads_take_no_round_trip_after_the_first_and_changes_are_read_again(
+    pg_stores, monkeypatch
+):
+    """A burst of sends checks the same budget rows: inside a group they are read once, so a
+    later request that only holds its row and checks them sends nothing; a charge, a failed
+    request's undone charge and another process's write before the next group are read anew."""
+    store = pg_stores(None)
+    statements: list[object] = []
+    timed = type(store.conn).timed
+    monkeypatch.setattr(
+        type(store.conn),
+        "timed",
+        lambda conn, call, *args: statements.append(args[:1]) or timed(conn, call, *args),
+    )
+    with store.atomic():
+        store.insert_session(session("a"))
+        store.set_limits("a", 5, None, None, None, None)
+    store.commit()
+    with store.atomic():
+        store.insert_message("m0", "a", "[]", "{}", "queued", "t")
+        assert store.spending_rows(["a", "b"])["a"].max_turns == 5
+    for i in range(1, 4):
+        statements.clear()
+        with store.atomic():
+            store.insert_message(f"m{i}", "a", "[]", "{}", "queued", "t")
+            assert list(store.spending_rows(["a", "b"])) == ["a"]
+        assert statements == []  # its row held, the budget known: nothing sent
+    with store.atomic():
+        store.charge(["a"], 1, 0, 0, 0, 0)
+        assert store.spending_rows(["a"])["a"].own_turns == 1
+    with pytest.raises(ValueError):
+        with store.atomic():
+            store.charge(["a"], 1, 0, 0, 0, 0)
+            assert store.spending_rows(["a"])["a"].own_turns == 2
+            raise ValueError("the rule refused it")
+    statements.clear()
+    with store.atomic():
+        assert store.spending_rows(["a"])["a"].own_turns == 1  # the failed charge undone
+    assert len(statements) == 1
+    store.commit()
+    with psycopg.connect(pg_stores.url(next(iter(pg_stores.databases))), autocommit=True) as other:
+        other.execute("UPDATE spending SET max_turns = 9 WHERE session_id = 'a'")
+    with store.atomic():
+        store.insert_message("m4", "a", "[]", "{}", "queued", "t")
+        assert store.spending_rows(["a"])["a"].max_turns == 9
+    store.commit()
+    assert [store.get_message(f"m{i}") is not None for i in range(5)] == [True] * 5
+
+
+def test_a_groups_lease_and_owner_reads_are_one_round_trip_until_it_writes_them(
+    pg_stores, monkeypatch
+):
+    """Inside a group a lease is read with its owner's row, in one round trip, and neither is
+    read again (a followup asks who holds its target twice) until this process writes them: its
+    own lease write, or a fence, which every later read of the group sees."""
+    owner, sender, _ = owner_and_sender(pg_stores)
+    with owner.atomic():
+        owner.insert_session(session("a"))
+        owner.put_lease("a", "owner", "idle", 0.0)
+    owner.commit()
+    statements: list[object] = []
+    timed = type(sender.conn).timed
+    monkeypatch.setattr(
+        type(sender.conn),
+        "timed",
+        lambda conn, call, *args: statements.append(args[:1]) or timed(conn, call, *args),
+    )
+    with sender.atomic():
+        sender.insert_session(session("b"))  # the group open and its fencing checked
+        statements.clear()
+        for _ in range(2):
+            assert sender.get_lease("a") == ("owner", "idle", 0.0)
+            assert sender.owner_state("owner") == (pytest.approx(owner.group._holding.expires), 0)
+        assert sender.get_lease("nothing") is None and sender.get_lease("nothing") is None
+        assert len(statements) == 2  # one for each session
+        statements.clear()
+        assert sender.fence("owner", None) is True
+        assert sender.owner_state("owner")[1] == 1 and sender.get_lease("a") is None
+        sender.put_lease("b", "sender", "idle", 0.0)
+        assert sender.get_lease("b") == ("sender", "idle", 0.0)
+    sender.commit()
+    with sender.atomic():
+        assert sender.owner_state("owner")[1] == 1 and sender.get_lease("a") is None
+    sender.rollback()
+
+
+def test_writes_nobody_reads_the_answer_of_wait_for_the_next_statement_or_go_before_the_commit(
+    pg_stores, monkeypatch
+):
+    """A turn's start writes four rows nothing reads the answer of: they are held, in order, and
+    sent in the round trip of the group's next statement (which sees them), or together just
+    before the COMMIT, which still goes alone; a failed request's held writes are dropped."""
+    store = pg_stores(None)
+    with store.atomic():
+        store.insert_session(session("a"))
+        store.insert_message("m0", "a", "[]", "{}", "queued", "t")
+        store.put_lease("a", "me", "idle", 0.0)
+    store.commit()
+    statements: list[object] = []
+    timed = type(store.conn).timed
+    monkeypatch.setattr(
+        type(store.conn),
+        "timed",
+        lambda conn, call, *args: statements.append(args[:1]) or timed(conn, call, *args),
+    )
+    with store.atomic():
+        store.claim_message("m0", "t1")
+        store.set_open_turn("a", "t1")
+        store.charge(["a"], 1, 0, 0, 0, 0)
+        store.set_lease_status("a", "me", "running")
+        assert len(statements) == 1  # the group's BEGIN: the writes are held
+        assert store.get_session("a").open_turn_id == "t1"
+        assert store.spending_rows(["a"])["a"].own_turns == 1
+        assert len(statements) == 3
+    with pytest.raises(ValueError):
+        with store.atomic():
+            store.set_open_turn("a", "t2")
+            raise ValueError("the rule refused it")
+    with store.atomic():
+        store.set_lease_status("a", "me", "idle")
+        store.claim_message("m0", None)
+    statements.clear()
+    store.commit()
+    assert len(statements) == 2 and statements[1] == ("COMMIT",)
+    assert store.get_session("a").open_turn_id == "t1"
+    assert store.get_lease("a") == ("me", "idle", 0.0)
+    assert store.get_message("m0").turn_id is None
+
+
 def test_a_lost_connection_is_opened_anew_at_the_heartbeat_and_the_doorbell_goes_quiet(pg_stores):
     """The server dropped every connection of the store (a restart, a failover): the doorbell's
     number neither stays readable nor closes, the lost group fails, and the next heartbeat

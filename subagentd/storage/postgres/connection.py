@@ -120,15 +120,17 @@ class PgConnection:
         self.stalled: Callable[[], None] = lambda: None
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> Any:
-        """The psycopg cursor of the statement (typed loosely, as sqlite3's rows are); the rows
-        held back and a request's released savepoint run first, so every statement sees every
-        write, in the same round trip (`_batched`). A RELEASE SAVEPOINT is itself held: it goes
-        with the next statement, or is dropped by the COMMIT, which releases every savepoint."""
+        """The psycopg cursor of the statement (typed loosely, as sqlite3's rows are); the writes
+        held back and a request's released savepoint run first, in the same round trip, so every
+        statement sees every write (`_batched`). A RELEASE SAVEPOINT is held too: it goes with
+        the next statement, or is dropped by the COMMIT (which releases every savepoint)."""
         if sql.startswith("RELEASE SAVEPOINT ") and self.pipelined and self.in_transaction:
             self.ahead.append(sql)
             return None
         if sql == "COMMIT":  # it ends every savepoint: none needs releasing first
             self.ahead.clear()  # and it goes alone, a simple query (its answer may be lost)
+            if self.held and self.pipelined:  # the held writes before it, in one round trip
+                self.timed(self._send_held)
         elif self.ahead or (self.held and self.pipelined):
             return self.timed(self._batched, self.text(sql), params)
         if self.held:
@@ -150,6 +152,10 @@ class PgConnection:
                 self.held.run(_Direct(self))
             cursor = self.raw.execute(text, params)
         return cursor
+
+    def _send_held(self) -> None:  # the held writes alone, in one round trip (pipeline mode)
+        with self.raw.pipeline():
+            self.held.run(_Direct(self))
 
     def _run_ahead(self, run: Callable[[str], Any] | None) -> None:
         """Send the statements held ahead (`run` None: only drop them once the transaction they

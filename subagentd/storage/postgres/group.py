@@ -103,6 +103,7 @@ class PgGroupCommit(GroupCommitBase):
         self.conn.raw = fresh
         self.conn.held.clear()
         self.conn.ahead.clear()
+        self._reads.clear()
         self._open = False
 
     def rollback(self) -> None:
@@ -155,15 +156,15 @@ class PgGroupCommit(GroupCommitBase):
             self._check_fence()
 
     def defer(self, sql: str, row: tuple[object, ...]) -> None:
-        """Write one row of `sql` in the open group: it runs with the connection's next statement
-        (or the COMMIT), the rows since the last one in one executemany (storage/deferred.py,
-        as on SQLite). A failure to run them aborts the transaction: its COMMIT is refused."""
+        """Write `sql` with parameters `row` in the open group: it runs with the connection's next
+        statement, in its round trip, or just before the COMMIT (storage/deferred.py, as on
+        SQLite). A failure to run it aborts the transaction: its COMMIT is refused."""
         conn = self.conn
         if not conn.in_transaction:
             self._open_group()
         elif not self._checked:
             self._check_fence()
-        conn.held.add(conn.unheld, sql, row)
+        conn.held.add(sql, row)
 
     def _begin_locked(self, wait: bool) -> None:
         """BEGIN and the writer lock, waiting up to `lock_timeout` (`wait`) or not at all
@@ -207,6 +208,7 @@ class PgGroupCommit(GroupCommitBase):
         a third of it is spent; a group a failed statement aborted is rolled back and refused
         (PostgreSQL would turn its COMMIT into a rollback without an error)."""
         conn = self.conn
+        self._reads.clear()
         if conn.in_transaction:
             if conn.failed:
                 self.rollback()
