@@ -18,8 +18,10 @@ from tests.core_host import CoreHost
 
 @contextmanager
 def statements(core: CoreHost) -> Iterator[Counter[str]]:
-    """The statements run meanwhile, by their first words and the session named in them."""
+    """The statements run meanwhile, by their first words and the session named in them: the
+    request's own group, committed at the end so the writes it holds back are counted too."""
     counts: Counter[str] = Counter()
+    core.svc.commit()
     conn = core.store.group.conn
 
     def seen(sql: str) -> None:
@@ -31,6 +33,7 @@ def statements(core: CoreHost) -> Iterator[Counter[str]]:
     conn.set_trace_callback(seen)
     try:
         yield counts
+        core.svc.commit()
     finally:
         conn.set_trace_callback(None)
 
