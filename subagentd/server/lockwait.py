@@ -2,13 +2,17 @@
 
 SQLite's busy handler and PostgreSQL's lock wait both block the thread, and the loop must keep
 serving heartbeats, the doorbell, timers and stdout meanwhile; so the lock is tried without waiting
-(`Store.take_lock`) and tried again after a short sleep, doubling up to POLL_MAX, until it is taken
-or the patience (--lock-wait-ms) is spent: then the store refuses writes busy until one gets it.
+(`Store.take_lock`), then waited for until it is taken or the patience (--lock-wait-ms) is spent:
+then the store refuses writes busy until one gets it. PostgreSQL waits in its lock queue, first
+come first served, in a worker thread (`Store.lend_lock`, storage/postgres/lockqueue.py); SQLite's
+busy handler has no queue: the lock is tried again after a short sleep, doubling up to POLL_MAX
+(so do this process's other tasks while its one wait in PostgreSQL's queue is under way).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 import anyio
@@ -25,6 +29,8 @@ class Locks(Protocol):
 
     def take_lock(self) -> bool: ...
     def give_up_lock(self) -> None: ...
+    def lend_lock(self, seconds: float) -> Callable[[], None] | None: ...
+    def settle_lent(self, keep: bool) -> None: ...
     def doorbell(self) -> int | None: ...
     def drain_doorbell(self) -> None: ...
     def transient(self, exc: BaseException) -> bool: ...
@@ -67,7 +73,12 @@ async def wait_for_lock(store: Locks, patience: float) -> None:
     deadline = anyio.current_time() + patience
     delay = POLL_MIN
     while True:
-        await anyio.sleep(delay)
+        queued = store.lend_lock(max(deadline - anyio.current_time(), 0.001))
+        if queued is None:
+            await anyio.sleep(delay)
+            delay = min(delay * 2, POLL_MAX)
+        else:
+            await _in_queue(store, queued)
         if store.take_lock():
             LOCK_WAITS.record(time.perf_counter() - began, taken=True)
             return
@@ -75,4 +86,15 @@ async def wait_for_lock(store: Locks, patience: float) -> None:
             store.give_up_lock()
             LOCK_WAITS.record(time.perf_counter() - began, taken=False)
             return
-        delay = min(delay * 2, POLL_MAX)
+
+
+async def _in_queue(store: Locks, queued: Callable[[], None]) -> None:
+    """Wait in the database's lock queue (`queued`, in a worker thread); the lock it takes opens
+    the group. Cancelled meanwhile (shutdown, a timer's cancel), the wait is ended and the lock
+    let go: nobody would write and commit under it."""
+    try:
+        await anyio.to_thread.run_sync(queued, abandon_on_cancel=True)
+    except BaseException:
+        store.settle_lent(keep=False)
+        raise
+    store.settle_lent(keep=True)
