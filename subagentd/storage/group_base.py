@@ -123,6 +123,8 @@ class GroupCommitBase:
             return True
         return True
 
+    take_lock_for_frame = take_lock  # a backend may let a long-held lock go between frames
+
     def give_up_lock(self) -> None:
         """The server waited its patience (--lock-wait-ms) for the lock: until one write gets it,
         writes are refused busy without waiting."""
@@ -179,10 +181,6 @@ class GroupCommitBase:
         """The write lock of a new group, waiting (`wait`, unless a refusal since the last
         success said not to) or not at all."""
         self._begin_locked(wait and not self._busy)
-        self._taken()
-
-    def _taken(self) -> None:
-        """The write lock was taken: a new group."""
         self._busy = False
         self._open = True
         self._cause = "error"

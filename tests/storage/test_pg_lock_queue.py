@@ -1,7 +1,8 @@
 """Waiting for PostgreSQL's writer lock in its own lock queue (storage/postgres/lockqueue.py,
 server/lockwait.py): a waiter is served before the holder's next group, the event loop serves
 on meanwhile, and the connection lent to the wait comes back clean whatever ends the wait (its
-patience, a cancelled waiter, a statement the loop needs, a lost connection).
+patience, a cancelled waiter, a statement the loop needs, a lost connection); a group that
+held the lock long lets it go before its next frame, and a process's tasks wait in it once.
 
 Real stores on a real PostgreSQL 15; the order of acquisition is read from a table the groups
 write, never from timings.
@@ -17,6 +18,7 @@ import pytest
 
 from subagentd.errors import StorageBusyError, StorageFailedError
 from subagentd.server.lockwait import LOCK_WAITS, wait_for_lock
+from subagentd.storage.postgres import group as group_module
 from subagentd.storage.postgres.group import WRITER_LOCK
 from subagentd.storage.postgres.store import PostgresStore
 
@@ -203,3 +205,53 @@ def test_a_connection_lost_while_waiting_fails_the_write_and_is_made_anew(shared
         threading.Event().wait(0.05)
     append(mine, "mine")
     assert order(watcher) == ["mine"]
+
+
+def test_a_group_that_held_the_lock_past_the_hold_limit_lets_it_go_before_its_next_frame(
+    shared, monkeypatch
+):
+    mine, _, watcher = shared
+    assert mine.take_lock_for_frame() is True  # no group open: the lock is taken
+    monkeypatch.setattr(group_module, "HOLD_LIMIT", 3600.0)
+    assert mine.take_lock_for_frame() is True  # held briefly: the group goes on
+    monkeypatch.setattr(group_module, "HOLD_LIMIT", 0.0)
+    assert mine.take_lock_for_frame() is False  # held long: the connection commits first
+    assert mine.dirty  # nothing was let go behind the connection's back
+    append(mine, "mine")  # (the write that frame makes, in the group still open)
+    assert mine.take_lock_for_frame() is True  # committed: a new group, the lock taken again
+    mine.commit()
+    assert order(watcher) == ["mine"]
+
+
+def test_the_other_tasks_that_need_the_lock_meanwhile_wait_with_the_one_wait(shared):
+    mine, _, watcher = shared
+    pid = mine.conn.raw.info.backend_pid
+    before = LOCK_WAITS.figures()
+    took: list[str] = []
+    with psycopg.connect(watcher.info.dsn) as other:
+        other.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
+
+        async def task(name: str) -> None:
+            await wait_for_lock(mine, 30.0)
+            took.append(name)
+            with mine.atomic():  # as run_work: in the group the one wait opened
+                mine.conn.execute("INSERT INTO lock_order (who) VALUES (?)", (name,))
+
+        async def scenario() -> None:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(task, "reader")
+                with anyio.fail_after(30):
+                    while not waiting(watcher, mine, pid):
+                        await anyio.sleep(0.001)
+                tg.start_soon(task, "timer")
+                tg.start_soon(task, "doorbell")
+                await anyio.sleep(0.05)
+                assert waiting(watcher, mine, pid)  # still the one wait in the queue
+                other.rollback()
+
+        anyio.run(scenario)
+    mine.commit()
+    assert sorted(took) == ["doorbell", "reader", "timer"]
+    assert sorted(order(watcher)) == ["doorbell", "reader", "timer"]
+    after = LOCK_WAITS.figures()
+    assert (after.count - before.count, after.gave_up - before.gave_up) == (3, 0)

@@ -39,6 +39,7 @@ from subagentd.storage.postgres.reconnect import Reconnect, outcome_of
 log = logging.getLogger("subagentd")
 
 WRITER_LOCK = 0x5342_4144  # the advisory lock key every group transaction takes ("SBAD")
+HOLD_LIMIT = 0.1  # seconds a group holds the writer lock before its next writing frame lets it go
 
 
 class PgGroupCommit(GroupCommitBase):
@@ -71,6 +72,8 @@ class PgGroupCommit(GroupCommitBase):
         self._watchdog: Watchdog | None = None  # bounds each statement while serving
         self._until = float("inf")  # time.monotonic() after which nothing waits (shutdown)
         self._lent: LentWait | None = None  # the wait for the writer lock the connection is lent to
+        self._granted: str | None = None  # the transaction a lent wait took the lock in
+        self._held_since = 0.0  # time.monotonic() when the open group took the writer lock
 
     def check_file(self) -> bool:
         """Called with every heartbeat. There is no file to lose; a main connection the server
@@ -159,6 +162,16 @@ class PgGroupCommit(GroupCommitBase):
         (the task waiting for it takes the lock it gets: settle_lent)."""
         return self._lent is None and super().take_lock()
 
+    def take_lock_for_frame(self) -> bool:
+        """take_lock, before a writing frame read with others (server/connection.py): a group
+        that has held the writer lock for HOLD_LIMIT lets it go first (False: the connection
+        commits it and waits its turn for the lock), so a process waiting in the lock queue is
+        served between two long groups of a busy sibling, whose pipelined reads would otherwise
+        each hold the lock past the waiter's patience."""
+        if self._open and time.monotonic() - self._held_since > HOLD_LIMIT:
+            return False
+        return self.take_lock()
+
     def lend_lock(self, seconds: float) -> Callable[[], None] | None:
         """Serving, once take_lock found the writer lock held: a wait for it in PostgreSQL's
         lock queue (lockqueue.py) of at most `seconds`, to run in a worker thread; the connection
@@ -189,9 +202,8 @@ class PgGroupCommit(GroupCommitBase):
         self._lent = None
         self.conn.reclaim = None
         if keep and wait.taken:
-            self._xid = wait.xid
-            self._backend = self.conn.raw.info.backend_pid
-            self._taken()
+            self._granted = wait.xid
+            self._lock(wait=False)  # the group opens as take_lock's does, the lock taken already
             return
         self._rollback_quietly()
         if self.conn.lost:
@@ -224,6 +236,11 @@ class PgGroupCommit(GroupCommitBase):
         """BEGIN and the writer lock, waiting up to `lock_timeout` (`wait`) or not at all
         (pg_try_advisory_xact_lock)."""
         conn = self.conn
+        if self._granted is not None:  # taken by the lent wait (settle_lent): nothing to send
+            self._xid, self._granted = self._granted, None
+            self._backend = conn.raw.info.backend_pid
+            self._held_since = time.monotonic()
+            return
         try:
             # one round trip (several statements in one query), which also reads the
             # transaction's id: a COMMIT whose answer is lost is looked up by it (commit)
@@ -245,6 +262,7 @@ class PgGroupCommit(GroupCommitBase):
                 if not got:
                     raise errors.LockNotAvailable("writer lock held")
             self._backend = conn.raw.info.backend_pid
+            self._held_since = time.monotonic()
         except errors.LockNotAvailable:
             self._rollback_quietly()
             raise StorageBusyError() from None
