@@ -54,6 +54,13 @@ def waiting(watcher: psycopg.Connection, store: PostgresStore, pid: int) -> bool
     return watcher.execute(WAITING, (pid, WRITER_LOCK)).fetchone() == (1,)
 
 
+async def queued(watcher: psycopg.Connection, store: PostgresStore, pid: int) -> None:
+    """Until `store`'s connection (server process `pid`) waits in the writer lock's queue."""
+    with anyio.fail_after(30):
+        while not waiting(watcher, store, pid):
+            await anyio.sleep(0.001)
+
+
 class BackToBack(threading.Thread):
     """Another process writing groups back to back: each takes the lock ahead without waiting
     (as a serving process does), writes a row and commits, then at once the next one. Its first
@@ -138,9 +145,7 @@ def test_a_cancelled_waiter_lets_the_lock_go(shared):
             with anyio.CancelScope() as scope:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(wait_for_lock, mine, 30.0)
-                    with anyio.fail_after(30):
-                        while not waiting(watcher, mine, pid):
-                            await anyio.sleep(0.001)
+                    await queued(watcher, mine, pid)
                     scope.cancel()  # shutdown, say, while it waits in the queue
 
         anyio.run(scenario)
@@ -163,13 +168,9 @@ def test_a_statement_the_loop_needs_meanwhile_ends_the_wait_which_queues_again(s
         async def scenario() -> None:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(wait_for_lock, mine, 30.0)
-                with anyio.fail_after(30):
-                    while not waiting(watcher, mine, pid):
-                        await anyio.sleep(0.001)
+                await queued(watcher, mine, pid)
                 read.append(mine.get_session("nobody"))  # a read on the loop: answered now
-                with anyio.fail_after(30):
-                    while not waiting(watcher, mine, pid):  # the waiter queued again
-                        await anyio.sleep(0.001)
+                await queued(watcher, mine, pid)  # the waiter queued again
                 with pytest.raises(StorageBusyError):  # a write not taken ahead: retried later
                     append(mine, "not now")
                 assert waiting(watcher, mine, pid)  # which left the wait alone
@@ -191,9 +192,7 @@ def test_a_connection_lost_while_waiting_fails_the_write_and_is_made_anew(shared
         async def scenario() -> None:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(wait_for_lock, mine, 30.0)
-                with anyio.fail_after(30):
-                    while not waiting(watcher, mine, pid):
-                        await anyio.sleep(0.001)
+                await queued(watcher, mine, pid)
                 watcher.execute("SELECT pg_terminate_backend(%s)", (pid,))
 
         anyio.run(scenario)  # the wait ends: nothing raised, the event loop goes on
@@ -243,9 +242,7 @@ def test_the_other_tasks_that_need_the_lock_meanwhile_wait_with_the_one_wait(sha
         async def scenario() -> None:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(task, "reader")
-                with anyio.fail_after(30):
-                    while not waiting(watcher, mine, pid):
-                        await anyio.sleep(0.001)
+                await queued(watcher, mine, pid)
                 tg.start_soon(task, "timer")
                 tg.start_soon(task, "doorbell")
                 await anyio.sleep(0.05)
