@@ -396,7 +396,7 @@ class Connection:
         """Frames read together, in order. A write that finds another process holding the write
         lock waits for it here, the event loop serving on; the frames after it wait behind it
         (reading pauses meanwhile), so effects and answers keep the order of the requests."""
-        take_lock = self.locks.take_lock
+        take_lock = self.locks.take_lock_for_frame
         while True:
             self.wake.reading = True
             try:

@@ -2,16 +2,22 @@
 
 SQLite's busy handler and PostgreSQL's lock wait both block the thread, and the loop must keep
 serving heartbeats, the doorbell, timers and stdout meanwhile; so the lock is tried without waiting
-(`Store.take_lock`) and tried again after a short sleep, doubling up to POLL_MAX, until it is taken
-or the patience (--lock-wait-ms) is spent: then the store refuses writes busy until one gets it.
+(`Store.take_lock`), then waited for until it is taken or the patience (--lock-wait-ms) is spent:
+then the store refuses writes busy until one gets it. PostgreSQL waits in its lock queue, first
+come first served, in a worker thread (`Store.lend_lock`, storage/postgres/lockqueue.py); SQLite's
+busy handler has no queue: the lock is tried again after a short sleep, doubling up to POLL_MAX.
+A process waits in PostgreSQL's queue once: its other tasks that need the lock meanwhile wait for
+that wait, and get their turn under the lock it takes before the task that waited goes on.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 import anyio
+import anyio.lowlevel
 
 from subagentd.schema.stats import LockWaits
 
@@ -24,7 +30,10 @@ class Locks(Protocol):
     ring, and the bounds on waiting for the database (storage implements it)."""
 
     def take_lock(self) -> bool: ...
+    def take_lock_for_frame(self) -> bool: ...
     def give_up_lock(self) -> None: ...
+    def lend_lock(self, seconds: float) -> Callable[[], None] | None: ...
+    def settle_lent(self, keep: bool) -> None: ...
     def doorbell(self) -> int | None: ...
     def drain_doorbell(self) -> None: ...
     def transient(self, exc: BaseException) -> bool: ...
@@ -57,17 +66,31 @@ class LockWaitRecorder:
 
 
 LOCK_WAITS = LockWaitRecorder()  # this process's (one service per process)
+_LENT: dict[int, anyio.Event] = {}  # a store's wait in the lock queue: set once it is settled
 
 
 async def wait_for_lock(store: Locks, patience: float) -> None:
     """Return once this connection holds the write lock, or once `patience` seconds went by."""
+    began = time.perf_counter()  # the wall clock of the wait, whatever clock the service reads
     if store.take_lock():
         return
-    began = time.perf_counter()  # the wall clock of the wait, whatever clock the service reads
     deadline = anyio.current_time() + patience
     delay = POLL_MIN
     while True:
-        await anyio.sleep(delay)
+        lent = _LENT.get(id(store))
+        queued = (
+            None
+            if lent is not None
+            else store.lend_lock(max(deadline - anyio.current_time(), 0.001))
+        )
+        if lent is not None:  # another task of this process waits in the queue: wait with it
+            with anyio.move_on_after(max(deadline - anyio.current_time(), 0.0)):
+                await lent.wait()
+        elif queued is None:
+            await anyio.sleep(delay)
+            delay = min(delay * 2, POLL_MAX)
+        else:
+            await _in_queue(store, queued)
         if store.take_lock():
             LOCK_WAITS.record(time.perf_counter() - began, taken=True)
             return
@@ -75,4 +98,21 @@ async def wait_for_lock(store: Locks, patience: float) -> None:
             store.give_up_lock()
             LOCK_WAITS.record(time.perf_counter() - began, taken=False)
             return
-        delay = min(delay * 2, POLL_MAX)
+
+
+async def _in_queue(store: Locks, queued: Callable[[], None]) -> None:
+    """Wait in the database's lock queue (`queued`, in a worker thread); the lock it takes opens
+    the group, and the other tasks that waited with it run under it first. Cancelled meanwhile
+    (shutdown, a timer's cancel), the wait is ended and the lock let go: nobody would write and
+    commit under it."""
+    key = id(store)
+    _LENT[key] = settled = anyio.Event()
+    waited = False
+    try:
+        await anyio.to_thread.run_sync(queued, abandon_on_cancel=True)
+        waited = True
+    finally:
+        store.settle_lent(keep=waited)
+        del _LENT[key]
+        settled.set()
+    await anyio.lowlevel.cancel_shielded_checkpoint()

@@ -124,10 +124,23 @@ class GroupCommitBase:
             return True
         return True
 
+    take_lock_for_frame = take_lock  # a backend may let a long-held lock go between frames
+
     def give_up_lock(self) -> None:
         """The server waited its patience (--lock-wait-ms) for the lock: until one write gets it,
         writes are refused busy without waiting."""
         self._busy = True
+
+    def lend_lock(self, seconds: float) -> Callable[[], None] | None:
+        """A wait for the write lock in the database's own queue, at most `seconds`, to run in a
+        worker thread (server/lockwait.py); None where there is no queue to wait in (SQLite's
+        busy handler has none: the server tries again after short sleeps) or nothing to wait
+        for. A backend with one lends its connection to the wait until `settle_lent`."""
+        return None
+
+    def settle_lent(self, keep: bool) -> None:
+        """Take the connection back from the lent wait (ending it first if it still waits); the
+        lock it took opens the group, as take_lock's would (`keep`), or is let go."""
 
     def _open_group(self) -> None:
         """Begin under the write lock for the first writer since the last commit, then the

@@ -231,3 +231,51 @@ def test_a_frame_takes_the_lock_ahead_only_when_its_method_writes():
     assert not writes(request("no/such/method")) and not writes("not an object")
     assert writes([request("ping"), tool("send_message")])  # a batch with one writer
     assert not writes([request("ping"), tool("list_agents")])
+
+
+def test_four_processes_spawning_pipelined_on_postgresql_take_turns_none_refused(
+    pg_stores, spawn_process
+):
+    # at the default --lock-wait-ms: each waits in PostgreSQL's lock queue, and a group that
+    # held the writer lock 100 ms lets it go before its next frame (storage/postgres/group.py)
+    db, count = pg_stores.url(), 400
+    lifted = ("--max-children=0", "--max-live-per-root=0", "--max-live=0", "--tree-max-spawns=0")
+    procs = [start(spawn_process, db, *lifted) for _ in range(4)]
+    bursts = []
+    for n, proc in enumerate(procs):
+        proc.host.open(f"root{n}")
+        bursts.append(
+            [
+                {
+                    "jsonrpc": "2.0",
+                    "id": f"s{n}-{i}",
+                    "method": "agents/spawn",
+                    "params": {
+                        "caller": f"root{n}",
+                        "label": "w",
+                        "prompt": "go",
+                        "child_id": f"c{n}-{i}",
+                    },
+                }
+                for i in range(count)
+            ]
+        )
+    writers = [
+        threading.Thread(
+            target=proc.host.send_bytes,
+            args=(b"".join(json.dumps(r).encode() + b"\n" for r in burst),),
+        )
+        for proc, burst in zip(procs, bursts, strict=True)
+    ]
+    for writer in writers:  # all at once: each process's groups meet the others' lock
+        writer.start()
+    for proc, burst in zip(procs, bursts, strict=True):
+        replies = [proc.host.response(r["id"], 4 * PATIENCE) for r in burst]
+        assert [r.get("error") for r in replies] == [None] * count
+    for writer in writers:
+        writer.join(PATIENCE)
+    for proc in procs:  # each waited for the others, never past its patience
+        waits = proc.host.call("server/stats")["lock_waits"]
+        assert waits["count"] > 0 and waits["gave_up"] == 0, waits
+    (spawned,) = query(db, "SELECT count(*) FROM sessions WHERE parent_id IS NOT NULL")[0]
+    assert spawned == 4 * count

@@ -118,6 +118,7 @@ class PgConnection:
         self.since: float | None = None  # time.monotonic() when the statement in flight began
         self.slow = math.inf
         self.stalled: Callable[[], None] = lambda: None
+        self.reclaim: Callable[[], None] | None = None  # a lock wait has it (postgres/lockqueue.py)
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> Any:
         """The psycopg cursor of the statement (typed loosely, as sqlite3's rows are); the writes
@@ -169,7 +170,9 @@ class PgConnection:
             run(sql)
 
     def timed(self, call: Callable[..., Any], *args: Any) -> Any:
-        """One statement's round trip, watched (see the class)."""
+        """One statement's round trip, watched (see the class); a lock wait lent it is ended first."""
+        if self.reclaim is not None:
+            self.reclaim()
         self.since = began = time.monotonic()
         try:
             return call(*args)
@@ -193,8 +196,9 @@ class PgConnection:
 
     @property
     def in_transaction(self) -> bool:
-        """True from BEGIN to COMMIT/ROLLBACK, also once a failed statement aborted it."""
-        return self.raw.info.transaction_status in _ACTIVE
+        """True from BEGIN to COMMIT/ROLLBACK, also once a failed statement aborted it; not while
+        a lock wait has the connection (the transaction it opens is its waiter's)."""
+        return self.reclaim is None and self.raw.info.transaction_status in _ACTIVE
 
     @property
     def failed(self) -> bool:

@@ -6,10 +6,15 @@ processes sharing a database write one group at a time, exactly as under SQLite'
 lock: every rule's read-then-write inside a group sees the latest committed state (READ COMMITTED
 reads what committed before each statement, and nobody else commits meanwhile). A wait for that
 lock past `lock_timeout` is the busy refusal (StorageBusyError, 1011); the server takes the lock
-ahead of a write without waiting (`take_lock`) and waits for it itself, its event loop running.
+ahead of a write without waiting (`take_lock`) and, when another process holds it, waits for it in
+PostgreSQL's lock queue in a worker thread, its event loop running (`lend_lock`, lockqueue.py).
 
 The rules both backends share (the lock taken ahead, fencing, request savepoints) are
 storage/group_base.py's; how the writer lock is taken and a group committed are here.
+
+Longer than ~300 lines on purpose: a group's whole life on its one connection (the writer lock
+taken at once or waited for in the lock queue, the connection lent to that wait and taken back,
+the commit and a lost COMMIT's answer, a lost connection replaced) acts on the same state.
 """
 
 from __future__ import annotations
@@ -28,11 +33,13 @@ from subagentd.storage.group_base import GroupCommitBase, RenewalThread
 from subagentd.storage.leases import RENEW_EVERY, SLOW_ANSWER, Holding
 from subagentd.storage.postgres.connection import PgConnection, Timeouts, Watchdog
 from subagentd.storage.postgres.doorbell import RENEW_UNLOCKED, Listener, PgRenewer
+from subagentd.storage.postgres.lockqueue import LentWait
 from subagentd.storage.postgres.reconnect import Reconnect, outcome_of
 
 log = logging.getLogger("subagentd")
 
 WRITER_LOCK = 0x5342_4144  # the advisory lock key every group transaction takes ("SBAD")
+HOLD_LIMIT = 0.1  # seconds a group holds the writer lock before its next writing frame lets it go
 
 
 class PgGroupCommit(GroupCommitBase):
@@ -64,6 +71,9 @@ class PgGroupCommit(GroupCommitBase):
         self._reconnect: Reconnect | None = None  # a thread connecting anew, once one was lost
         self._watchdog: Watchdog | None = None  # bounds each statement while serving
         self._until = float("inf")  # time.monotonic() after which nothing waits (shutdown)
+        self._lent: LentWait | None = None  # the wait for the writer lock the connection is lent to
+        self._granted: str | None = None  # the transaction a lent wait took the lock in
+        self._held_since = 0.0  # time.monotonic() when the open group took the writer lock
 
     def check_file(self) -> bool:
         """Called with every heartbeat. There is no file to lose; a main connection the server
@@ -78,7 +88,7 @@ class PgGroupCommit(GroupCommitBase):
         """Whether the main connection works; a lost one is replaced by a new one once a thread
         made it (waiting up to `wait` seconds for that: the event loop never waits for a whole
         connection attempt)."""
-        if not self.conn.lost or self.conn.in_transaction:
+        if not self.conn.lost or self.conn.in_transaction or self._lent is not None:
             return True
         maker = self._reconnect
         if maker is None:
@@ -148,6 +158,63 @@ class PgGroupCommit(GroupCommitBase):
         self._lock_wait_ms = int(milliseconds)
         self.hold_watch()
 
+    def take_lock(self) -> bool:
+        """GroupCommitBase.take_lock; False while a wait in the lock queue has the connection
+        (the task waiting for it takes the lock it gets: settle_lent)."""
+        return self._lent is None and super().take_lock()
+
+    def take_lock_for_frame(self) -> bool:
+        """take_lock, before a writing frame read with others (server/connection.py): a group
+        that has held the writer lock for HOLD_LIMIT lets it go first (False: the connection
+        commits it and waits its turn for the lock), so a process waiting in the lock queue is
+        served between two long groups of a busy sibling, whose pipelined reads would otherwise
+        each hold the lock past the waiter's patience."""
+        if self._open and time.monotonic() - self._held_since > HOLD_LIMIT:
+            return False
+        return self.take_lock()
+
+    def lend_lock(self, seconds: float) -> Callable[[], None] | None:
+        """Serving, once take_lock found the writer lock held: a wait for it in PostgreSQL's
+        lock queue (lockqueue.py) of at most `seconds`, to run in a worker thread; the connection
+        is lent to it until settle_lent. None when a wait is lent already (the other tasks that
+        need the lock try it again after short sleeps) or there is nothing to wait for."""
+        conn = self.conn
+        if self._lent is not None or conn.in_transaction or self._open or conn.lost:
+            return None
+        if self.lost is not None or self.stale or self._busy:
+            return None
+        self._lent = wait = LentWait(conn, WRITER_LOCK, int(seconds * 1000))
+        conn.reclaim = self._reclaim
+        return wait.run
+
+    def _reclaim(self) -> None:
+        """A statement needs the connection while a lock wait has it: the wait ends, not taken
+        (its waiter queues again)."""
+        self.settle_lent(keep=False)
+
+    def settle_lent(self, keep: bool) -> None:
+        """Take the connection back from the lent wait (ended first if it still waits: its
+        waiter was cancelled, or a statement needs the connection). The lock it took opens the
+        group as take_lock's would (`keep`) or is let go; a lost connection is made anew."""
+        wait = self._lent
+        if wait is None:
+            return
+        wait.stop()
+        self._lent = None
+        self.conn.reclaim = None
+        if keep and wait.taken:
+            self._granted = wait.xid
+            self._lock(wait=False)  # the group opens as take_lock's does, the lock taken already
+            return
+        self._rollback_quietly()
+        if self.conn.lost:
+            self._fresh(0.0)
+
+    def _open_group(self) -> None:
+        if self._lent is not None:  # a wait in the lock queue has the connection: not now
+            raise StorageBusyError()
+        super()._open_group()
+
     def begin(self) -> None:
         """Join the open group transaction, or open one for the first writer since the commit."""
         if not self.conn.in_transaction:
@@ -170,6 +237,11 @@ class PgGroupCommit(GroupCommitBase):
         """BEGIN and the writer lock, waiting up to `lock_timeout` (`wait`) or not at all
         (pg_try_advisory_xact_lock)."""
         conn = self.conn
+        if self._granted is not None:  # taken by the lent wait (settle_lent): nothing to send
+            self._xid, self._granted = self._granted, None
+            self._backend = conn.raw.info.backend_pid
+            self._held_since = time.monotonic()
+            return
         try:
             # one round trip (several statements in one query), which also reads the
             # transaction's id: a COMMIT whose answer is lost is looked up by it (commit)
@@ -191,6 +263,7 @@ class PgGroupCommit(GroupCommitBase):
                 if not got:
                     raise errors.LockNotAvailable("writer lock held")
             self._backend = conn.raw.info.backend_pid
+            self._held_since = time.monotonic()
         except errors.LockNotAvailable:
             self._rollback_quietly()
             raise StorageBusyError() from None
