@@ -190,28 +190,35 @@ def test_signals_are_taken_in_order_in_one_group_and_a_rolled_back_take_keeps_th
     owner.commit()
 
 
+def round_trips(store, monkeypatch) -> list[tuple[object, ...]]:
+    """The round trips `store`'s connection makes from now on: each one's first statement."""
+    trips: list[tuple[object, ...]] = []
+    timed = type(store.conn).timed
+
+    def recorded(conn, call, *args):
+        trips.append(args[:1])
+        return timed(conn, call, *args)
+
+    monkeypatch.setattr(type(store.conn), "timed", recorded)
+    return trips
+
+
 def test_a_signal_and_its_ring_are_one_round_trip_and_so_is_taking_them(pg_stores, monkeypatch):
     owner, sender = pg_stores("shared"), pg_stores("shared")
     owner.hold("owner", 60.0, lambda: None)
     sender.hold("sender", 60.0, lambda: None)
-    statements: list[str] = []
-    timed = type(sender.conn).timed
-    monkeypatch.setattr(
-        type(sender.conn),
-        "timed",
-        lambda conn, call, *args: statements.append(args[0]) or timed(conn, call, *args),
-    )
+    statements = round_trips(sender, monkeypatch)
     with sender.atomic():
         sender.insert_session(session("a"))  # the group open and its fencing checked
         statements.clear()
         sender.put_signal("owner", "root", "inbox", None)
-        assert len(statements) == 1 and "pg_notify" in statements[0]
+        assert len(statements) == 1 and "pg_notify" in str(statements[0][0])
     sender.commit()
     with owner.atomic():
         owner.insert_session(session("b"))
         statements.clear()
         assert owner.take_signals("owner") == [("root", "inbox", None)]
-        assert len(statements) == 1 and statements[0].startswith("DELETE FROM signals")
+        assert len(statements) == 1 and str(statements[0][0]).startswith("DELETE FROM signals")
     owner.commit()
 
 
@@ -222,13 +229,7 @@ def test_a_later_request_of_a_group_is_one_round_trip_and_a_failed_one_still_rol
     the read itself go in one round trip (libpq's pipeline mode); a request that fails after its
     read is rolled back to its savepoint alone, and the COMMIT goes by itself."""
     store = pg_stores(None)
-    statements: list[object] = []
-    timed = type(store.conn).timed
-    monkeypatch.setattr(
-        type(store.conn),
-        "timed",
-        lambda conn, call, *args: statements.append(args[:1]) or timed(conn, call, *args),
-    )
+    statements = round_trips(store, monkeypatch)
     with store.atomic():
         store.insert_session(session("a"))
     for i in range(3):
@@ -257,13 +258,7 @@ def test_a_groups_budget_reads_take_no_round_trip_after_the_first_and_changes_ar
     later request that only holds its row and checks them sends nothing; a charge, a failed
     request's undone charge and another process's write before the next group are read anew."""
     store = pg_stores(None)
-    statements: list[object] = []
-    timed = type(store.conn).timed
-    monkeypatch.setattr(
-        type(store.conn),
-        "timed",
-        lambda conn, call, *args: statements.append(args[:1]) or timed(conn, call, *args),
-    )
+    statements = round_trips(store, monkeypatch)
     with store.atomic():
         store.insert_session(session("a"))
         store.set_limits("a", 5, None, None, None, None)
@@ -310,13 +305,7 @@ def test_a_groups_lease_and_owner_reads_are_one_round_trip_until_it_writes_them(
         owner.insert_session(session("a"))
         owner.put_lease("a", "owner", "idle", 0.0)
     owner.commit()
-    statements: list[object] = []
-    timed = type(sender.conn).timed
-    monkeypatch.setattr(
-        type(sender.conn),
-        "timed",
-        lambda conn, call, *args: statements.append(args[:1]) or timed(conn, call, *args),
-    )
+    statements = round_trips(sender, monkeypatch)
     with sender.atomic():
         sender.insert_session(session("b"))  # the group open and its fencing checked
         statements.clear()
@@ -348,13 +337,7 @@ def test_writes_nobody_reads_the_answer_of_wait_for_the_next_statement_or_go_bef
         store.insert_message("m0", "a", "[]", "{}", "queued", "t")
         store.put_lease("a", "me", "idle", 0.0)
     store.commit()
-    statements: list[object] = []
-    timed = type(store.conn).timed
-    monkeypatch.setattr(
-        type(store.conn),
-        "timed",
-        lambda conn, call, *args: statements.append(args[:1]) or timed(conn, call, *args),
-    )
+    statements = round_trips(store, monkeypatch)
     with store.atomic():
         store.claim_message("m0", "t1")
         store.set_open_turn("a", "t1")
