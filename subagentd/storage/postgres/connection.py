@@ -4,6 +4,10 @@ The SQLite tables (storage/sessions.py, inbox.py, ...) are shared by both backen
 is standard; this adapter only rewrites their placeholders to psycopg's (`%s`, `%(name)s`), once
 per statement text. Dialect differences are not rewritten here: postgres/tables.py overrides the
 few methods whose SQL differs.
+
+Longer than ~300 lines on purpose: the placeholder rewriting, the held statements sent in one
+pipelined round trip, and the lending of the connection to a lock wait all act on the one
+psycopg connection and its transaction state; split, each half would reach into the other's.
 """
 
 from __future__ import annotations
