@@ -498,7 +498,7 @@ class AcpRunner(Runner):
             )
             self.service.host.finish_turn(params)
 
-        await self._work(end)
+        await self._end_durably(agent_id, turn_id, end)  # retried until written
 
 
 def _options(given: Any) -> list[Option]:

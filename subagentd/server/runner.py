@@ -48,6 +48,8 @@ STDERR_TAIL = 4096  # bytes of a runner's stderr kept for its transcript
 OUTPUT_DRAIN = 1.0  # seconds to read what a runner's pipes hold after it exited
 USAGE_MAX_BYTES = 64 * 1024  # of a run's SUBAGENTD_USAGE file read (the rest is ignored)
 EXIT_POLL = 0.005  # seconds between exit checks where a pidfd cannot be had (not Linux)
+END_RETRY = 0.1  # seconds before a turn end that could not be written is tried again (doubling)
+END_RETRY_MAX = 5.0  # ... up to this many seconds between tries
 _usage_line = msgspec.json.Decoder(Usage).decode
 
 
@@ -417,14 +419,43 @@ class Runner:
             )
             self.service.host.finish_turn(params)
 
-        connection = self._connection
-        with anyio.CancelScope(shield=True):
-            while True:
+        await self._end_durably(agent_id, turn_id, end)
+
+    async def _end_durably(self, agent_id: str, turn_id: str, end: Callable[[], None]) -> None:
+        """Run `end` (which ends the turn unless it ended otherwise) until its turn is ended in
+        storage: a group that could not be written (its commit failed, or the database did
+        not answer) is retried, END_RETRY seconds later and doubling up to END_RETRY_MAX, until
+        the turn is no longer open once memory agrees with storage again. Only the server's
+        stop ends the retries (its shutdown ends the turn, or crash recovery does)."""
+        assert self._connection is not None
+        connection, recovery = self._connection, self.service.recovery
+        pause = END_RETRY
+        while True:
+            with anyio.CancelScope(shield=True):
                 # the write lock taken ahead, as a request's is: waited for with the loop serving
                 await connection.lock()
-                if connection.run_work(end):
-                    return
+                if not recovery.stale and not self._current(agent_id, turn_id):
+                    return  # ended otherwise (force-ended, by the host, at shutdown)
+                ran = connection.run_work(end)
+            if ran:
+                await self._committed()
+                if not recovery.stale and not self._current(agent_id, turn_id):
+                    return  # ended and committed (or ended otherwise)
+                log.warning(
+                    "the end of turn %s of %s was not written; retrying in %.1f s",
+                    turn_id,
+                    agent_id,
+                    pause,
+                )
+                await anyio.sleep(pause)
+                pause = min(pause * 2, END_RETRY_MAX)
+            else:
                 await anyio.sleep(BUSY_RETRY)  # another process held it past the patience
+
+    async def _committed(self) -> None:
+        """Until what was done so far is committed (the connection's flusher commits it)."""
+        assert self._connection is not None
+        await self._connection.committed()
 
 
 def read_usage(path: str | None) -> tuple[Usage | None, int]:

@@ -563,3 +563,54 @@ def test_the_example_runner_without_an_agent_command_is_a_dry_run(server, tmp_pa
     srv = server(command=EXAMPLE)
     srv.spawn("c1", "Find the oldest open bug.")
     assert srv.ended("c1")["turn_end"]["output"] == "(dry run) Find the oldest open bug."
+
+
+def failing_end_store(backend: str, request: Any, tmp_path: Path) -> tuple[Any, list[str]]:
+    """A store whose first turn end loses its commit group for real: on SQLite the group's
+    COMMIT fails with an I/O error (tests/storage/test_storage_faults.py FaultyConnection); on
+    PostgreSQL the server's connection is terminated (pg_terminate_backend) just before the
+    end's statement runs. The list records each fault made."""
+    made: list[str] = []
+    if backend == "sqlite":
+        from tests.storage.test_storage_faults import faulty_store
+
+        store, faulty = faulty_store(str(tmp_path / "db"))
+
+        def fail() -> None:
+            faulty.plan = ("commit", 0)
+    else:
+        import psycopg
+
+        stores = request.getfixturevalue("pg_stores")
+        store = stores(None)
+
+        def fail() -> None:
+            pid = store.conn.raw.info.backend_pid
+            with psycopg.connect(stores.server.admin, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,))
+
+    real_end = store.end_turn
+
+    def end_turn(session_id: str, reason: str, output: str | None) -> None:
+        if not made:
+            made.append(session_id)
+            fail()
+        real_end(session_id, reason, output)
+
+    store.end_turn = end_turn
+    return store, made
+
+
+@pytest.mark.parametrize("backend_name", ["sqlite", "postgres"])
+def test_a_turn_end_whose_group_is_lost_is_retried_until_the_child_settles(
+    server, tmp_path, request, backend_name
+):
+    store, made = failing_end_store(backend_name, request, tmp_path)
+    srv = server(store=store, lease_ttl=1.5)  # a heartbeat (reading storage back) every 0.5 s
+    srv.spawn("c1", [{"print": "the answer"}])
+    events = srv.ended("c1")
+    assert made == ["c1"]  # its end's group was lost once
+    assert events["turn_end"]["reason"] == "completed"
+    assert events["turn_end"]["output"] == "the answer"
+    settled = srv.host.notification("agent/settled", agent_id="c1")
+    assert settled["reason"] == "completed"
