@@ -8,8 +8,10 @@ import msgspec
 
 from subagentd.schema.base import HostParams, Wire
 
-Count = Annotated[int, msgspec.Meta(ge=0, le=2**53)]
-Money = Annotated[float, msgspec.Meta(ge=0, le=1e12)]
+COUNT_MAX = 2**53  # a count reported, and the ceiling where a sum of counts saturates
+MONEY_MAX = 1e12  # a cost reported, and the ceiling where a sum of costs saturates
+Count = Annotated[int, msgspec.Meta(ge=0, le=COUNT_MAX)]
+Money = Annotated[float, msgspec.Meta(ge=0, le=MONEY_MAX)]
 Seconds = Annotated[float, msgspec.Meta(ge=0, le=1e9)]
 
 BudgetName = Literal["turns", "spawns", "tokens", "cost", "deadline", "stopped"]

@@ -28,7 +28,7 @@ import anyio.to_thread
 import msgspec
 
 from subagentd.core.service import Service
-from subagentd.schema.budgets import Usage
+from subagentd.schema.budgets import COUNT_MAX, MONEY_MAX, Usage
 from subagentd.schema.host_methods import TurnEndParams
 from subagentd.schema.notifications import TurnInterrupt, TurnStart
 from subagentd.schema.runner import RunnerExit, RunnerTurn
@@ -487,8 +487,11 @@ def read_usage(path: str | None) -> tuple[Usage | None, int]:
         cost += item.cost or 0.0
     if not seen:
         return None, refused
+    # each line is bounded, their sums saturate at the same bounds (storage/spending.py)
     return Usage(
-        input_tokens=sums["input_tokens"], output_tokens=sums["output_tokens"], cost=cost
+        input_tokens=min(sums["input_tokens"], COUNT_MAX),
+        output_tokens=min(sums["output_tokens"], COUNT_MAX),
+        cost=min(cost, MONEY_MAX),
     ), refused
 
 

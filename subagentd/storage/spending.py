@@ -2,7 +2,8 @@
 
 A row is written the first time a session spends or is given a budget. Spending is charged in
 the request's transaction to the session and to every ancestor (its lineage), so a budget check
-reads a handful of rows by primary key, whichever process wrote them.
+reads a handful of rows by primary key, whichever process wrote them. Every sum saturates at
+its ceiling (COUNT_MAX, COST_MAX; PROTOCOL.md section 12), alike on both backends.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from subagentd.schema.budgets import COUNT_MAX, MONEY_MAX
 from subagentd.schema.records import SpendingRecord
 from subagentd.storage.table_access import Connected
 
@@ -21,6 +23,26 @@ _COLUMNS = (
     " tree_turns, tree_spawns, tree_input, tree_output, tree_cost, close_policy"
 )
 _COUNTERS = ("turns", "spawns", "input", "output", "cost")
+# a count (turns, spawns, tokens) saturates at COUNT_MAX, exact in every JSON client; a cost
+# (millionths) at MONEY_MAX units: each the bound of one report (schema/budgets.py)
+COST_MAX = int(MONEY_MAX) * 1_000_000
+CEILINGS = (COUNT_MAX, COUNT_MAX, COUNT_MAX, COUNT_MAX, COST_MAX)  # _COUNTERS' order
+
+
+def saturated(total: int, ceiling: int) -> int:
+    """A sum as the spending table keeps it: never past its ceiling (checked arithmetic, the
+    same on both backends; PostgreSQL's BIGINT would fail the group, SQLite's turn REAL)."""
+    return ceiling if total > ceiling else total
+
+
+def _saturating(column: str, ceiling: int) -> str:
+    """`column + excluded.column`, saturating at `ceiling` without ever computing past it."""
+    return (
+        f"{column} = CASE WHEN spending.{column} > {ceiling} - excluded.{column}"
+        f" THEN {ceiling} ELSE spending.{column} + excluded.{column} END"
+    )
+
+
 _CHARGE_SQL = (
     "INSERT INTO spending (session_id, "
     + ", ".join(f"own_{c}" for c in _COUNTERS)
@@ -28,7 +50,9 @@ _CHARGE_SQL = (
     + ", ".join(f"tree_{c}" for c in _COUNTERS)
     + ") VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (session_id) DO UPDATE SET "
     + ", ".join(
-        f"{p}_{c} = spending.{p}_{c} + excluded.{p}_{c}" for p in ("own", "tree") for c in _COUNTERS
+        _saturating(f"{p}_{c}", ceiling)
+        for p in ("own", "tree")
+        for c, ceiling in zip(_COUNTERS, CEILINGS, strict=True)
     )
 )
 _LIMITS = ("max_turns", "max_spawns", "max_tokens", "max_cost", "deadline")
@@ -59,7 +83,7 @@ def _charged(
     )
     for offset, added in ((8, own), (13, tree)):  # own_turns …, tree_turns …: _COUNTERS' order
         for i, amount in enumerate(added):
-            values[offset + i] += amount
+            values[offset + i] = saturated(values[offset + i] + amount, CEILINGS[i])
     return SpendingRecord(*values)
 
 
@@ -123,7 +147,12 @@ class Spending:
         held with the group's next statement (storage/deferred.py): nothing reads its answer,
         and the group's reads of these rows are brought up to date."""
         db = self._db
-        spent = (turns, spawns, tokens_in, tokens_out, cost)
+        spent = tuple(
+            saturated(amount, ceiling)
+            for amount, ceiling in zip(
+                (turns, spawns, tokens_in, tokens_out, cost), CEILINGS, strict=True
+            )
+        )
         none = (0, 0, 0, 0, 0)
         for i, session_id in enumerate(lineage):  # a handful: trees are shallow
             db.defer(_CHARGE_SQL, (session_id, *(spent if i == 0 else none), *spent))

@@ -7,7 +7,7 @@ import time
 from datetime import datetime
 from typing import Protocol
 
-from subagentd.schema.budgets import Spent
+from subagentd.schema.budgets import COUNT_MAX, MONEY_MAX, Spent
 from subagentd.schema.stats import SessionCounts, StatsResult
 
 # A lease counts while its owner's row is unfenced and unexpired (storage/leases.py).
@@ -15,10 +15,15 @@ _LIVE_SQL = """
 SELECT l.status, count(*) FROM leases l JOIN owners o ON o.owner = l.owner
 WHERE o.fenced = 0 AND o.expires_at > ? GROUP BY l.status
 """
+# summed as doubles (exact below 2^53), then saturated as each row's sums are
+# (storage/spending.py): an integer sum would fail on SQLite and turn NUMERIC on PostgreSQL
 USAGE_SQL = (
-    "SELECT coalesce(sum(own_turns), 0), coalesce(sum(own_spawns), 0),"
-    " coalesce(sum(own_input), 0), coalesce(sum(own_output), 0), coalesce(sum(own_cost), 0)"
-    " FROM spending"
+    "SELECT "
+    + ", ".join(
+        f"coalesce(sum(CAST(own_{c} AS DOUBLE PRECISION)), 0)"
+        for c in ("turns", "spawns", "input", "output", "cost")
+    )
+    + " FROM spending"
 )
 _WAITING_SQL = """
 SELECT coalesce(sum(state = 'queued'), 0), coalesce(sum(state = 'parked'), 0),
@@ -67,7 +72,7 @@ def figures(
     *,
     database_bytes: int,
     free_bytes: int,
-    usage: tuple[int, int, int, int, int] | None = None,
+    usage: tuple[float, float, float, float, float] | None = None,
 ) -> StatsResult:
     """The figures from what either backend read in one snapshot: live leases by status, the
     sessions, and the waiting inbox (queued, parked, the oldest queued row's stamp)."""
@@ -88,14 +93,14 @@ def figures(
     )
 
 
-def _usage(turns: int, spawns: int, tokens_in: int, tokens_out: int, cost: int) -> Spent:
+def _usage(turns: float, spawns: float, tokens_in: float, tokens_out: float, cost: float) -> Spent:
     """The summed usage (cost stored in millionths of the currency, core/budgets.py)."""
     return Spent(
-        turns=int(turns),
-        spawns=int(spawns),
-        input_tokens=int(tokens_in),
-        output_tokens=int(tokens_out),
-        cost=int(cost) / 1_000_000,
+        turns=int(min(turns, COUNT_MAX)),
+        spawns=int(min(spawns, COUNT_MAX)),
+        input_tokens=int(min(tokens_in, COUNT_MAX)),
+        output_tokens=int(min(tokens_out, COUNT_MAX)),
+        cost=min(float(cost) / 1_000_000, MONEY_MAX),
     )
 
 

@@ -614,3 +614,16 @@ def test_a_turn_end_whose_group_is_lost_is_retried_until_the_child_settles(
     assert events["turn_end"]["output"] == "the answer"
     settled = srv.host.notification("agent/settled", agent_id="c1")
     assert settled["reason"] == "completed"
+
+
+def test_a_runs_usage_lines_sum_to_at_most_the_bound_of_one_report(tmp_path):
+    from subagentd.schema.budgets import COUNT_MAX, MONEY_MAX
+    from subagentd.server.runner import USAGE_MAX_BYTES, read_usage
+
+    path = tmp_path / "usage.jsonl"
+    line = json.dumps({"input_tokens": COUNT_MAX, "output_tokens": COUNT_MAX, "cost": MONEY_MAX})
+    lines = USAGE_MAX_BYTES // (len(line) + 1)  # as many as the file may hold: ~900
+    path.write_text(f"{line}\n" * lines)  # ~2^63 tokens of each if summed unchecked
+    usage, refused = read_usage(str(path))
+    assert refused == 0 and usage is not None
+    assert (usage.input_tokens, usage.output_tokens, usage.cost) == (COUNT_MAX, COUNT_MAX, 1e12)

@@ -397,3 +397,28 @@ def test_a_rebuild_after_a_lost_group_keeps_what_a_budget_held():
     core.svc.recovery.rebuild()
     assert core.svc.agents.registry.get("c1").held_by == held
     assert core.svc.agents.registry.get("c1").lineage == ("c1", "root")
+
+
+def test_usage_sums_saturate_at_the_documented_ceilings_alike_on_both_backends():
+    from subagentd.schema.budgets import COUNT_MAX, MONEY_MAX
+
+    core = CoreHost(cost_currency="USD")
+    core.open("root")
+    core.spawn("root", "c1")
+    most = Usage(input_tokens=COUNT_MAX, output_tokens=COUNT_MAX, cost=MONEY_MAX)
+    lineage = core.svc.agents.registry.get("c1").lineage
+    # 1,100 of the largest valid reports: 2^63 and more if summed unchecked
+    step(core, lambda: [core.svc.agents.budgets.used(lineage, most) for _ in range(1100)])
+    end(core, "c1", input_tokens=COUNT_MAX, output_tokens=1, cost=1.0)  # its group commits
+    for agent in ("c1", "root"):
+        tree = core.svc.records.get(agent).tree_usage
+        assert (tree.input_tokens, tree.output_tokens, tree.cost) == (COUNT_MAX, COUNT_MAX, 1e12)
+        assert type(tree.input_tokens) is int
+    own = core.svc.records.get("c1").usage
+    assert (own.input_tokens, own.output_tokens, own.cost) == (COUNT_MAX, COUNT_MAX, 1e12)
+    usage = core.svc.stats().usage
+    assert (usage.input_tokens, usage.output_tokens, usage.cost) == (COUNT_MAX, COUNT_MAX, 1e12)
+    stored = core.store.conn.execute(
+        "SELECT tree_input, tree_cost FROM spending WHERE session_id = 'root'"
+    ).fetchone()
+    assert tuple(stored) == (COUNT_MAX, 10**18)
