@@ -314,7 +314,7 @@ class Scheduler:
         cancel = self._deadlines.pop(turn_id, None)
         if cancel is not None:
             cancel()
-        delay = max(0.0, deadline - self.store.clock())
+        delay = max(0.0, deadline - self._now())
         agent_id = agent.agent_id
         self._deadlines[turn_id] = self.agents.timers.call_later(
             delay, lambda: self._deadline_passed(agent_id, turn_id)
@@ -331,11 +331,17 @@ class Scheduler:
         deadline = self.budgets.deadline(agent.lineage)
         if deadline is None:
             return
-        if self.store.clock() < deadline:
+        if self._now() < deadline:
             self.arm_deadline(agent, turn_id)
             return
         turn.deadline = True
         self.interrupt(agent, "deadline", None)
+
+    def _now(self) -> float:
+        """The time a deadline is judged by: the store's (when its write transaction began), or
+        under a manual clock the clock's own, which `clock/advance` moves inside one request."""
+        clock = self.settings.clock
+        return clock.wall() if clock.manual else self.store.clock()
 
     def rearm_deadlines(self) -> None:
         """Deadline timers for exactly the running turns (after a lost group or a new deadline)."""

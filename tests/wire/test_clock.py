@@ -135,3 +135,26 @@ def test_a_lease_expires_when_the_clock_passes_its_ttl(manual, tmp_path):
         assert server.agents_open("root").agent_id == "root"
     finally:
         other.close(10)
+
+
+@pytest.mark.parametrize("set_by", ["spawn", "agents/budget"])
+def test_a_running_turn_is_interrupted_when_the_clock_passes_its_deadline(manual, set_by):
+    from subagentd.schema.budgets import Budget
+
+    server = manual()
+    server.agents_open("root")
+    if set_by == "spawn":
+        server.agents_spawn("root", "w", "go", child_id="c1", budget=Budget(max_seconds=60))
+        turn = server.wait_for_notification("turn/start", agent_id="c1")["turn_id"]
+    else:
+        turn = spawn(server)
+        server.agents_budget("root", Budget(max_seconds=60))
+    seen = len(server.received())
+    server.clock_advance(59.9)
+    assert quiet_since(server, seen) == []  # before its deadline: the turn runs on
+    server.clock_advance(0.2)
+    interrupt = server.wait_for_notification("turn/interrupt", agent_id="c1", timeout=1)
+    assert (interrupt["turn_id"], interrupt["cause"]) == (turn, {"kind": "deadline"})
+    with pytest.raises(RpcError) as late:  # a spawn under it is refused: past the deadline
+        server.agents_spawn("c1", "w", "go", child_id="g1")
+    assert late.value.data["budget"] == "deadline"
