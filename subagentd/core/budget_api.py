@@ -61,7 +61,16 @@ class BudgetApi:
                 self.scheduler.interrupt(agent, "stop", None)
                 interrupted.append(agent.agent_id)
         for session_id in self._elsewhere(agent_id):
-            self.leases.signal_elsewhere(session_id, "user")
+            # the process holding it interrupts its open turn (cause `stop`) and parks its queue
+            record = self.store.live_record(session_id)
+            if (
+                record is not None
+                and record.open_turn_id is not None
+                and not record.interrupted
+                and not record.disposing
+            ):
+                interrupted.append(session_id)
+            self.leases.signal_elsewhere(session_id, "stop")
         return StopResult(
             agent_id=agent_id,
             interrupted=interrupted,
@@ -79,7 +88,8 @@ class BudgetApi:
             self.scheduler.pump(agent)
             if agent.turn is not None:
                 resumed.append(agent.agent_id)
-        return self._result(record.id, resumed + self._release(record.id))
+        # elsewhere: an inbox signal unparks and starts what waits there
+        return self._result(record.id, resumed + self._release(record.id, "inbox"))
 
     # --- helpers --------------------------------------------------------------------------
 
@@ -101,11 +111,13 @@ class BudgetApi:
             self.settlement.maybe_settle(agent)  # nothing left: it may settle now
         return len(waiting)
 
-    def _release(self, agent_id: str) -> list[str]:
+    def _release(self, agent_id: str, signal: str = "budget") -> list[str]:
+        """Held agents below start; running turns follow the deadline as it is now, here and in
+        the processes holding the rest of the subtree (Scheduler.take_signals)."""
         resumed = self.scheduler.release(agent_id)
         self.scheduler.rearm_deadlines()
         for session_id in self._elsewhere(agent_id):
-            self.leases.signal_elsewhere(session_id, "inbox")
+            self.leases.signal_elsewhere(session_id, signal)
         return resumed
 
     def _elsewhere(self, agent_id: str) -> list[str]:

@@ -103,9 +103,11 @@ class Scheduler:
     def take_signals(self) -> None:
         """Inputs other processes sharing the database sent to agents live here (their rows were
         committed with the inputs; storage/signals.py): each acts as if it had arrived here. An
-        inbox message is a waking input (SEMANTICS.md section 1); an interrupt stops the turn.
-        One whose agent left meanwhile is dropped: its message stays queued for the next
-        activation, and an interrupt of an agent no longer live is a no-op anyway."""
+        inbox message is a waking input (SEMANTICS.md section 1); an interrupt stops the turn;
+        `budget` (limits changed: agents/budget, agents/resume) starts held input and re-arms
+        the running turn's deadline; `stop` (agents/stop) interrupts it with cause `stop` and
+        parks the queue. One whose agent left meanwhile is dropped: its message stays queued
+        for the next activation, and an interrupt of an agent no longer live is a no-op anyway."""
         for session_id, kind, by in self.store.take_signals(self.agents.owner):
             agent = self.registry.get(session_id)
             if agent is None:
@@ -114,6 +116,17 @@ class Scheduler:
                 agent.pending = sum(self.store.inbox_counts(session_id))
                 self.set_parked(agent, False)
                 self.pump(agent)
+            elif kind == "budget":
+                agent.pending = sum(self.store.inbox_counts(session_id))
+                agent.held_by = None
+                self.pump(agent)
+                if agent.turn is not None and not agent.turn.interrupted:
+                    self.arm_deadline(agent, agent.turn.turn_id)
+            elif kind == "stop":
+                if agent.turn is not None and not agent.turn.interrupted and not agent.disposing:
+                    self.interrupt(agent, "stop", by)
+                elif agent.pending:
+                    self.set_parked(agent, True)
             elif not agent.disposing:
                 self.interrupt(agent, "parent" if kind == "parent" else "user", by)
 

@@ -608,3 +608,20 @@ def test_report_counts_only_in_the_process_that_runs_the_child(two):
         "turn_id": start["turn_id"],
         "source": {"kind": "subagent-report", "form": "relay", "sender_session_id": c1},
     }
+
+
+def test_agents_stop_from_another_process_interrupts_with_cause_stop_and_names_the_turn(two):
+    a, b, db, root, c1, child = two
+    queued = a.tool("send_message", root, subagent_id=c1, message="next")["message_id"]
+    stopped = unless_busy(b, "agents/stop", {"agent_id": root})
+    assert stopped == {"agent_id": root, "interrupted": [c1]}
+    interrupt = a.notification("turn/interrupt", PATIENCE, agent_id=c1)
+    assert (interrupt["turn_id"], interrupt["cause"]) == (child["turn_id"], {"kind": "stop"})
+    assert b.call("messages/get", {"message_id": queued})["state"] == "parked"
+
+
+def test_a_deadline_set_in_another_process_interrupts_the_running_turn_there(two):
+    a, b, db, root, c1, child = two
+    unless_busy(b, "agents/budget", {"agent_id": root, "budget": {"max_seconds": 1}})
+    interrupt = a.notification("turn/interrupt", PATIENCE, agent_id=c1)
+    assert (interrupt["turn_id"], interrupt["cause"]) == (child["turn_id"], {"kind": "deadline"})
