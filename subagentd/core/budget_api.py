@@ -62,12 +62,12 @@ class BudgetApi:
                 interrupted.append(agent.agent_id)
         for session_id in self._elsewhere(agent_id):
             # the process holding it interrupts its open turn (cause `stop`) and parks its queue
-            record = self.store.live_record(session_id)
+            live = self.store.live_record(session_id)
             if (
-                record is not None
-                and record.open_turn_id is not None
-                and not record.interrupted
-                and not record.disposing
+                live is not None
+                and live.open_turn_id is not None
+                and not live.interrupted
+                and not live.disposing
             ):
                 interrupted.append(session_id)
             self.leases.signal_elsewhere(session_id, "stop")
