@@ -16,6 +16,7 @@ _COLUMNS = (
     "task_id, owner_id, agent_id, tool, status, status_message, created_at, updated_at,"
     " ttl_ms, poll_ms, expires_at, output, result, progress_token"
 )
+OWNERS_BATCH = 10_000  # owners bound in one statement (under every backend's parameter limit)
 _INSERT_SQL = f"INSERT INTO tasks ({_COLUMNS}) VALUES ({','.join('?' * 14)})"
 _FINISH_SQL = (
     "UPDATE tasks SET status = ?, status_message = ?, updated_at = ?, result = ?"
@@ -58,21 +59,26 @@ class Tasks:
         self, owners: Sequence[str], after: tuple[str, str] | None, now: float, limit: int
     ) -> list[TaskRecord]:
         """The unexpired tasks these agents asked for, in creation order, after (created_at,
-        task_id)."""
-        if not owners:
-            return []
-        marks = ",".join("?" * len(owners))
-        sql = (
-            f"SELECT {_COLUMNS} FROM tasks WHERE owner_id IN ({marks})"
-            " AND (expires_at IS NULL OR expires_at > ?)"
-        )
-        args: list[object] = [*owners, now]
-        if after is not None:
-            sql += " AND (created_at > ? OR (created_at = ? AND task_id > ?))"
-            args += [after[0], after[0], after[1]]
-        sql += " ORDER BY created_at, task_id LIMIT ?"
-        args.append(limit)
-        return [TaskRecord(*row) for row in self._db.conn.execute(sql, args).fetchall()]
+        task_id). The owners go OWNERS_BATCH at a time (a subtree may hold more sessions than a
+        statement may bind parameters: PostgreSQL's 65,535), each batch's first `limit` merged."""
+        found: list[TaskRecord] = []
+        for start in range(0, len(owners), OWNERS_BATCH):
+            batch = owners[start : start + OWNERS_BATCH]
+            marks = ",".join("?" * len(batch))
+            sql = (
+                f"SELECT {_COLUMNS} FROM tasks WHERE owner_id IN ({marks})"
+                " AND (expires_at IS NULL OR expires_at > ?)"
+            )
+            args: list[object] = [*batch, now]
+            if after is not None:
+                sql += " AND (created_at > ? OR (created_at = ? AND task_id > ?))"
+                args += [after[0], after[0], after[1]]
+            sql += " ORDER BY created_at, task_id LIMIT ?"
+            args.append(limit)
+            found += [TaskRecord(*row) for row in self._db.conn.execute(sql, args).fetchall()]
+        if len(owners) > OWNERS_BATCH:
+            found.sort(key=lambda record: (record.created_at, record.task_id))
+        return found[:limit]
 
     def count_working(self, owners: Sequence[str]) -> int:
         if not owners:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 
 from subagentd.errors import InvalidParamsError, QuotaExceededError
@@ -142,3 +143,38 @@ def test_after_a_lost_group_the_working_tasks_are_read_again(backend):
     with core.svc.transaction():
         core.end("c1")
     assert status(core, "root", task_id) == "completed"
+
+
+def test_tasks_list_of_a_tree_past_every_bind_parameter_limit_lists_its_tasks(backend):
+    core = held()
+    first = spawn_task(core, "root", "c1")
+    second = spawn_task(core, "c1", "g1")
+    # 70,000 sessions below g1 (written as rows: past PostgreSQL's 65,535 bind parameters and
+    # SQLite's 32,766 when the subtree's ids are sent as one list)
+    rows = [
+        (f"s{i:05d}", "g1", "subagent", "l", "2026-01-01T00:00:00.000000Z", 3)
+        for i in range(70_000)
+    ]
+    with core.svc.transaction():
+        core.store.set_parked("g1", False)  # opens the write transaction
+        sql = "INSERT INTO sessions (id, parent_id, kind, label, created_at, depth) VALUES "
+        if backend == "sqlite":
+            core.store.conn.executemany(sql + "(?, ?, ?, ?, ?, ?)", rows)
+        else:
+            with core.store.conn.raw.cursor() as cursor:
+                cursor.executemany(sql + "(%s, %s, %s, %s, %s, %s)", rows)
+        # and a task of the last of them (in the last batch of owners a listing reads)
+        last = msgspec.structs.replace(
+            core.store.get_task(second),
+            task_id="t-last",
+            owner_id="s69999",
+            agent_id="s69999",
+            created_at="2999-01-01T00:00:00.000000Z",  # the newest
+        )
+        core.store.insert_task(last)
+    core.svc.commit()
+    with core.svc.transaction():
+        tasks, cursor = core.svc.tasks.page("root", None)
+    listed = [t.taskId for t in tasks]
+    assert sorted(listed[:2]) == sorted([first, second]) and listed[2:] == ["t-last"]
+    assert cursor is None
