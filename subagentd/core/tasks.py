@@ -237,17 +237,19 @@ class TaskRules:
     # --- settling ------------------------------------------------------------------------
 
     def check(self) -> None:
-        """End every watched task whose child settled, for an asker live here (called at the
-        end of each write transaction while tasks are working, before the waits are judged)."""
+        """End every watched task whose child settled, for an asker live here or live nowhere
+        (it settled before its child: the process that sees the child settled ends the task;
+        finish_task ends it once). Called at the end of each write transaction while tasks are
+        working, before the waits are judged."""
         watching = self._watching()
         if not watching:
             return
-        status = None  # read only when a task's asker is live here (it reads other leases)
+        status = None  # read only when a task may be ended here (it reads other leases)
         registry = self.agents.registry
         for task_id, record in list(watching.items()):
-            if registry.get(record.owner_id) is None:
-                continue  # its asker is not live here: the process serving it ends the task
             status = status or self.agents.status_lookup()
+            if registry.get(record.owner_id) is None and status(record.owner_id) != "ready":
+                continue  # its asker is live in another process: that one ends the task
             if status(record.agent_id) != "ready":
                 continue
             fresh = self.store.get_task(task_id)

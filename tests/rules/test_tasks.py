@@ -178,3 +178,21 @@ def test_tasks_list_of_a_tree_past_every_bind_parameter_limit_lists_its_tasks(ba
     listed = [t.taskId for t in tasks]
     assert sorted(listed[:2]) == sorted([first, second]) and listed[2:] == ["t-last"]
     assert cursor is None
+
+
+def test_a_task_whose_asker_left_before_its_child_ends_when_the_child_settles(backend):
+    core = held()
+    with core.svc.transaction():  # c1, one-shot: it leaves when its turn ends
+        core.svc.delegation.spawn_agent(
+            "root", None, SpawnAgentArgs(label="l", prompt="p", child_id="c1", mode="one-shot")
+        )
+    task = spawn_task(core, "c1", "g1")  # c1 asks for g1 as a task
+    with core.svc.transaction():
+        core.end("c1", output="left")
+    assert core.svc.agents.registry.get("c1") is None  # the asker is gone, g1 runs on
+    assert status(core, "root", task) == "working"
+    with core.svc.transaction():
+        core.end("g1", output="g1 done")
+    assert status(core, "root", task) == "completed"
+    record = core.store.get_task(task)
+    assert record is not None and record.status_message == FINISHED.format("g1")
