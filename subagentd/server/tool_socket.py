@@ -30,6 +30,7 @@ from subagentd.errors import (
     CallerUnauthorizedError,
     InvalidParamsError,
     InvalidRequestError,
+    QuotaExceededError,
     StorageBusyError,
     StorageFailedError,
     SubagentdError,
@@ -54,6 +55,8 @@ REFUSED = texts.RUNNER_TOKEN_REFUSED
 READ_TIMEOUT = 30.0  # seconds a client may take to send its one request line
 MAX_CONNECTIONS = 64  # relay connections open at once; more are closed unanswered
 UNPROVEN_BYTES = 64 * 1024  # read of a request before a token of a live activation is seen in it
+REFUSED_TOOL_BYTES = 256  # of a refused call's tool name kept in its `tool_refused` event
+REFUSED_TEXT_BYTES = 4096  # of its refusal's text
 
 _encode = msgspec.json.Encoder().encode
 
@@ -303,10 +306,16 @@ class Relay:
         """A refused call goes into the caller's transcript (`tool_refused`), in its current
         turn: a run that ignores the refusal still leaves it visible in `watch` and the
         timeline."""
-        agent = self.service.agents.registry.get(caller)
+        agents = self.service.agents
+        try:  # bounded: nothing more past --max-db-bytes (the call is refused either way)
+            agents.quotas.database()
+        except QuotaExceededError:
+            return
+        agent = agents.registry.get(caller)
         turn_id = agent.turn.turn_id if agent is not None and agent.turn is not None else None
         text = "\n".join(str(block.get("text", "")) for block in refused.content)
-        self.service.agents.record(caller, turn_id, "tool_refused", {"tool": tool, "text": text})
+        data = {"tool": _cut(tool, REFUSED_TOOL_BYTES), "text": _cut(text, REFUSED_TEXT_BYTES)}
+        agents.record(caller, turn_id, "tool_refused", data)
 
     async def _work(self, work: Callable[[], None]) -> None:
         assert self._connection is not None
@@ -351,3 +360,9 @@ def _busy(reply: dict[str, Any]) -> bool:
     """Whether a reply is the refusal of a write another process's lock held off."""
     data = reply["error"].get("data") if "error" in reply else None
     return isinstance(data, dict) and data.get("reason") == "busy"
+
+
+def _cut(text: str, limit: int) -> str:
+    """At most `limit` UTF-8 bytes, never half a character."""
+    data = text.encode()
+    return text if len(data) <= limit else data[:limit].decode("utf-8", errors="ignore")

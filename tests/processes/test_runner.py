@@ -627,3 +627,36 @@ def test_a_runs_usage_lines_sum_to_at_most_the_bound_of_one_report(tmp_path):
     usage, refused = read_usage(str(path))
     assert refused == 0 and usage is not None
     assert (usage.input_tokens, usage.output_tokens, usage.cost) == (COUNT_MAX, COUNT_MAX, 1e12)
+
+
+def test_refused_tool_calls_are_recorded_bounded_and_not_past_max_db_bytes(server, tmp_path):
+    import sqlite3
+
+    from subagentd.storage.database import SqliteStore
+
+    db, gate = tmp_path / "db", tmp_path / "gate"
+    srv = server(store=SqliteStore(str(db)), max_db_bytes=600_000)
+    refused = {"tool": "send_message", "args": {"subagent_id": "nobody", "message": "x"}}
+    huge = {"tool": "send_message", "args": {"subagent_id": "é" * 20_000, "message": "x"}}
+    srv.spawn("c1", [refused, huge, {"wait_file": str(gate)}, refused, refused, refused])
+    deadline = time.monotonic() + TIMEOUT
+    while True:  # the first two were refused and recorded
+        events = srv.host.call("transcript/read", {"agent_id": "c1"})["events"]
+        recorded = [e["data"] for e in events if e["type"] == "tool_refused"]
+        if len(recorded) == 2:
+            break
+        assert time.monotonic() < deadline, recorded
+        time.sleep(0.05)
+    assert recorded[0]["text"].startswith("Error: ")
+    assert recorded[1]["tool"] == "send_message"
+    assert (
+        4000 < len(recorded[1]["text"].encode()) <= 4096
+    )  # its refusal, cut (docs/architecture.md)
+    with sqlite3.connect(db) as padding:  # the database now past --max-db-bytes
+        padding.execute("CREATE TABLE padding (b BLOB)")
+        padding.execute("INSERT INTO padding VALUES (zeroblob(700000))")
+    gate.touch()
+    outputs = srv.outputs("c1", 1)
+    assert outputs[0].count("send_message -> 1: ") == 5  # every call was refused
+    events = srv.host.call("transcript/read", {"agent_id": "c1"})["events"]
+    assert len([e for e in events if e["type"] == "tool_refused"]) == 2  # nothing more written
