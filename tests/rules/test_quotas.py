@@ -371,3 +371,58 @@ def test_out_of_range_options_and_variables_stop_start_up(
 
 def test_max_depth_is_capped_at_64():
     assert serve_args("--max-depth", "64").max_depth == 64
+
+
+# --- every event type's bound (docs/architecture.md, "Bounds on every write") ---------------
+
+TEXT = 4096  # --max-text-bytes for the largest cases below
+FIXED = 2048  # bytes an event holds besides its bounded texts: ids, stamps, fixed sentences
+BOUNDS = {  # event type -> its bound, as docs/architecture.md lists it
+    "activated": FIXED,
+    "descriptor": TEXT + 1024 + FIXED,  # one text plus one label (--max-label-bytes 1024)
+    "message": TEXT + FIXED,
+    "notice": TEXT + FIXED,
+    "report": TEXT + FIXED,
+    "turn_start": FIXED,
+    "interrupt": FIXED,
+    "turn_end": TEXT + FIXED,
+    "settled": FIXED,
+    "message_cancelled": FIXED,
+}
+
+
+def largest_events() -> dict[str, int]:
+    """Each event type's largest stored size after every input is the largest accepted."""
+    import msgspec
+
+    from subagentd.schema.budgets import StopParams
+    from tests.core_host import events_of
+
+    big = "é" * (TEXT // 2)  # exactly --max-text-bytes
+    core = CoreHost(max_text_bytes=TEXT)
+    core.open("root")
+    core.spawn("root", "c1", label="l" * 1024, prompt=big, persona="p" * (TEXT - 1024))
+    core.spawn("root", "o1", prompt=big, mode="one-shot")
+    core.spawn("o1", "g1", prompt=big)
+    core.report("c1", big)
+    core.send("root", "c1", big)  # queued behind its turn
+    core.end("c1", output=big)  # its next turn runs the message
+    core.interrupt("root", "c1")
+    core.end("c1", reason="aborted", output=big)  # it settles: a notice for root
+    core.send("root", "c1", big)  # c1's next turn
+    core.send("root", "c1", big)  # queued: cancelled by the stop below
+    core.end("g1", output=big)  # its notice is recorded for o1, a one-shot parent
+    core.svc.budgets.stop(StopParams(agent_id="c1", queues="clear"))
+    largest: dict[str, int] = {}
+    for agent in ("root", "c1", "o1", "g1"):
+        for event in events_of(core, agent):
+            size = len(msgspec.json.encode(event.data))
+            largest[event.type] = max(largest.get(event.type, 0), size)
+    return largest
+
+
+@pytest.mark.parametrize("event_type", sorted(BOUNDS))
+def test_the_largest_event_of_each_type_stays_within_its_documented_bound(backend, event_type):
+    largest = largest_events()
+    assert event_type in largest  # the scenario made one
+    assert largest[event_type] <= BOUNDS[event_type], largest
