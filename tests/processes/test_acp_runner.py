@@ -450,3 +450,19 @@ def test_a_token_budget_an_acp_turn_spent_refuses_the_next_turn(acp):
     data = refused.value.data
     assert (data["reason"], data["budget"], data["agent_id"]) == ("budget", "tokens", "root")
     assert (data["limit"], data["spent"], data["left"]) == (100, 120, 0)
+
+
+@pytest.mark.parametrize("backend_name", ["sqlite", "postgres"])
+def test_an_acp_turn_end_whose_group_is_lost_is_retried_until_the_child_settles(
+    acp, tmp_path, request, backend_name
+):
+    from tests.processes.test_runner import failing_end_store
+
+    store, made = failing_end_store(backend_name, request, tmp_path)
+    srv = acp(store=store, lease_ttl=1.5)  # a heartbeat (reading storage back) every 0.5 s
+    srv.spawn("c1", steps({"say": "the answer"}))
+    end = srv.ends("c1", 1)[0]
+    assert made == ["c1"]  # its end's group was lost once
+    assert (end["reason"], end["output"]) == ("completed", "the answer")
+    settled = srv.host.notification("agent/settled", PATIENCE, agent_id="c1")
+    assert settled["reason"] == "completed"
