@@ -8,6 +8,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import msgspec
 
+from subagentd.core import texts
 from subagentd.errors import InvalidParamsError
 from subagentd.schema import resources as r
 from subagentd.schema.host_methods import Empty, ListParams
@@ -16,6 +17,7 @@ from subagentd.server.identity import caller_identity
 from subagentd.server.methods import method
 
 PAGE = 100  # transcript events per page
+MAX_SEQ = 2**63 - 1  # the largest sequence number (schema/base.py Seq)
 SCHEME = "subagentd://agent/"
 _encode = msgspec.json.encode
 
@@ -56,13 +58,19 @@ def parse(uri: str) -> tuple[str, bool, int | None]:
         transcript = path.endswith("/transcript")
         agent_id = unquote(path.removesuffix("/transcript"))
         after = parse_qs(parts.query).get("after", [None])[0] if transcript else None
-        if (
-            agent_id
-            and "/" not in path.removesuffix("/transcript")
-            and (after is None or after.isdigit())
-        ):
-            return agent_id, transcript, int(after) if after is not None else None
+        if agent_id and "/" not in path.removesuffix("/transcript"):
+            return agent_id, transcript, None if after is None else _sequence(after)
     raise InvalidParamsError(f"resource not found: {uri}")
+
+
+def _sequence(after: str) -> int:
+    """A transcript URI's `after`: ASCII digits of a sequence number (a 64-bit integer)."""
+    if after.isascii() and after.isdigit() and len(after) <= 19 and int(after) <= MAX_SEQ:
+        return int(after)
+    raise InvalidParamsError(
+        f'invalid after "{texts.shown(after[:64])}" in a transcript URI: a sequence number from'
+        f" 0 to {MAX_SEQ}"
+    )
 
 
 def _root(call: Call, meta: dict[str, Any] | None) -> str:

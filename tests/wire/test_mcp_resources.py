@@ -121,3 +121,26 @@ def test_the_python_clients_read_resources_with_typed_methods():
             return json.loads(page.text)["agent_id"]
 
     assert anyio.run(main) == "root"
+
+
+def test_a_transcript_uri_with_a_bad_after_is_invalid_params_and_the_server_keeps_serving():
+    from subagentd.client import Client, RpcError
+
+    with Client.spawn(db=":memory:", caller="root") as client:
+        client.initialize()
+        base = "subagentd://agent/root/transcript?after="
+        for after in ("²", "1" * 30, "9223372036854775808", "-1", "1e3"):
+            try:
+                client.resources_read(base + after)
+            except RpcError as error:
+                assert error.code == -32602, (after, error)
+                assert error.message == (
+                    f'invalid after "{after}" in a transcript URI: a sequence number from 0 to'
+                    " 9223372036854775807"
+                )
+                assert error.data == {"reason": "INVALID_PARAMS"}
+            else:
+                raise AssertionError(f"after={after} was answered")
+        (content,) = client.resources_read(base + "9223372036854775807").contents
+        assert json.loads(content.text) == {"agent_id": "root", "events": []}
+        client.ping()  # still serving
