@@ -169,3 +169,23 @@ def test_the_demo_records_and_its_recording_replays(tmp_path):
     assert [p.name for p in parts] == ["demo-1.jsonl", "demo-2.jsonl"]
     again = subagentd("replay", "--db", str(tmp_path / "again.db"), *map(str, parts))
     assert again.returncode == 0, again.stdout
+
+
+def test_a_deeply_nested_line_fails_its_transcript_and_the_others_still_run(tmp_path):
+    """Too deep for the parser (100,000 levels), or parsed but too deep to send (900 levels):
+    each is that transcript's error; the next transcript runs and the JUnit file is written."""
+    unparsable = tmp_path / "unparsable.jsonl"
+    unparsable.write_text('{"send": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    unsendable = tmp_path / "unsendable.jsonl"
+    unsendable.write_text('{"comment": "deep"}\n{"send": ' + "[" * 900 + "]" * 900 + "}\n")
+    report = tmp_path / "j.xml"
+    done = subagentd("replay", "--junit", str(report), str(unparsable), str(unsendable), str(FLOWS))
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == ""
+    lines = done.stdout.splitlines()
+    assert lines[0] == "FAIL unparsable.jsonl:1: a JSON value nested too deeply to replay"
+    assert lines[1] == "FAIL unsendable.jsonl: line 2: a JSON value nested too deeply to replay"
+    assert lines[2].startswith(f"ok {FLOWS} (")
+    assert lines[3] == "1 passed, 2 failed"
+    suite = ET.parse(report).getroot().find("testsuite")
+    assert suite is not None and (suite.get("tests"), suite.get("errors")) == ("3", "2")
