@@ -147,7 +147,8 @@ class Flooding:
                 if not data:
                     return  # a look at the address: connected, then closed
                 head += data
-            length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+            found = re.search(rb"(?i)content-length: *(\d+)", head)
+            length = int(found.group(1)) if found else 0
             body = head.split(b"\r\n\r\n", 1)[1]
             while len(body) < length:
                 body += conn.recv(65536)
