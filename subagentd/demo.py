@@ -13,15 +13,18 @@ import shutil
 import sys
 import tempfile
 import time
+import urllib.parse
 from typing import Any
 
 import msgspec
 
 from subagentd.client import Client, ConnectionClosed, RequestTimeout, RpcError
+from subagentd.private_files import private_directory
 from subagentd.schema.notifications import AgentSettled, TurnInterrupt, TurnStart
 
 WAIT = 10.0  # seconds: every wait on the server is bounded by this
 FAILURES = (RpcError, RequestTimeout, ConnectionClosed)
+POSTGRES = ("postgresql://", "postgres://")
 
 
 class DemoError(Exception):
@@ -59,7 +62,8 @@ class Demo:
         info = srv.initialize(client_name="subagentd-demo", client_version="1")
         assert srv.process is not None
         print(
-            f"▸ host starts subagentd {info.serverInfo.version} (pid {srv.process.pid}) on {self.db}"
+            f"▸ host starts subagentd {info.serverInfo.version} (pid {srv.process.pid})"
+            f" on {shown(self.db)}"
         )
         return srv
 
@@ -195,6 +199,30 @@ class Demo:
         print(f"▸ host closes root and stdin; subagentd exits {self.stop()}")
 
 
+def shown(db: str) -> str:
+    """`db` as it is printed: a PostgreSQL URL without its password (in the URL or its query)."""
+    if not db.startswith(POSTGRES):
+        return db
+    url = urllib.parse.urlsplit(db)
+    user, at, host = url.netloc.rpartition("@")
+    netloc = f"{user.partition(':')[0]}{at}{host}"
+    query = [(k, v) for k, v in urllib.parse.parse_qsl(url.query) if k != "password"]
+    return urllib.parse.urlunsplit(url._replace(netloc=netloc, query=urllib.parse.urlencode(query)))
+
+
+def demo_sessions(db: str) -> list[str]:
+    """Which of the demo's agents a database already holds (one subagentd, no writes)."""
+    held = []
+    with Client.spawn("--log-level", "warning", db=db) as srv:
+        srv.initialize(client_name="subagentd-demo", client_version="1")
+        for agent_id in ("root", "c1", "c2", "g1"):
+            try:
+                held.append(srv.agents_get(agent_id).agent_id)
+            except RpcError:
+                continue
+    return held
+
+
 def failure(srv: Client | None, error: BaseException) -> str:
     """What went wrong, with what subagentd logged (its stderr tail)."""
     state = ""
@@ -219,11 +247,24 @@ def run(db: str | None, record: str | None = None) -> int:
         why = "needs a file (it restarts subagentd on it)" if db == ":memory:" else "exists"
         print(f"subagentd demo: {db} {why}; give a new path", file=sys.stderr)
         return 2
+    elif db.startswith(POSTGRES):  # the same rule: the demo's agents must be new there
+        try:
+            held = demo_sessions(db)
+        except FAILURES as exc:
+            print(f"subagentd demo failed: subagentd: {exc}", file=sys.stderr)
+            return 1
+        if held:
+            print(
+                f"subagentd demo: {shown(db)} already holds the demo's sessions"
+                f" ({', '.join(held)}); give a new database",
+                file=sys.stderr,
+            )
+            return 2
     print("subagentd demo — a scripted host (no model, no network) drives a real subagentd")
     demo = None
     try:
         if record is not None:
-            os.makedirs(record, exist_ok=True)
+            private_directory(record)  # the sessions' recordings are private (0700, 0600)
         demo = Demo(db, record)
         demo.run()
     except DemoError as exc:
@@ -254,5 +295,5 @@ def run(db: str | None, record: str | None = None) -> int:
         f"{c['reports']} report, {c['notices']} settle notices read, {len(demo.servers)} subagentd processes."
     )
     if tmp is None:
-        print(f"Look inside: subagentd inspect --db {db}")
+        print(f"Look inside: subagentd inspect --db {shown(db)}")
     return 0

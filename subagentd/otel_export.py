@@ -13,7 +13,10 @@ A collector that is down costs the dropped spans and nothing else:
 - at exit, with the collector known down (the last look was refused, or the one look made at
   exit), the queue is dropped without waiting; a live collector gets the final flush, bounded;
 - drops are logged once when they begin and counted once at exit, never per span (at an exit
-  that drops the queue, only the count).
+  that drops the queue, only the count);
+- a collector's answer is read to at most MAX_ANSWER_BYTES and within the export's timeout
+  (OTEL_EXPORTER_OTLP_TIMEOUT, 10 s by default): whatever a collector sends back, an export
+  holds a bounded amount of memory for a bounded time.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 log = logging.getLogger("subagentd")
 LOOK_WAIT = 0.5  # seconds a look at the collector's address may take (a connect)
+MAX_ANSWER_BYTES = 64 * 1024  # of a collector's answer, read (an OTLP answer is a few bytes)
 
 
 def _number(environ: Mapping[str, str], name: str, default: int) -> int:
@@ -93,17 +97,13 @@ class Collector:
     def prepare(self) -> None:
         """Make the exporter (importing its modules) if the collector answers a look."""
         if self.exporter is None and self.look():
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-            self.exporter = OTLPSpanExporter(endpoint=self.endpoint)
+            self.exporter = _exporter(self.endpoint)
 
     def send(self, spans: Sequence[ReadableSpan]) -> bool:
         """Export one batch (right after a look found the collector up); False when it did not
         go through (the spans are then lost)."""
         if self.exporter is None:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-            self.exporter = OTLPSpanExporter(endpoint=self.endpoint)
+            self.exporter = _exporter(self.endpoint)
         from opentelemetry.sdk.trace.export import SpanExportResult
 
         return bool(self.exporter.export(spans) == SpanExportResult.SUCCESS)
@@ -111,6 +111,39 @@ class Collector:
     def shutdown(self) -> None:
         if self.exporter is not None:
             self.exporter.shutdown()  # also ends a retry wait in progress
+
+
+def _exporter(endpoint: str) -> Any:
+    """The OTLP/HTTP exporter, over a session that reads at most MAX_ANSWER_BYTES of an answer,
+    within the request's timeout (requests alone would read a body of any size, and its timeout
+    bounds each read, not the whole)."""
+    import requests
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from urllib3.exceptions import HTTPError as urllib3_errors
+
+    class BoundedAnswers(requests.Session):
+        def request(self, *args: Any, **kwargs: Any) -> Any:
+            kwargs["stream"] = True
+            timeout = kwargs.get("timeout")
+            ends = time.monotonic() + (timeout if isinstance(timeout, int | float) else 10.0)
+            response = super().request(*args, **kwargs)
+            body = bytearray()
+            raw = response.raw
+            read = getattr(raw, "read1", None) or raw.read  # read1: what arrived (urllib3 2)
+            try:
+                while len(body) < MAX_ANSWER_BYTES and time.monotonic() < ends:
+                    chunk = read(16 * 1024, decode_content=True)
+                    if not chunk:
+                        break
+                    body += chunk
+            except (OSError, requests.RequestException, urllib3_errors):
+                pass  # what was read stands: the status decides the export
+            finally:
+                response.close()  # the rest of the answer is never read
+            response._content = bytes(body[:MAX_ANSWER_BYTES])
+            return response
+
+    return OTLPSpanExporter(endpoint=endpoint, session=BoundedAnswers())
 
 
 class Batches(SpanProcessor):

@@ -90,7 +90,8 @@ class ChildServer:
         methods["tools/call"] = Handler(
             self._call, t.ToolsCallParams, t.CallToolResult, writes=False, confined=True
         )
-        session = Session(default_caller=who.caller, offers_tasks=False)  # no tasks/* relayed
+        # only tools/* are relayed: tasks/* and resources/* are neither served nor announced
+        session = Session(default_caller=who.caller, offers_tasks=False, offers_resources=False)
         self.dispatcher = Dispatcher(session, Settings(), invoke_directly, methods=methods)
         self.framer = FrameReader()
 

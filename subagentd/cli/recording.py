@@ -16,18 +16,26 @@ import os
 import threading
 from typing import IO, Any
 
+from subagentd.private_files import open_private
 from subagentd.scripts.record import Transcript
-from subagentd.server.framing import FrameReader
+from subagentd.server.framing import FrameReader, Oversize
 
 log = logging.getLogger("subagentd")
 CHUNK = 256 * 1024
+DISCARDED = (
+    "a frame from the host longer than {limit} bytes (--max-frame-bytes) was discarded here,"
+    " unrecorded"
+)
 
 
 class Recording:
     """The transcript file and the two relays; `attach` rewires the fds before serving."""
 
-    def __init__(self, path: str) -> None:
-        self.file: IO[str] = open(path, "w", encoding="utf-8", errors="backslashreplace")  # noqa: SIM115
+    def __init__(
+        self, path: str, max_frame_bytes: int = 16 * 1024 * 1024, framing: str = "auto"
+    ) -> None:
+        self.file: IO[str] = open_private(path, encoding="utf-8", errors="backslashreplace")
+        self.max_frame_bytes, self.framing = max_frame_bytes, framing
         self.transcript = Transcript()
         self.lock = threading.Lock()
         self.threads: list[threading.Thread] = []
@@ -58,7 +66,9 @@ class Recording:
 
     def _relay(self, source: int, target: int, inbound: bool) -> None:
         """Copy `source` to `target` until end of input, recording each whole frame."""
-        framer = FrameReader("auto", 1 << 62)  # NDJSON or LSP, as the host speaks
+        # the host's frames are bounded as the server bounds them (--max-frame-bytes): one it
+        # discards is neither buffered nor recorded; the server's own frames are its to bound
+        framer = FrameReader(self.framing, self.max_frame_bytes if inbound else 1 << 62)
         os.set_blocking(source, True)
         try:
             while True:
@@ -70,6 +80,8 @@ class Recording:
                 for frame in frames:
                     if isinstance(frame, bytes):
                         self._record(frame, inbound)
+                    elif isinstance(frame, Oversize):
+                        self._line(self.transcript.comment(DISCARDED.format(limit=frame.limit)))
                 if not data:
                     if inbound:
                         self._line(self.transcript.close())

@@ -17,6 +17,7 @@ def run_replay(
     junit: str | None,
 ) -> int:
     """0 when every transcript passed (or, with update, was rewritten), else 1."""
+    from subagentd.private_files import write_private
     from subagentd.scripts.junit import junit as junit_xml
     from subagentd.scripts.replay import replay
 
@@ -37,5 +38,5 @@ def run_replay(
     failed = sum(1 for o in outcomes if not o.passed)
     out.write(f"{len(outcomes) - failed} passed, {failed} failed\n")
     if junit is not None:
-        Path(junit).write_text(junit_xml(outcomes), encoding="utf-8", errors="backslashreplace")
+        write_private(junit, junit_xml(outcomes), encoding="utf-8", errors="backslashreplace")
     return 1 if failed else 0

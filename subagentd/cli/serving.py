@@ -48,7 +48,7 @@ def serve(options: dict[str, Any]) -> int:
         from subagentd.cli.recording import Recording
 
         try:
-            recording = Recording(options["record"])
+            recording = Recording(options["record"], options["max_frame_bytes"], options["framing"])
         except OSError as exc:
             log.error("cannot start: --record %s: %s", options["record"], exc)
             return 1

@@ -19,6 +19,7 @@ from typing import Any
 FORMAT_VERSION = 1
 KINDS = ("send", "send_raw", "expect", "close", "comment", "version")
 PLACEHOLDER = re.compile(r"^\$\{([A-Za-z0-9_]+)\}$")
+TOO_DEEP = "a JSON value nested too deeply to replay"
 END_ID = "script-end"
 """The id of the ping a replay sends after the last step (a script must not use it)."""
 
@@ -75,6 +76,8 @@ def parse(text: str, name: str = "<script>") -> list[Step]:
             entry = json.loads(line)
         except ValueError as exc:
             raise ScriptError(f"{where}: not JSON ({exc})") from None
+        except RecursionError:
+            raise ScriptError(f"{where}: {TOO_DEEP}") from None
         if not isinstance(entry, dict) or len(entry) != 1:
             raise ScriptError(
                 f"{where}: a step is an object with exactly one of {', '.join(KINDS)}"

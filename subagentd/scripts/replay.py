@@ -22,6 +22,7 @@ from subagentd.client import Client, ConnectionClosed, RequestTimeout
 from subagentd.client import frames as wire
 from subagentd.scripts.format import (
     END_ID,
+    TOO_DEEP,
     Mismatch,
     ScriptError,
     Step,
@@ -116,7 +117,10 @@ def replay(
     run = _Run(path.name, client, timeout, update)
     try:
         for index, step in enumerate(steps):
-            _step(run, step, steps[index + 1 :])
+            try:
+                _step(run, step, steps[index + 1 :])
+            except RecursionError:  # parsed, but too deep to substitute, encode or compare
+                raise ScriptError(f"line {step.line}: {TOO_DEEP}") from None
         _finish(run)
         code = client.close(EXIT_TIMEOUT)
         if code != 0:

@@ -30,9 +30,10 @@ def server_info() -> lc.Implementation:
 
 
 def capabilities(call: Call) -> dict[str, Any]:
-    served: dict[str, Any] = {
-        "tools": {"listChanged": False},
-        "resources": {"subscribe": True, "listChanged": False},
+    served: dict[str, Any] = {"tools": {"listChanged": False}}
+    if call.session.offers_resources:  # announced only where resources/* are served
+        served["resources"] = {"subscribe": True, "listChanged": False}
+    served |= {
         "experimental": {
             "subagentd": {
                 "protocol": subagentd.PROTOCOL,

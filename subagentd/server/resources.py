@@ -3,19 +3,26 @@ last outcome and its transcript, paged; subscriptions. A read consumes nothing."
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import msgspec
 
+from subagentd.core import texts
 from subagentd.errors import InvalidParamsError
 from subagentd.schema import resources as r
 from subagentd.schema.host_methods import Empty, ListParams
 from subagentd.server.call import Call
+
+if TYPE_CHECKING:
+    from subagentd.core.store import Store
 from subagentd.server.identity import caller_identity
 from subagentd.server.methods import method
 
 PAGE = 100  # transcript events per page
+MAX_SEQ = 2**63 - 1  # the largest sequence number (schema/base.py Seq)
+REPORT_TAIL = 1000  # an agent resource's last_report: looked for among this many newest events
+REPORT_BYTES = 1024 * 1024  # event data read per page while looking
 SCHEME = "subagentd://agent/"
 _encode = msgspec.json.encode
 
@@ -26,7 +33,8 @@ TEMPLATES = [
         mimeType=r.MIME,
         title="A subagent's state and last outcome",
         description="Status, queued and parked message counts, how its last turn ended (reason"
-        " and closing message) and its last report, as JSON. Reading it consumes nothing.",
+        " and closing message) and its last report (among its newest 1,000 transcript events),"
+        " as JSON. Reading it consumes nothing.",
     ),
     r.ResourceTemplate(
         uriTemplate="subagentd://agent/{agent_id}/transcript{?after}",
@@ -56,13 +64,19 @@ def parse(uri: str) -> tuple[str, bool, int | None]:
         transcript = path.endswith("/transcript")
         agent_id = unquote(path.removesuffix("/transcript"))
         after = parse_qs(parts.query).get("after", [None])[0] if transcript else None
-        if (
-            agent_id
-            and "/" not in path.removesuffix("/transcript")
-            and (after is None or after.isdigit())
-        ):
-            return agent_id, transcript, int(after) if after is not None else None
+        if agent_id and "/" not in path.removesuffix("/transcript"):
+            return agent_id, transcript, None if after is None else _sequence(after)
     raise InvalidParamsError(f"resource not found: {uri}")
+
+
+def _sequence(after: str) -> int:
+    """A transcript URI's `after`: ASCII digits of a sequence number (a 64-bit integer)."""
+    if after.isascii() and after.isdigit() and len(after) <= 19 and int(after) <= MAX_SEQ:
+        return int(after)
+    raise InvalidParamsError(
+        f'invalid after "{texts.shown(after[:64])}" in a transcript URI: a sequence number from'
+        f" 0 to {MAX_SEQ}"
+    )
 
 
 def _root(call: Call, meta: dict[str, Any] | None) -> str:
@@ -156,17 +170,62 @@ def _agent(call: Call, agent_id: str) -> r.AgentResource:
         if stored.last_reason is not None
         else None
     )
-    report = None
-    after: int | None = None
-    while True:  # the last `report` event (a transcript is read page by page)
-        page = call.service.records.read_transcript(agent_id, after, 1000)
-        for event in page.events:
-            if event.type == "report" and isinstance(event.data, dict):
-                report = event.data.get("output")
-        if page.next is None:
-            break
-        after = page.next
+    report = last_report(call.service.store, agent_id)
     return r.AgentResource(**msgspec.structs.asdict(info), last_turn=last, last_report=report)
+
+
+def last_report(store: Store, agent_id: str) -> str | None:
+    """The output of the last `report` among the agent's newest REPORT_TAIL events (None when
+    there is none there). A read stays bounded however long the transcript: the newest event is
+    found by a binary search over sequence numbers, then windows of sequence numbers are read
+    newest first, each holding at most what is left of REPORT_TAIL events (a window holding more
+    is halved), until a report is found or REPORT_TAIL events were looked at."""
+    newest = _newest_seq(store, agent_id)
+    budget, top, width = REPORT_TAIL, newest or 0, REPORT_TAIL
+    while budget > 0 and top > 0:
+        bottom = max(top - width, 0)
+        events = _window(store, agent_id, bottom, top, budget)
+        if events is None:  # more than the budget in it: a narrower window
+            width = max(width // 2, 1)
+            continue
+        reports = [e for e in events if e.type == "report" and e.data is not None]
+        if reports:
+            data = msgspec.json.decode(reports[-1].data or "null")
+            output = data.get("output") if isinstance(data, dict) else None
+            return output if isinstance(output, str) else None
+        budget, top, width = budget - len(events), bottom, width * 2
+    return None
+
+
+def _newest_seq(store: Store, agent_id: str) -> int | None:
+    """The agent's newest event's sequence number: at most 64 one-row index reads."""
+    first, _ = store.read_events(agent_id, 0, 1, 0)
+    if not first:
+        return None
+    low, high = first[0].seq, MAX_SEQ  # an event at `low`; none above `high`
+    while low < high:
+        middle = (low + high + 1) // 2
+        found, _ = store.read_events(agent_id, middle - 1, 1, 0)
+        if found:
+            low = found[0].seq
+        else:
+            high = middle - 1
+    return low
+
+
+def _window(store: Store, agent_id: str, bottom: int, top: int, budget: int) -> list[Any] | None:
+    """The agent's events with bottom < seq <= top, or None when there are more than `budget`."""
+    events: list[Any] = []
+    after = bottom
+    while True:
+        page, more = store.read_events(agent_id, after, budget - len(events) + 1, REPORT_BYTES)
+        inside = [e for e in page if e.seq <= top]
+        events += inside
+        if len(events) > budget:
+            return None
+        if len(inside) < len(page) or not more or not page:
+            return events
+        after = page[-1].seq
 
 
 @method("resources/subscribe", r.ResourceUriParams, Empty, writes=False, confined=True)

@@ -19,6 +19,7 @@ class Session(msgspec.Struct):
     subscriptions: dict[str, list[str]] = msgspec.field(default_factory=dict)
     tasks: bool = False  # MCP tasks (server/tasks.py): the negotiated version has them
     offers_tasks: bool = True  # False where tasks/* are not served (`subagentd mcp`'s relay)
+    offers_resources: bool = True  # False where resources/* are not served (the same relay)
     # subscriptions/listen streams open on this connection: task ids by the listen's request id
     task_listens: dict[str | int, list[str]] = msgspec.field(default_factory=dict)
 

@@ -12,6 +12,7 @@ import time
 from importlib.resources import files
 from typing import Any
 
+from subagentd.private_files import write_private
 from subagentd.storage.reader import StoreReader, UnreadableDatabaseError
 from subagentd.view.timeline import build
 
@@ -39,8 +40,7 @@ def write_page(reader: StoreReader, path: str, out: str, root: str | None) -> in
     timeline = build(reader, root)
     title = f"subagentd timeline: {path}" + (f" below {root}" if root else "")
     text = render(timeline, title)
-    with open(out, "w", encoding="utf-8") as f:
-        f.write(text)
+    write_private(out, text, encoding="utf-8")  # the conversation: private (private_files.py)
     return len(timeline["agents"])
 
 

@@ -91,3 +91,28 @@ def test_demo_refuses_a_database_that_already_has_data(tmp_path):
     assert done.returncode == 2
     assert "already exists" in done.stderr or "exists" in done.stderr
     assert db.read_bytes() == b"not empty"
+
+
+def test_on_postgresql_the_demo_hides_the_password_and_a_second_run_is_refused_up_front(
+    pg_server,
+):
+    """Every command shows a URL without its password; like an existing SQLite file, a database
+    that already holds the demo's agents is refused before anything is written or narrated."""
+    name = pg_server.new_database()
+    try:
+        url = pg_server.url(name, tcp=True).replace("@", ":secret-pw@", 1)
+        shown = url.replace(":secret-pw@", "@")
+        first = run_cli("demo", "--db", url, timeout=240)
+        assert first.returncode == 0, first.stderr
+        assert "secret-pw" not in first.stdout + first.stderr
+        assert "(pid " in first.stdout and f") on {shown}\n" in first.stdout
+        assert f"Look inside: subagentd inspect --db {shown}" in first.stdout
+        second = run_cli("demo", "--db", url, timeout=240)
+        assert second.returncode == 2
+        assert second.stdout == ""
+        assert second.stderr == (
+            f"subagentd demo: {shown} already holds the demo's sessions (root, c1, c2, g1);"
+            " give a new database\n"
+        )
+    finally:
+        pg_server.drop_database(name)

@@ -169,3 +169,90 @@ def test_the_demo_records_and_its_recording_replays(tmp_path):
     assert [p.name for p in parts] == ["demo-1.jsonl", "demo-2.jsonl"]
     again = subagentd("replay", "--db", str(tmp_path / "again.db"), *map(str, parts))
     assert again.returncode == 0, again.stdout
+
+
+def test_a_deeply_nested_line_fails_its_transcript_and_the_others_still_run(tmp_path):
+    """Too deep for the parser (100,000 levels), or parsed but too deep to send (900 levels):
+    each is that transcript's error; the next transcript runs and the JUnit file is written."""
+    unparsable = tmp_path / "unparsable.jsonl"
+    unparsable.write_text('{"send": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    unsendable = tmp_path / "unsendable.jsonl"
+    unsendable.write_text('{"comment": "deep"}\n{"send": ' + "[" * 900 + "]" * 900 + "}\n")
+    report = tmp_path / "j.xml"
+    done = subagentd("replay", "--junit", str(report), str(unparsable), str(unsendable), str(FLOWS))
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == ""
+    lines = done.stdout.splitlines()
+    assert lines[0] == "FAIL unparsable.jsonl:1: a JSON value nested too deeply to replay"
+    assert lines[1] == "FAIL unsendable.jsonl: line 2: a JSON value nested too deeply to replay"
+    assert lines[2].startswith(f"ok {FLOWS} (")
+    assert lines[3] == "1 passed, 2 failed"
+    suite = ET.parse(report).getroot().find("testsuite")
+    assert suite is not None and (suite.get("tests"), suite.get("errors")) == ("3", "2")
+
+
+def test_a_frame_the_server_discards_is_not_buffered_nor_recorded(tmp_path):
+    """Past --max-frame-bytes the recorder, like the server, keeps nothing of the frame: a
+    comment says where it was; the next frame is recorded and answered as usual."""
+    recording = tmp_path / "session.jsonl"
+    big = json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "y" * 3_000_000}}
+    )
+    ping = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+    done = subprocess.run(
+        [sys.executable, "-m", "subagentd", "serve", "--db", ":memory:"]
+        + ["--max-frame-bytes", "1000", "--record", str(recording)],
+        input=big + "\n" + ping + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [a.get("id") for a in answers] == [None, 2]
+    steps = [json.loads(line) for line in recording.read_text().splitlines()]
+    assert steps[1] == {
+        "comment": "a frame from the host longer than 1000 bytes (--max-frame-bytes) was"
+        " discarded here, unrecorded"
+    }
+    sent = [step for step in steps if "send" in step or "send_raw" in step]
+    assert sent == [{"send": {"jsonrpc": "2.0", "id": 2, "method": "ping"}}]
+    assert recording.stat().st_size < 2000
+
+
+def test_recordings_and_reports_are_created_private_whatever_the_umask(tmp_path):
+    """0600 files (0700 for the directory the demo makes), with a umask that would give 0644."""
+    env = {**os.environ}
+    umask = "umask 022; exec " + " ".join([sys.executable, "-m", "subagentd"])
+    recording = tmp_path / "session.jsonl"
+    subprocess.run(
+        ["sh", "-c", f"{umask} serve --db :memory: --record {recording}"],
+        input="",
+        capture_output=True,
+        timeout=60,
+        env=env,
+    )
+    assert oct(recording.stat().st_mode & 0o777) == "0o600"
+    report = tmp_path / "j.xml"
+    subprocess.run(
+        ["sh", "-c", f"{umask} replay --junit {report} {FLOWS}"], capture_output=True, timeout=240
+    )
+    assert oct(report.stat().st_mode & 0o777) == "0o600"
+    rec = tmp_path / "rec"
+    done = subprocess.run(
+        ["sh", "-c", f"{umask} demo --db {tmp_path / 'd.db'} --record {rec}"],
+        capture_output=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr
+    assert oct(rec.stat().st_mode & 0o777) == "0o700"
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in rec.iterdir()}
+    assert modes == {"demo-1.jsonl": "0o600", "demo-2.jsonl": "0o600"}
+    page = tmp_path / "t.html"
+    done = subprocess.run(
+        ["sh", "-c", f"{umask} inspect --db {tmp_path / 'd.db'} --html {page}"],
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert oct(page.stat().st_mode & 0o777) == "0o600"

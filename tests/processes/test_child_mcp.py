@@ -115,6 +115,17 @@ def test_it_announces_no_tasks_capability_since_it_relays_no_tasks(server):  # n
     assert all("execution" not in tool for tool in replies[1]["result"]["tools"])
 
 
+def test_it_announces_no_resources_since_it_serves_none(server):  # noqa: F811
+    """MCP: a server declares the resources capability only when it serves resources/*."""
+    srv = server(tools=ALL_TOOLS)
+    listing = {"jsonrpc": "2.0", "id": 3, "method": "resources/list"}
+    discover = {"jsonrpc": "2.0", "id": 4, "method": "server/discover"}
+    replies = mcp_replies(srv, "c1", [INIT, INITIALIZED, listing, discover])
+    assert set(replies[0]["result"]["capabilities"]) == {"tools", "experimental"}
+    assert replies[1]["error"]["code"] == -32601
+    assert "resources" not in replies[2]["result"]["capabilities"]
+
+
 def test_the_stateless_era_is_served_without_initialize(server):  # noqa: F811
     srv = server()
     era = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}

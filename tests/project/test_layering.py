@@ -114,6 +114,7 @@ def view_may_import(name: str) -> bool:
         or within(name, "subagentd.extras")
         or within(name, "subagentd.inspect")
         or within(name, "subagentd.view")
+        or name == "subagentd.private_files"  # the --html page holds the conversation
     )
 
 
@@ -135,7 +136,13 @@ def demo_may_import(name: str) -> bool:
         or top(name) == "msgspec"
         or within(name, "subagentd.client")
         or within(name, "subagentd.schema")
+        or name == "subagentd.private_files"  # its --record directory
     )
+
+
+def private_files_may_import(name: str) -> bool:
+    """How files holding conversation are created: the standard library only."""
+    return top(name) in STDLIB
 
 
 def otel_may_import(name: str) -> bool:
@@ -152,8 +159,9 @@ def otel_may_import(name: str) -> bool:
 
 
 def otel_export_may_import(name: str) -> bool:
-    """Sending spans: the SDK's processor interface and the OTLP exporter, nothing of ours."""
-    return top(name) in STDLIB or top(name) == "opentelemetry"
+    """Sending spans: the SDK's processor interface and the OTLP exporter (over requests, whose
+    session bounds a collector's answer), nothing of ours."""
+    return top(name) in STDLIB or top(name) in ("opentelemetry", "requests", "urllib3")
 
 
 def scripts_may_import(name: str) -> bool:
@@ -187,6 +195,7 @@ RULES = {
     "demo.py": (demo_may_import, ()),
     "otel.py": (otel_may_import, ()),
     "otel_export.py": (otel_export_may_import, ()),
+    "private_files.py": (private_files_may_import, ()),
     "scripts": (scripts_may_import, ()),
     "testing": (kit_may_import, ()),
 }

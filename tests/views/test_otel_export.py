@@ -5,8 +5,11 @@ and a live collector still gets the last spans at exit; in process, then through
 from __future__ import annotations
 
 import logging
+import re
 import socket
 import sys
+import threading
+import time
 
 import pytest
 
@@ -116,6 +119,82 @@ def test_the_exporter_is_imported_only_once_a_collector_answers(receiver):
     spans(tracer, 3)
     batches.send_queued()
     assert EXPORTER in sys.modules and len(receiver.spans) == 3
+
+
+class Flooding:
+    """A hostile collector: each export is answered 200 with a body of `size` bytes (written as
+    fast as it is read, or one byte every `drip` seconds); `sent` counts the bytes it wrote."""
+
+    def __init__(self, size: int, drip: float | None = None) -> None:
+        self.size, self.drip, self.sent, self.answered = size, drip, 0, threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.endpoint = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                data = conn.recv(65536)
+                if not data:
+                    return  # a look at the address: connected, then closed
+                head += data
+            found = re.search(rb"(?i)content-length: *(\d+)", head)
+            length = int(found.group(1)) if found else 0
+            body = head.split(b"\r\n\r\n", 1)[1]
+            while len(body) < length:
+                body += conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % self.size)
+            chunk = b"x" if self.drip else b"x" * 65536
+            try:
+                while self.sent < self.size:
+                    self.sent += conn.send(chunk[: self.size - self.sent])
+                    if self.drip:
+                        time.sleep(self.drip)
+            except OSError:
+                pass  # the exporter closed the connection: it read no more
+            self.answered.set()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_a_collectors_huge_answer_is_read_to_a_bound_and_the_export_still_counts():
+    collector_server = Flooding(64 * 1024 * 1024)
+    try:
+        tracer, batches, collector = tracer_for(collector_server.endpoint)
+        spans(tracer, 2)
+        batches.send_queued()
+        assert (batches.sent, batches.dropped) == (2, 0)
+        assert collector_server.answered.wait(60)
+        # read: at most MAX_ANSWER_BYTES; written: that plus what the sockets' buffers took
+        assert collector_server.sent < 16 * 1024 * 1024, collector_server.sent
+    finally:
+        collector_server.close()
+
+
+def test_a_collector_dripping_an_endless_answer_is_cut_at_the_export_timeout(monkeypatch):
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
+    collector_server = Flooding(1 << 40, drip=0.05)  # a byte at a time: no read ever times out
+    try:
+        tracer, batches, collector = tracer_for(collector_server.endpoint)
+        spans(tracer, 1)
+        sending = threading.Thread(target=batches.send_queued, daemon=True)
+        sending.start()
+        sending.join(60)  # a hang detector, not a timing check: the export ends at its timeout
+        assert not sending.is_alive()
+        assert collector_server.answered.wait(60)
+        assert batches.sent == 1
+    finally:
+        collector_server.close()
 
 
 def test_the_endpoint_and_the_address_looked_at(monkeypatch):

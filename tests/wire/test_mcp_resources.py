@@ -121,3 +121,109 @@ def test_the_python_clients_read_resources_with_typed_methods():
             return json.loads(page.text)["agent_id"]
 
     assert anyio.run(main) == "root"
+
+
+def test_a_transcript_uri_with_a_bad_after_is_invalid_params_and_the_server_keeps_serving():
+    from subagentd.client import Client, RpcError
+
+    with Client.spawn(db=":memory:", caller="root") as client:
+        client.initialize()
+        base = "subagentd://agent/root/transcript?after="
+        for after in ("²", "1" * 30, "9223372036854775808", "-1", "1e3"):
+            try:
+                client.resources_read(base + after)
+            except RpcError as error:
+                assert error.code == -32602, (after, error)
+                assert error.message == (
+                    f'invalid after "{after}" in a transcript URI: a sequence number from 0 to'
+                    " 9223372036854775807"
+                )
+                assert error.data == {"reason": "INVALID_PARAMS"}
+            else:
+                raise AssertionError(f"after={after} was answered")
+        (content,) = client.resources_read(base + "9223372036854775807").contents
+        assert json.loads(content.text) == {"agent_id": "root", "events": []}
+        client.ping()  # still serving
+
+
+class CountingStore:
+    """read_events over one agent's events at the given sequence numbers (others' events are the
+    gaps), counting the rows it returns."""
+
+    def __init__(self, seqs: list[int], reports: dict[int, str]) -> None:
+        self.seqs, self.reports, self.rows = seqs, reports, 0
+
+    def read_events(self, session_id: str, after: int, limit: int, max_bytes: int):
+        from bisect import bisect_right
+
+        from subagentd.schema.records import EventRecord
+
+        start = bisect_right(self.seqs, after)
+        chosen = self.seqs[start : start + limit]
+        self.rows += len(chosen)
+        events = [
+            EventRecord(
+                seq=seq,
+                turn_id=None,
+                type="report" if seq in self.reports else "message",
+                data=json.dumps({"output": self.reports[seq]} if seq in self.reports else {}),
+                at="",
+            )
+            for seq in chosen
+        ]
+        return events, len(events) == limit
+
+
+def test_the_last_report_is_looked_for_in_a_bounded_tail_however_long_the_transcript():
+    """300,000 events: the rows read stay near REPORT_TAIL (a few windows, a binary search),
+    whether the report is the newest event, inside the tail, older, or absent."""
+    from subagentd.server.resources import REPORT_TAIL, last_report
+
+    for stride in (1, 7):  # the agent's events alone, or between other agents' events
+        seqs = [1 + stride * n for n in range(300_000)]
+        cases = {
+            "newest": ({seqs[-1]: "newest"}, "newest"),
+            "in the tail": ({seqs[-REPORT_TAIL]: "in the tail"}, "in the tail"),
+            "older": ({seqs[-REPORT_TAIL - 1]: "older"}, None),
+            "none": ({}, None),
+        }
+        for name, (reports, expected) in cases.items():
+            store = CountingStore(seqs, reports)
+            assert last_report(store, "a") == expected, (stride, name)
+            assert store.rows <= 12 * REPORT_TAIL, (stride, name, store.rows)
+    assert last_report(CountingStore([], {}), "a") is None
+
+
+def test_the_agent_resource_names_the_last_report_of_its_newest_thousand_events(tmp_path):
+    """Through the real server: a report older than the newest 1,000 events is not looked for
+    (PROTOCOL.md §5); a newer one is the resource's last_report."""
+    import sqlite3
+
+    from subagentd.client import Client
+
+    db = str(tmp_path / "long.db")
+    with Client.spawn(db=db) as host:
+        host.initialize()
+        host.agents_open("root")
+        host.agents_close("root")
+
+    def append(*events: tuple[str, dict]) -> None:
+        with sqlite3.connect(db) as conn:
+            conn.executemany(
+                "INSERT INTO events (session_id, turn_id, type, data, at) VALUES (?,?,?,?,?)",
+                [
+                    ("root", None, kind, json.dumps(data), "2026-01-01T00:00:00Z")
+                    for kind, data in events
+                ],
+            )
+
+    append(("report", {"output": "early"}), *[("message", {"n": n}) for n in range(1_000)])
+    with Client.spawn(db=db, caller="root") as client:
+        client.initialize()
+        (content,) = client.resources_read("subagentd://agent/root").contents
+        assert "last_report" not in json.loads(content.text)
+    append(("report", {"output": "late"}), *[("message", {"n": n}) for n in range(900)])
+    with Client.spawn(db=db, caller="root") as client:
+        client.initialize()
+        (content,) = client.resources_read("subagentd://agent/root").contents
+        assert json.loads(content.text)["last_report"] == "late"
