@@ -5,6 +5,7 @@ program fails (naming it)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -231,3 +232,28 @@ def test_a_failing_pip_install_is_one_line_and_no_traceback(tmp_path):
         " then run this again",
     ]
     assert "Traceback" not in done.stderr
+
+
+def test_ci_runs_the_readme_commands_in_a_fresh_clone_named_subagentd_with_the_bundled_pip():
+    """The layout and the venv a newcomer has: `.ci/run` clones into a directory named
+    subagentd, makes `.venv` inside with `python3 -m venv`, upgrades nothing by hand, runs the
+    README's first command as written, then scripts/setup-dev and tests/project there."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "--upgrade pip" not in ci  # setup-dev upgrades a pip too old for the extras
+    block = ci[ci.index('newcomer="$(mktemp -d)/subagentd"') :]
+    steps = [line.strip() for line in block.splitlines()]
+    for step in (
+        'git clone -q "$PWD" "$newcomer"',
+        'cd "$newcomer"',
+        "python3 -m venv .venv",
+        ". .venv/bin/activate",
+        'bash -euo pipefail -c "$first"',
+        "scripts/setup-dev",
+        'python -m pytest -q -x tests/project -k "not bench"',
+    ):
+        assert step in steps, step
+    assert steps.index("python3 -m venv .venv") < steps.index("scripts/setup-dev")
+    first = re.search(
+        r"^pip install -e \S+ && subagentd demo", (ROOT / "README.md").read_text(), re.M
+    )
+    assert first is not None  # what the step extracts and runs
