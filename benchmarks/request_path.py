@@ -45,7 +45,8 @@ frame = {
 }
 os.write(w, json.dumps(frame).encode() + b"\n")
 os.close(w)
-root = os.path.dirname(os.path.dirname(sys.modules["subagentd"].__file__))
+# the package's own files only: a checkout named subagentd holds its .venv's site-packages too
+package = os.path.dirname(sys.modules["subagentd"].__file__) + os.sep
 state = {"on": False, "done": False}
 seq = []
 
@@ -55,8 +56,8 @@ def prof(f, event, arg):
         return
     fn = f.f_code.co_filename
     name = f.f_code.co_name
-    if fn.startswith(root) and "/subagentd/" in fn:
-        mod = fn[len(root) + 1 : -3].replace("/", ".")
+    if fn.startswith(package):
+        mod = "subagentd." + fn[len(package) : -3].replace(os.sep, ".")
         if mod.endswith("framing") and name == "feed":
             state["on"] = True
         if state["on"]:

@@ -187,12 +187,16 @@ def summarize(event_type: str, data: Any) -> str:
             text += f" (cause {data['cause']})"
         if data.get("output") is not None:
             text += f': "{short(str(data["output"]), 50)}"'
-        return text
+        return text + runner_said(data.get("runner"))
     if event_type == "activated":
         resumed = " (cold resume)" if data.get("resume") else ""
         return f"activation {str(data.get('activation_id', ''))[:8]}{resumed}"
     if event_type == "settled":
-        return f"settled (last turn {data.get('reason')})"
+        return f"settled (last turn {data.get('reason')}{runner_said(data.get('runner'), ';')})"
+    if event_type == "runner_exit" and "exit_code" in data:
+        return f"exit status {data['exit_code']}" + runner_said(
+            {"stderr_tail": data.get("stderr")}, ";"
+        )
     if event_type == "interrupt":
         by = f" by {data['by']}" if data.get("by") else ""
         return f"interrupt (cause {data.get('cause')}{by})"
@@ -231,6 +235,16 @@ def summarize(event_type: str, data: Any) -> str:
     if "content" in data:
         return f'"{short(blocks_text(data))}"'
     return short(json.dumps(data, ensure_ascii=False))
+
+
+def runner_said(runner: Any, joint: str = ",") -> str:
+    """A failed runner's status and its stderr's last line (`turn_end`/`settled`'s `runner`)."""
+    if not isinstance(runner, dict):
+        return ""
+    status = f" runner {runner['status']}" if runner.get("status") else ""
+    lines = str(runner.get("stderr_tail") or "").strip().splitlines()
+    said = f' stderr ends "{short(lines[-1], 80)}"' if lines else ""
+    return joint + status + ("," if status and said else "") + said if status or said else ""
 
 
 def transcript(reader: StoreReader, agent_id: str) -> list[dict[str, Any]]:

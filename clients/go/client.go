@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -71,6 +72,80 @@ func (e *RPCError) Error() string {
 // ErrClosed is returned (wrapped) by calls made after, or pending when, the server went away.
 var ErrClosed = errors.New("subagentd connection closed")
 
+// CannotStartError is what calls return when the spawned subagentd could not start (a database
+// it cannot use, a --caller root another process serves, a missing extra): its Error is the
+// server's own "cannot start: …" line. errors.Is(err, ErrClosed) holds for it.
+type CannotStartError struct {
+	Line string
+}
+
+func (e *CannotStartError) Error() string { return e.Line }
+
+// Unwrap makes a CannotStartError an ErrClosed.
+func (e *CannotStartError) Unwrap() error { return ErrClosed }
+
+const (
+	cannotStart = "cannot start: "
+	stderrKeep  = 64 * 1024       // bytes of the server's stderr kept to find that line
+	exitWait    = 2 * time.Second // for a server that closed its stdout to finish its stderr
+)
+
+// cannotStartLine is the last "cannot start: …" line in what the server logged (text or JSON
+// log format), or "".
+func cannotStartLine(logged string) string {
+	lines := strings.Split(logged, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		line := lines[i]
+		at := strings.Index(line, cannotStart)
+		if at < 0 {
+			continue
+		}
+		if strings.HasPrefix(line, "{") {
+			var entry struct {
+				Message string `json:"message"`
+			}
+			if json.Unmarshal([]byte(line), &entry) == nil && strings.HasPrefix(entry.Message, cannotStart) {
+				return entry.Message
+			}
+		}
+		return strings.TrimRight(line[at:], "\r ")
+	}
+	return ""
+}
+
+// stderrTail passes the server's stderr on and keeps its last stderrKeep bytes.
+type stderrTail struct {
+	mu   sync.Mutex
+	kept []byte
+	done chan struct{} // closed at its end
+}
+
+func (t *stderrTail) copy(from io.Reader, to io.Writer) {
+	defer close(t.done)
+	chunk := make([]byte, 32*1024)
+	for {
+		n, err := from.Read(chunk)
+		if n > 0 {
+			_, _ = to.Write(chunk[:n])
+			t.mu.Lock()
+			t.kept = append(t.kept, chunk[:n]...)
+			if len(t.kept) > stderrKeep {
+				t.kept = append([]byte(nil), t.kept[len(t.kept)-stderrKeep:]...)
+			}
+			t.mu.Unlock()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (t *stderrTail) text() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.kept)
+}
+
 type response struct {
 	result json.RawMessage
 	err    error
@@ -108,7 +183,9 @@ type Client struct {
 	nextHandler int64
 	closed      bool
 	closeReason string
+	cannotStart *CannotStartError // the server's own reason, when it could not start
 	stdinClosed bool
+	stderr      *stderrTail
 
 	queueMu   sync.Mutex
 	queue     []notification
@@ -139,9 +216,13 @@ func Start(opts Options) (*Client, error) {
 	cmd := exec.Command(command, args...)
 	cmd.Dir = opts.Dir
 	cmd.Env = opts.Env
-	cmd.Stderr = opts.Stderr
-	if cmd.Stderr == nil {
-		cmd.Stderr = os.Stderr
+	logTo := opts.Stderr
+	if logTo == nil {
+		logTo = os.Stderr
+	}
+	stderr, err := cmd.StderrPipe() // passed on to logTo, its tail kept for a "cannot start" line
+	if err != nil {
+		return nil, err
 	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -164,7 +245,9 @@ func Start(opts Options) (*Client, error) {
 		queueWake: make(chan struct{}, 1),
 		logWake:   make(chan struct{}),
 		exited:    make(chan struct{}),
+		stderr:    &stderrTail{done: make(chan struct{})},
 	}
+	go c.stderr.copy(stderr, logTo)
 	if c.timeout == 0 {
 		c.timeout = 30 * time.Second
 	}
@@ -187,8 +270,11 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 	call := &pendingCall{method: method, done: make(chan response, 1)}
 	c.mu.Lock()
 	if c.closed {
-		reason := c.closeReason
+		reason, cannot := c.closeReason, c.cannotStart
 		c.mu.Unlock()
+		if cannot != nil {
+			return cannot
+		}
 		return fmt.Errorf("%s: %w: %s", method, ErrClosed, reason)
 	}
 	c.nextID++
@@ -262,8 +348,11 @@ func (c *Client) write(line []byte) error {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
 	c.mu.Lock()
-	closed, reason := c.closed || c.stdinClosed, c.closeReason
+	closed, reason, cannot := c.closed || c.stdinClosed, c.closeReason, c.cannotStart
 	c.mu.Unlock()
+	if cannot != nil {
+		return cannot
+	}
 	if closed {
 		if reason == "" {
 			reason = "stdin is closed"
@@ -287,6 +376,15 @@ func (c *Client) read(stdout io.Reader) {
 		if err != nil {
 			break
 		}
+	}
+	select { // its stderr ends when it exits: a server that could not start said why there
+	case <-c.stderr.done:
+	case <-time.After(exitWait):
+	}
+	if line := cannotStartLine(c.stderr.text()); line != "" {
+		c.mu.Lock()
+		c.cannotStart = &CannotStartError{Line: line}
+		c.mu.Unlock()
 	}
 	c.shutdown("subagentd closed its stdout")
 	c.exitErr = c.cmd.Wait()
@@ -404,10 +502,15 @@ func (c *Client) shutdown(reason string) {
 	}
 	c.closed = true
 	c.closeReason = reason
+	cannot := c.cannotStart
 	pending := c.pending
 	c.pending = map[int64]*pendingCall{}
 	c.mu.Unlock()
 	for _, call := range pending {
+		if cannot != nil {
+			call.done <- response{err: cannot}
+			continue
+		}
 		call.done <- response{err: fmt.Errorf("%s: %w: %s before answering", call.method, ErrClosed, reason)}
 	}
 }

@@ -3,8 +3,10 @@ package subagentd
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -87,5 +89,40 @@ func rootWithChild(ctx context.Context, t *testing.T, client *Client, label, pro
 	}
 	if _, err := client.Spawn(ctx, SpawnParams{Caller: "root", ChildID: "c1", Label: label, Prompt: prompt}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A subagentd that cannot start: every call returns its own "cannot start: …" line, and its log
+// still reaches Options.Stderr.
+func TestAServerThatCannotStartIsItsOwnLine(t *testing.T) {
+	db := t.TempDir() + "/bad.db"
+	if err := os.WriteFile(db, []byte("not a database\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{nil, {"--log-format", "json"}} {
+		logs := &logBuffer{}
+		client, err := Start(Options{Command: serverCommand(t), Args: args, DB: db, Stderr: logs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "cannot start: " + db + " is not a SQLite database"
+		for _, call := range []string{"initialize", "ping"} {
+			var err error
+			if call == "initialize" {
+				_, err = client.Initialize(bounded(t), InitializeParams{})
+			} else {
+				err = client.Ping(bounded(t))
+			}
+			var cannot *CannotStartError
+			if !errors.As(err, &cannot) || err.Error() != want || !errors.Is(err, ErrClosed) {
+				t.Fatalf("%s: got %v, want %q", call, err, want)
+			}
+		}
+		if code, _ := client.Close(0); code != 1 {
+			t.Fatalf("exit %d", code)
+		}
+		if !strings.Contains(logs.String(), "cannot start: ") {
+			t.Fatalf("the log was not passed on: %q", logs.String())
+		}
 	}
 }

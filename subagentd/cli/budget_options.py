@@ -40,7 +40,7 @@ BUDGETS = (
     ),
     Spec(
         "--tree-max-seconds",
-        "float",
+        "duration",
         0.0,
         "wall-clock deadline of a new tree, from its first agents/open; 0 means none",
         low=0,

@@ -20,6 +20,7 @@ from subagentd.cli.options import (
     serve_arguments,
     serve_options,
 )
+from subagentd.cli.spec import Spec
 from subagentd.cli.table import VERSION, default_database
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -121,7 +122,7 @@ def watch(ctx: click.Context, /, root: str | None, once: bool, **_: Any) -> None
 @click.option("--junit", metavar="FILE", help="also write the results as JUnit XML to FILE")
 @click.option(
     "--timeout",
-    type=click.FloatRange(0, min_open=True),
+    type=Duration(Spec("--timeout", "duration", 10.0, "", low=0, low_open=True)),
     default=10.0,
     show_default=True,
     metavar="SECONDS",
@@ -191,7 +192,7 @@ def stats(ctx: click.Context, /, **_: Any) -> None:
 @cli.command(context_settings=CONTEXT)
 @option(
     "--older-than",
-    type=Duration(),
+    type=Duration(Spec("--older-than", "duration", None, "", low=0, bare="")),
     required=True,
     help="prune trees settled and untouched this long, with its unit: 30d, 12h, 90m, 45s, 2w",
 )

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from subagentd.cli.spec import Spec
+from subagentd.cli.spec import Spec, read_duration
 from subagentd.cli.table import GLOBAL, SERVE, env_name
 
 _SPECS = {spec.name: spec for spec in (*SERVE, *GLOBAL)}
@@ -59,10 +59,13 @@ def _convert(spec: Spec, text: str) -> Any:
         return text
     if spec.kind == "choice":
         return text if text in spec.choices else None
-    if spec.kind not in ("int", "float"):
+    if spec.kind not in ("int", "float") and not (spec.kind == "duration" and spec.bare):
         return None
     try:
-        value: float = int(text) if spec.kind == "int" else float(text)
+        if spec.kind == "duration":
+            value: float = read_duration(text, spec.bare)
+        else:
+            value = int(text) if spec.kind == "int" else float(text)
     except ValueError:
         return None
     if value != value or value in (float("inf"), float("-inf")):  # click takes these; leave them

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from subagentd.cli.spec import Spec
+from subagentd.cli.spec import Spec, read_duration
 from subagentd.cli.table import GLOBAL, SERVE, env_name
 from subagentd.core.settings import TOOL_NAMES  # stdlib only: cheap at start-up
 
@@ -45,29 +44,29 @@ class ToolSet(ParamType):
         return tuple(name for name in TOOL_NAMES if name in names)
 
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
 class Duration(ParamType):
-    """A length of time with its unit: 30d, 12h, 90m, 45s or 2w. A bare number is refused: it
-    would be read as seconds by one person and as days by another."""
+    """A length of time: 30d, 12h, 90m, 45s, 2w or 500ms, or a bare number in the option's own
+    unit (its metavar says which). An option with no such unit (--retention, --older-than)
+    refuses a bare number: it would be read as seconds by one person and as days by another."""
 
     name = "DURATION"
+
+    def __init__(self, spec: Spec | None = None) -> None:
+        self.bare = spec.bare if spec else ""
+        self.range = (
+            click.FloatRange(spec.low, spec.high, min_open=spec.low_open)
+            if spec is not None and (spec.low is not None or spec.high is not None)
+            else None
+        )
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, float):
             return value
-        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", str(value))
-        if match is None:
-            self.fail(f"{value!r} is not a duration such as 30d, 12h, 90m or 45s", param, ctx)
-        if not match[2]:
-            number = match[1]
-            self.fail(
-                f"{value!r} has no unit: write {number}d (days), {number}h, {number}m or {number}s",
-                param,
-                ctx,
-            )
-        return float(match[1]) * _UNITS[match[2]]
+        try:
+            seconds = read_duration(str(value), self.bare)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        return seconds if self.range is None else self.range.convert(seconds, param, ctx)
 
 
 def _type(spec: Spec) -> Any:
@@ -78,7 +77,9 @@ def _type(spec: Spec) -> Any:
         return click.IntRange(low, high, min_open=spec.low_open)
     if spec.kind == "float":
         return click.FloatRange(spec.low, spec.high, min_open=spec.low_open)
-    return {"tools": ToolSet(), "duration": Duration()}.get(spec.kind, str)
+    if spec.kind == "duration":
+        return Duration(spec)
+    return {"tools": ToolSet()}.get(spec.kind, str)
 
 
 def from_spec(spec: Spec, *, global_option: bool = False) -> Callable[[F], F]:

@@ -95,7 +95,10 @@ def serve(options: dict[str, Any]) -> int:
     loader = threading.Thread(target=_load, args=(opened, options, settings, loaded), daemon=True)
     loader.start()
     started = Started(FrameReader(options["framing"], options["max_frame_bytes"]), Session())
-    answer_handshake(0, out_fd, started, settings)
+    if not options["caller"]:  # answered while the loader runs
+        answer_handshake(0, out_fd, started, settings)
+    # --caller: initialize is answered only once the root is known to be served here, so a root
+    # another process serves is refused before any handshake succeeds (the one line below)
     loader.join()
     error = loaded.get("error")
     if isinstance(error, DatabaseRefusedError | CallerServedElsewhere):  # one line, no traceback
@@ -109,6 +112,8 @@ def serve(options: dict[str, Any]) -> int:
     if isinstance(error, BaseException):
         log.error("cannot start: %s (database %s)", error, shown, exc_info=error)
         return 1
+    if options["caller"]:
+        answer_handshake(0, out_fd, started, settings)
     import anyio
 
     from subagentd.core.service import Service  # loaded by now

@@ -31,6 +31,7 @@ QUOTAS = (
     ("--max-tasks", 1_000, "working MCP tasks per agent"),
 )
 
+SHUTDOWN_GRACE = "seconds to finish in-flight replies at shutdown"
 IDLE = "seconds a --detach background process stays with no client and nothing running"
 SERVE = (
     Spec(
@@ -78,14 +79,12 @@ SERVE = (
     ),
     Spec(
         "--interrupt-grace",
-        "float",
+        "duration",
         10.0,
         "seconds before an interrupted turn the host did not end is force-ended",
         low=0,
     ),
-    Spec(
-        "--shutdown-grace", "float", 5.0, "seconds to finish in-flight replies at shutdown", low=0
-    ),
+    Spec("--shutdown-grace", "duration", 5.0, SHUTDOWN_GRACE, low=0),
     Spec(
         "--report-rate",
         "int",
@@ -97,15 +96,16 @@ SERVE = (
     ),
     Spec(
         "--idempotency-retention",
-        "float",
+        "duration",
         7.0,
         "days an idempotency key and its result are kept",
         low=0,
         metavar="DAYS",
+        bare="d",
     ),
     Spec(
         "--lease-ttl",
-        "float",
+        "duration",
         15.0,
         "seconds this process's leases last unless renewed (a"
         " thread renews them every third of it); a process stalled longer loses its live"
@@ -124,7 +124,7 @@ SERVE = (
     ),
     Spec(
         "--db-connect-timeout",
-        "float",
+        "duration",
         5.0,
         "PostgreSQL: seconds a connection attempt may take (libpq connect_timeout, at least 2)",
         low=0,
@@ -133,7 +133,7 @@ SERVE = (
     ),
     Spec(
         "--db-statement-timeout",
-        "float",
+        "duration",
         10.0,
         "PostgreSQL: seconds a statement may take (statement_timeout, unless the server's is"
         " shorter); one the server does not answer at all is dropped a second later",
@@ -143,7 +143,7 @@ SERVE = (
     ),
     Spec(
         "--db-keepalive",
-        "float",
+        "duration",
         10.0,
         "PostgreSQL over TCP: seconds of silence before keepalive probes (3, a third of it"
         " apart); unacknowledged data fails the connection after twice as long",
@@ -203,7 +203,7 @@ SERVE = (
     ),
     Spec(
         "--acp-permission-timeout",
-        "float",
+        "duration",
         600.0,
         "seconds an ask-parent question waits for the parent's answer before it is cancelled",
         low=0,
@@ -227,10 +227,10 @@ SERVE = (
         " demand, shared by every client process, kept when one closes (PROTOCOL.md section 11)",
         choices=("off", "on"),
     ),
-    Spec("--idle-timeout", "float", 300.0, IDLE, low=0, metavar="SECONDS"),
+    Spec("--idle-timeout", "duration", 300.0, IDLE, low=0, metavar="SECONDS"),
     Spec(
         "--report-window",
-        "float",
+        "duration",
         600.0,
         "length of one --report-budget window",
         low=0,
@@ -261,6 +261,8 @@ SERVE = (
         "at start-up, prune the trees settled and untouched"
         " this long (e.g. 30d), as `subagentd prune --older-than` does",
         default_shown="keep everything",
+        low=0,
+        bare="",  # a unit is required
     ),
 )
 

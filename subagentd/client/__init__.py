@@ -8,7 +8,7 @@ This package imports only `subagentd.schema` (the wire types), never the server'
 from subagentd.client.async_turns import AsyncAgentHost, AsyncTurnControl
 from subagentd.client.asynchronous import AsyncClient
 from subagentd.client.blocking import Client
-from subagentd.client.errors import ConnectionClosed, RequestTimeout, RpcError
+from subagentd.client.errors import CannotStart, ConnectionClosed, RequestTimeout, RpcError
 from subagentd.client.process import server_command
 from subagentd.client.turns import AgentHost, TurnControl, TurnOutcome, report_turn_error
 
@@ -17,6 +17,7 @@ __all__ = [
     "AsyncAgentHost",
     "AsyncClient",
     "AsyncTurnControl",
+    "CannotStart",
     "Client",
     "ConnectionClosed",
     "RequestTimeout",

@@ -13,9 +13,16 @@ import subprocess
 from collections.abc import Sequence
 from types import TracebackType
 
+from subagentd.client.errors import CannotStart, ConnectionClosed
 from subagentd.client.methods import BlockingMethods
 from subagentd.client.pipes import TIMEOUT
-from subagentd.client.process import Stderr, StderrMode, server_command
+from subagentd.client.process import (
+    EXIT_WAIT,
+    Stderr,
+    StderrMode,
+    cannot_start_line,
+    server_command,
+)
 
 
 class Client(BlockingMethods):
@@ -58,6 +65,20 @@ class Client(BlockingMethods):
     def stderr_text(self) -> str:
         """What the spawned subagentd logged so far (its stderr, when captured)."""
         return self.stderr.text() if self.stderr is not None else ""
+
+    def closed_error(self) -> ConnectionClosed:
+        """CannotStart with subagentd's own `cannot start: …` line when it exited saying one
+        (its stderr captured); else the plain ConnectionClosed."""
+        if self.process is not None and self.stderr is not None:
+            try:
+                self.process.wait(EXIT_WAIT)
+            except subprocess.TimeoutExpired:
+                pass
+            else:
+                line = cannot_start_line(self.stderr.text())
+                if line is not None:
+                    return CannotStart(line)
+        return super().closed_error()
 
     def close(self, timeout: float = TIMEOUT) -> int | None:
         """Close subagentd's stdin (EOF: it commits and exits) and wait for it; its exit code

@@ -27,3 +27,8 @@ class RequestTimeout(TimeoutError):
 
 class ConnectionClosed(EOFError):
     """subagentd closed its stdout (it exited) before the awaited frame arrived."""
+
+
+class CannotStart(ConnectionClosed):
+    """The spawned subagentd could not start (a database it cannot use, a --caller root another
+    process serves, a missing extra): the message is its own `cannot start: …` line."""

@@ -104,7 +104,7 @@ class Pipes:
         with self._io:
             while not self._lines:
                 if self._eof:
-                    raise ConnectionClosed("subagentd closed its stdout")
+                    raise self.closed_error()
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise RequestTimeout(f"no frame from subagentd within {timeout:g} s")
@@ -114,6 +114,10 @@ class Pipes:
                 if select.select([self.read_fd], [], [], left)[0]:
                     self._read_chunk()
             return self._lines.popleft()
+
+    def closed_error(self) -> ConnectionClosed:
+        """What a call raises once subagentd closed its stdout."""
+        return ConnectionClosed("subagentd closed its stdout")
 
     def read_to_eof(self, timeout: float = TIMEOUT) -> bool:
         """Read (keeping every line for later) until subagentd closes its stdout; False when

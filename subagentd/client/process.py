@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tempfile
@@ -9,6 +10,8 @@ from collections.abc import Sequence
 from typing import IO, Any, Literal
 
 StderrMode = Literal["capture", "inherit", "discard"]
+CANNOT_START = "cannot start: "
+EXIT_WAIT = 2.0  # seconds to wait for a subagentd that closed its stdout to exit (its log read)
 
 
 def server_command(
@@ -47,3 +50,21 @@ class Stderr:
     def close(self) -> None:
         if self.file is not None:
             self.file.close()
+
+
+def cannot_start_line(logged: str) -> str | None:
+    """subagentd's own `cannot start: …` line in what it logged (text or JSON log format), the
+    last one; None when there is none."""
+    for line in reversed(logged.splitlines()):
+        at = line.find(CANNOT_START)
+        if at < 0:
+            continue
+        if line.startswith("{"):  # --log-format json
+            try:
+                message = json.loads(line).get("message")
+            except (ValueError, AttributeError):
+                message = None
+            if isinstance(message, str) and message.startswith(CANNOT_START):
+                return message
+        return line[at:]
+    return None

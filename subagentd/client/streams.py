@@ -18,9 +18,15 @@ import msgspec
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from subagentd.client import frames
-from subagentd.client.errors import ConnectionClosed, RequestTimeout
+from subagentd.client.errors import CannotStart, ConnectionClosed, RequestTimeout
 from subagentd.client.pipes import KEEP_NOTIFICATIONS, TIMEOUT
-from subagentd.client.process import Stderr, StderrMode, server_command
+from subagentd.client.process import (
+    EXIT_WAIT,
+    Stderr,
+    StderrMode,
+    cannot_start_line,
+    server_command,
+)
 
 T = TypeVar("T")
 N = TypeVar("N", bound=msgspec.Struct)
@@ -64,6 +70,7 @@ class Streams:
         self._arrived = anyio.Event()  # set (and replaced) whenever a notification is queued
         self._write = anyio.Lock()
         self._closed: str | None = None
+        self._cannot_start: str | None = None  # subagentd's own `cannot start: …` line
         self._tasks: anyio.abc.TaskGroup | None = None
 
     @classmethod
@@ -146,11 +153,31 @@ class Streams:
             anyio.BrokenResourceError,
         ):
             self._closed = "subagentd closed its stdout"
+            await self._read_why_it_stopped()
         except (msgspec.DecodeError, anyio.DelimiterNotFound) as exc:
             self._closed = f"subagentd wrote a frame that is not JSON-RPC: {exc}"
         for waiting in self._waiting.values():
             waiting.done.set()
         self._arrived.set()
+
+    async def _read_why_it_stopped(self) -> None:
+        """A spawned subagentd that closed its stdout and exited saying `cannot start: …`
+        (captured): that line is what calls raise (CannotStart)."""
+        if self.process is None or self.stderr is None:
+            return
+        with anyio.move_on_after(EXIT_WAIT):
+            await self.process.wait()
+            line = cannot_start_line(self.stderr.text())
+            if line is not None:
+                self._cannot_start = line
+
+    def _closed_error(self, method: str | None = None) -> ConnectionClosed:
+        if self._cannot_start is not None:
+            return CannotStart(self._cannot_start)
+        assert self._closed is not None
+        return ConnectionClosed(
+            f"{self._closed} before answering {method}" if method else self._closed
+        )
 
     def _route(self, message: Any) -> None:
         if frames.is_notification(message):
@@ -195,7 +222,7 @@ class Streams:
         """Request and wait: the result (plain JSON, or `result`'s type), or `RpcError`; after
         `timeout` a `notifications/cancelled` is sent and `RequestTimeout` raised."""
         if self._closed is not None:
-            raise ConnectionClosed(self._closed)
+            raise self._closed_error()
         request_id = next(self.ids)
         waiting = self._waiting[request_id] = Waiting(method)
         try:
@@ -206,7 +233,7 @@ class Streams:
             del self._waiting[request_id]
         if waiting.response is None:
             if self._closed is not None:
-                raise ConnectionClosed(f"{self._closed} before answering {method}")
+                raise self._closed_error(method)
             await self.notify("notifications/cancelled", {"requestId": request_id})
             raise RequestTimeout(f"{method} (id {request_id}) got no response within {timeout:g} s")
         return frames.outcome(waiting.response, method, result)
@@ -234,7 +261,7 @@ class Streams:
                         params: dict[str, Any] = note.get("params") or {}
                         return params
                 if self._closed is not None:
-                    raise ConnectionClosed(self._closed)
+                    raise self._closed_error()
                 await self._arrived.wait()
         raise RequestTimeout(f"no {method or 'notification'} matching {match} within {timeout:g} s")
 

@@ -40,6 +40,7 @@ from subagentd.schema.host_methods import (
 )
 from subagentd.schema.messages import DESCRIPTOR_VERSION, Descriptor, Message, Source, TextBlock
 from subagentd.schema.records import SessionRecord
+from subagentd.schema.runner import RunnerFailure
 
 _encode = msgspec.json.encode
 
@@ -222,14 +223,17 @@ class HostApi:
         )
         return TurnBeginResult(turn_id=turn_id)
 
-    def finish_turn(self, params: TurnEndParams) -> None:
+    def finish_turn(self, params: TurnEndParams, failure: RunnerFailure | None = None) -> None:
+        """turns/end; `failure`: how the turn runner's process failed (server/runner.py)."""
         agent = self.agents.require_live(params.agent_id)
         if agent.turn is None or agent.turn.turn_id != params.turn_id:
             raise StateInvalidError(
                 f'turn "{params.turn_id}" is not the open turn of agent "{params.agent_id}"'
             )
         self.quotas.text(texts.THE_OUTPUT, params.output)
-        self.scheduler.end_turn(agent, params.reason, params.output, usage=params.usage)
+        self.scheduler.end_turn(
+            agent, params.reason, params.output, usage=params.usage, failure=failure
+        )
 
     def followup(self, agent_id: str, message: str) -> MessageIdResult:
         record = self.agents.require_session(agent_id)

@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from subagentd.schema.budgets import Held
     from subagentd.schema.listing import Status
     from subagentd.schema.messages import Descriptor
+    from subagentd.schema.runner import RunnerFailure
 
 ORDINARY = "ordinary"
 CONTINUABLE = "continuable"
@@ -42,6 +43,7 @@ class LiveAgent:
     resume: bool = False  # the next turn/start carries the descriptor (cold resume)
     last_reason: str | None = None
     last_output: str | None = None
+    last_failure: RunnerFailure | None = None  # how its last turn's runner failed, if it did
     held: bool = False  # the --caller root: its input waits for the client, no turn starts
     tools: frozenset[str] | None = None  # its descriptor's tool_filter applied (None: all tools)
     owner_id: str | None = None  # who keeps it resident and drains it: its parent, until adopted

@@ -19,6 +19,7 @@ from subagentd.core.stamps import mint, now
 from subagentd.schema.budgets import Usage
 from subagentd.schema.messages import Message, Source, TextBlock
 from subagentd.schema.notifications import AgentInject, InterruptCause, TurnInterrupt, TurnStart
+from subagentd.schema.runner import RunnerFailure
 
 if TYPE_CHECKING:
     from subagentd.schema.listing import Status
@@ -240,6 +241,7 @@ class Scheduler:
         output: str | None,
         cause: str | None = None,
         usage: Usage | None = None,
+        failure: RunnerFailure | None = None,
     ) -> None:
         """Close the agent's open turn (charging what it used), then schedule what follows."""
         turn = agent.turn
@@ -264,6 +266,8 @@ class Scheduler:
             data["cause"] = "deadline"
         if usage is not None:
             data["usage"] = usage
+        if failure is not None:
+            data["runner"] = failure
         self.agents.record(agent.agent_id, turn.turn_id, "turn_end", data)
         used = None
         if usage is not None:  # the token counts the host or the runner reported, for the span
@@ -271,6 +275,7 @@ class Scheduler:
         self.agents.tracing.turn_ended(agent.agent_id, turn.turn_id, reason, cause, used)
         agent.turn = None
         agent.last_reason, agent.last_output = last, output
+        agent.last_failure = failure
         # its lease row is written once what follows is known: the next turn's start writes it,
         # and an agent that leaves has it dropped
         self.agents.status_changed(agent, save=False)
@@ -307,6 +312,7 @@ class Scheduler:
                 self.set_parked(agent, True)
             if agent.turn is None:
                 agent.last_reason, agent.last_output = "aborted", None
+                agent.last_failure = None
                 self.store.end_turn(agent.agent_id, "aborted", None)  # the last turn counts so
                 self.settle(agent)
         return previous

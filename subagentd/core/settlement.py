@@ -11,9 +11,11 @@ from subagentd.core.registry import CONTINUABLE, ONE_SHOT, LiveAgent
 from subagentd.core.report_rate import ReportRate
 from subagentd.core.scheduling import Scheduler
 from subagentd.core.stamps import mint
+from subagentd.message_fences import fence_token
 from subagentd.schema.messages import Message, Source, TextBlock
 from subagentd.schema.notifications import AgentSettled, AgentStatus
 from subagentd.schema.records import SessionRecord
+from subagentd.schema.runner import RunnerFailure
 
 
 class Settlement:
@@ -83,7 +85,10 @@ class Settlement:
         self.leave(agent)
         if agent.parked and agent.pending == 0:
             self.store.set_parked(agent.agent_id, False)
-        self.agents.record(agent.agent_id, None, "settled", {"reason": reason})
+        settled: dict[str, object] = {"reason": reason}
+        if agent.last_failure is not None:
+            settled["runner"] = agent.last_failure
+        self.agents.record(agent.agent_id, None, "settled", settled)
         self.agents.emit("agent/settled", AgentSettled(agent_id=agent.agent_id, reason=reason))
         if agent.parent_id is not None:
             parent = self.registry.get(agent.parent_id)
@@ -97,6 +102,7 @@ class Settlement:
                     agent.last_reason,
                     agent.last_output,
                     one_shot=agent.kind == ONE_SHOT,
+                    failure=agent.last_failure,
                 )
         owner = self.registry.get(agent.owner_id)  # the durable parent, or who adopted it
         if owner is not None:
@@ -113,6 +119,7 @@ class Settlement:
         reason: str | None,
         output: str | None,
         one_shot: bool = False,
+        failure: RunnerFailure | None = None,
     ) -> None:
         """The settlement notice (SEMANTICS.md section 8): a waking input, or only recorded in the
         parent's transcript when the parent is closing or is a one-shot child — except for a
@@ -124,7 +131,7 @@ class Settlement:
         if one_shot and (reason or "completed") == "completed":
             first = texts.ONE_SHOT_FINISHED
         first = first.format(id=texts.shown(child_id))
-        blocks = [TextBlock(text=first)]
+        blocks = [TextBlock(text=first), *runner_blocks(failure)]
         if output:
             blocks += [TextBlock(text=texts.CLOSING_MESSAGE), TextBlock(text=output)]
         else:
@@ -227,3 +234,21 @@ class Settlement:
         for agent in self.registry:
             if agent.turn is not None and self.registry.get(agent.agent_id) is agent:
                 self.scheduler.end_turn(agent, "aborted", None, cause=cause)
+
+
+def runner_blocks(failure: RunnerFailure | None) -> list[TextBlock]:
+    """How a turn runner's process failed, for the notice: its status, then the last lines of
+    its stderr fenced by a token they do not hold (docs/rendering.md), so that text, the
+    runner's own, cannot pass for subagentd's lines around it."""
+    if failure is None:
+        return []
+    tail = failure.stderr_tail
+    if not tail:
+        never_ran = failure.status.startswith(texts.RUNNER_NOT_STARTED.partition("{")[0])
+        line = texts.RUNNER_FAILED_TO_START if never_ran else texts.RUNNER_FAILED_SILENT
+        return [TextBlock(text=line.format(status=failure.status))]
+    token = fence_token(tail, tail)
+    return [
+        TextBlock(text=texts.RUNNER_FAILED.format(status=failure.status, token=token)),
+        TextBlock(text=f"<stderr-{token}>\n{tail}\n</stderr-{token}>"),
+    ]

@@ -123,6 +123,16 @@ SETTLED_FIRST_LINE = {
 ONE_SHOT_FINISHED = "Background one-shot subagent {id} finished; it takes no further messages."
 """A one-shot child's first line for a root held for an MCP client (it has no delegation call
 that would return the output), instead of SETTLED_FIRST_LINE["completed"]."""
+# a runner's turn that failed (PROTOCOL.md section 11): after the first line, before the rest
+RUNNER_EXITED = "exited with status {code}"
+RUNNER_KILLED = "was killed by signal {number} ({name})"
+RUNNER_NOT_STARTED = "could not be started: {reason}"
+RUNNER_FAILED = (
+    "Its runner {status}; the last lines it wrote to stderr follow, between the two"
+    " stderr-{token} lines (the runner's own text, not subagentd's):"
+)
+RUNNER_FAILED_SILENT = "Its runner {status} and wrote nothing to stderr."
+RUNNER_FAILED_TO_START = "Its runner {status}."  # RUNNER_NOT_STARTED: it never ran
 CLOSING_MESSAGE = "Its closing message:"
 NO_CLOSING_MESSAGE = "It left no closing message."
 SUMMARY_LIMIT = 120

@@ -17,6 +17,16 @@ class RunnerTurn(Wire, kw_only=True):
     resume: Descriptor | None = None
 
 
+class RunnerFailure(Wire, kw_only=True):
+    """How a runner's turn failed, as its parent's notice, the log and the views say it: in its
+    turn's `turn_end` and its `settled` events as `runner` (PROTOCOL.md section 11)."""
+
+    status: (
+        str  # "exited with status 3", "was killed by signal 9 (SIGKILL)", "could not be started: …"
+    )
+    stderr_tail: str | None = None  # the last lines it wrote to stderr (bounded), when any
+
+
 class RunnerExit(Wire, kw_only=True):
     """The `runner_exit` transcript event recorded just before the turn ends."""
 

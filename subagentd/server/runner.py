@@ -13,6 +13,7 @@ stdin, its output, its signals and their grace — is one lifecycle whose steps 
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import signal
@@ -27,11 +28,12 @@ import anyio.abc
 import anyio.to_thread
 import msgspec
 
+from subagentd.core import texts
 from subagentd.core.service import Service
 from subagentd.schema.budgets import COUNT_MAX, MONEY_MAX, Usage
 from subagentd.schema.host_methods import TurnEndParams
 from subagentd.schema.notifications import TurnInterrupt, TurnStart
-from subagentd.schema.runner import RunnerExit, RunnerTurn
+from subagentd.schema.runner import RunnerExit, RunnerFailure, RunnerTurn
 from subagentd.server.handoff import Handoff
 from subagentd.server.runner_pids import PidFiles
 from subagentd.server.timers import BUSY_RETRY
@@ -45,6 +47,9 @@ log = logging.getLogger("subagentd")
 
 _encode = msgspec.json.Encoder().encode
 STDERR_TAIL = 4096  # bytes of a runner's stderr kept for its transcript
+STDERR_EXCERPT_LINES = 8  # of those, the last lines a failed turn's notice and log show
+STDERR_EXCERPT_BYTES = 1000  # and at most this many bytes of them
+NOT_STARTED = "subagentd could not start the runner: "
 OUTPUT_DRAIN = 1.0  # seconds to read what a runner's pipes hold after it exited
 USAGE_MAX_BYTES = 64 * 1024  # of a run's SUBAGENTD_USAGE file read (the rest is ignored)
 EXIT_POLL = 0.005  # seconds between exit checks where a pidfd cannot be had (not Linux)
@@ -334,7 +339,7 @@ class Runner:
                 )
             except OSError as exc:
                 log.error("--runner could not start %s: %s", self.command[0], exc)
-                report = RunnerExit(stderr=f"subagentd could not start the runner: {exc}")
+                report = RunnerExit(stderr=f"{NOT_STARTED}{exc}")
                 await self._end(job, "error", None, report)
                 return
             finally:
@@ -405,6 +410,12 @@ class Runner:
         """Record how the process ended and end its turn (unless the turn ended otherwise)."""
         assert self._connection is not None
         agent_id, turn_id = job.start.agent_id, job.start.turn_id
+        failure = failure_of(report, reason)
+        if failure is not None:
+            tail = json.dumps(failure.stderr_tail or "", ensure_ascii=True)  # one line, escaped
+            log.warning(
+                "--runner: the turn of %s %s; its stderr ended: %s", agent_id, failure.status, tail
+            )
 
         def end() -> None:
             if not self._current(agent_id, turn_id):  # force-ended, or ended by the host
@@ -417,7 +428,7 @@ class Runner:
                 output=output,
                 usage=report.usage,
             )
-            self.service.host.finish_turn(params)
+            self.service.host.finish_turn(params, failure)
 
         await self._end_durably(agent_id, turn_id, end)
 
@@ -456,6 +467,41 @@ class Runner:
         """Until what was done so far is committed (the connection's flusher commits it)."""
         assert self._connection is not None
         await self._connection.committed()
+
+
+def failure_of(report: RunnerExit, reason: str) -> RunnerFailure | None:
+    """How a turn's process failed (it ended `error`), as the parent's notice, the log and the
+    views say it; None for a turn that did not fail."""
+    if reason != "error":
+        return None
+    code = report.exit_code
+    if code is None:  # never started: stderr is subagentd's own reason
+        why = (report.stderr or "").removeprefix(NOT_STARTED)
+        return RunnerFailure(status=texts.RUNNER_NOT_STARTED.format(reason=why))
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = "unknown"
+        status = texts.RUNNER_KILLED.format(number=-code, name=name)
+    else:
+        status = texts.RUNNER_EXITED.format(code=code)
+    return RunnerFailure(status=status, stderr_tail=stderr_excerpt(report.stderr))
+
+
+def stderr_excerpt(stderr: str | None) -> str | None:
+    """The last STDERR_EXCERPT_LINES lines of a runner's stderr, at most STDERR_EXCERPT_BYTES
+    (whole lines when they fit; else the last bytes after `…`); None when it wrote nothing."""
+    lines = (stderr or "").rstrip().splitlines()[-STDERR_EXCERPT_LINES:]
+    while len(lines) > 1 and len("\n".join(lines).encode()) > STDERR_EXCERPT_BYTES:
+        lines.pop(0)
+    text = "\n".join(lines)
+    if not text.strip():
+        return None
+    data = text.encode()
+    if len(data) > STDERR_EXCERPT_BYTES:
+        text = "…" + data[-STDERR_EXCERPT_BYTES:].decode(errors="ignore")
+    return text
 
 
 def read_usage(path: str | None) -> tuple[Usage | None, int]:

@@ -134,6 +134,7 @@ class Builder:
                     cause=data.get("cause"),
                     output=clip(_text(data.get("output"))),
                     usage=data.get("usage") if isinstance(data.get("usage"), dict) else None,
+                    runner=runner_text(data.get("runner")),
                 )
             elif kind == "interrupt":
                 by = data.get("by")
@@ -252,3 +253,11 @@ def shift(builder: Builder, t0: float) -> None:
             value = record.get(key)
             if value is not None:
                 record[key] = round(value - t0, 1)
+
+
+def runner_text(runner: Any) -> str | None:
+    """A failed runner's status and the last lines of its stderr (`turn_end`'s `runner`)."""
+    if not isinstance(runner, dict):
+        return None
+    tail = runner.get("stderr_tail")
+    return f"{runner.get('status')}" + (f"; its stderr ended:\n{clip(str(tail))}" if tail else "")

@@ -24,7 +24,7 @@ def run(path: str, root: str | None, once: bool) -> int:
     line = missing("watch", "subagentd watch")
     if line is not None:
         print(f"cannot start: {line}", file=sys.stderr)
-        return 2
+        return 1  # as every command a missing extra stops
     from rich.console import Console, RenderableType
     from rich.live import Live
 

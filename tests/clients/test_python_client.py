@@ -19,6 +19,7 @@ from subagentd.client import (
     AsyncAgentHost,
     AsyncClient,
     AsyncTurnControl,
+    CannotStart,
     Client,
     ConnectionClosed,
     RequestTimeout,
@@ -471,3 +472,43 @@ def test_spawn_agent_and_wait_agents_direct(client):
     assert got.blocks == ["Background subagent c1 reported:", "found", "still working: c1"]
     assert got.agents == [t.WaitedAgent(agent_id="c1", status="running", reports=["found"])]
     client.turns_end("c1", start.turn_id)
+
+
+def not_a_database(tmp_path: Path) -> str:
+    path = tmp_path / "bad.db"
+    path.write_text("not a database\n")
+    path.chmod(0o600)
+    return str(path)
+
+
+CANNOT_START = "cannot start: {} is not a SQLite database"
+
+
+def test_a_subagentd_that_cannot_start_raises_its_own_line(tmp_path):
+    db = not_a_database(tmp_path)
+    with pytest.raises(ConnectionClosed) as raised:
+        with Client.spawn(db=db) as client:
+            client.initialize()
+    assert type(raised.value) is CannotStart
+    assert str(raised.value) == CANNOT_START.format(db)
+
+
+def test_a_subagentd_that_cannot_start_raises_its_own_line_async(tmp_path):
+    db = not_a_database(tmp_path)
+
+    async def main() -> None:
+        async with AsyncClient.spawn("--log-format", "json", db=db) as client:
+            await client.initialize()
+
+    with pytest.raises(CannotStart) as raised:
+        anyio.run(main)
+    assert str(raised.value) == CANNOT_START.format(db)
+
+
+def test_without_its_stderr_the_closed_connection_is_plain(tmp_path):
+    db = not_a_database(tmp_path)
+    with pytest.raises(ConnectionClosed) as raised:
+        with Client.spawn(db=db, stderr="discard") as client:
+            client.initialize()
+    assert type(raised.value) is ConnectionClosed
+    assert str(raised.value) == "subagentd closed its stdout"

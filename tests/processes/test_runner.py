@@ -14,7 +14,8 @@ import pytest
 
 from subagentd.cli.running import Running
 from subagentd.core import texts
-from subagentd.server.runner import STDERR_TAIL
+from subagentd.message_fences import fence_token
+from subagentd.server.runner import STDERR_EXCERPT_BYTES, STDERR_TAIL, stderr_excerpt
 from subagentd.server.tool_socket import REFUSED
 from tests.spawned import TIMEOUT, InProcessServer
 
@@ -660,3 +661,60 @@ def test_refused_tool_calls_are_recorded_bounded_and_not_past_max_db_bytes(serve
     assert outputs[0].count("send_message -> 1: ") == 5  # every call was refused
     events = srv.host.call("transcript/read", {"agent_id": "c1"})["events"]
     assert len([e for e in events if e["type"] == "tool_refused"]) == 2  # nothing more written
+def test_a_failed_runner_tells_the_parent_its_status_and_stderr_fenced_and_logs_it(server, caplog):
+    srv = server()
+    noise = "".join(f"line {n}\n" for n in range(20)) + "ModuleNotFoundError: No module named 'x'"
+    srv.spawn("c1", [{"stderr": noise}, {"exit": 3}])
+    start = srv.host.notification("turn/start", agent_id="root")
+    blocks = [b["text"] for b in start["messages"][0]["content"]]
+    tail = "\n".join(
+        [*(f"line {n}" for n in range(13, 20)), "ModuleNotFoundError: No module named 'x'"]
+    )
+    token = fence_token(tail, tail)
+    assert blocks == [
+        "Background subagent c1 failed before it finished.",
+        f"Its runner exited with status 3; the last lines it wrote to stderr follow, between the"
+        f" two stderr-{token} lines (the runner's own text, not subagentd's):",
+        f"<stderr-{token}>\n{tail}\n</stderr-{token}>",
+        "It left no closing message.",
+    ]
+    logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("--runner:")]
+    assert logged == [
+        "--runner: the turn of c1 exited with status 3; its stderr ended: " + json.dumps(tail)
+    ]
+    events = srv.ended("c1")
+    assert events["turn_end"]["runner"] == {"status": "exited with status 3", "stderr_tail": tail}
+
+
+def test_a_runner_that_wrote_nothing_to_stderr_says_so(server):
+    srv = server()
+    srv.spawn("c1", [{"exit": 4}])
+    start = srv.host.notification("turn/start", agent_id="root")
+    assert [b["text"] for b in start["messages"][0]["content"]] == [
+        "Background subagent c1 failed before it finished.",
+        "Its runner exited with status 4 and wrote nothing to stderr.",
+        "It left no closing message.",
+    ]
+
+
+def test_a_runner_that_cannot_be_started_says_why_in_the_notice(server):
+    srv = server()
+    assert srv.running is not None
+    srv.running.runner.command = ["/nonexistent/runner"]
+    srv.spawn("c1", "hello")
+    start = srv.host.notification("turn/start", agent_id="root")
+    assert [b["text"] for b in start["messages"][0]["content"]] == [
+        "Background subagent c1 failed before it finished.",
+        "Its runner could not be started: [Errno 2] No such file or directory:"
+        " '/nonexistent/runner'.",
+        "It left no closing message.",
+    ]
+
+
+def test_the_stderr_excerpt_is_bounded():
+    assert stderr_excerpt(None) is None and stderr_excerpt(" \n") is None
+    assert stderr_excerpt("a\nb\n") == "a\nb"
+    long = "\n".join("y" * 300 for _ in range(8))
+    assert stderr_excerpt(long) == "\n".join("y" * 300 for _ in range(3))  # whole lines, <= 1000
+    one = "z" * 5000
+    assert stderr_excerpt(one) == "…" + "z" * STDERR_EXCERPT_BYTES

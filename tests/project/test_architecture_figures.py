@@ -74,3 +74,31 @@ def test_each_figure_is_what_its_command_prints(figure, value, command):
     assert printed == value, (
         f"docs/architecture.md says {value} for {figure!r}; {command} prints {printed}"
     )
+
+
+def test_the_request_path_counts_only_the_package_in_a_clone_named_subagentd(tmp_path):
+    """The layout the README suggests: a clone named `subagentd` with its `.venv` inside, so the
+    third-party modules' paths hold `/subagentd/` too; only the package's own files count."""
+    import anyio
+    import jsonrpcserver
+    import msgspec
+
+    clone = tmp_path / "subagentd"
+    site = clone / ".venv" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    for name in ("subagentd", "benchmarks"):
+        (clone / name).symlink_to(ROOT / name)
+    for module in (anyio, jsonrpcserver, msgspec):
+        (site / module.__name__).symlink_to(Path(module.__file__).parent)
+    done = subprocess.run(
+        [sys.executable, "benchmarks/request_path.py"],
+        cwd=clone,
+        env={**os.environ, "PYTHONPATH": f"{clone}{os.pathsep}{site}"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    expected = {figure: value for figure, value, _ in figures()}
+    assert modules(done.stdout) == expected[list(READERS)[0]]
+    assert before_first_rule(done.stdout) == expected[list(READERS)[2]]

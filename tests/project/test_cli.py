@@ -246,6 +246,8 @@ AGREEING = [
     ([], {"SUBAGENTD_DB": "b.db", "SUBAGENTD_INTERRUPT_GRACE": "0", "SUBAGENTD_REPORT_RATE": "5"}),
     (["--db", "c.db"], {"SUBAGENTD_DB": "b.db", "SUBAGENTD_DURABILITY": "full"}),
     ([], {"SUBAGENTD_DB": ""}),  # an empty variable counts as unset, as click has it
+    (["--idle-timeout", "5s", "--lease-ttl", "1m", "--interrupt-grace", "500ms"], {}),
+    ([], {"SUBAGENTD_IDEMPOTENCY_RETENTION": "12h", "SUBAGENTD_TREE_MAX_SECONDS": "2h"}),
 ]
 LEFT_TO_CLICK = [
     (["--max-depth", "65"], {}),
@@ -320,3 +322,37 @@ def test_command_options_have_variables_too(demo_db, tmp_path):
     pruned = run("prune", env={"SUBAGENTD_DB": str(copy), "SUBAGENTD_OLDER_THAN": "30d"})
     assert pruned.returncode == 0, pruned.stderr
     assert pruned.stdout.decode().startswith("pruned 0 settled tree(s)")
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "dest", "read"),
+    [
+        ("--idle-timeout", "5s", "idle_timeout", 5.0),
+        ("--idle-timeout", "5", "idle_timeout", 5.0),  # a bare number: the option's SECONDS
+        ("--shutdown-grace", "2m", "shutdown_grace", 120.0),
+        ("--interrupt-grace", "250ms", "interrupt_grace", 0.25),
+        ("--lease-ttl", "1h", "lease_ttl", 3600.0),
+        ("--report-window", "1w", "report_window", 7 * 86400.0),
+        ("--acp-permission-timeout", "10m", "acp_permission_timeout", 600.0),
+        ("--db-connect-timeout", "3s", "db_connect_timeout", 3.0),
+        ("--tree-max-seconds", "1d", "tree_max_seconds", 86400.0),
+        ("--idempotency-retention", "12h", "idempotency_retention", 0.5),  # DAYS
+        ("--idempotency-retention", "3", "idempotency_retention", 3.0),
+        ("--retention", "30d", "retention", 30 * 86400.0),
+    ],
+)
+def test_every_duration_option_takes_a_unit(option, value, dest, read):
+    from subagentd.cli.commands import serve
+
+    assert serve.make_context("serve", [option, value]).params[dest] == read
+
+
+def test_a_duration_option_says_what_it_cannot_read():
+    done = run("--idle-timeout", "5 minutes")
+    assert done.returncode == 2
+    assert (
+        "Invalid value for '--idle-timeout' (env var: 'SUBAGENTD_IDLE_TIMEOUT'): '5 minutes' is"
+        " not a duration such as 30d, 12h, 90m, 45s or 500ms"
+    ) in done.stderr.decode()
+    done = run("--lease-ttl", "0s")
+    assert done.returncode == 2 and "0.0 is not in the range x>0" in done.stderr.decode()

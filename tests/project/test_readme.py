@@ -36,12 +36,40 @@ def test_the_runnable_blocks_are_all_found():
     assert [lang for lang, _ in BLOCKS] == ["sh", "python", "json", "json", "json"]
 
 
+def installed_by_the_readme(tmp_path: Path) -> dict[str, str]:
+    """env() as after the README's own install command (`pip install -e … && subagentd demo`):
+    the modules of the extras it does not install cannot be imported."""
+    from subagentd.extras import EXTRAS
+
+    match = re.search(r"^pip install -e (\S+) && subagentd demo", README, re.M)
+    assert match, "the README's first command installs this clone"
+    extras = re.findall(r"[\w-]+", match[1].partition("[")[2])
+    hidden = [module for extra, (module, _) in EXTRAS.items() if extra not in extras]
+    (tmp_path / "sitecustomize.py").write_text(
+        f"import sys\nsys.modules.update(dict.fromkeys({hidden!r}))\n"
+    )
+    return {**env(), "PYTHONPATH": str(tmp_path)}
+
+
+def test_the_readme_install_leaves_out_the_extras_it_does_not_name(tmp_path):
+    from subagentd.extras import EXTRAS
+
+    env = installed_by_the_readme(tmp_path)
+    importable = {}
+    for extra, (module, _) in EXTRAS.items():
+        done = subprocess.run([sys.executable, "-c", f"import {module}"], env=env)
+        importable[extra] = done.returncode == 0
+    assert importable == {"postgres": False, "watch": True, "fast": False, "otel": False}
+
+
 def test_the_sh_block_runs_against_this_checkout(tmp_path):
+    """As written, after the README's own install command (the extras it installs, no other)."""
     (body,) = blocks("sh")
+    (tmp_path / "site").mkdir()
     done = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", body],
         cwd=tmp_path,
-        env=env(),
+        env=installed_by_the_readme(tmp_path / "site"),
         capture_output=True,
         text=True,
         timeout=TIMEOUT,

@@ -107,7 +107,7 @@ def test_watch_refuses_a_missing_database_and_says_when_rich_is_absent(tmp_path,
     no_rich = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
     )
-    assert no_rich.returncode == 2
+    assert no_rich.returncode == 1
     assert no_rich.stderr == (
         "cannot start: subagentd watch needs rich, from the watch extra: pip install '.[watch]'"
         " in your clone of subagentd (with pipx: pipx inject subagentd rich)\n"

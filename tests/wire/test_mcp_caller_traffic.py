@@ -199,6 +199,7 @@ def test_a_second_process_for_the_same_caller_refuses_to_start_naming_the_first(
     init = frames(request(1, "initialize", {**INIT, "capabilities": {}}))
     second = subprocess.run(argv, input=init, capture_output=True, timeout=60)
     assert second.returncode == 1
+    assert second.stdout == b""  # refused before initialize is answered: no handshake succeeds
     said = second.stderr.decode()
     assert "Traceback" not in said
     [line] = [line for line in said.splitlines() if "cannot start" in line]
@@ -208,6 +209,16 @@ def test_a_second_process_for_the_same_caller_refuses_to_start_naming_the_first(
         f" {first.proc.pid} on {host}) sharing this database; one root is served by one"
         " process: stop that one, or give this one another --caller"
     ), line
+    from subagentd.client import CannotStart, Client
+
+    try:  # what the Python client raises: the same line
+        with Client.spawn(db=db, caller="root") as client:
+            client.initialize()
+    except CannotStart as refused:
+        assert str(refused) == line[line.index("cannot start: ") :]
+    else:
+        raise AssertionError("the second --caller root answered initialize")
     other = subprocess.run([*argv[:-1], "other"], input=init, capture_output=True, timeout=60)
     assert other.returncode == 0  # another root on the same database is served
+    assert json.loads(other.stdout.splitlines()[0])["result"]["serverInfo"]["name"] == "subagentd"
     assert first.end() == []

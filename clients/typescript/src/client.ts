@@ -110,6 +110,37 @@ export class ConnectionClosedError extends Error {
   }
 }
 
+/**
+ * The spawned subagentd could not start (a database it cannot use, a `--caller` root another
+ * process serves, a missing extra): the message is its own `cannot start: …` line.
+ */
+export class CannotStartError extends ConnectionClosedError {
+  constructor(line: string) {
+    super(line);
+    this.name = "CannotStartError";
+  }
+}
+
+const CANNOT_START = "cannot start: ";
+
+/** subagentd's own `cannot start: …` line in what it logged (text or JSON logs), the last one. */
+export function cannotStartLine(logged: string): string | undefined {
+  for (const line of logged.split("\n").reverse()) {
+    const at = line.indexOf(CANNOT_START);
+    if (at < 0) continue;
+    if (line.startsWith("{")) {
+      try {
+        const message = JSON.parse(line).message;
+        if (typeof message === "string" && message.startsWith(CANNOT_START)) return message;
+      } catch {
+        // not a JSON log line after all
+      }
+    }
+    return line.slice(at).trimEnd();
+  }
+  return undefined;
+}
+
 export interface SubagentdClientOptions {
   /** Executable to run. Default `subagentd`. */
   command?: string;
@@ -162,6 +193,8 @@ export interface SubagentdClientEvents {
 }
 
 const STDERR_KEEP = 64 * 1024;
+/** How long a server that closed its stdout or exited is given to finish its stderr (its reason). */
+const EXIT_WAIT_MS = 2_000;
 /** Notifications kept for `waitFor` (the oldest go first past this many). */
 export const KEEP_NOTIFICATIONS = 10_000;
 
@@ -195,6 +228,10 @@ export class SubagentdClient extends EventEmitter {
   private buffer = "";
   private closed = false;
   private closedReason = "";
+  private cannotStart = false; // closedReason is the server's own `cannot start: …` line
+  private stderrPiped = false;
+  private endReason: string | undefined; // stdout's end or the exit, whichever came first
+  private endTimer: NodeJS.Timeout | undefined;
   private readonly exited: Promise<number | null>;
   private readonly received: Received[] = [];
   private waiters: Waiter[] = [];
@@ -291,6 +328,7 @@ export class SubagentdClient extends EventEmitter {
     });
     this.attachOutput(child.stdout!);
     if (stderrMode === "pipe") {
+      this.stderrPiped = true;
       child.stderr!.setEncoding("utf8");
       child.stderr!.on("data", (chunk: string) => {
         this.stderrText = (this.stderrText + chunk).slice(-STDERR_KEEP);
@@ -303,10 +341,12 @@ export class SubagentdClient extends EventEmitter {
         resolve(null);
       });
       child.on("exit", (code, signal) => {
-        this.shutdown(`subagentd exited (code ${code}, signal ${signal})`);
+        this.ended(`subagentd exited (code ${code}, signal ${signal})`);
         this.emit("exit", code, signal);
         resolve(code);
       });
+      // its stdio closed too: what it logged is all read, a `cannot start: …` line included
+      child.on("close", () => this.finish());
     });
 
     const call = <M extends MethodName>(method: M) =>
@@ -450,7 +490,7 @@ export class SubagentdClient extends EventEmitter {
   request<M extends MethodName>(method: M, params: Methods[M]["params"], options?: RequestOptions): Promise<Methods[M]["result"]>;
   request(method: string, params?: unknown, options?: RequestOptions): Promise<unknown>;
   request(method: string, params?: unknown, options: RequestOptions = {}): Promise<unknown> {
-    if (this.closed) return Promise.reject(new ConnectionClosedError(this.closedReason));
+    if (this.closed) return Promise.reject(this.closedError());
     const signal = options.signal;
     if (signal?.aborted) return Promise.reject(signal.reason);
     const id = this.nextId++;
@@ -495,7 +535,7 @@ export class SubagentdClient extends EventEmitter {
   /** Write `text` plus a newline to the server's stdin, verbatim. */
   sendRaw(text: string): void {
     if (this.closed || this.input.destroyed || this.input.writableEnded) {
-      throw new ConnectionClosedError(this.closedReason || "stdin is closed");
+      throw this.closed ? this.closedError() : new ConnectionClosedError("stdin is closed");
     }
     this.input.write(text + "\n");
   }
@@ -537,7 +577,7 @@ export class SubagentdClient extends EventEmitter {
         this.onLine(line);
       }
     });
-    output.on("end", () => this.shutdown("subagentd closed its stdout"));
+    output.on("end", () => this.ended("subagentd closed its stdout"));
   }
 
   private onLine(line: string): void {
@@ -580,13 +620,38 @@ export class SubagentdClient extends EventEmitter {
     }
   }
 
-  private shutdown(reason: string): void {
+  /** Stdout ended or the process exited: with its stderr piped, the connection closes once
+   * that is read too (or after EXIT_WAIT_MS), so the reason can be its `cannot start: …` line. */
+  private ended(reason: string): void {
+    this.endReason ??= reason;
+    if (!this.stderrPiped) {
+      this.shutdown(reason);
+    } else if (this.endTimer === undefined && !this.closed) {
+      this.endTimer = setTimeout(() => this.finish(), EXIT_WAIT_MS);
+      this.endTimer.unref();
+    }
+  }
+
+  private finish(): void {
+    if (this.endTimer !== undefined) clearTimeout(this.endTimer);
+    const line = this.stderrPiped ? cannotStartLine(this.stderrText) : undefined;
+    if (line !== undefined) this.shutdown(line, true);
+    else this.shutdown(this.endReason ?? "subagentd closed its stdout");
+  }
+
+  private closedError(method?: string): ConnectionClosedError {
+    if (this.cannotStart) return new CannotStartError(this.closedReason);
+    return new ConnectionClosedError(method ? `${this.closedReason} before answering ${method}` : this.closedReason);
+  }
+
+  private shutdown(reason: string, cannotStart = false): void {
     if (this.closed) return;
     this.closed = true;
     this.closedReason = reason;
+    this.cannotStart = cannotStart;
     for (const [id, entry] of [...this.pending]) {
       this.settle(id);
-      entry.reject(new ConnectionClosedError(`${reason} before answering ${entry.method}`));
+      entry.reject(this.closedError(entry.method));
     }
   }
 

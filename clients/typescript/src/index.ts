@@ -3,6 +3,8 @@ export {
   RpcError,
   RpcTimeoutError,
   ConnectionClosedError,
+  CannotStartError,
+  cannotStartLine,
   CLIENT_NAME,
   CLIENT_VERSION,
   DEFAULT_MCP_PROTOCOL_VERSION,

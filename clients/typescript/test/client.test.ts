@@ -1,8 +1,12 @@
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 
 import {
+  CannotStartError,
+  ConnectionClosedError,
   ErrorCode,
   METHOD_NAMES,
   RpcError,
@@ -190,6 +194,23 @@ test("a command that cannot run rejects pending requests", async () => {
   const missing = new SubagentdClient({ command: "/nonexistent/subagentd" });
   await assert.rejects(missing.ping(), /could not run subagentd|exited/);
   assert.equal(await missing.close(), null);
+});
+
+test("a subagentd that cannot start rejects with its own `cannot start: …` line", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "subagentd-ts-"));
+  const db = join(dir, "bad.db");
+  writeFileSync(db, "not a database\n", { mode: 0o600 });
+  for (const extraArgs of [[], ["--log-format", "json"]]) {
+    const client = startServer({ db, extraArgs });
+    await assert.rejects(client.initialize(), (error: unknown) => {
+      assert.ok(error instanceof CannotStartError && error instanceof ConnectionClosedError);
+      assert.equal(error.message, `cannot start: ${db} is not a SQLite database`);
+      return true;
+    });
+    await assert.rejects(client.ping(), CannotStartError); // and every later request
+    assert.equal(await client.close(), 1);
+  }
+  rmSync(dir, { recursive: true });
 });
 
 test("close() ends stdin and resolves with exit code 0", async () => {
