@@ -142,6 +142,21 @@ def alive(pid: int) -> bool:
         return False
 
 
+def watchdog_of(pid: int) -> int:
+    """The runs' watchdog (server/watchdog.py) the process `pid` started."""
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            with open(f"/proc/{name}/stat") as f:
+                parent = int(f.read().rpartition(")")[2].split()[1])
+        except (OSError, ValueError):
+            continue
+        if parent == pid and any(arg.endswith(b"watchdog.py") for arg in argv):
+            return int(name)
+    raise AssertionError(f"process {pid} has no watchdog")
+
+
 def wait_gone(pid: int) -> None:
     deadline = time.monotonic() + PATIENCE
     while alive(pid):
@@ -244,6 +259,7 @@ def test_a_sigkilled_background_process_crash_is_recorded_and_its_runs_stopped(d
     runner = int(pid_file.name)
     assert alive(runner)
     background = d.pid()
+    os.kill(watchdog_of(background), signal.SIGKILL)  # else it stops the runs at once
     os.kill(background, signal.SIGKILL)
     wait_gone(background)
     assert front.proc.wait(timeout=PATIENCE) == 1  # its background process went away
