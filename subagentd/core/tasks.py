@@ -358,7 +358,8 @@ def _structured(answer: WaitAgentsResult, output: dict[str, Any]) -> dict[str, A
 def _tool_result(
     blocks: list[str], structured: dict[str, Any] | None, is_error: bool
 ) -> dict[str, Any]:
-    result: dict[str, Any] = {"content": [{"type": "text", "text": b} for b in blocks]}
+    # one block, the blocks joined as `text` is: a client that shows only the first loses nothing
+    result: dict[str, Any] = {"content": [{"type": "text", "text": "\n".join(blocks)}]}
     if structured is not None:
         result["structuredContent"] = structured
     result["isError"] = is_error

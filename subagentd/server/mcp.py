@@ -288,9 +288,8 @@ def call_tool_result(
     assert result is not None
     # every tool result Struct has `text`; a shared base class holding it would reorder fields
     text: str = result.text  # type: ignore[attr-defined]  # see above
-    blocks: list[str] | None = getattr(result, "blocks", None)  # wait_agents: one per block
     return t.CallToolResult(
-        content=[_text(b) for b in blocks] if blocks else [_text(text)],
+        content=[_text(text)],  # one block: a client that shows only the first loses nothing
         structuredContent=_structured(result),
         isError=False,
     )
