@@ -110,6 +110,34 @@ WAIT_TIMED_OUT = (
     " waiting"
 )
 WAIT_PROGRESS = "waiting for {ids}"
+WAIT_HELD = (
+    "held by a budget, nothing more starts under them until it is raised: {held};"
+    " the host raises a budget with agents/budget (agents/resume for a stopped tree)"
+)
+WAIT_HELD_ONE = "{id} ({why})"  # one entry of WAIT_HELD's `{held}`, `, `-separated
+
+# --- a tree held by a budget (wait_agents, list_agents; docs/semantics.md section 11) ---
+HELD_WHY = {  # `{owner}`: the agent whose budget it is, when it is not the listed one
+    "own": {
+        "deadline": "deadline passed",
+        "stopped": "stopped by the user",
+        "limit": "{budget} budget spent",
+    },
+    "other": {
+        "deadline": 'deadline of "{owner}" passed',
+        "stopped": '"{owner}" stopped by the user',
+        "limit": '{budget} budget of "{owner}" spent',
+    },
+}
+LIST_HELD = "{status}, held: {why}"  # `top [idle, held: turns budget spent]`
+
+
+def held_why(agent_id: str, budget: str, owner: str) -> str:
+    """Why a tree is held, as wait_agents and list_agents name it."""
+    forms = HELD_WHY["own" if owner == agent_id else "other"]
+    form = forms.get(budget, forms["limit"])
+    return form.format(budget=budget, owner=shown(owner))
+
 
 # --- settlement notices (section 8) ---
 SETTLED_FIRST_LINE = {

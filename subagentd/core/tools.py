@@ -12,7 +12,14 @@ from subagentd.core.agents import Agents
 from subagentd.core.descriptors import DescriptorProblem, filtered_tools, parse_descriptor
 from subagentd.core.kept_listings import Listings, live_statuses
 from subagentd.core.leases import Leases
-from subagentd.core.listing import children, descendants, mark_parked, project, render
+from subagentd.core.listing import (
+    children,
+    descendants,
+    mark_parked,
+    project,
+    render,
+    with_held,
+)
 from subagentd.core.questions import Questions
 from subagentd.core.registry import CONTINUABLE, LiveAgent
 from subagentd.core.report_rate import ReportRate
@@ -237,14 +244,24 @@ class ToolRules:
         key = (args.scope, caller)
         kept: tuple[list[Status | None], ListAgentsResult] | None = agents.kept(key)
         if kept is not None and kept[0] == live_statuses(kept[1].agents, live):
-            return kept[1]  # read together with an earlier request, the live agents as they were
+            return self._held(
+                kept[1]
+            )  # read together with an earlier request, the live agents as they were
         if args.scope == "descendants":
             rows, text = descendants(self.store, caller, live, agents.elsewhere())
             result = ListAgentsResult(text=text, agents=rows)
         else:
             result = self._children(caller)
         agents.keep(key, (live_statuses(result.agents, live), result))
-        return result
+        return self._held(result)
+
+    def _held(self, result: ListAgentsResult) -> ListAgentsResult:
+        """Idle rows whose tree a spent budget holds say so (marked on every read: whether a
+        budget holds a tree changes without any row's status changing)."""
+        marked = with_held(result.agents, self.registry.held_tree)
+        if marked is None:
+            return result
+        return ListAgentsResult(text=render(marked), agents=marked)
 
     def _children(self, caller: str) -> ListAgentsResult:
         """list_agents {scope: children}: the kept listing while it holds (Listings), else read."""
