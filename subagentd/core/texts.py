@@ -277,6 +277,10 @@ TASK_CANCELLED = (
     "the task was cancelled (tasks/cancel); subagent {id} was asked to stop its current turn,"
     " and what it sends later reaches you through wait_agents"
 )
+TASK_HELD = (  # a working task whose child's tree a spent budget holds (docs/semantics.md §11)
+    "subagent {id} is held by a budget ({why}); nothing more starts under it until it is raised:"
+    " the host raises a budget with agents/budget (agents/resume for a stopped tree)"
+)
 TASK_NOT_FOUND = "task not found: {id}"
 TASK_BAD_CURSOR = 'invalid cursor "{cursor}"'
 TASK_TERMINAL = "task {id} is already {status}; a finished task cannot be cancelled"

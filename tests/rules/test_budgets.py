@@ -450,3 +450,16 @@ def test_list_agents_and_agents_list_name_the_budget_that_holds_a_tree():
     # raised: the row is plain again and the held turn runs
     core.svc.budgets.set_budget(BudgetParams(agent_id="top", budget=Budget(max_turns=5)))
     assert core.list("root").text == "top [running] — ping"
+
+
+def test_a_working_task_whose_childs_tree_a_budget_holds_says_so():
+    core = held_tree()
+    output = {"child_id": "top", "text": "started subagent top"}
+    task = core.svc.tasks.create("root", "top", "spawn_agent", output, None, None)
+    assert core.svc.tasks.find("root", task.taskId).status_message == (
+        "subagent top is held by a budget (turns budget spent); nothing more starts under it"
+        " until it is raised: the host raises a budget with agents/budget (agents/resume for a"
+        " stopped tree)"
+    )
+    (listed,), _ = core.svc.tasks.page("root", None)
+    assert listed.status == "working" and listed.statusMessage.startswith("subagent top is held")
