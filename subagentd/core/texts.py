@@ -11,6 +11,9 @@ DRAINING_BELOW = (
 )
 SEND_STALE = 'subagent "{id}" delivery requires the exact live parent agent'
 SEND_OTHER_PARENT = 'subagent "{id}" belongs to another parent session'
+SEND_TO_PARENT = (  # a child's send_message to the agent that started it
+    'agent "{id}" started you: reach it with the report tool, not send_message'
+)
 SEND_UNAVAILABLE = 'subagent "{id}" is unavailable'
 SEND_NOT_RESUMABLE = (
     'subagent "{id}" has no supported continuation state and cannot be resumed;'

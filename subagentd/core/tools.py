@@ -49,6 +49,15 @@ def _not_delivered(code: Code, reason: str, cause: Code | None = None) -> Subage
     return error
 
 
+def _other_parent(caller: LiveAgent, target_id: str) -> str:
+    """Why a send_message to an agent the caller did not start is refused: a child that writes
+    to its own parent is pointed at `report`."""
+    shown_id = texts.shown(target_id)
+    if caller.parent_id == target_id:
+        return texts.SEND_TO_PARENT.format(id=shown_id)
+    return texts.SEND_OTHER_PARENT.format(id=shown_id)
+
+
 def draining_text(root: str) -> str:
     return texts.DRAINING_BELOW.format(root=texts.shown(root)) if root else texts.DRAINING_ALL
 
@@ -92,7 +101,7 @@ class ToolRules:
             if live_caller is None:
                 raise _not_delivered(Code.UNAUTHORIZED, texts.SEND_STALE.format(id=shown_id))
             if target.parent_id != caller:
-                raise _not_delivered(Code.UNAUTHORIZED, texts.SEND_OTHER_PARENT.format(id=shown_id))
+                raise _not_delivered(Code.UNAUTHORIZED, _other_parent(live_caller, target_id))
             if target.kind != CONTINUABLE:
                 raise _not_delivered(
                     Code.NOT_RESUMABLE, texts.SEND_NOT_RESUMABLE.format(id=shown_id)
@@ -112,7 +121,7 @@ class ToolRules:
             if live_caller is None:
                 raise _not_delivered(Code.UNAUTHORIZED, texts.SEND_STALE.format(id=shown_id))
             if record.parent_id != caller:
-                raise _not_delivered(Code.UNAUTHORIZED, texts.SEND_OTHER_PARENT.format(id=shown_id))
+                raise _not_delivered(Code.UNAUTHORIZED, _other_parent(live_caller, target_id))
             try:
                 if record.kind != "subagent":
                     raise DescriptorProblem("ordinary")
