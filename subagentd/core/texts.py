@@ -59,6 +59,8 @@ IDEMPOTENCY_CONFLICT = (
 )
 INVALID_ARGUMENTS = "invalid arguments: {violations}"
 MISSING_PROPERTY = 'missing required property "{name}"'
+UNKNOWN_PROPERTY = 'unknown property "{name}"'  # an argument the tool does not take
+DID_YOU_MEAN = '; did you mean "{name}"?'  # after UNKNOWN_PROPERTY, naming the closest one
 MUST_BE_STRING = '"{name}" must be a string'
 MUST_BE_INTEGER = '"{name}" must be an integer from {low} to {high}'  # wait_agents' timeout_ms
 MUST_BE_STRINGS = '"{name}" must be an array of strings'  # wait_agents' agent_ids

@@ -199,7 +199,7 @@ def test_a_childs_turn_outlives_the_client_and_the_next_front_collects_it(detach
     go.touch()
     second = d.front()
     second.initialize()
-    waited = second.tool("wait_agents", timeout=50)
+    waited = second.tool("wait_agents", timeout_ms=50_000)
     assert texts(waited) == [
         FINISHED.format("a"),
         "Its closing message:",
@@ -215,7 +215,7 @@ def test_two_fronts_at_once_attach_to_one_background_process(detached):
     one, two = d.front(), d.front()  # started together: they race to start it
     assert one.initialize()["serverInfo"] == two.initialize()["serverInfo"]
     one.tool("spawn_agent", label="x", prompt="look", child_id="x")
-    waited = two.tool("wait_agents", timeout=50)  # the child one spawned, seen by two
+    waited = two.tool("wait_agents", timeout_ms=50_000)  # the child one spawned, seen by two
     assert texts(waited)[:3] == [FINISHED.format("x"), "Its closing message:", "done: look"]
     log = d.log()
     assert log.count("detached: pid ") == 1, log
@@ -241,7 +241,7 @@ def test_the_idle_timeout_stops_the_background_process_once_nothing_runs(detache
     assert log.rstrip().endswith("stopped")
     again = d.front()  # the next front starts a new one, which finds the child's report queued
     again.initialize()
-    assert texts(again.tool("wait_agents", timeout=50))[2] == "finished"
+    assert texts(again.tool("wait_agents", timeout_ms=50_000))[2] == "finished"
     assert d.pid() != background
 
 
@@ -269,7 +269,7 @@ def test_a_sigkilled_background_process_crash_is_recorded_and_its_runs_stopped(d
     again = d.front()
     again.initialize()
     wait_gone(runner)  # found through its pid file and stopped by the new background process
-    waited = again.tool("wait_agents", timeout=50)
+    waited = again.tool("wait_agents", timeout_ms=50_000)
     assert texts(waited) == [
         "Background subagent a failed before it finished.",
         "It left no closing message.",
@@ -324,7 +324,7 @@ def test_a_new_front_per_call_keeps_a_child_working_across_calls(detached, tmp_p
         ("a", "running")
     ]
     go.touch()
-    assert texts(per_call("wait_agents", timeout=50))[:3] == [
+    assert texts(per_call("wait_agents", timeout_ms=50_000))[:3] == [
         FINISHED.format("a"),
         "Its closing message:",
         "finished",
@@ -376,7 +376,7 @@ def test_a_front_gone_mid_wait_consumes_nothing_and_the_next_one_gets_the_report
     go.touch()
     second = d.front()
     second.initialize()
-    assert texts(second.tool("wait_agents", timeout=50))[:3] == [
+    assert texts(second.tool("wait_agents", timeout_ms=50_000))[:3] == [
         FINISHED.format("a"),
         "Its closing message:",
         "finished",
