@@ -174,6 +174,7 @@ type ChildRow struct {
 	Status string `json:"status"`
 	Depth  *int64 `json:"depth,omitempty"`
 	Ended  string `json:"ended,omitempty"`
+	Held   *Held  `json:"held,omitempty"`
 	Mode   string `json:"mode,omitempty"`
 	Parent string `json:"parent,omitempty"`
 	Parked *int64 `json:"parked,omitempty"`
@@ -829,6 +830,7 @@ type WaitIdleResult struct {
 type WaitedAgent struct {
 	AgentID   string   `json:"agent_id"`
 	Status    string   `json:"status"`
+	Held      *Held    `json:"held,omitempty"`
 	Output    string   `json:"output,omitempty"`
 	Questions []string `json:"questions,omitempty"`
 	Reason    string   `json:"reason,omitempty"`
@@ -841,6 +843,7 @@ type AgentRow struct {
 	ID     string `json:"id"`
 	Depth  *int64 `json:"depth,omitempty"`
 	Ended  string `json:"ended,omitempty"`
+	Held   *Held  `json:"held,omitempty"`
 	Label  string `json:"label,omitempty"`
 	Mode   string `json:"mode,omitempty"`
 	Parent string `json:"parent,omitempty"`

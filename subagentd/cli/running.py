@@ -106,6 +106,8 @@ class Running:
         if background is not None:
             background.mux.follow(self.runner)
         self.relay.attach(connection)
+        connection.stop_runs = lambda: self.runner.stop(self.grace)
+        connection.kill_runs = self.runner.kill_all
 
     async def serve(self) -> None:
         import shutil
@@ -117,8 +119,8 @@ class Running:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.relay.serve, listener)
                 tg.start_soon(self.runner.serve)
-                await self.connection.serve()
-                await self.runner.stop(self.grace)
+                await self.connection.serve()  # its shutdown stops the runs (stop_runs)
                 tg.cancel_scope.cancel()
         finally:
+            self.runner.watchdog.close()
             shutil.rmtree(self.directory, ignore_errors=True)

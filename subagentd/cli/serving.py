@@ -144,6 +144,8 @@ def serve(options: dict[str, Any]) -> int:
         anyio.run(main, backend=backend, backend_options=loop_options)
         code = connection.exit_code
     finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):  # stopping already: the last steps finish
+            signal.signal(signum, signal.SIG_IGN)
         service.agents.tracing.close()  # the last spans, a bounded wait
         try:
             service.store.close()

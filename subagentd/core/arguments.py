@@ -10,7 +10,7 @@ from typing import Any, Literal
 import msgspec
 
 from subagentd.core import texts
-from subagentd.errors import InvalidParamsError
+from subagentd.errors import InvalidParamsError, closest_name
 
 Rule = tuple[str, bool, Any]  # (name, required, allowed values | "str" | "int" | "list" | Struct)
 
@@ -84,6 +84,10 @@ def check_arguments(struct: type[msgspec.Struct], arguments: Any) -> msgspec.Str
             violations.append(texts.MUST_BE_ONE_OF.format(name=name, choices=_choices(choices)))
         else:
             values[name] = value
+    known = _known(struct)
+    for name in arguments:
+        if name not in known:  # a misspelled argument is never silently ignored
+            violations.append(_unknown(name, known))
     if violations:
         raise InvalidParamsError(texts.INVALID_ARGUMENTS.format(violations="; ".join(violations)))
     return struct(**values)
@@ -119,6 +123,20 @@ def _check_object(
         else:
             violations.append(texts.MUST_BE_NUMBER.format(name=full, low=low, high=high))
     return struct(**values) if len(violations) == before else None
+
+
+@cache
+def _known(struct: type[msgspec.Struct]) -> frozenset[str]:
+    """The argument names a tool takes."""
+    return frozenset(rule[0] for rule in _rules(struct))
+
+
+def _unknown(name: str, known: frozenset[str]) -> str:
+    """`unknown property "x"`, with `; did you mean "y"?` when a known name is close (the shape
+    of the host API's unknown field)."""
+    text = texts.UNKNOWN_PROPERTY.format(name=texts.shown(name))
+    closest = closest_name(name, known)
+    return text if closest is None else text + texts.DID_YOU_MEAN.format(name=closest)
 
 
 def _bound(value: float | None) -> int | float:

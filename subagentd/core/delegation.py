@@ -1,4 +1,8 @@
-"""spawn_agent and wait_agents (the tools that let a model delegate alone), and agents/wait_idle."""
+"""spawn_agent and wait_agents (the tools that let a model delegate alone), and agents/wait_idle.
+
+Longer than ~300 lines on purpose: when a wait is over (news, settled, held by a budget, timed
+out) and what its answer says are one rule, read best next to the waits that apply it.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from subagentd.core.registry import ONE_SHOT, LiveAgent
 from subagentd.core.scheduling import Scheduler
 from subagentd.core.waits import Waiter, Waits
 from subagentd.errors import error_for
+from subagentd.schema.budgets import Held
 from subagentd.schema.codes import Code
 from subagentd.schema.host_methods import SpawnParams, WaitIdleResult
 from subagentd.schema.listing import ChildRow, Status
@@ -144,7 +149,11 @@ class Delegation:
         gone = agent is None or agent.activation_id != activation_id
         status = self.agents.status_lookup()
         statuses = {agent_id: status(agent_id) for agent_id in ids}
-        working = [agent_id for agent_id in ids if statuses[agent_id] != "ready"]
+        held: dict[str, Held] = {}  # idle trees a spent budget holds: nothing will arrive
+        for agent_id in ids:
+            if statuses[agent_id] == "idle" and (by := self.registry.held_tree(agent_id)):
+                held[agent_id] = by
+        working = [i for i in ids if statuses[i] != "ready" and i not in held]
         found = [] if gone else self._news(caller, set(ids))
         asking = any(message.source.form == FORM for _, message in found)  # whatever the mode
         finished = gone or not working or asking or (args.mode == "any" and bool(found))
@@ -155,7 +164,8 @@ class Delegation:
             return None
         if found and agent is not None:
             self._consume(agent, caller, found)
-        return _answer(ids, statuses, working, found, timed_out and not finished, args.timeout_ms)
+        timed_out = timed_out and not finished
+        return _answer(ids, statuses, working, found, timed_out, args.timeout_ms, held)
 
     def _consume(self, agent: LiveAgent, caller: str, found: list[News]) -> None:
         """What a wait returns is consumed: claimed, and recorded in the caller's transcript."""
@@ -257,9 +267,12 @@ def _answer(
     found: list[News],
     timed_out: bool,
     timeout_ms: int,
+    held: dict[str, Held] | None = None,
 ) -> WaitAgentsResult:
-    """wait_agents' answer: the collected messages' blocks, then which are still working."""
-    entries = {i: WaitedAgent(agent_id=i, status=statuses[i]) for i in ids}
+    """wait_agents' answer: the collected messages' blocks, then which are still working (and
+    which are held by a spent budget)."""
+    held = held or {}
+    entries = {i: WaitedAgent(agent_id=i, status=statuses[i], held=held.get(i)) for i in ids}
     blocks: list[str] = []
     for _, message in found:
         parts = [block.text for block in message.content]
@@ -280,6 +293,14 @@ def _answer(
         blocks.append(texts.WAIT_STILL_WORKING.format(ids=shown))
     else:
         blocks.append(texts.WAIT_NONE_WORKING)
+    if held:
+        told = [
+            texts.WAIT_HELD_ONE.format(
+                id=texts.shown(i), why=texts.held_why(i, by.budget, by.agent_id)
+            )
+            for i, by in held.items()
+        ]
+        blocks.append(texts.WAIT_HELD.format(held=", ".join(told)))
     return WaitAgentsResult(
         agents=list(entries.values()),
         timed_out=timed_out,

@@ -9,7 +9,7 @@ import msgspec
 from subagentd.core import texts
 from subagentd.core.agents import Agents
 from subagentd.core.descriptors import DescriptorProblem, parse_descriptor
-from subagentd.core.listing import mark_parked, project
+from subagentd.core.listing import mark_parked, project, with_held
 from subagentd.core.stamps import now
 from subagentd.errors import InvalidParamsError
 from subagentd.schema.host_methods import (
@@ -126,6 +126,7 @@ class HostRecords:
             include_one_shot=params.include_one_shot,
         )
         page = mark_parked(self.store, rows[offset : offset + limit])
+        page = with_held(page, self.agents.registry.held_tree) or page
         if params.usage:
             spending = self.store.spending_rows([row.id for row in page])
             own = self.agents.budgets.own

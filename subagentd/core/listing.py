@@ -1,4 +1,8 @@
-"""The list_agents projection (SEMANTICS.md section 6): rows from storage, status from the registry."""
+"""The list_agents projection (SEMANTICS.md section 6): rows from storage, status from the registry.
+
+Longer than ~300 lines on purpose: the rows, what their brackets say (endings, parked, held by a
+budget) and their rendering are one listing's, and drift apart when split.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from subagentd.core import texts
 from subagentd.core.descriptors import DescriptorProblem, parse_descriptor
 from subagentd.core.registry import LiveAgent
 from subagentd.core.store import Store
+from subagentd.schema.budgets import Held
 from subagentd.schema.listing import AgentRow, ChildRow, DiagnosticRow, Ended, Status
 from subagentd.schema.messages import Mode
 
@@ -252,13 +257,35 @@ def _lines(rows: list[AgentRow]) -> list[str]:
 
 
 def _state(row: ChildRow) -> str:
-    """What a row's brackets hold: `ready`, `ready, last turn completed`, `idle, 2 parked`."""
-    if row.ended is None and row.parked is None:
+    """What a row's brackets hold: `ready`, `ready, last turn completed`, `idle, 2 parked`,
+    `idle, held: turns budget spent`."""
+    if row.ended is None and row.parked is None and row.held is None:
         return row.status
     state: str = row.status
     if row.ended is not None:
         state = texts.LIST_ENDED.format(status=state, ended=texts.LAST_TURN[row.ended])
-    return state if row.parked is None else texts.LIST_PARKED.format(status=state, count=row.parked)
+    if row.parked is not None:
+        state = texts.LIST_PARKED.format(status=state, count=row.parked)
+    if row.held is not None:
+        why = texts.held_why(row.id, row.held.budget, row.held.agent_id)
+        state = texts.LIST_HELD.format(status=state, why=why)
+    return state
+
+
+def with_held(
+    rows: list[AgentRow], held_tree: Callable[[str], Held | None]
+) -> list[AgentRow] | None:
+    """The rows with `held` set on each idle row whose tree a spent budget holds (copies: the
+    rows given may be kept listings), or None when that changes nothing."""
+    changed: list[AgentRow] | None = None
+    for index, row in enumerate(rows):
+        if isinstance(row, ChildRow) and row.status == "idle":
+            held = held_tree(row.id)
+            if held != row.held:
+                if changed is None:
+                    changed = list(rows)
+                changed[index] = msgspec.structs.replace(row, held=held)
+    return changed
 
 
 def _escaped(row: AgentRow) -> AgentRow:

@@ -136,6 +136,21 @@ class Registry:
                     stack.append(child)
         return list(reversed(order))
 
+    def held_tree(self, agent_id: str) -> Held | None:
+        """The budget that holds the live tree of `agent_id`: no agent of it runs a turn and one
+        of them (itself first, then the deepest) has input a spent budget keeps from starting;
+        None while any of it runs, or when nothing is held."""
+        agent = self._agents.get(agent_id)
+        if agent is None or agent.turn is not None:
+            return None
+        found = agent.held_by
+        for below in self.subtree(agent):
+            if below.turn is not None:
+                return None
+            if found is None:
+                found = below.held_by
+        return found
+
     def below(self, agent_id: str | None, ancestor_id: str) -> bool:
         """Whether `agent_id` is live and `ancestor_id` is above it through live owners."""
         agent = self._agents.get(agent_id) if agent_id is not None else None

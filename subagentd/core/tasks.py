@@ -158,6 +158,17 @@ class TaskRules:
             or not self._below(record.owner_id, caller or "")
         ):
             raise InvalidParamsError(texts.TASK_NOT_FOUND.format(id=task_id))
+        return self._held(record)
+
+    def _held(self, record: TaskRecord) -> TaskRecord:
+        """A working task whose child's tree a spent budget holds says so in its status message
+        (as read: it works on once the budget is raised)."""
+        if record.status == "working":
+            held = self.agents.registry.held_tree(record.agent_id)
+            if held is not None:
+                why = texts.held_why(record.agent_id, held.budget, held.agent_id)
+                shown = texts.shown(record.agent_id)
+                record.status_message = texts.TASK_HELD.format(id=shown, why=why)
         return record
 
     def page(self, caller: str | None, cursor: str | None) -> tuple[list[Task], str | None]:
@@ -175,7 +186,7 @@ class TaskRules:
                 raise InvalidParamsError(texts.TASK_BAD_CURSOR.format(cursor=cursor))
             after = (last.created_at, last.task_id)
         rows = self.store.tasks_page(owners, after, self.store.clock(), PAGE + 1)
-        tasks = [task_view(r) for r in rows[:PAGE]]
+        tasks = [task_view(self._held(r)) for r in rows[:PAGE]]
         return tasks, rows[PAGE - 1].task_id if len(rows) > PAGE else None
 
     def _expired(self, record: TaskRecord) -> bool:
@@ -360,7 +371,8 @@ def _structured(answer: WaitAgentsResult, output: dict[str, Any]) -> dict[str, A
 def _tool_result(
     blocks: list[str], structured: dict[str, Any] | None, is_error: bool
 ) -> dict[str, Any]:
-    result: dict[str, Any] = {"content": [{"type": "text", "text": b} for b in blocks]}
+    # one block, the blocks joined as `text` is: a client that shows only the first loses nothing
+    result: dict[str, Any] = {"content": [{"type": "text", "text": "\n".join(blocks)}]}
     if structured is not None:
         result["structuredContent"] = structured
     result["isError"] = is_error

@@ -11,6 +11,9 @@ DRAINING_BELOW = (
 )
 SEND_STALE = 'subagent "{id}" delivery requires the exact live parent agent'
 SEND_OTHER_PARENT = 'subagent "{id}" belongs to another parent session'
+SEND_TO_PARENT = (  # a child's send_message to the agent that started it
+    'agent "{id}" started you: reach it with the report tool, not send_message'
+)
 SEND_UNAVAILABLE = 'subagent "{id}" is unavailable'
 SEND_NOT_RESUMABLE = (
     'subagent "{id}" has no supported continuation state and cannot be resumed;'
@@ -56,6 +59,8 @@ IDEMPOTENCY_CONFLICT = (
 )
 INVALID_ARGUMENTS = "invalid arguments: {violations}"
 MISSING_PROPERTY = 'missing required property "{name}"'
+UNKNOWN_PROPERTY = 'unknown property "{name}"'  # an argument the tool does not take
+DID_YOU_MEAN = '; did you mean "{name}"?'  # after UNKNOWN_PROPERTY, naming the closest one
 MUST_BE_STRING = '"{name}" must be a string'
 MUST_BE_INTEGER = '"{name}" must be an integer from {low} to {high}'  # wait_agents' timeout_ms
 MUST_BE_STRINGS = '"{name}" must be an array of strings'  # wait_agents' agent_ids
@@ -110,6 +115,34 @@ WAIT_TIMED_OUT = (
     " waiting"
 )
 WAIT_PROGRESS = "waiting for {ids}"
+WAIT_HELD = (
+    "held by a budget, nothing more starts under them until it is raised: {held};"
+    " the host raises a budget with agents/budget (agents/resume for a stopped tree)"
+)
+WAIT_HELD_ONE = "{id} ({why})"  # one entry of WAIT_HELD's `{held}`, `, `-separated
+
+# --- a tree held by a budget (wait_agents, list_agents; docs/semantics.md section 11) ---
+HELD_WHY = {  # `{owner}`: the agent whose budget it is, when it is not the listed one
+    "own": {
+        "deadline": "deadline passed",
+        "stopped": "stopped by the user",
+        "limit": "{budget} budget spent",
+    },
+    "other": {
+        "deadline": 'deadline of "{owner}" passed',
+        "stopped": '"{owner}" stopped by the user',
+        "limit": '{budget} budget of "{owner}" spent',
+    },
+}
+LIST_HELD = "{status}, held: {why}"  # `top [idle, held: turns budget spent]`
+
+
+def held_why(agent_id: str, budget: str, owner: str) -> str:
+    """Why a tree is held, as wait_agents and list_agents name it."""
+    forms = HELD_WHY["own" if owner == agent_id else "other"]
+    form = forms.get(budget, forms["limit"])
+    return form.format(budget=budget, owner=shown(owner))
+
 
 # --- settlement notices (section 8) ---
 SETTLED_FIRST_LINE = {
@@ -258,6 +291,10 @@ TASK_WORKING = "subagent {id} is working"
 TASK_CANCELLED = (
     "the task was cancelled (tasks/cancel); subagent {id} was asked to stop its current turn,"
     " and what it sends later reaches you through wait_agents"
+)
+TASK_HELD = (  # a working task whose child's tree a spent budget holds (docs/semantics.md §11)
+    "subagent {id} is held by a budget ({why}); nothing more starts under it until it is raised:"
+    " the host raises a budget with agents/budget (agents/resume for a stopped tree)"
 )
 TASK_NOT_FOUND = "task not found: {id}"
 TASK_BAD_CURSOR = 'invalid cursor "{cursor}"'

@@ -12,7 +12,14 @@ from subagentd.core.agents import Agents
 from subagentd.core.descriptors import DescriptorProblem, filtered_tools, parse_descriptor
 from subagentd.core.kept_listings import Listings, live_statuses
 from subagentd.core.leases import Leases
-from subagentd.core.listing import children, descendants, mark_parked, project, render
+from subagentd.core.listing import (
+    children,
+    descendants,
+    mark_parked,
+    project,
+    render,
+    with_held,
+)
 from subagentd.core.questions import Questions
 from subagentd.core.registry import CONTINUABLE, LiveAgent
 from subagentd.core.report_rate import ReportRate
@@ -40,6 +47,15 @@ def _not_delivered(code: Code, reason: str, cause: Code | None = None) -> Subage
     if cause is not None:
         error.data = {"reason": cause.name}
     return error
+
+
+def _other_parent(caller: LiveAgent, target_id: str) -> str:
+    """Why a send_message to an agent the caller did not start is refused: a child that writes
+    to its own parent is pointed at `report`."""
+    shown_id = texts.shown(target_id)
+    if caller.parent_id == target_id:
+        return texts.SEND_TO_PARENT.format(id=shown_id)
+    return texts.SEND_OTHER_PARENT.format(id=shown_id)
 
 
 def draining_text(root: str) -> str:
@@ -85,7 +101,7 @@ class ToolRules:
             if live_caller is None:
                 raise _not_delivered(Code.UNAUTHORIZED, texts.SEND_STALE.format(id=shown_id))
             if target.parent_id != caller:
-                raise _not_delivered(Code.UNAUTHORIZED, texts.SEND_OTHER_PARENT.format(id=shown_id))
+                raise _not_delivered(Code.UNAUTHORIZED, _other_parent(live_caller, target_id))
             if target.kind != CONTINUABLE:
                 raise _not_delivered(
                     Code.NOT_RESUMABLE, texts.SEND_NOT_RESUMABLE.format(id=shown_id)
@@ -105,7 +121,7 @@ class ToolRules:
             if live_caller is None:
                 raise _not_delivered(Code.UNAUTHORIZED, texts.SEND_STALE.format(id=shown_id))
             if record.parent_id != caller:
-                raise _not_delivered(Code.UNAUTHORIZED, texts.SEND_OTHER_PARENT.format(id=shown_id))
+                raise _not_delivered(Code.UNAUTHORIZED, _other_parent(live_caller, target_id))
             try:
                 if record.kind != "subagent":
                     raise DescriptorProblem("ordinary")
@@ -237,14 +253,24 @@ class ToolRules:
         key = (args.scope, caller)
         kept: tuple[list[Status | None], ListAgentsResult] | None = agents.kept(key)
         if kept is not None and kept[0] == live_statuses(kept[1].agents, live):
-            return kept[1]  # read together with an earlier request, the live agents as they were
+            return self._held(
+                kept[1]
+            )  # read together with an earlier request, the live agents as they were
         if args.scope == "descendants":
             rows, text = descendants(self.store, caller, live, agents.elsewhere())
             result = ListAgentsResult(text=text, agents=rows)
         else:
             result = self._children(caller)
         agents.keep(key, (live_statuses(result.agents, live), result))
-        return result
+        return self._held(result)
+
+    def _held(self, result: ListAgentsResult) -> ListAgentsResult:
+        """Idle rows whose tree a spent budget holds say so (marked on every read: whether a
+        budget holds a tree changes without any row's status changing)."""
+        marked = with_held(result.agents, self.registry.held_tree)
+        if marked is None:
+            return result
+        return ListAgentsResult(text=render(marked), agents=marked)
 
     def _children(self, caller: str) -> ListAgentsResult:
         """list_agents {scope: children}: the kept listing while it holds (Listings), else read."""

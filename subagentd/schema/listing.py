@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from subagentd.schema.base import Wire
-from subagentd.schema.budgets import Spent
+from subagentd.schema.budgets import Held, Spent
 from subagentd.schema.messages import Mode
 
 Status = Literal["running", "idle", "ready"]
@@ -26,6 +26,7 @@ class ChildRow(Wire, tag_field="kind", tag="child", kw_only=True, gc=False):
     parked: int | None = None  # parked messages, when it holds any: `[idle, 2 parked]`
     ended: Ended | None = None  # how its last turn ended, on list_agents' ready rows only
     usage: Spent | None = None  # its own usage, set by the host's agents/list only
+    held: Held | None = None  # an idle row whose tree a spent budget holds (nothing of it runs)
 
 
 class DiagnosticRow(Wire, tag_field="kind", tag="diagnostic", kw_only=True, gc=False):

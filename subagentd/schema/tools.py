@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from subagentd.schema.base import Params, Wire
-from subagentd.schema.budgets import Budget
+from subagentd.schema.budgets import Budget, Held
 from subagentd.schema.host_methods import Scope
 from subagentd.schema.listing import AgentRow, Status
 from subagentd.schema.messages import Mode
@@ -199,6 +199,7 @@ class WaitedAgent(Wire, kw_only=True):
     reports: list[str] | None = None  # the reports collected, in order
     # its permission questions (and their cancellations) collected, each its blocks joined by \n
     questions: list[str] | None = None
+    held: Held | None = None  # the spent budget that holds its tree (nothing of it runs)
 
 
 class WaitAgentsOutput(Wire, kw_only=True):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -98,6 +98,12 @@ class Connection:
         self.timers = Timers(self.run_work, self.lock, service.settings.clock)
         self.timers.resynced = self.announce_unknown_starts
         self._taken_by: Callable[[str, msgspec.Struct], bool] | None = None  # see intercept
+        # --runner (cli/running.py): its runs stopped after the agents (waits up to the grace),
+        # and all of them killed at once when a signal arrives during the shutdown
+        self.stop_runs: Callable[[], Awaitable[None]] | None = None
+        self.kill_runs: Callable[[], None] | None = None
+        self._shutting_down = False
+        self._hurry: anyio.CancelScope  # the shutdown's waits, cut short by a signal during it
         service.attach(Outlets(self._emit, self.timers))
         self._starts: list[TurnStart] = []  # turn/start sent in the open group
         self._maybe_started: list[TurnStart] = []  # those of groups whose outcome is unknown
@@ -305,6 +311,7 @@ class Connection:
         self.wake.event = anyio.Event()
         self._drained = anyio.Event()
         self._read_scope = anyio.CancelScope()
+        self._hurry = anyio.CancelScope()
         async with anyio.create_task_group() as tg:
             self.timers.start(tg)
             tg.start_soon(self._flusher)
@@ -315,7 +322,12 @@ class Connection:
                 tg.start_soon(self._signals)
             with self._read_scope:
                 await self._read_loop()
-            await self._shutdown()
+            self._shutting_down = True
+            with self._hurry:
+                await self._shutdown()
+                if self.stop_runs is not None:
+                    await self.stop_runs()
+            self._commit()
             tg.cancel_scope.cancel()
 
     async def _doorbell(self) -> None:
@@ -337,9 +349,17 @@ class Connection:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             self._bound_database_waits()
             async for signum in signals:
-                log.info("received %s: shutting down", signal.Signals(signum).name)
-                self._read_scope.cancel()
-                return
+                name = signal.Signals(signum).name
+                if not self._shutting_down and not self._read_scope.cancel_called:
+                    log.info("received %s: shutting down", name)
+                    self._read_scope.cancel()
+                    continue
+                # during the shutdown (a client that closed stdin, then signals, does not wait
+                # for the grace): the runs are killed now and the waits cut short
+                log.warning("received %s during the shutdown: stopping the runs now", name)
+                if self.kill_runs is not None:
+                    self.kill_runs()
+                self._hurry.cancel()
 
     def _bound_database_waits(self) -> None:
         """A signal that arrives while the loop waits for the database (which never answers,
@@ -425,4 +445,3 @@ class Connection:
             while self.outbox or self.ledger.frames or self._writing:
                 self.wake.event.set()
                 await self._until_drained()
-        self._commit()

@@ -253,19 +253,25 @@ def run_tool(
         return result
 
 
+_IDENTITY = (
+    "caller",
+    "activation",
+    "idempotency_key",
+    "_meta",
+)  # a direct method's, not the tool's
+
+
 def direct_method(spec: ToolSpec) -> Callable[[Call, Any], Any]:
     """The tool as a direct method: its params are the arguments plus the caller's identity."""
 
     def run(call: Call, params: Any) -> Any:
         if not isinstance(params, dict):
             raise InvalidParamsError("params must be an object")
-        identity = msgspec.convert(
-            {k: params.get(k) for k in ("caller", "activation", "idempotency_key", "_meta")},
-            CallerIdentity,
-        )
+        identity = msgspec.convert({k: params.get(k) for k in _IDENTITY}, CallerIdentity)
         if spec.waits and identity.meta is not None:
             identity.progress = progress_token(identity.meta)
-        result = run_tool(call.service, spec, params, identity)
+        arguments = {k: v for k, v in params.items() if k not in _IDENTITY}
+        result = run_tool(call.service, spec, arguments, identity)
         if spec.waits and isinstance(result, Waiter):
             return call.wait_for(result, lambda a: a)
         return result
@@ -288,9 +294,8 @@ def call_tool_result(
     assert result is not None
     # every tool result Struct has `text`; a shared base class holding it would reorder fields
     text: str = result.text  # type: ignore[attr-defined]  # see above
-    blocks: list[str] | None = getattr(result, "blocks", None)  # wait_agents: one per block
     return t.CallToolResult(
-        content=[_text(b) for b in blocks] if blocks else [_text(text)],
+        content=[_text(text)],  # one block: a client that shows only the first loses nothing
         structuredContent=_structured(result),
         isError=False,
     )

@@ -39,6 +39,7 @@ from subagentd.server.runner_pids import PidFiles
 from subagentd.server.timers import BUSY_RETRY
 from subagentd.server.tool_socket import Tokens
 from subagentd.server.transport import FdReader, FdWriter
+from subagentd.server.watchdog import Watchdog
 
 if TYPE_CHECKING:
     from subagentd.server.connection import Connection
@@ -121,7 +122,14 @@ class _Reading:
             await self._event.wait()
 
 
-def _start(command: list[str], stdin: int, stdout: int, stderr: int, env: dict[str, str]) -> Child:
+def _start(
+    command: list[str],
+    stdin: int,
+    stdout: int,
+    stderr: int,
+    env: dict[str, str],
+    watchdog: Watchdog,
+) -> Child:
     popen = subprocess.Popen(
         command,
         stdin=stdin,
@@ -130,6 +138,7 @@ def _start(command: list[str], stdin: int, stdout: int, stderr: int, env: dict[s
         env=env,
         start_new_session=True,  # its own group: signals reach its children
     )
+    watchdog.add(popen.pid)  # its group is stopped should subagentd die first (server/watchdog.py)
     return Child(popen)
 
 
@@ -177,6 +186,7 @@ class Runner:
         self._connection: Connection | None = None
         self._stopped: anyio.Event | None = None  # set when the last process exits after stop()
         self.processes = processes  # --detach: each run's pid, recorded while it lives
+        self.watchdog = Watchdog()  # stops the runs' groups if this process dies first
 
     @property
     def busy(self) -> bool:
@@ -246,6 +256,13 @@ class Runner:
                 _signal(job, signal.SIGTERM)
         with anyio.move_on_after(grace):
             await self._stopped.wait()
+
+    def kill_all(self) -> None:
+        """A signal during the shutdown: SIGKILL to every run's process group now."""
+        self.waiting.clear()
+        for job in list(self.running.values()):
+            job.interrupted = True
+            _signal(job, signal.SIGKILL)
 
     def _current(self, agent_id: str, turn_id: str) -> bool:
         agent = self.service.agents.registry.get(agent_id)
@@ -335,7 +352,9 @@ class Runner:
                 # do not hold up the loop, so starts overlap at --max-running > 1; not
                 # cancellable, so a process started is always known
                 job.process = await anyio.to_thread.run_sync(
-                    functools.partial(_start, self.command, stdin_end, out_end, err_end, env)
+                    functools.partial(
+                        _start, self.command, stdin_end, out_end, err_end, env, self.watchdog
+                    )
                 )
             except OSError as exc:
                 log.error("--runner could not start %s: %s", self.command[0], exc)
@@ -398,6 +417,7 @@ class Runner:
                     with anyio.CancelScope(shield=True):
                         await job.process.wait()  # its exit status reaped
                 job.process.close()
+                self.watchdog.remove(job.process.pid)
                 if self.processes is not None:
                     self.processes.remove(job.process.pid)
             self.running.pop(start.turn_id, None)

@@ -46,12 +46,14 @@ def client_process(phase: str, config: dict[str, Any], tmp_path: Path) -> Any:
 
 
 def closing(child: str, output: str) -> list[str]:
-    return [
+    """A settled delegation's result: one block (nothing lost to a client that shows the first)."""
+    lines = [
         FINISHED.format(child),
         "Its closing message:",
         output,
         "none of the subagents waited for is still working",
     ]
+    return ["\n".join(lines)]
 
 
 def scenario(
@@ -103,9 +105,8 @@ def test_the_fastmcp_tasks_client_polls_subscribes_reconnects_and_cancels(tmp_pa
     assert second["bResult"] == {
         "isError": True,
         "texts": [
-            STOPPED,
-            "It left no closing message.",
-            "none of the subagents waited for is still working",
+            STOPPED
+            + "\nIt left no closing message.\nnone of the subagents waited for is still working"
         ],
     }
     # D streamed: its notifications/tasks is the DetailedTask tasks/get gives, stamped

@@ -72,15 +72,21 @@ def delegation(log: Path) -> list[list[Call]]:
 LIST_STEP = 4  # the response that lists: c2 must be running by then
 CANCEL_STEP = 9  # the wait the client's timeout cancels
 
-# what each of those calls returns as text (content blocks), in order; None: the client's timeout
+
+# what each of those calls returns as text (content blocks), in order; None: the client's timeout.
+# wait_agents answers one block (a client that shows only the first block loses nothing)
+def one(*lines: str) -> list[str]:
+    return ["\n".join(lines)]
+
+
 EXPECTED: list[list[list[str]] | None] = [
     [["started subagent c1"], ["started subagent c2"]],
-    [[FINISHED.format("c1"), "Its closing message:", "done: Summarize the logs.", NONE_WORKING]],
+    [one(FINISHED.format("c1"), "Its closing message:", "done: Summarize the logs.", NONE_WORKING)],
     [["message queued as the next turn for subagent c1"]],
-    [[FINISHED.format("c1"), "Its closing message:", "done: And the errors?", NONE_WORKING]],
+    [one(FINISHED.format("c1"), "Its closing message:", "done: And the errors?", NONE_WORKING)],
     [["c1 [ready, last turn completed] — summarizer\nc2 [running] — watcher"]],
     [["interrupt requested for agent c2"]],
-    [[STOPPED.format("c2"), "Its closing message:", "waiting\nterminated", NONE_WORKING]],
+    [one(STOPPED.format("c2"), "Its closing message:", "waiting\nterminated", NONE_WORKING)],
     [['Error: message not delivered: subagent "nobody" is unavailable']],  # isError
     [["started subagent c3"]],
     None,
@@ -91,8 +97,8 @@ RECONNECT: list[list[Call]] = [[("wait_agents", {"timeout_ms": 0})], [("list_age
 # c3 was stopped when the first session ended; shutdown ends its turn at once, so its closing
 # message is there only if its process was quicker
 RECONNECT_WAIT = (
-    [STOPPED.format("c3"), "It left no closing message.", NONE_WORKING],
-    [STOPPED.format("c3"), "Its closing message:", "waiting\nterminated", NONE_WORKING],
+    one(STOPPED.format("c3"), "It left no closing message.", NONE_WORKING),
+    one(STOPPED.format("c3"), "Its closing message:", "waiting\nterminated", NONE_WORKING),
 )
 RECONNECT_LIST = (
     "c1 [ready, last turn completed] — summarizer\n"

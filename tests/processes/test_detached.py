@@ -120,7 +120,9 @@ class Front:
 
 
 def texts(result: dict[str, Any]) -> list[str]:
-    return [block["text"] for block in result["content"]]
+    """The lines of the one content block (a client that shows only the first loses nothing)."""
+    (block,) = result["content"]
+    return str(block["text"]).split("\n")
 
 
 def wait_for_file(steps_file: Path) -> str:
@@ -140,6 +142,21 @@ def alive(pid: int) -> bool:
             return f.read().rpartition(")")[2].split()[0] != "Z"
     except OSError:
         return False
+
+
+def watchdog_of(pid: int) -> int:
+    """The runs' watchdog (server/watchdog.py) the process `pid` started."""
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            with open(f"/proc/{name}/stat") as f:
+                parent = int(f.read().rpartition(")")[2].split()[1])
+        except (OSError, ValueError):
+            continue
+        if parent == pid and any(arg.endswith(b"watchdog.py") for arg in argv):
+            return int(name)
+    raise AssertionError(f"process {pid} has no watchdog")
 
 
 def wait_gone(pid: int) -> None:
@@ -182,7 +199,7 @@ def test_a_childs_turn_outlives_the_client_and_the_next_front_collects_it(detach
     go.touch()
     second = d.front()
     second.initialize()
-    waited = second.tool("wait_agents", timeout=50)
+    waited = second.tool("wait_agents", timeout_ms=50_000)
     assert texts(waited) == [
         FINISHED.format("a"),
         "Its closing message:",
@@ -198,7 +215,7 @@ def test_two_fronts_at_once_attach_to_one_background_process(detached):
     one, two = d.front(), d.front()  # started together: they race to start it
     assert one.initialize()["serverInfo"] == two.initialize()["serverInfo"]
     one.tool("spawn_agent", label="x", prompt="look", child_id="x")
-    waited = two.tool("wait_agents", timeout=50)  # the child one spawned, seen by two
+    waited = two.tool("wait_agents", timeout_ms=50_000)  # the child one spawned, seen by two
     assert texts(waited)[:3] == [FINISHED.format("x"), "Its closing message:", "done: look"]
     log = d.log()
     assert log.count("detached: pid ") == 1, log
@@ -224,7 +241,7 @@ def test_the_idle_timeout_stops_the_background_process_once_nothing_runs(detache
     assert log.rstrip().endswith("stopped")
     again = d.front()  # the next front starts a new one, which finds the child's report queued
     again.initialize()
-    assert texts(again.tool("wait_agents", timeout=50))[2] == "finished"
+    assert texts(again.tool("wait_agents", timeout_ms=50_000))[2] == "finished"
     assert d.pid() != background
 
 
@@ -244,6 +261,7 @@ def test_a_sigkilled_background_process_crash_is_recorded_and_its_runs_stopped(d
     runner = int(pid_file.name)
     assert alive(runner)
     background = d.pid()
+    os.kill(watchdog_of(background), signal.SIGKILL)  # else it stops the runs at once
     os.kill(background, signal.SIGKILL)
     wait_gone(background)
     assert front.proc.wait(timeout=PATIENCE) == 1  # its background process went away
@@ -251,7 +269,7 @@ def test_a_sigkilled_background_process_crash_is_recorded_and_its_runs_stopped(d
     again = d.front()
     again.initialize()
     wait_gone(runner)  # found through its pid file and stopped by the new background process
-    waited = again.tool("wait_agents", timeout=50)
+    waited = again.tool("wait_agents", timeout_ms=50_000)
     assert texts(waited) == [
         "Background subagent a failed before it finished.",
         "It left no closing message.",
@@ -306,7 +324,7 @@ def test_a_new_front_per_call_keeps_a_child_working_across_calls(detached, tmp_p
         ("a", "running")
     ]
     go.touch()
-    assert texts(per_call("wait_agents", timeout=50))[:3] == [
+    assert texts(per_call("wait_agents", timeout_ms=50_000))[:3] == [
         FINISHED.format("a"),
         "Its closing message:",
         "finished",
@@ -358,7 +376,7 @@ def test_a_front_gone_mid_wait_consumes_nothing_and_the_next_one_gets_the_report
     go.touch()
     second = d.front()
     second.initialize()
-    assert texts(second.tool("wait_agents", timeout=50))[:3] == [
+    assert texts(second.tool("wait_agents", timeout_ms=50_000))[:3] == [
         FINISHED.format("a"),
         "Its closing message:",
         "finished",

@@ -661,6 +661,8 @@ def test_refused_tool_calls_are_recorded_bounded_and_not_past_max_db_bytes(serve
     assert outputs[0].count("send_message -> 1: ") == 5  # every call was refused
     events = srv.host.call("transcript/read", {"agent_id": "c1"})["events"]
     assert len([e for e in events if e["type"] == "tool_refused"]) == 2  # nothing more written
+
+
 def test_a_failed_runner_tells_the_parent_its_status_and_stderr_fenced_and_logs_it(server, caplog):
     srv = server()
     noise = "".join(f"line {n}\n" for n in range(20)) + "ModuleNotFoundError: No module named 'x'"

@@ -422,3 +422,69 @@ def test_usage_sums_saturate_at_the_documented_ceilings_alike_on_both_backends()
         "SELECT tree_input, tree_cost FROM spending WHERE session_id = 'root'"
     ).fetchone()
     assert tuple(stored) == (COUNT_MAX, 10**18)
+
+
+def held_tree() -> CoreHost:
+    """root > top (a budget of 3 turns) > pong, pang: pong's report is queued for top while top
+    runs, then pang's first turn spends the last turn: the report waits for a turn of top that
+    cannot start (a ping-pong a budget stopped)."""
+    core = CoreHost()
+    core.open("root")
+    core.spawn("root", "top", label="ping", budget=Budget(max_turns=3))
+    core.spawn("top", "pong", label="pong")
+    core.report("pong", "pong")
+    core.spawn("top", "pang", label="pang")
+    for agent in ("top", "pong", "pang"):
+        end(core, agent)
+    top = core.svc.agents.registry.get("top")
+    assert top is not None and top.turn is None
+    assert top.held_by == Held(budget="turns", agent_id="top")
+    return core
+
+
+HELD_LINE = (
+    "held by a budget, nothing more starts under them until it is raised: top (turns budget"
+    " spent); the host raises a budget with agents/budget (agents/resume for a stopped tree)"
+)
+
+
+def test_a_tree_a_budget_holds_ends_a_wait_and_the_answer_names_the_budget():
+    from subagentd.schema.tools import WaitAgentsArgs
+
+    core = held_tree()
+    args = WaitAgentsArgs(agent_ids=["top"], timeout_ms=60_000)
+    answer = core.svc.delegation.wait_agents("root", None, args)  # answered now: nothing runs
+    assert answer.blocks == ["none of the subagents waited for is still working", HELD_LINE]
+    assert answer.still_working == []
+    (top,) = answer.agents
+    assert (top.status, top.held) == ("idle", Held(budget="turns", agent_id="top"))
+
+
+def test_list_agents_and_agents_list_name_the_budget_that_holds_a_tree():
+    from subagentd.schema.host_methods import ListParams
+
+    core = held_tree()
+    assert core.list("root").text == "top [idle, held: turns budget spent] — ping"
+    assert core.list("root", "descendants").text == (
+        "top [idle, held: turns budget spent] parent=root depth=1 — ping\n"
+        "pong [ready, last turn completed] parent=top depth=2 — pong\n"
+        "pang [ready, last turn completed] parent=top depth=2 — pang"
+    )
+    (row,) = core.svc.records.list_host(ListParams(root_id="root")).agents
+    assert row.held == Held(budget="turns", agent_id="top")
+    # raised: the row is plain again and the held turn runs
+    core.svc.budgets.set_budget(BudgetParams(agent_id="top", budget=Budget(max_turns=5)))
+    assert core.list("root").text == "top [running] — ping"
+
+
+def test_a_working_task_whose_childs_tree_a_budget_holds_says_so():
+    core = held_tree()
+    output = {"child_id": "top", "text": "started subagent top"}
+    task = core.svc.tasks.create("root", "top", "spawn_agent", output, None, None)
+    assert core.svc.tasks.find("root", task.taskId).status_message == (
+        "subagent top is held by a budget (turns budget spent); nothing more starts under it"
+        " until it is raised: the host raises a budget with agents/budget (agents/resume for a"
+        " stopped tree)"
+    )
+    (listed,), _ = core.svc.tasks.page("root", None)
+    assert listed.status == "working" and listed.statusMessage.startswith("subagent top is held")

@@ -69,11 +69,12 @@ def test_relayed_message_source_names_the_sender(tree):
             Code.UNAUTHORIZED,
             'message not delivered: subagent "c1" belongs to another parent session',
         ),
-        (
+        (  # a child writing to the agent that started it is pointed at report
             "g1",
             "c1",
             Code.UNAUTHORIZED,
-            'message not delivered: subagent "c1" belongs to another parent session',
+            'message not delivered: agent "c1" started you: reach it with the report tool, not'
+            " send_message",
         ),
         (
             "root",

@@ -71,7 +71,8 @@ def test_a_task_completes_when_its_child_settles_and_fails_when_it_errs(backend)
     assert record is not None and record.status_message == FINISHED.format("c1")
     result = core.svc.tasks.result(record)
     assert result is not None and result["isError"] is False
-    assert [b["text"] for b in result["content"]] == [
+    (block,) = result["content"]  # one block: nothing lost to a client that shows the first
+    assert block["text"].split("\n") == [
         "Background subagent c1 reported:",
         "mid",
         FINISHED.format("c1"),

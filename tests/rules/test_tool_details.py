@@ -77,8 +77,8 @@ def test_argument_violations_are_all_named_in_schema_order(struct, arguments, vi
     assert caught.value.message == "invalid arguments: " + violations
 
 
-def test_valid_arguments_build_the_struct_tolerating_extras_and_null_optionals():
-    args = {"subagent_id": "c1", "message": "hi", "extra": 5}
+def test_valid_arguments_build_the_struct_tolerating_null_optionals():
+    args = {"subagent_id": "c1", "message": "hi"}
     assert check_arguments(SendMessageArgs, args) == SendMessageArgs(subagent_id="c1", message="hi")
     assert check_arguments(ListAgentsArgs, {"scope": None}) == ListAgentsArgs(scope="children")
     assert check_arguments(ListAgentsArgs, {}) == ListAgentsArgs(scope="children")
@@ -461,3 +461,31 @@ def test_a_report_budget_goes_with_the_activation_that_spent_it():
     core.end("root")  # the notice turn
     core.send("root", "c1", "again")  # a cold resume: a new activation, a new budget
     core.report("c1", "abcd")
+
+
+@pytest.mark.parametrize(
+    ("struct", "arguments", "violations"),
+    [
+        (
+            InterruptAgentArgs,
+            {"subagent_id": "c1"},
+            'missing required property "agent_id"; unknown property "subagent_id";'
+            ' did you mean "agent_id"?',
+        ),
+        (
+            SendMessageArgs,
+            {"agent_id": "c1", "message": "hi"},
+            'missing required property "subagent_id"; unknown property "agent_id";'
+            ' did you mean "subagent_id"?',
+        ),
+        (
+            WaitAgentsArgs,
+            {"timeout": 50, "colour": "blue"},
+            'unknown property "timeout"; did you mean "timeout_ms"?; unknown property "colour"',
+        ),
+    ],
+)
+def test_an_unknown_argument_is_refused_naming_the_closest_known_one(struct, arguments, violations):
+    with pytest.raises(InvalidParamsError) as refused:
+        check_arguments(struct, arguments)
+    assert refused.value.message == f"invalid arguments: {violations}"

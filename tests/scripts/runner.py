@@ -17,6 +17,7 @@ text is answered `done: <text>`; a JSON object {"steps": [...]} runs each step i
                           log) and exit 143
   {"ignore_term": true}   ignore SIGTERM from now on
   {"sleep": seconds}      sleep (only to keep a process alive for SIGKILL)
+  {"pid": path}           write our pid to the file (written whole: created, then renamed)
   {"background": seconds} start `sleep seconds` holding our stdout and stderr, and go on
   {"env": true}           print the SUBAGENTD_* variables and the turn as one JSON line
   {"usage": s}            append the line s to the file $SUBAGENTD_USAGE names (usage reports)
@@ -104,6 +105,10 @@ for step in plan["steps"]:
         subprocess.Popen(["sleep", str(step["background"])])
     elif "sleep" in step:
         time.sleep(step["sleep"])
+    elif "pid" in step:
+        with open(step["pid"] + ".part", "w") as f:
+            f.write(str(os.getpid()))
+        os.replace(step["pid"] + ".part", step["pid"])
     elif "mcp" in step:
         with open(os.environ["SUBAGENTD_MCP_CONFIG"]) as f:
             server = json.load(f)["mcpServers"]["subagentd"]

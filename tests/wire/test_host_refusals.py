@@ -76,9 +76,18 @@ def test_mcp_methods_and_the_tools_keep_tolerating_extra_fields(host):
     assert host.call("ping", {"extra": 1}) == {}
     listed = host.call("tools/list", {"cursor": None, "_meta": {"subagentd/caller": "root"}})
     assert listed["tools"]
-    # docs/semantics.md section 3: unknown extra properties of a tool's arguments are tolerated
-    listing = host.call("list_agents", {"caller": "root", "colour": "blue"})
-    assert listing["text"] == "(no subagents)"
+    # docs/semantics.md section 3: an unknown argument is refused, naming the closest known one
+    error = rpc_error(host, "list_agents", {"caller": "root", "scop": "descendants"})
+    assert (error.code, error.message) == (
+        Code.INVALID_PARAMS,
+        'invalid arguments: unknown property "scop"; did you mean "scope"?',
+    )
+    error = rpc_error(host, "interrupt_agent", {"caller": "root", "subagent_id": "c1"})
+    assert error.message == (
+        'invalid arguments: missing required property "agent_id"; unknown property'
+        ' "subagent_id"; did you mean "agent_id"?'
+    )
+    assert host.call("list_agents", {"caller": "root"})["text"] == "(no subagents)"  # still serves
 
 
 @pytest.mark.parametrize(

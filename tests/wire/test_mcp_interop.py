@@ -186,10 +186,10 @@ def test_official_python_client_spawns_waits_with_progress_and_collects_the_noti
     }
     assert (0, 300, "waiting for c1") in progress  # the first wait's first notification
     assert settled.is_error is False
-    assert [c.text for c in settled.content] == [
-        "Background subagent c1 was stopped before it finished.",
-        "It left no closing message.",
-        "none of the subagents waited for is still working",
+    assert [c.text for c in settled.content] == [  # one block: nothing lost to a first-only client
+        "Background subagent c1 was stopped before it finished.\n"
+        "It left no closing message.\n"
+        "none of the subagents waited for is still working"
     ]
     assert settled.structured_content == {
         "agents": [{"agent_id": "c1", "status": "ready", "reason": "aborted"}],
@@ -226,7 +226,8 @@ def test_the_mcp_2_client_logs_no_warning_over_a_delegation_session(tmp_path, ca
         anyio.run(session)
     assert said == [
         "started subagent c1",
-        "Background subagent c1 finished and will do no further work unless you send it more.",
+        "Background subagent c1 finished and will do no further work unless you send it more.\n"
+        "Its closing message:\ndone: work\nnone of the subagents waited for is still working",
         "message queued as the next turn for subagent c1",
     ]
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []

@@ -86,7 +86,9 @@ def test_resources_show_the_subtree_its_state_and_transcript_and_consume_nothing
 
     # reading consumed nothing: wait_agents still returns the notice
     result = piped.call("wait_agents", timeout_ms=0)
-    assert result["content"][0]["text"] == "Background subagent c1 was stopped before it finished."
+    assert result["content"][0]["text"].startswith(
+        "Background subagent c1 was stopped before it finished.\n"
+    )
 
     outside = rpc(piped, "resources/read", {"uri": "subagentd://agent/elsewhere"})
     assert outside["error"]["code"] == -32602

@@ -125,7 +125,7 @@ def test_a_spawn_as_a_task_works_until_the_child_settles_then_its_result_is_what
         "none of the subagents waited for is still working",
     ]
     assert host.result(waiting) == {
-        "content": [{"type": "text", "text": b} for b in blocks],
+        "content": [{"type": "text", "text": "\n".join(blocks)}],
         "structuredContent": {
             "agents": [
                 {
@@ -173,7 +173,8 @@ def test_a_child_that_fails_fails_its_task_with_an_error_result(make_server):
     assert (got["status"], got["statusMessage"]) == ("failed", FAILED.format("c1"))
     result = host.call(*on("tasks/result", taskId=task_id))
     assert result["isError"] is True
-    assert [b["text"] for b in result["content"]][:3] == [
+    (block,) = result["content"]
+    assert block["text"].split("\n")[:3] == [
         FAILED.format("c1"),
         "Its closing message:",
         "boom",
@@ -218,7 +219,9 @@ def test_tasks_cancel_interrupts_the_childs_turn_then_marks_the_task(make_server
     assert host.call(*on("tasks/get", taskId=task_id))["status"] == "cancelled"  # stays so
     # what the child sent after the cancel is the caller's, through wait_agents
     waited = host.call(*on("tools/call", name="wait_agents", arguments={"timeout_ms": 0}))
-    assert waited["content"][0]["text"] == "Background subagent c1 was stopped before it finished."
+    assert waited["content"][0]["text"].startswith(
+        "Background subagent c1 was stopped before it finished.\n"
+    )
 
 
 def test_a_waiting_tasks_result_is_cancellable(make_server):
@@ -323,7 +326,8 @@ def test_send_message_to_a_ready_child_as_a_task_ends_when_it_settles_again(make
     assert host.call(*on("tasks/get", taskId=task_id))["status"] == "working"
     host.end_turn("c1", turn, output="second")
     result = host.call(*on("tasks/result", taskId=task_id))
-    assert [b["text"] for b in result["content"]] == [
+    (block,) = result["content"]
+    assert block["text"].split("\n") == [
         FINISHED.format("c1"),
         "Its closing message:",
         "second",

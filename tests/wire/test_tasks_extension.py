@@ -81,7 +81,7 @@ def test_discover_announces_the_extension_and_a_declaring_spawn_is_a_task_result
         "none of the subagents waited for is still working",
     ]
     assert (done["status"], done["statusMessage"]) == ("completed", FINISHED.format("c1"))
-    assert [c["text"] for c in done["result"]["content"]] == blocks
+    assert [c["text"] for c in done["result"]["content"]] == ["\n".join(blocks)]
     assert done["result"]["isError"] is False
     assert done["result"]["structuredContent"]["child_id"] == "c1"
     assert "error" not in done
@@ -98,7 +98,7 @@ def test_a_child_that_fails_completes_its_task_with_an_error_result_never_failed
     got = host.call(*modern("tasks/get", taskId=task_id))
     assert (got["status"], got["statusMessage"]) == ("completed", FAILED.format("c1"))
     assert got["result"]["isError"] is True
-    assert got["result"]["content"][0]["text"] == FAILED.format("c1")
+    assert got["result"]["content"][0]["text"].startswith(FAILED.format("c1") + "\n")
     assert host.call(*on("tasks/get", taskId=task_id))["status"] == "failed"  # 2025's word
 
 
@@ -233,7 +233,10 @@ def test_subscriptions_listen_streams_notifications_tasks_for_the_callers_tasks_
     assert told.pop("_meta") == {"io.modelcontextprotocol/subscriptionId": listen}
     got = host.call(*modern("tasks/get", taskId=mine))
     assert told == {k: v for k, v in got.items() if k != "resultType"}
-    assert told["status"] == "completed" and told["result"]["content"][2]["text"] == "all done"
+    assert (
+        told["status"] == "completed"
+        and told["result"]["content"][0]["text"].split("\n")[2] == "all done"
+    )
     # a task ended before the listen is told at once; cancelling the request ends the stream
     again = host.start(*modern("subscriptions/listen", notifications={"taskIds": [mine]}))
     stamp = {"io.modelcontextprotocol/subscriptionId": again}

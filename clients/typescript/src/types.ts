@@ -109,6 +109,7 @@ export interface ChildRow {
   status: "idle" | "ready" | "running";
   depth?: number | null;
   ended?: "aborted" | "completed" | "deadline" | "error" | "max-tokens" | "refusal" | null;
+  held?: Held | null;
   mode?: "continuable" | "one-shot" | null;
   parent?: string | null;
   parked?: number | null;
@@ -713,6 +714,7 @@ export interface WaitIdleResult {
 export interface WaitedAgent {
   agent_id: string;
   status: "idle" | "ready" | "running";
+  held?: Held | null;
   output?: string | null;
   questions?: string[] | null;
   reason?: string | null;
