@@ -13,7 +13,8 @@ of a rendered message dropped): plain text is answered `done: <text>`; a JSON ob
                            n message chunks of s characters c (default "x"), then end_turn
   {"title": s}             a tool call whose title is s bytes, then end_turn
   {"line": s}              one message chunk on a line of about s bytes, then end_turn
-  {"late": n}              say "early", end_turn, then n updates of the ended turn's session
+  {"stale": n}             n updates of the session opened before this one (its turn ended),
+                           then say "after the stale updates", end_turn
 Any other prompt ends cancelled on `session/cancel`.
 """
 
@@ -92,12 +93,11 @@ def prompt(request_id: object, session: str, text: str) -> bool:
         )
     elif "line" in command:
         say(session, "y" * command["line"])
-    elif "late" in command:
-        say(session, "early")
-        end(request_id)
-        for n in range(command["late"]):
-            update(session, {"sessionUpdate": "tool_call", "toolCallId": f"l{n}", "title": "late"})
-        return True
+    elif "stale" in command:
+        before = f"s-{int(session.split('-')[1]) - 1}"
+        for n in range(command["stale"]):
+            update(before, {"sessionUpdate": "tool_call", "toolCallId": f"l{n}", "title": "late"})
+        say(session, "after the stale updates")
     else:
         return False
     end(request_id)
