@@ -97,6 +97,7 @@ class Running:
                 argv,
                 permission=options.get("acp_permission", "deny"),
                 permission_timeout=options.get("acp_permission_timeout", 600.0),
+                max_frame_bytes=options["max_frame_bytes"],
                 **wiring,
             )
         else:

@@ -7,6 +7,15 @@ what the agent sends: `session/update` notifications go to the sink of their ses
 agent's requests are answered — `session/request_permission` by the permission policy, anything
 else (file system, terminals: not offered in the client capabilities) with -32601. When the
 process exits, every request still waiting fails with AgentGone.
+
+Nothing here waits on the agent while holding anything: what is sent is queued (up to
+`max_line` bytes; an agent that does not read that much ends its process) and written by a
+task of its own; a line it sends is bounded by `max_line` (a longer one ends its process); what
+it does wrong again and again (lines that are not JSON, updates of a session with no turn
+running) is logged the 1st, 10th, 100th, … time.
+
+Longer than ~300 lines on purpose: one agent process's pipes — its queued writes, its reader
+and the bound on its lines, the requests waiting for its replies, its end — share its state.
 """
 
 from __future__ import annotations
@@ -15,7 +24,7 @@ import logging
 import signal
 import subprocess
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
@@ -28,11 +37,20 @@ log = logging.getLogger("subagentd")
 
 PROTOCOL_VERSION = 1
 STDERR_TAIL = 4096  # bytes of an agent process's stderr kept for the transcript
-MAX_LINE = 64 * 1024 * 1024  # an agent's message longer than this ends the process
+MAX_LINE = 16 * 1024 * 1024  # an agent's message longer than this ends the process (default)
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
 
-Sink = Callable[[dict[str, Any]], None]  # a session's `update` objects, in arrival order
+
+class Sink(Protocol):
+    """Where a session's `update` objects go, in arrival order (server/acp_progress.py)."""
+
+    def update(self, update: dict[str, Any]) -> None: ...
+
+    async def room(self) -> None:
+        """Until it can take more (the reader waits: the agent's output is held in its pipe)."""
+
+
 # (the process, the request's params) -> the outcome object; the reader goes on meanwhile
 Permission = Callable[["AgentProcess", dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -51,22 +69,55 @@ class AcpError(Exception):
         self.error = error
 
 
+class Noise:
+    """Something an agent does wrong again and again: logged the 1st, 10th, 100th, … time, so
+    its log lines grow with the logarithm of their count; the count in all when it exits."""
+
+    __slots__ = ("what", "count", "_next")
+
+    def __init__(self, what: str) -> None:
+        self.what = what  # "wrote {count} line(s) that are not JSON"
+        self.count = 0
+        self._next = 1
+
+    def seen(self) -> None:
+        self.count += 1
+        if self.count == self._next:
+            self._next *= 10
+            log.warning("an ACP agent %s; ignored", self.what.format(count=self.count))
+
+    def close(self) -> None:
+        if self.count and self.count * 10 != self._next:  # the last count was not logged
+            log.warning("an ACP agent %s in all; ignored", self.what.format(count=self.count))
+            self._next = self.count * 10
+
+
 class AgentProcess:
     """A running ACP agent: its sessions, its requests in flight, its capabilities."""
 
-    def __init__(self, command: list[str], env: dict[str, str], permission: Permission) -> None:
+    def __init__(
+        self,
+        command: list[str],
+        env: dict[str, str],
+        permission: Permission,
+        max_line: int = MAX_LINE,
+    ) -> None:
         self.command = command
         self.env = env
         self.permission = permission
+        self.max_line = max_line  # bytes of a line either way (--max-frame-bytes)
         self.process: anyio.abc.Process | None = None
         self.capabilities: dict[str, Any] = {}
         self.sinks: dict[str, Sink] = {}  # session id -> where its updates go
         self.prompting = 0  # prompts in flight (the pool picks the least busy)
         self.alive = False
         self.stderr = bytearray()
+        self.not_json = Noise("wrote {count} line(s) that are not JSON")
+        self.stray = Noise("sent {count} session/update(s) of a session with no turn running")
         self._next_id = 0
         self._waiting: dict[int, tuple[anyio.Event, list[Any]]] = {}
-        self._write = anyio.Lock()
+        self._out = bytearray()  # what is still to be written to its stdin
+        self._out_ready = anyio.Event()
         self._gone = "the ACP agent process is not running"
         self._tg: anyio.abc.TaskGroup | None = None
 
@@ -77,6 +128,11 @@ class AgentProcess:
 
     async def start(self, tg: anyio.abc.TaskGroup) -> None:
         """Start the process and `initialize` it; AgentGone when either fails."""
+        await self.spawn(tg)
+        await self.initialize()
+
+    async def spawn(self, tg: anyio.abc.TaskGroup) -> None:
+        """Start the process, its readers and its writer; AgentGone when it cannot start."""
         try:
             self.process = await anyio.open_process(
                 self.command,
@@ -92,6 +148,10 @@ class AgentProcess:
         self._tg = tg
         tg.start_soon(self._read)
         tg.start_soon(self._read_stderr)
+        tg.start_soon(self._write_out)
+
+    async def initialize(self) -> None:
+        """`initialize`, once; its capabilities kept."""
         result = await self.request(
             "initialize",
             {
@@ -116,9 +176,7 @@ class AgentProcess:
         box: list[Any] = []
         self._waiting[request_id] = (done, box)
         try:
-            await self._send(
-                {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-            )
+            self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
             await done.wait()
         finally:
             self._waiting.pop(request_id, None)
@@ -129,32 +187,53 @@ class AgentProcess:
             raise AcpError(method, reply["error"])
         return reply.get("result")
 
-    async def notify(self, method: str, params: dict[str, Any]) -> None:
+    def notify(self, method: str, params: dict[str, Any]) -> None:
+        """Send a notification (queued: it never waits)."""
         if self.alive:
-            await self._send({"jsonrpc": "2.0", "method": method, "params": params})
+            self._send({"jsonrpc": "2.0", "method": method, "params": params})
 
-    async def _send(self, message: dict[str, Any]) -> None:
+    def _send(self, message: dict[str, Any]) -> None:
+        """Queue a message for the writer; an agent that leaves more than `max_line` bytes
+        unread is stopped."""
+        if not self.alive:
+            return
+        data = _encode(message) + b"\n"
+        if self._out and len(self._out) + len(data) > self.max_line:
+            self.kill(f"the ACP agent process left over {self.max_line} bytes unread; stopped")
+            return
+        self._out += data
+        self._out_ready.set()
+
+    async def _write_out(self) -> None:
         assert self.process is not None and self.process.stdin is not None
-        async with self._write:
-            try:
-                await self.process.stdin.send(_encode(message) + b"\n")
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                self._ended("the ACP agent process closed its stdin")
+        while self.alive:
+            await self._out_ready.wait()
+            self._out_ready = anyio.Event()
+            while self._out and self.alive:
+                data = bytes(self._out)
+                self._out.clear()
+                try:
+                    await self.process.stdin.send(data)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                    self._ended("the ACP agent process closed its stdin")
 
     async def _read(self) -> None:
         assert self.process is not None and self.process.stdout is not None
         buffer = bytearray()
+        scanned = 0  # bytes of the buffer known to hold no newline
         try:
             async for chunk in self.process.stdout:
                 buffer += chunk
-                while (end := buffer.find(b"\n")) >= 0:
-                    line = bytes(buffer[:end])
-                    del buffer[: end + 1]
+                start = 0
+                while (end := buffer.find(b"\n", scanned)) >= 0:
+                    line = bytes(buffer[start:end])
+                    start = scanned = end + 1
                     if line.strip():
                         await self._received(line)
-                if len(buffer) > MAX_LINE:
-                    log.error("an ACP agent sent a line over %d bytes; stopping it", MAX_LINE)
-                    self.kill()
+                del buffer[:start]
+                scanned = len(buffer)
+                if len(buffer) > self.max_line:
+                    self.kill(f"the ACP agent sent a line over {self.max_line} bytes; stopped")
                     break
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass
@@ -176,14 +255,18 @@ class AgentProcess:
             return
         self.alive = False
         self._gone = why
+        self._out.clear()
+        self._out_ready.set()  # the writer ends
         for done, _ in list(self._waiting.values()):
             done.set()  # an empty box: AgentGone
+        self.not_json.close()
+        self.stray.close()
 
     async def _received(self, line: bytes) -> None:
         try:
             message = _decode(line)
         except msgspec.DecodeError:
-            log.warning("an ACP agent wrote a line that is not JSON; ignored")
+            self.not_json.seen()
             return
         if not isinstance(message, dict):
             return
@@ -200,8 +283,11 @@ class AgentProcess:
             if method == "session/update":
                 sink = self.sinks.get(str(params.get("sessionId")))
                 update = params.get("update")
-                if sink is not None and isinstance(update, dict):
-                    sink(update)
+                if sink is None:
+                    self.stray.seen()  # its turn ended: nothing holds it
+                elif isinstance(update, dict):
+                    sink.update(update)
+                    await sink.room()
             return
         reply: dict[str, Any] = {"jsonrpc": "2.0", "id": message["id"]}
         if method == "session/request_permission":
@@ -209,16 +295,18 @@ class AgentProcess:
             self._tg.start_soon(self._answer_permission, reply, params)  # it may wait long
             return
         reply["error"] = {"code": -32601, "message": f"Method not found: {method}"}
-        await self._send(reply)
+        self._send(reply)
 
     async def _answer_permission(self, reply: dict[str, Any], params: dict[str, Any]) -> None:
         reply["result"] = {"outcome": await self.permission(self, params)}
-        if self.alive:
-            await self._send(reply)
+        self._send(reply)
 
-    def kill(self) -> None:
-        """SIGKILL to its process group."""
+    def kill(self, why: str | None = None) -> None:
+        """SIGKILL to its process group; with `why`, what waits for it fails at once saying so."""
         self._signal(signal.SIGKILL)
+        if why is not None:
+            log.error("%s", why)
+            self._ended(why)
 
     def terminate(self) -> None:
         self._signal(signal.SIGTERM)

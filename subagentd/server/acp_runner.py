@@ -8,7 +8,10 @@ agent's own tools as its MCP server, `subagentd mcp`) on the least busy process,
 is one `session/prompt` on it: the turn's instructions and each of its messages, rendered with
 its sender (docs/rendering.md), as text content blocks. `session/update`s go into the
 transcript; the prompt's `stopReason` ends the turn, charged what the agent reported it used
-(server/acp_usage.py). `turn/interrupt` sends `session/cancel`. `session/request_permission`
+(server/acp_usage.py). `turn/interrupt` sends `session/cancel`; a turn still running
+`--interrupt-grace` later is stopped: what it waits for is cancelled and its agent process
+killed, so an agent that never answers costs its own slot for at most the grace. No lock is
+held across a wait on an agent: a process being started is in the pool, reserved for its turn. `session/request_permission`
 is answered by `--acp-permission`; with `ask-parent` it is held, the turn running, as a question
 for the subagent's parent (core/questions.py) until the parent answers it, the turn is
 interrupted or ends, or `--acp-permission-timeout` passes.
@@ -36,11 +39,12 @@ import anyio.abc
 
 from subagentd.core.questions import Option, Question
 from subagentd.core.service import Service
+from subagentd.errors import QuotaExceededError
 from subagentd.message_fences import RENDER_GUIDE, render_messages
 from subagentd.schema.budgets import Usage
 from subagentd.schema.host_methods import TurnEndParams
 from subagentd.schema.notifications import TurnInterrupt
-from subagentd.server.acp import AcpError, AgentGone, AgentProcess, permission_policy
+from subagentd.server.acp import MAX_LINE, AcpError, AgentGone, AgentProcess, permission_policy
 from subagentd.server.acp_progress import TurnProgress
 from subagentd.server.acp_usage import SessionTotals, charge
 from subagentd.server.handoff import Handoff
@@ -58,6 +62,11 @@ STOP_REASONS = {  # the prompt's stopReason -> the turn's end
     "refusal": "refusal",
     "cancelled": "aborted",
 }
+GRACE_PASSED = (
+    "the ACP agent did not end its prompt within --interrupt-grace after session/cancel;"
+    " its process was stopped"
+)
+PROGRESS_KEPT = ("acp_session",)  # written past --max-db-bytes (the session is reopened by it)
 RESUMED = (
     'You are the subagent "{label}", resumed in a new session: your earlier conversation'
     " could not be reopened."
@@ -92,6 +101,7 @@ class AcpRunner(Runner):
         processes: PidFiles | None = None,
         permission: str = "deny",
         permission_timeout: float = 600.0,
+        max_frame_bytes: int = MAX_LINE,
     ) -> None:
         super().__init__(
             service,
@@ -108,14 +118,18 @@ class AcpRunner(Runner):
         self.ask_parent = permission == "ask-parent"
         self.policy = permission_policy("deny" if self.ask_parent else permission)
         self.permission_timeout = permission_timeout
-        self.pool: list[AgentProcess] = []
+        self.max_line = max_frame_bytes or MAX_LINE  # of a line to or from an agent
+        self.pool: list[AgentProcess] = []  # started ones and those being started (≤ max_running)
+        self.starting: set[AgentProcess] = set()  # being started: not yet `initialize`d
         self.sessions: dict[
             str, AgentSession
         ] = {}  # agent id -> its session, while this process runs
         self.turns: dict[str, tuple[AgentProcess, str]] = {}  # turn id -> where it prompts
         self._processes: anyio.abc.TaskGroup | None = None
         self._stopping: anyio.Event | None = None  # set by stop(): nothing commits after it
-        self._starting = anyio.Lock()
+        self._pool_changed = anyio.Event()  # a process became ready or idle, or left the pool
+        self.scopes: dict[str, anyio.CancelScope] = {}  # turn id -> what it waits for
+        self.past_grace: set[str] = set()  # turn ids stopped at the grace
 
     async def serve(self) -> None:
         self._stopping = anyio.Event()
@@ -143,7 +157,8 @@ class AcpRunner(Runner):
         for job in list(self.running.values()):  # the questions still open are cancelled
             await self._cancel_questions(job, "interrupted")
         for process, session_id in list(self.turns.values()):  # the prompts still running
-            await process.notify("session/cancel", {"sessionId": session_id})
+            if session_id:
+                process.notify("session/cancel", {"sessionId": session_id})
         await super().stop(grace)
         for process in self.pool:
             process.terminate()
@@ -154,31 +169,54 @@ class AcpRunner(Runner):
 
     # --- the pool ----------------------------------------------------------------------
 
-    async def _process(self) -> AgentProcess:
-        """The least busy live process; a new one while fewer than --max-running run and
-        every one is busy."""
-        async with self._starting:
-            for gone in [p for p in self.pool if not p.alive]:
+    async def _process(self, turn_id: str) -> AgentProcess:
+        """A process for the turn (counted in its `prompting`, kept in `turns`): an idle live
+        one; else a new one while fewer than --max-running are in the pool; else the least
+        busy live one; when every one is still being started, the first to change."""
+        while True:
+            for gone in [p for p in self.pool if not p.alive and p not in self.starting]:
                 self._forget(gone)
-            self.pool = [p for p in self.pool if p.alive]
-            idle = [p for p in self.pool if p.prompting == 0]
-            if idle:
-                return idle[0]
-            if len(self.pool) < self.max_running:
-                env = {**os.environ, **self.environment}
-                process = AgentProcess(self.command, env, self._permission)
-                assert self._processes is not None
-                try:
-                    await process.start(self._processes)
-                except BaseException:
-                    process.kill()
-                    await process.close()
-                    raise
-                if self.processes is not None and process.process is not None:
-                    self.processes.add(process.process.pid)  # stopped after a crash (--detach)
-                self.pool.append(process)
+                self.pool.remove(gone)
+            ready = [p for p in self.pool if p not in self.starting]
+            idle = [p for p in ready if p.prompting == 0]
+            if idle or (ready and len(self.pool) >= self.max_running):
+                process = idle[0] if idle else min(ready, key=lambda p: p.prompting)
+                process.prompting += 1
+                self.turns[turn_id] = (process, "")
                 return process
-            return min(self.pool, key=lambda p: p.prompting)
+            if len(self.pool) < self.max_running:
+                return await self._start(turn_id)
+            await self._pool_changed.wait()
+
+    async def _start(self, turn_id: str) -> AgentProcess:
+        """A new process, in the pool and reserved for the turn while it is `initialize`d."""
+        env = {**os.environ, **self.environment}
+        process = AgentProcess(self.command, env, self._permission, self.max_line)
+        process.prompting += 1
+        self.turns[turn_id] = (process, "")
+        self.pool.append(process)
+        self.starting.add(process)
+        assert self._processes is not None
+        try:
+            await process.spawn(self._processes)
+            if self.processes is not None and process.process is not None:
+                self.processes.add(process.process.pid)  # stopped after a crash (--detach)
+            await process.initialize()
+        except BaseException:
+            process.kill()
+            await process.close()
+            self._forget(process)
+            self.pool.remove(process)
+            raise
+        finally:
+            self.starting.discard(process)
+            self._changed()
+        return process
+
+    def _changed(self) -> None:
+        """Wake the turns waiting for a process."""
+        self._pool_changed.set()
+        self._pool_changed = anyio.Event()
 
     async def _permission(self, process: AgentProcess, params: dict[str, Any]) -> dict[str, Any]:
         """The answer to the agent's `session/request_permission`: by the policy, or (ask-parent,
@@ -203,7 +241,7 @@ class AcpRunner(Runner):
         if outcome is None:
             outcome = self.policy(params)
             if sink is not None:
-                sink({"sessionUpdate": "permission", "title": title, **outcome})
+                sink.update({"sessionUpdate": "permission", "title": title, **outcome})
         return outcome
 
     async def _ask(
@@ -237,7 +275,7 @@ class AcpRunner(Runner):
         if not asked or not asked[0]:
             return None
         if sink is not None:
-            sink(
+            sink.update(
                 {
                     "sessionUpdate": "permission",
                     "title": title,
@@ -260,7 +298,7 @@ class AcpRunner(Runner):
             outcome = {"outcome": "selected", "optionId": option.option_id}
             detail = {"by": question.parent_id}
         if sink is not None:
-            sink({"sessionUpdate": "permission", "title": title, **outcome, **detail})
+            sink.update({"sessionUpdate": "permission", "title": title, **outcome, **detail})
         return outcome
 
     # --- one turn ------------------------------------------------------------------------
@@ -275,23 +313,44 @@ class AcpRunner(Runner):
         job.interrupted = True
         tg.start_soon(self._cancel_questions, job, "interrupted")
         where = self.turns.get(event.turn_id)
-        if where is not None:
+        if where is not None and where[1]:
             process, session_id = where
-            tg.start_soon(process.notify, "session/cancel", {"sessionId": session_id})
+            process.notify("session/cancel", {"sessionId": session_id})
+        tg.start_soon(self._stop_after_grace, job)
+
+    async def _stop_after_grace(self, job: Job) -> None:
+        """The interrupted turn still runs after --interrupt-grace: what it waits for is
+        cancelled and its agent process killed (what else that process ran ends `error`)."""
+        await anyio.sleep(self.service.settings.interrupt_grace)
+        turn_id = job.start.turn_id
+        scope = self.scopes.get(turn_id)
+        if job.done or scope is None:  # its prompt ended: it is being written
+            return
+        self.past_grace.add(turn_id)
+        scope.cancel()
+        where = self.turns.get(turn_id)
+        if where is not None:
+            where[0].kill(GRACE_PASSED)
 
     async def _run(self, job: Job, tg: anyio.abc.TaskGroup) -> None:
         start = job.start
-        progress = TurnProgress()
+        progress = TurnProgress(limit=self.service.settings.max_text_bytes)
         detail: dict[str, Any] = {}
         output: str | None = None
+        scope = self.scopes[start.turn_id] = anyio.CancelScope()
         try:
             async with anyio.create_task_group() as writing:
                 writing.start_soon(self._write_progress, job, progress)
+                reason = "error"
                 try:
-                    stop, reported = await self._turn(job, progress)
-                    detail["stop_reason"] = stop
-                    progress.reported = reported
-                    reason = STOP_REASONS.get(stop, "error")
+                    with scope:
+                        stop, reported = await self._turn(job, progress)
+                        detail["stop_reason"] = stop
+                        progress.reported = reported
+                        reason = STOP_REASONS.get(stop, "error")
+                    if start.turn_id in self.past_grace:
+                        detail.clear()
+                        detail["error"] = GRACE_PASSED
                 except AgentGone as exc:
                     reason, detail["error"] = "error", str(exc)
                     stderr = self._stderr_of(start.turn_id)
@@ -300,6 +359,7 @@ class AcpRunner(Runner):
                 except AcpError as exc:
                     reason, detail["error"] = "error", f"the ACP agent refused {exc}"
                 finally:
+                    self.scopes.pop(start.turn_id, None)
                     writing.cancel_scope.cancel()
             progress.close_chunk()
             await self._cancel_questions(job, "ended")  # its prompt ended first
@@ -310,9 +370,16 @@ class AcpRunner(Runner):
             await self._finish(job, progress, reason, output or None, detail, usage)
         finally:
             job.done = True
+            progress.end()
+            self.scopes.pop(start.turn_id, None)
+            self.past_grace.discard(start.turn_id)
             where = self.turns.pop(start.turn_id, None)
             if where is not None:
-                where[0].prompting -= 1
+                process, session_id = where
+                process.prompting -= 1
+                if process.sinks.get(session_id) is progress:  # later updates are dropped
+                    del process.sinks[session_id]
+                self._changed()
             self.running.pop(start.turn_id, None)
             self._launch(tg)
             if not self.running and self._stopped is not None:
@@ -347,14 +414,28 @@ class AcpRunner(Runner):
         while True:
             await progress.changed.wait()
             progress.changed = anyio.Event()
-            events, progress.events = progress.events, []
-            await self._work(functools.partial(self._record, job, events))
+            await self._work(functools.partial(self._record, job, progress.take()))
 
-    def _record(self, job: Job, events: list[tuple[str, Any]]) -> None:
+    def _record(self, job: Job, events: list[tuple[str, Any]], ending: bool = False) -> None:
+        """The turn's events into its transcript (while it is current); past --max-db-bytes
+        only `acp_session` (and, `ending`, `acp_end`)."""
         agent_id, turn_id = job.start.agent_id, job.start.turn_id
-        if self._current(agent_id, turn_id):
-            for event_type, data in events:
-                self.service.agents.record(agent_id, turn_id, event_type, data)
+        if not self._current(agent_id, turn_id):
+            return
+        agents = self.service.agents
+        try:
+            agents.quotas.database()
+            full = False
+        except QuotaExceededError:
+            full = True
+        for index, (event_type, data) in enumerate(events):
+            if (
+                full
+                and event_type not in PROGRESS_KEPT
+                and not (ending and index == len(events) - 1)
+            ):
+                continue
+            agents.record(agent_id, turn_id, event_type, data)
 
     async def _work(self, work: Any) -> None:
         assert self._connection is not None
@@ -396,8 +477,7 @@ class AcpRunner(Runner):
             process.prompting += 1
             self.turns[start.turn_id] = (process, session_id)
         else:
-            process = await self._process()
-            process.prompting += 1
+            process = await self._process(start.turn_id)
             known: str | None
             if held is not None:
                 known, totals = held.session_id, held.totals
@@ -405,7 +485,7 @@ class AcpRunner(Runner):
                 known, totals = self._stored_session(start.agent_id)
             session_id = None
             if known is not None and process.loads:
-                process.sinks[known] = progress.update
+                process.sinks[known] = progress
                 progress.replaying = True
                 try:
                     await process.request(
@@ -433,7 +513,7 @@ class AcpRunner(Runner):
                 totals = SessionTotals()  # a new session counts from zero
             self.sessions[start.agent_id] = AgentSession(process, session_id, activation, totals)
         assert session_id is not None
-        process.sinks[session_id] = progress.update
+        process.sinks[session_id] = progress
         if start.instructions:
             blocks.append(start.instructions)
         blocks += [render_messages([message]) for message in start.messages]
@@ -485,7 +565,7 @@ class AcpRunner(Runner):
         def end() -> None:
             if not self._current(agent_id, turn_id):  # force-ended, or ended by the host
                 return
-            self._record(job, [*progress.events, ("acp_end", detail)])
+            self._record(job, [*progress.take(), ("acp_end", detail)], ending=True)
             held = self.sessions.get(agent_id)
             if held is not None and progress.totals is not None:
                 held.totals = progress.totals  # charged below: the next turn counts from here
