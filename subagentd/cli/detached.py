@@ -2,60 +2,44 @@
 
 For one database and `--caller` root there is one background subagentd, found through
 `<key>.sock` in a private directory (0700): `$XDG_RUNTIME_DIR/subagentd`, else `subagentd-<uid>`
-in the temp directory. Beside it: `<key>.lock` (held by the background process for its life:
-there is never a second one), `<key>.start` (fronts starting one take turns), `<key>.pid` (its
-pid and the options it was started with), `<key>.log` (its stderr) and `<key>.runs/` (its runner
-processes). The front copies stdin to the socket and the socket to stdout, and exits when
-either side ends; the background process keeps what it runs (server/detached.py).
+in the temp directory. Beside it, each file 0600: `<key>.lock` (held by the background process
+for its life: there is never a second one), `<key>.start` (fronts starting one take turns),
+`<key>.pid` (JSON: its pid, start time, database without its password, root, options, clients),
+`<key>.log` (its stderr) and `<key>.runs/` (its runner processes). A background process that
+stops removes them all (the log only when it stopped cleanly). The front copies stdin to the
+socket and the socket to stdout, one thread each way, and exits when the socket ends; the
+background process keeps what it runs (server/detached.py). `subagentd detached list|stop`:
+cli/detached_servers.py.
 """
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import logging
 import os
-import selectors
 import socket
 import subprocess
 import sys
-import tempfile
+import threading
 import time
 from typing import Any
+
+from subagentd.cli.detached_files import (
+    lock_file,
+    lock_held,
+    open_private,
+    paths,
+    process_start,
+    read_status,
+    redacted,
+    remove_files,
+    write_status,
+)
 
 log = logging.getLogger("subagentd")
 
 ROLE = "_SUBAGENTD_DETACHED"  # set in the background process's environment
-START_PATIENCE = 60.0
-SUN_PATH_MAX = 107  # seconds a front waits for the background process to listen
-
-
-def directory() -> str:
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and os.path.isdir(runtime):
-        path = os.path.join(runtime, "subagentd")
-    else:
-        path = os.path.join(tempfile.gettempdir(), f"subagentd-{os.getuid()}")
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    if os.stat(path).st_uid != os.getuid():
-        raise OSError(f"{path} belongs to another user")
-    os.chmod(path, 0o700)
-    return path
-
-
-def paths(options: dict[str, Any]) -> dict[str, str]:
-    """The files of the background process for this database and root."""
-    from subagentd.storage.postgres import is_postgres
-
-    db = options["db"] if is_postgres(options["db"]) else os.path.abspath(options["db"])
-    key = hashlib.sha256(f"{db}\0{options['caller']}".encode()).hexdigest()[:16]
-    base = os.path.join(directory(), key)
-    if len(os.fsencode(base + ".sock")) > SUN_PATH_MAX:
-        raise OSError(
-            f"the socket path {base}.sock is longer than a Unix socket's {SUN_PATH_MAX} bytes:"
-            " set XDG_RUNTIME_DIR (or TMPDIR) to a shorter directory"
-        )
-    return {n: f"{base}.{n}" for n in ("sock", "lock", "start", "pid", "log", "runs")}
+START_PATIENCE = 60.0  # seconds a front waits for the background process to listen
+CHUNK = 256 * 1024
 
 
 def _connect(path: str) -> socket.socket | None:
@@ -87,18 +71,19 @@ def front(options: dict[str, Any], out_fd: int) -> int:
 
 def _start(files: dict[str, str]) -> socket.socket | None:
     """Start the background process, one front at a time; None if it never listened."""
-    with open(files["start"], "a") as turn:
-        fcntl.flock(turn, fcntl.LOCK_EX)
+    turn = lock_file(files["start"], block=True)
+    assert turn is not None
+    with turn:
         sock = _connect(files["sock"])
         if sock is not None:
             return sock  # another front started it meanwhile
         log.info("--detach: starting the background process (log %s)", files["log"])
-        with open(files["log"], "ab") as logfile:
+        with os.fdopen(open_private(files["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND)) as f:
             process = subprocess.Popen(
                 [sys.executable, "-m", "subagentd", *sys.argv[1:]],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
-                stderr=logfile,
+                stderr=f,
                 env={**os.environ, ROLE: "1"},
                 start_new_session=True,  # no terminal signal or client's group reaches it
                 close_fds=True,
@@ -108,71 +93,74 @@ def _start(files: dict[str, str]) -> socket.socket | None:
             sock = _connect(files["sock"])
             if sock is not None:
                 return sock
-            if process.poll() is not None and not _lock_held(files["lock"]):
+            if process.poll() is not None and lock_held(files["lock"]) is False:
                 return None  # it stopped, and no other holds the lock to start listening
             time.sleep(0.02)
         return None
 
 
-def _lock_held(path: str) -> bool:
-    try:
-        with open(path, "a") as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                return True
-            fcntl.flock(f, fcntl.LOCK_UN)
-    except OSError:
-        return False
-    return False
-
-
 def _options_line() -> str:
-    return " ".join(sys.argv[1:])
+    return redacted(" ".join(sys.argv[1:]))
 
 
 def _compare_options(pid_path: str) -> None:
     """A front started with other options than the running background process: said once, and
     the background process's own are kept."""
-    try:
-        with open(pid_path) as f:
-            pid, _, line = f.read().partition("\n")
-    except OSError:
+    status = read_status(pid_path)
+    if status is None:
         return
-    if line.strip() != _options_line():
+    if status.get("options") != _options_line():
         log.warning(
             "--detach: the background process (pid %s) runs with the options it was started"
             " with (%s); this client's differ and are ignored: stop it to change them",
-            pid,
-            line.strip(),
+            status["pid"],
+            status.get("options"),
         )
 
 
 def _relay(sock: socket.socket, out_fd: int) -> int:
-    """stdin to the socket, the socket to stdout, until either ends."""
-    selector = selectors.DefaultSelector()
-    os.set_blocking(0, True)
-    selector.register(0, selectors.EVENT_READ, "in")
-    selector.register(sock, selectors.EVENT_READ, "sock")
-    while True:
-        for key, _ in selector.select():
-            if key.data == "in":
-                data = os.read(0, 256 * 1024)
-                if not data:
-                    sock.close()  # the client went away: the background process keeps on
-                    return 0
+    """stdin to the socket on a thread, the socket to stdout here; each way waits only on its
+    own reader, so neither direction holds up the other."""
+    input_ended = threading.Event()
+
+    def upstream() -> None:
+        while True:
+            try:
+                data = os.read(0, CHUNK)
+            except OSError:
+                data = b""
+            if not data:
+                break
+            try:
                 sock.sendall(data)
-            else:
-                try:
-                    data = sock.recv(256 * 1024)
-                except OSError:
-                    data = b""
-                if not data:
-                    log.error("--detach: the background process closed the connection")
-                    return 1
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(out_fd, view) :]
+            except OSError:
+                return  # the socket ended: seen below
+        input_ended.set()  # the client went away: the background process keeps on
+        try:
+            sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    for fd in (0, out_fd):
+        os.set_blocking(fd, True)
+    threading.Thread(target=upstream, name="detached-upstream", daemon=True).start()
+    while True:
+        try:
+            data = sock.recv(CHUNK)
+        except OSError:
+            data = b""
+        if not data:
+            break
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(out_fd, view) :]
+        except OSError:  # the client closed its end of our stdout
+            return 0
+    if input_ended.is_set():
+        return 0
+    log.error("--detach: the background process closed the connection")
+    return 1
 
 
 def background(options: dict[str, Any]) -> int | None:
@@ -183,19 +171,16 @@ def background(options: dict[str, Any]) -> int | None:
 
     os.environ.pop(ROLE, None)  # not inherited by the runs
     files = paths(options)
-    lock = open(files["lock"], "a")  # held until the process ends
     deadline = time.monotonic() + START_PATIENCE
     while True:  # a predecessor that is stopping still holds it for a moment
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        lock = lock_file(files["lock"], block=False)
+        if lock is not None:
             break
-        except OSError:
-            listening = _connect(files["sock"])
-            if listening is not None or time.monotonic() > deadline:
-                log.error("cannot start: another background process serves this database and root")
-                return 1
-            time.sleep(0.05)
-    os.set_inheritable(lock.fileno(), False)
+        listening = _connect(files["sock"])
+        if listening is not None or time.monotonic() > deadline:
+            log.error("cannot start: another background process serves this database and root")
+            return 1
+        time.sleep(0.05)
     try:
         os.unlink(files["sock"])  # a killed predecessor's: the lock says it is gone
     except FileNotFoundError:
@@ -208,16 +193,48 @@ def background(options: dict[str, Any]) -> int | None:
     os.dup2(outer.fileno(), 0)
     os.dup2(outer.fileno(), 1)
     outer.close()
-    mux = Mux(listener, inner, options["idle_timeout"])
-    pids = PidFiles(files["runs"])
-    with open(files["pid"], "w") as f:
-        f.write(f"{os.getpid()}\n{_options_line()}\n")
+    status = {
+        "pid": os.getpid(),
+        "started": time.time(),
+        "process_start": process_start(os.getpid()),
+        "db": redacted(options["db"]),
+        "root": options["caller"],
+        "options": _options_line(),
+        "clients": 0,
+    }
 
+    def clients(number: int) -> None:
+        status["clients"] = number
+        write_status(files["pid"], status)
+
+    write_status(files["pid"], status)
+    mux = Mux(
+        listener,
+        inner,
+        options["idle_timeout"],
+        max_frame_bytes=options["max_frame_bytes"],
+        framing=options["framing"],
+        on_clients=clients,
+    )
+    pids = PidFiles(files["runs"])
     stopped = pids.sweep()  # before any run of ours starts
     if stopped:
         log.warning("detached: stopped %d runner process(es) left by a crash", stopped)
     options["detached"] = Background(mux, pids)
     options["detached_lock"] = lock
+    options["detached_files"] = files
     log.info("detached: pid %d serving %s on %s", os.getpid(), options["caller"], files["sock"])
     mux.start()
     return None
+
+
+def finished(options: dict[str, Any], code: int) -> None:
+    """The background process stopped: its files go, the lock last (still held meanwhile);
+    the log stays when it stopped on an error."""
+    files = options.get("detached_files")
+    if files is None:
+        return
+    remove_files(files, keep_log=code != 0)
+    lock = options.pop("detached_lock", None)
+    if lock is not None:
+        lock.close()

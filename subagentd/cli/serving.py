@@ -159,6 +159,10 @@ def serve(options: dict[str, Any]) -> int:
         if recording is not None:
             recording.finish()
     log.info("stopped")
+    if options.get("detached_files") is not None:  # --detach's background process
+        from subagentd.cli.detached import finished
+
+        finished(options, code)
     return code
 
 

@@ -61,6 +61,17 @@ LIFECYCLE = frozenset({"initialize", "ping", "server/discover"})  # served befor
 MAX_PENDING = 1024  # replies that may wait at once (agents/close drains); beyond: 1011 OVERLOADED
 
 
+def check_envelope(message: dict[str, Any]) -> None:
+    """The envelope of an object: InvalidRequestError unless version, method and params are
+    well formed (the --detach relay judges id-less messages with it too)."""
+    if message.get("jsonrpc") != "2.0":
+        raise InvalidRequestError('Invalid Request: "jsonrpc" must be "2.0"')
+    if not isinstance(message.get("method"), str):
+        raise InvalidRequestError('Invalid Request: "method" must be a string')
+    if "params" in message and not isinstance(message["params"], (dict, list)):  # noqa: UP038  (a tuple: faster)
+        raise InvalidRequestError('Invalid Request: "params" must be an object or an array')
+
+
 def decode(frame: Frame) -> Any:
     """The JSON value of a frame; FrameUnparsableError (or InvalidRequestError for an oversized
     frame) when there is none."""
@@ -244,14 +255,9 @@ class Dispatcher:
             return None
 
     def _run(self, message: dict[str, Any], request_id: Any, is_request: bool) -> One | None:
-        method = message.get("method")
-        if message.get("jsonrpc") != "2.0":
-            raise InvalidRequestError('Invalid Request: "jsonrpc" must be "2.0"')
-        if not isinstance(method, str):
-            raise InvalidRequestError('Invalid Request: "method" must be a string')
+        check_envelope(message)
+        method = message["method"]
         params = message.get("params")
-        if "params" in message and not isinstance(params, (dict, list)):  # noqa: UP038  (a tuple: faster)
-            raise InvalidRequestError('Invalid Request: "params" must be an object or an array')
         if method in CANCEL:
             if isinstance(params, dict):
                 self.cancel(params.get(CANCEL[method]))

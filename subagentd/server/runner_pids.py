@@ -18,6 +18,7 @@ class PidFiles:
     def __init__(self, directory: str) -> None:
         self.directory = directory
         os.makedirs(directory, mode=0o700, exist_ok=True)
+        os.chmod(directory, 0o700)
 
     def sweep(self) -> int:
         """Stop the process groups of runs a killed predecessor left; how many were stopped."""
@@ -30,7 +31,7 @@ class PidFiles:
                     recorded = f.read().strip()
             except (ValueError, OSError):
                 continue
-            if recorded and _start_time(pid) == recorded:
+            if recorded and start_time(pid) == recorded:
                 try:
                     os.killpg(pid, signal.SIGKILL)
                     stopped += 1
@@ -44,10 +45,12 @@ class PidFiles:
         return stopped
 
     def add(self, pid: int) -> None:
-        started = _start_time(pid)
+        started = start_time(pid)
         if started is None:
             return
-        with open(os.path.join(self.directory, str(pid)), "w") as f:
+        path = os.path.join(self.directory, str(pid))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w") as f:
             f.write(started)
 
     def remove(self, pid: int) -> None:
@@ -57,7 +60,7 @@ class PidFiles:
             pass
 
 
-def _start_time(pid: int) -> str | None:
+def start_time(pid: int) -> str | None:
     """A process's start time in clock ticks since boot, or None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
