@@ -1,4 +1,8 @@
-"""Every model-visible text, exactly as SEMANTICS.md fixes it (`—` is U+2014)."""
+"""Every model-visible text, exactly as SEMANTICS.md fixes it (`—` is U+2014).
+
+Longer than ~300 lines on purpose: one table of every text a model sees, so a wording is
+checked against docs/semantics.md in one place.
+"""
 
 from __future__ import annotations
 
