@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 import traceback
+import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -305,12 +306,24 @@ class Bench:
         assert self.postgres is not None, "--postgres starts the PostgreSQL server"
         return self.postgres.url(self.postgres.new_database())
 
-    def shared_sends(self, processes: int, backend: str = "sqlite") -> dict[str, Any]:
+    def shared_sends(
+        self, processes: int, backend: str = "sqlite", link: float = 0.0
+    ) -> dict[str, Any]:
         """Durable send_message with several processes on one file DB (`--durability normal`):
         each runs its own root and busy child and is sent its share of the burst, pipelined, all
         at the same time; accepted messages per second over the whole burst. A write that finds
-        the lock taken past the wait is refused 1011 busy (PROTOCOL.md section 1): counted."""
+        the lock taken past the wait is refused 1011 busy (PROTOCOL.md section 1): counted.
+        `link`: PostgreSQL is reached through linkproxy.py, `link` seconds each way (a database
+        on another host)."""
         db = self.database(f"shared-{processes}", backend)
+        proxy = None
+        if link:
+            from benchmarks.linkproxy import LinkProxy
+
+            assert self.postgres is not None
+            proxy = LinkProxy("127.0.0.1", self.postgres.port, link)
+            name = urllib.parse.urlsplit(db).path.lstrip("/")
+            db = f"postgresql://{self.postgres.user}@127.0.0.1:{proxy.port}/{name}"
         servers = [self.start("subagentd", db) for _ in range(processes)]
         try:
             for k, server in enumerate(servers):
@@ -343,6 +356,8 @@ class Bench:
         finally:
             for server in servers:
                 server.kill()
+            if proxy is not None:
+                proxy.close()
         sent = share * processes
         return {
             "processes": processes,
@@ -580,6 +595,9 @@ def _tool_frames(server: Server, n: int) -> list[bytes]:
 
 def _ping_frames(server: Server, n: int) -> list[bytes]:
     return [server.frame("ping", {}, server.take_id()) for _ in range(n)]
+
+
+LINK_DELAY = 0.001  # seconds each way of the shared_send_postgres_link rows' link (linkproxy.py)
 
 
 def _send_params(request_id: int) -> dict[str, Any]:
@@ -831,6 +849,17 @@ def main(argv: list[str] | None = None) -> int:
                         bench.shared_sends,
                         n,
                         "postgres",
+                    )
+                )
+                is not None
+            }
+            raw["shared_sends_postgres_link"] = {
+                str(n): r
+                for n in (1, 4)
+                if (
+                    r := bench.guarded(
+                        f"send_message, {n} processes, PostgreSQL over a 1 ms link",
+                        functools.partial(bench.shared_sends, n, "postgres", LINK_DELAY),
                     )
                 )
                 is not None

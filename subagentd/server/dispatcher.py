@@ -89,6 +89,13 @@ def decode(frame: Frame) -> Any:
         raise FrameUnparsableError("Parse error", "JSON is nested too deeply") from None
 
 
+# Writing methods whose rules read and write one tree only: the param naming a session of it
+# (docs/architecture.md "Per-tree writers"). Any other writing method takes every tree's lock.
+TREE_SCOPED: dict[str, str] = {
+    "send_message": "caller",
+}
+
+
 class Dispatcher:
     """Answers JSON-RPC messages in arrival order for one connection (its session and ledger)."""
 
@@ -177,7 +184,7 @@ class Dispatcher:
     def handle_frames(
         self,
         frames: Sequence[Frame],
-        locked: Callable[[], bool] | None = None,
+        locked: Callable[[str | None], bool] | None = None,
         deliver: Deliver | None = None,
     ) -> list[Frame]:
         """Frames read together, each answered through `deliver` (default: held for the
@@ -198,9 +205,10 @@ class Dispatcher:
             agents.end_snapshot()
 
     def _handle_frames(
-        self, frames: Sequence[Frame], deliver: Deliver, locked: Callable[[], bool] | None
+        self, frames: Sequence[Frame], deliver: Deliver, locked: Callable[[str | None], bool] | None
     ) -> list[Frame]:
         """handle_frames' work; returns the frames left for the connection to hand back."""
+        per_tree = self.service is not None and self.service.store.per_tree
         rest = iter(frames)
         for frame in rest:
             try:
@@ -208,10 +216,37 @@ class Dispatcher:
             except SubagentdError as exc:
                 deliver(refusal(exc))
                 continue
-            if locked is not None and self.writes(message) and not locked():
-                return [frame, *rest]
-            deliver(self.dispatch(message))
+            tree = None
+            if locked is not None and self.writes(message):
+                if per_tree:
+                    tree = self.tree_of(message)
+                if not locked(tree):
+                    return [frame, *rest]
+            if tree is None:
+                deliver(self.dispatch(message))
+                continue
+            scope = self.service.store.set_scope  # type: ignore[union-attr]  # tree: a service
+            scope(tree)
+            try:
+                deliver(self.dispatch(message))
+            finally:
+                scope(None)
         return []
+
+    def tree_of(self, message: Any) -> str | None:
+        """The root id of the one tree a writing request's rules write (TREE_SCOPED: its session
+        is live here with a known lineage), or None: any tree (its writes take every tree's
+        lock, as a request the rules do not confine to one tree must)."""
+        if type(message) is not dict or self.service is None:
+            return None
+        name = TREE_SCOPED.get(message.get("method"))  # type: ignore[arg-type]
+        params = message.get("params")
+        if name is None or type(params) is not dict:
+            return None
+        agent = self.service.agents.registry.get(params.get(name))
+        if agent is None or not agent.lineage:
+            return None
+        return agent.lineage[-1]
 
     def writes(self, message: Any) -> bool:
         """Whether a decoded frame (a request, or a batch with one) runs a method that writes."""

@@ -69,6 +69,7 @@ class GroupCommitBase:
     doorbell: Closing | None
     lost: str | None = None  # why writes are refused for good (only a SQLite file can be lost)
     stale = False  # memory could not be read back after a lost group: writes wait for it
+    per_tree = False  # writers lock per tree (set_scope matters), not the whole database
 
     def __init__(self, lock_wait_ms: int, clock: Callable[[], float]) -> None:
         self._savepoints = 0
@@ -109,7 +110,7 @@ class GroupCommitBase:
         (waited for)."""
         raise NotImplementedError
 
-    def take_lock(self) -> bool:
+    def take_lock(self, tree: str | None = None) -> bool:
         """Take the write lock for the next group now, without waiting: the server waits for it
         with its event loop running and asks again (server/lockwait.py). False only while another
         process holds it; True once held, after a given-up wait (the write is then refused busy
@@ -124,7 +125,18 @@ class GroupCommitBase:
             return True
         return True
 
-    take_lock_for_frame = take_lock  # a backend may let a long-held lock go between frames
+    # before a writing frame (its tree: None for any); a backend may let a long-held lock go
+    # between frames, and one that locks per tree (PostgreSQL) takes that tree's
+    take_lock_for_frame = take_lock
+
+    def set_scope(self, tree: str | None) -> None:
+        """The tree rooted at `tree` is the only one the next request writes (None: any tree, or
+        none known): a backend that locks per tree takes that tree's lock for it (atomic). A
+        single-writer backend (SQLite) holds everything at once and ignores it."""
+
+    def _enter_scope(self) -> None:
+        """At a request's start: make the open group hold what the request's scope needs
+        (a backend that locks per tree; nothing here: the one write lock covers everything)."""
 
     def give_up_lock(self) -> None:
         """The server waited its patience (--lock-wait-ms) for the lock: until one write gets it,
@@ -225,6 +237,8 @@ class GroupCommitBase:
         aborted PostgreSQL transaction), and the caller rebuilds its memory from what is
         committed. It surfaces as StorageFailedError.
         """
+        if self.per_tree:
+            self._enter_scope()
         if not (self._conn.in_transaction and self._checked):  # the group's first writer
             taken_ahead = self._conn.in_transaction  # by take_lock, before the frame ran
             if taken_ahead:

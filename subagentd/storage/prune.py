@@ -6,8 +6,8 @@ queued or parked message, and nothing in it (a session created, an event, a mess
 than the cutoff. Its session rows and descriptors stay: the tree can still be listed, inspected
 and opened again; only its transcripts and its delivered or cancelled messages go.
 
-The same code prunes SQLite and PostgreSQL (their tables take the same SQL here; a `Target` says
-how a write transaction takes the writer lock). The trees to prune are found in one read, which
+The same code prunes SQLite and PostgreSQL (the same SQL; a `Target` says how a write takes the
+writer lock: on PostgreSQL a batch takes its tree's only, never holding up another tree). The trees to prune are found in one read, which
 takes no write lock; then the rows go in batches of at most `batch_rows`, each its own short
 write transaction that checks again, under the lock, that its tree is still settled and has seen
 no new event or message since the read. Between batches the lock is free for `pause` seconds, so
@@ -87,7 +87,7 @@ class Target(Protocol):
     conn: Any
 
     def begin_read(self) -> None: ...
-    def begin_write(self) -> None: ...  # takes the writer lock, waiting for it
+    def begin_write(self, root: str | None = None) -> None: ...  # `root`'s lock (None: all)
     def commit(self) -> None: ...
     def rollback(self) -> None: ...
     def bytes_in_use(self) -> int: ...
@@ -166,7 +166,7 @@ def prune(
         while True:
             if batches:
                 time.sleep(pause)
-            target.begin_write()
+            target.begin_write(root)  # that tree's lock only: the others write on
             try:
                 done = _delete_batch(target, root, marks, batch_rows)
             except BaseException:
@@ -274,8 +274,8 @@ class SqliteTarget:
     def begin_read(self) -> None:
         self.conn.execute("BEGIN")
 
-    def begin_write(self) -> None:
-        self.conn.execute("BEGIN IMMEDIATE")
+    def begin_write(self, root: str | None = None) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")  # SQLite's one write lock: every tree's
 
     def commit(self) -> None:
         if self.conn.in_transaction:

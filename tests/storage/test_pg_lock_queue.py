@@ -11,6 +11,7 @@ write, never from timings.
 from __future__ import annotations
 
 import threading
+import time
 
 import anyio
 import psycopg
@@ -255,3 +256,54 @@ def test_the_other_tasks_that_need_the_lock_meanwhile_wait_with_the_one_wait(sha
     assert sorted(order(watcher)) == ["doorbell", "reader", "timer"]
     after = LOCK_WAITS.figures()
     assert (after.count - before.count, after.gave_up - before.gave_up) == (3, 0)
+
+
+def test_a_groups_kept_reads_serve_only_the_trees_it_holds_the_lock_of(shared):
+    """Per-tree writers: rows a request of tree a kept stay a's; a request of tree b, whose
+    lock the group cannot take (another group writes b), commits the group and waits for b's
+    lock holding none; holding every tree's lock, one set of kept reads serves all."""
+    from subagentd.storage.postgres.group import TREE_LOCKS
+
+    mine, theirs, watcher = shared
+    group = mine.group
+    mine.set_scope("a")
+    with mine.atomic():
+        kept_a = group.reads()
+        kept_a["row", 1] = "a's"
+    assert group.reads() is kept_a  # tree a's lock is held: its rows stay kept
+    mine.set_scope("b")
+    assert group.reads() is None  # b's lock is not held: nothing of b, nor of a, is served
+    theirs.set_scope("b")
+    with theirs.atomic():  # another process's group writes tree b
+        theirs.conn.execute("INSERT INTO lock_order (who) VALUES ('theirs')")
+        assert mine.dirty
+        pid = mine.conn.raw.info.backend_pid
+        done = threading.Event()
+
+        def b_request() -> None:
+            with mine.atomic():  # commits a's group first, then waits for b's lock
+                mine.conn.execute("INSERT INTO lock_order (who) VALUES ('b')")
+            done.set()
+
+        waiter = threading.Thread(target=b_request)
+        waiter.start()
+        deadline = time.monotonic() + 30
+        while not watcher.execute(
+            "SELECT count(*) FROM pg_locks WHERE pid = %s AND NOT granted AND classid = %s",
+            (pid, TREE_LOCKS),
+        ).fetchone()[0]:
+            assert time.monotonic() < deadline and not done.is_set()
+            time.sleep(0.005)
+    theirs.rollback()
+    theirs.set_scope(None)
+    waiter.join(30)
+    assert done.is_set()
+    assert group.reads() is not None and ("row", 1) not in group.reads()  # a new group
+    mine.set_scope(None)
+    with mine.atomic():  # every tree's lock: one set of kept reads for every request
+        every = group.reads()
+    mine.set_scope("b")
+    assert group.reads() is every
+    mine.set_scope(None)
+    mine.commit()
+    assert order(watcher) == ["b"]

@@ -313,3 +313,45 @@ def test_prune_beside_two_busy_servers_keeps_what_is_live_queued_or_parked(db):
     finally:
         assert holder.stop() == 0
         assert busy.stop() == 0
+
+
+def test_a_prune_on_postgresql_waits_only_for_groups_writing_the_tree_it_deletes_from(pg_stores):
+    """Each batch takes its tree's lock (postgres/group.py): a serving group writing another tree
+    holds up no batch; one writing the pruned tree holds up that tree's batches only."""
+    from subagentd.storage.postgres.group import TREE_LOCKS, tree_key
+    from tests.processes.test_tree_locks import as_oid, tree_group, waiting_locks
+
+    db = Db("postgres", pg_stores.url())
+    old_tree(db, "alpha", 300, 0)
+    old_tree(db, "busy", 300, 0)
+    target = db.target()
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append(prune(target, 86400, batch_rows=100, pause=0))
+        except Exception as exc:  # the test reports it
+            outcome.append(exc)
+
+    seen: list = []
+    try:
+        with tree_group(db.where, "busy"):  # a group writing tree busy stays open
+            pruner = threading.Thread(target=run)
+            pruner.start()
+            wanted = (TREE_LOCKS, as_oid(tree_key("busy")), 2)
+            deadline = time.monotonic() + TIMEOUT
+            while (
+                wanted not in seen
+            ):  # alpha's batches first (roots in order), then it waits for busy's lock
+                assert time.monotonic() < deadline, "the prune never waited for tree busy"
+                seen = waiting_locks(db.where)
+                assert seen in ([], [wanted]), seen  # never for anything else
+                time.sleep(0.01)
+            assert db.counts(["alpha"]) == (0, 0)  # done while busy's group was open
+            assert db.counts(["busy"]) == (300, 0)
+        pruner.join(TIMEOUT)
+    finally:
+        target.conn.close()
+    (done,) = outcome
+    assert (done.trees, done.events) == (2, 600), done
+    assert db.counts(["busy"]) == (0, 0)

@@ -19,10 +19,11 @@ the commit and a lost COMMIT's answer, a lost connection replaced) acts on the s
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import psycopg
@@ -38,8 +39,37 @@ from subagentd.storage.postgres.reconnect import Reconnect, outcome_of
 
 log = logging.getLogger("subagentd")
 
-WRITER_LOCK = 0x5342_4144  # the advisory lock key every group transaction takes ("SBAD")
-HOLD_LIMIT = 0.1  # seconds a group holds the writer lock before its next writing frame lets it go
+WRITER_LOCK = 0x5342_4144  # every group takes it: shared for one tree, exclusive for any ("SBAD")
+TREE_LOCKS = 0x5342_4154  # the first key of each tree's lock (two int4 keys, "SBAT")
+HOLD_LIMIT = 0.1  # seconds a group holds its locks before its next writing frame lets them go
+
+
+def tree_key(root: str) -> int:
+    """The second key of the tree rooted at `root`'s advisory lock (a 32-bit hash of its id:
+    two trees that share one only wait for each other)."""
+    digest = hashlib.blake2b(root.encode("utf-8", "surrogatepass"), digest_size=4).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def locks_sql(tree: int | None, wait: bool) -> str:
+    """The select list that takes a group's locks, left to right (one fixed order: WRITER_LOCK,
+    then the tree's): the tree's (WRITER_LOCK shared, then the tree's own) or every tree's
+    (WRITER_LOCK exclusive); waited for (`wait`) or tried (one boolean: all taken)."""
+    if tree is None:
+        return (
+            f"pg_advisory_xact_lock({WRITER_LOCK})"
+            if wait
+            else (f"pg_try_advisory_xact_lock({WRITER_LOCK})")
+        )
+    if wait:
+        return (
+            f"pg_advisory_xact_lock_shared({WRITER_LOCK}),"
+            f" pg_advisory_xact_lock({TREE_LOCKS}, {tree})"
+        )
+    return (
+        f"pg_try_advisory_xact_lock_shared({WRITER_LOCK})"
+        f" AND pg_try_advisory_xact_lock({TREE_LOCKS}, {tree})"
+    )
 
 
 class PgGroupCommit(GroupCommitBase):
@@ -47,6 +77,7 @@ class PgGroupCommit(GroupCommitBase):
 
     _error = psycopg.Error
     conn: PgConnection
+    per_tree = True
 
     def __init__(
         self,
@@ -74,6 +105,11 @@ class PgGroupCommit(GroupCommitBase):
         self._lent: LentWait | None = None  # the wait for the writer lock the connection is lent to
         self._granted: str | None = None  # the transaction a lent wait took the lock in
         self._held_since = 0.0  # time.monotonic() when the open group took the writer lock
+        self._every = False  # the open group holds WRITER_LOCK exclusive: every tree
+        self._trees: set[int] = set()  # else the trees (tree_key) whose locks it holds
+        self._ahead: int | None = None  # the tree the next frame writes (take_lock_for_frame)
+        self._scope: int | None = None  # the tree the running request writes (set_scope)
+        self._taking: int | None = None  # the tree a group being opened locks (None: every)
 
     def check_file(self) -> bool:
         """Called with every heartbeat. There is no file to lose; a main connection the server
@@ -158,20 +194,91 @@ class PgGroupCommit(GroupCommitBase):
         self._lock_wait_ms = int(milliseconds)
         self.hold_watch()
 
-    def take_lock(self) -> bool:
-        """GroupCommitBase.take_lock; False while a wait in the lock queue has the connection
-        (the task waiting for it takes the lock it gets: settle_lent)."""
-        return self._lent is None and super().take_lock()
-
-    def take_lock_for_frame(self) -> bool:
-        """take_lock, before a writing frame read with others (server/connection.py): a group
-        that has held the writer lock for HOLD_LIMIT lets it go first (False: the connection
-        commits it and waits its turn for the lock), so a process waiting in the lock queue is
-        served between two long groups of a busy sibling, whose pipelined reads would otherwise
-        each hold the lock past the waiter's patience."""
-        if self._open and time.monotonic() - self._held_since > HOLD_LIMIT:
+    def take_lock(self, tree: str | None = None) -> bool:
+        """GroupCommitBase.take_lock, for the tree the next frame writes (take_lock_for_frame);
+        False while a wait in the lock queue has the connection (the task waiting for it takes
+        the lock it gets: settle_lent)."""
+        if self._lent is not None:
             return False
+        self._taking = self._ahead
+        return super().take_lock()
+
+    def take_lock_for_frame(self, tree: str | None = None) -> bool:
+        """take_lock, before a writing frame read with others (server/connection.py) that writes
+        the tree rooted at `tree` (None: any): an open group that holds the tree's lock, or can
+        take it at once, goes on; one that cannot is committed first (False: the connection
+        commits it and waits for the lock with no lock held, so two groups never wait for each
+        other). A group that has held its locks for HOLD_LIMIT lets them go first, so a process
+        waiting in the lock queue is served between two long groups of a busy sibling, whose
+        pipelined reads would otherwise each hold the lock past the waiter's patience."""
+        self._ahead = None if tree is None else tree_key(tree)
+        if self._open and self._conn.in_transaction and self._lent is None:
+            if time.monotonic() - self._held_since > HOLD_LIMIT:
+                return False
+            try:
+                return self._cover(self._ahead)
+            except StorageFailedError:  # the group is lost: its frames are answered so
+                return True
         return self.take_lock()
+
+    def set_scope(self, tree: str | None) -> None:
+        self._scope = None if tree is None else tree_key(tree)
+
+    def _holds(self, tree: int | None) -> None:
+        """The group just opened holds the locks of `tree` (None: every tree's)."""
+        self._every = tree is None
+        self._trees = set() if tree is None else {tree}
+
+    def _cover(self, tree: int | None) -> bool:
+        """Whether the open group holds the locks a write to `tree` needs (None: every tree's),
+        taking them now if they are free; never waits (a group that waited while holding a lock
+        could wait for a group waiting for it)."""
+        if self._every or (tree is not None and tree in self._trees):
+            return True
+        sql = (
+            f"SELECT pg_try_advisory_xact_lock({WRITER_LOCK})"
+            if tree is None
+            else f"SELECT pg_try_advisory_xact_lock({TREE_LOCKS}, {tree})"
+        )
+        try:
+            got = self.conn.execute(sql).fetchone()[0]
+        except psycopg.Error as exc:
+            raise self._abandon(exc) from exc
+        if not got:
+            return False
+        if tree is None:  # every tree from now on: the reads kept per tree are kept as one
+            self._every = True
+            self._reads.clear()
+        else:
+            self._trees.add(tree)
+        return True
+
+    def _enter_scope(self) -> None:
+        """At a request's start, in an open group: it takes the request's tree's lock (or every
+        tree's) if free; else the group is committed, and the request opens a new one that waits
+        for that lock holding none (no two groups wait for each other)."""
+        if self._lent is not None or not (self._open and self._conn.in_transaction):
+            return
+        if not self._cover(self._scope):
+            self.commit()
+
+    def reads(self) -> dict[Hashable, Any] | None:
+        """GroupCommitBase.reads, kept per tree: a group holding one tree's lock keeps only
+        that tree's rows read by requests of that tree (set_scope); other writers may change any
+        other tree meanwhile. Holding every tree's lock, one set for all."""
+        if not (self._open and self._conn.in_transaction):
+            return None
+        if self._every:
+            kept: dict[Hashable, Any] = self._reads.setdefault(None, {})
+            return kept
+        if self._scope is not None and self._scope in self._trees:
+            kept = self._reads.setdefault(self._scope, {})
+            return kept
+        return None
+
+    def _keep_renewed(self, owner: str, ttl: float, now: float) -> None:
+        self._reads.clear()  # the owner row is new: no tree's reads keep the old one
+        super()._keep_renewed(owner, ttl, now)
 
     def lend_lock(self, seconds: float) -> Callable[[], None] | None:
         """Serving, once take_lock found the writer lock held: a wait for it in PostgreSQL's
@@ -183,7 +290,9 @@ class PgGroupCommit(GroupCommitBase):
             return None
         if self.lost is not None or self.stale or self._busy:
             return None
-        self._lent = wait = LentWait(conn, WRITER_LOCK, int(seconds * 1000))
+        self._lent = wait = LentWait(
+            conn, self._ahead, locks_sql(self._ahead, True), int(seconds * 1000)
+        )
         conn.reclaim = self._reclaim
         return wait.run
 
@@ -203,7 +312,7 @@ class PgGroupCommit(GroupCommitBase):
         self._lent = None
         self.conn.reclaim = None
         if keep and wait.taken:
-            self._granted = wait.xid
+            self._granted, self._taking = wait.xid, wait.tree
             self._lock(wait=False)  # the group opens as take_lock's does, the lock taken already
             return
         self._rollback_quietly()
@@ -213,6 +322,7 @@ class PgGroupCommit(GroupCommitBase):
     def _open_group(self) -> None:
         if self._lent is not None:  # a wait in the lock queue has the connection: not now
             raise StorageBusyError()
+        self._taking = self._scope
         super()._open_group()
 
     def begin(self) -> None:
@@ -239,29 +349,31 @@ class PgGroupCommit(GroupCommitBase):
         conn = self.conn
         if self._granted is not None:  # taken by the lent wait (settle_lent): nothing to send
             self._xid, self._granted = self._granted, None
+            self._holds(self._taking)
             self._backend = conn.raw.info.backend_pid
             self._held_since = time.monotonic()
             return
         try:
             # one round trip (several statements in one query), which also reads the
             # transaction's id: a COMMIT whose answer is lost is looked up by it (commit)
+            tree = self._taking
             if wait:
                 cursor = conn.execute(
                     f"BEGIN; SET LOCAL lock_timeout = {int(self._lock_wait_ms)};"
-                    f" SELECT pg_advisory_xact_lock({WRITER_LOCK}), pg_current_xact_id()::text"
+                    f" SELECT {locks_sql(tree, True)}, pg_current_xact_id()::text"
                 )
                 cursor.nextset()
                 cursor.nextset()
-                _, self._xid = cursor.fetchone()
-            else:  # the lock's answer is the second result
+                self._xid = cursor.fetchone()[-1]
+            else:  # the locks' answer is the second result
                 cursor = conn.execute(
-                    f"BEGIN; SELECT pg_try_advisory_xact_lock({WRITER_LOCK}),"
-                    " pg_current_xact_id()::text"
+                    f"BEGIN; SELECT {locks_sql(tree, False)}, pg_current_xact_id()::text"
                 )
                 cursor.nextset()
                 got, self._xid = cursor.fetchone()
                 if not got:
                     raise errors.LockNotAvailable("writer lock held")
+            self._holds(tree)
             self._backend = conn.raw.info.backend_pid
             self._held_since = time.monotonic()
         except errors.LockNotAvailable:

@@ -34,12 +34,13 @@ class LentWait:
     any thread; afterwards `xid` is the transaction that took it, or `error` why not (the lock
     wait's timeout, a cancel, a lost connection)."""
 
-    def __init__(self, conn: PgConnection, lock: int, milliseconds: int) -> None:
+    def __init__(self, conn: PgConnection, tree: int | None, locks: str, milliseconds: int) -> None:
         self.conn = conn
+        self.tree = tree  # the tree whose locks `locks` (a select list) takes; None: every tree's
         # one round trip, which also reads the transaction's id (PgGroupCommit.commit)
         self.sql = (
             f"BEGIN; SET LOCAL lock_timeout = {max(1, milliseconds)};"
-            f" SELECT pg_advisory_xact_lock({lock}), pg_current_xact_id()::text"
+            f" SELECT {locks}, pg_current_xact_id()::text"
         )
         self.canceller = conn.raw.pgconn.get_cancel()  # made here: not while the thread uses it
         self.finished = threading.Event()
@@ -56,7 +57,7 @@ class LentWait:
             cursor.nextset()
             cursor.nextset()
             row = cursor.fetchone()
-            self.xid = None if row is None else row[1]
+            self.xid = None if row is None else row[-1]
         except Exception as exc:  # handed to the loop (PgGroupCommit.settle_lent)
             self.error = exc
         finally:

@@ -62,7 +62,8 @@ class Snapshots:
 
 class PgTarget:
     """A PostgreSQL connection as prune's target (storage/prune.py): a write transaction takes
-    the writer lock every serving process's group takes (postgres/group.py), waiting up to
+    the lock of the tree it deletes from, as a serving group writing it does (postgres/group.py),
+    or every tree's, waiting up to
     `lock_wait_ms`; the bytes are those of the rows deleted (PostgreSQL reuses their space after
     VACUUM, which autovacuum runs by itself)."""
 
@@ -73,12 +74,15 @@ class PgTarget:
     def begin_read(self) -> None:
         self.conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
 
-    def begin_write(self) -> None:
-        from subagentd.storage.postgres.group import WRITER_LOCK
+    def begin_write(self, root: str | None = None) -> None:
+        """BEGIN and the locks of the tree at `root` (None: every tree's), as a serving group
+        writing it takes them (postgres/group.py)."""
+        from subagentd.storage.postgres.group import locks_sql, tree_key
 
         self.conn.execute("BEGIN")
         self.conn.execute(f"SET LOCAL lock_timeout = {self.lock_wait_ms}")
-        self.conn.execute(f"SELECT pg_advisory_xact_lock({WRITER_LOCK})")
+        key = None if root is None else tree_key(root)
+        self.conn.execute(f"SELECT {locks_sql(key, True)}")
 
     def commit(self) -> None:
         if self.conn.in_transaction:

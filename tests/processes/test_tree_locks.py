@@ -1,0 +1,141 @@
+"""Per-tree writers on PostgreSQL (PROTOCOL.md section 1, docs/architecture.md "Per-tree
+writers"): a group holds the lock of each tree it writes (WRITER_LOCK shared, then the tree's
+own), so writes to different trees never wait for each other, and writes to one tree still take
+turns. Real processes over pipes on one PostgreSQL database; waits are observed in pg_locks and in
+the processes' own lock-wait counters, never by timing.
+"""
+
+import json
+import threading
+from contextlib import contextmanager
+
+import psycopg
+
+from subagentd.storage.postgres.group import TREE_LOCKS, WRITER_LOCK, tree_key
+from tests.processes.test_lock_wait import queued_texts, send, sends
+from tests.processes.test_multiprocess import PATIENCE, start, unread, wait_for
+
+
+@contextmanager
+def tree_group(db, root):
+    """What another process's group writing the tree rooted at `root` holds, until the block ends."""
+    with psycopg.connect(db) as pg:
+        pg.execute("SELECT pg_advisory_xact_lock_shared(%s)", (WRITER_LOCK,))
+        pg.execute("SELECT pg_advisory_xact_lock(%s, %s)", (TREE_LOCKS, tree_key(root)))
+        try:
+            yield
+        finally:
+            pg.rollback()
+
+
+def waiting_locks(db):
+    """(classid, objid, objsubid) of every advisory lock some backend waits for now."""
+    with psycopg.connect(db, autocommit=True) as pg:
+        return pg.execute(
+            "SELECT classid::bigint, objid::bigint, objsubid FROM pg_locks"
+            " WHERE locktype = 'advisory' AND NOT granted"
+        ).fetchall()
+
+
+def as_oid(key):
+    return key & 0xFFFFFFFF
+
+
+def test_a_write_to_one_tree_never_waits_for_a_group_writing_another(pg_stores, spawn_process):
+    db = pg_stores.url()
+    proc = start(spawn_process, db, "--lock-wait-ms=60000")
+    host = proc.host
+    for n in range(2):
+        host.open(f"root{n}")
+        host.spawn(f"root{n}", f"child{n}")
+    before = host.call("server/stats")["lock_waits"]["count"]
+    with tree_group(db, "root1"):  # another process is mid-group on tree root1
+        write = host.start("send_message", send("root0", "child0", "to tree root0"))
+        seen = []
+
+        def answered_or_waiting():
+            seen.extend(waiting_locks(db))
+            return unread(host) > 0 or bool(seen)
+
+        wait_for(answered_or_waiting, "the write is answered or waits for a lock")
+        assert seen == []  # nobody waited: tree root0's group needs nothing root1's holds
+        reply = host.response(write, PATIENCE)
+        assert "error" not in reply, reply
+        # the same process's write to root1 waits for that group, in PostgreSQL's lock queue
+        other = host.start("send_message", send("root1", "child1", "to tree root1"))
+        wanted = (TREE_LOCKS, as_oid(tree_key("root1")), 2)
+        wait_for(lambda: wanted in waiting_locks(db), "the write to root1 waits for its lock")
+        assert unread(host) == 0
+    reply = host.response(other, PATIENCE)
+    assert "error" not in reply, reply
+    assert queued_texts(db, "child0") == ["to tree root0"]
+    assert queued_texts(db, "child1") == ["to tree root1"]
+    waits = host.call("server/stats")["lock_waits"]
+    assert (waits["count"] - before, waits["gave_up"]) == (1, 0), waits  # root1's only
+
+
+def test_two_processes_bursting_into_their_own_trees_never_wait_for_each_other(
+    pg_stores, spawn_process
+):
+    db, count = pg_stores.url(), 400
+    procs = [start(spawn_process, db, "--max-queued=0", "--lock-wait-ms=60000") for _ in range(2)]
+    for n, proc in enumerate(procs):
+        proc.host.open(f"root{n}")
+        proc.host.spawn(f"root{n}", f"child{n}")
+    before = [proc.host.call("server/stats")["lock_waits"]["count"] for proc in procs]
+    bursts = [sends(f"p{n}-", f"root{n}", f"child{n}", count) for n in range(2)]
+    seen: list = []
+    done = threading.Event()
+
+    def sample():  # every lock anyone waits for while both bursts run
+        while not done.is_set():
+            seen.extend(waiting_locks(db))
+
+    sampler = threading.Thread(target=sample)
+    writers = [
+        threading.Thread(
+            target=proc.host.send_bytes,
+            args=(b"".join(json.dumps(r).encode() + b"\n" for r in burst),),
+        )
+        for proc, burst in zip(procs, bursts, strict=True)
+    ]
+    sampler.start()
+    for writer in writers:
+        writer.start()
+    try:
+        for proc, burst in zip(procs, bursts, strict=True):
+            replies = [proc.host.response(r["id"], PATIENCE) for r in burst]
+            assert [r.get("error") for r in replies] == [None] * count
+    finally:
+        done.set()
+        sampler.join(PATIENCE)
+        for writer in writers:
+            writer.join(PATIENCE)
+    trees = {as_oid(tree_key(f"root{n}")) for n in range(2)}
+    assert [lock for lock in seen if lock[1] in trees or lock[1] == WRITER_LOCK] == []
+    after = [proc.host.call("server/stats")["lock_waits"]["count"] for proc in procs]
+    assert after == before  # neither process waited for the other's lock
+    for n, burst in enumerate(bursts):
+        assert queued_texts(db, f"child{n}") == [r["params"]["message"] for r in burst]
+
+
+def test_two_processes_writing_one_tree_still_take_turns(pg_stores, spawn_process):
+    db = pg_stores.url()
+    a = start(spawn_process, db, "--lock-wait-ms=60000")
+    b = start(spawn_process, db, "--lock-wait-ms=60000")
+    a.host.open("root")
+    a.host.spawn("root", "child")
+    b.host.open("other")
+    b.host.spawn("other", "elsewhere")
+    with tree_group(db, "root"):  # a group of process a on tree root is open
+        write = a.host.start("send_message", send("root", "child", "waits its turn"))
+        wanted = (TREE_LOCKS, as_oid(tree_key("root")), 2)
+        wait_for(lambda: wanted in waiting_locks(db), "the write waits for the tree's lock")
+        assert unread(a.host) == 0
+        # process b writes another tree meanwhile, answered while a still waits
+        free = b.host.response(b.host.start("send_message", send("other", "elsewhere", "free")))
+        assert "error" not in free, free
+        assert unread(a.host) == 0
+    reply = a.host.response(write, PATIENCE)
+    assert "error" not in reply, reply
+    assert queued_texts(db, "child") == ["waits its turn"]
