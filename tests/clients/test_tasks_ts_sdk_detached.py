@@ -81,7 +81,7 @@ def test_the_typescript_sdk_tasks_outlive_the_client_through_the_detached_proces
 def stop_background(runtime: str) -> None:
     """SIGTERM to the background process whose files are in `runtime`; wait for its exit."""
     (pid_file,) = Path(runtime, "subagentd").glob("*.pid")
-    pid = int(pid_file.read_text().splitlines()[0])
+    pid = json.loads(pid_file.read_text())["pid"]  # the pid file is one JSON object
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + TIMEOUT
     while Path(f"/proc/{pid}").exists() and b" Z " not in _stat(pid):

@@ -363,7 +363,7 @@ def test_a_front_gone_mid_wait_consumes_nothing_and_the_next_one_gets_the_report
             "jsonrpc": "2.0",
             "id": 99,
             "method": "tools/call",
-            "params": {"name": "wait_agents", "arguments": {"timeout": 50}},
+            "params": {"name": "wait_agents", "arguments": {"timeout_ms": 50000}},
         }
     )
     first.proc.kill()  # the client's server process dies while its wait is unanswered

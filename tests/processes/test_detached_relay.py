@@ -217,7 +217,7 @@ def test_progress_goes_only_to_the_client_whose_token_it_is(relay, tmp_path):
     go = tmp_path / "go"
     spawn = {"name": "spawn_agent", "arguments": {"label": "a", "prompt": wait_for_file(go)}}
     assert "result" in two.call(1, "tools/call", spawn)
-    wait = {"name": "wait_agents", "arguments": {"timeout": 6}, "_meta": {"progressToken": 7}}
+    wait = {"name": "wait_agents", "arguments": {"timeout_ms": 6000}, "_meta": {"progressToken": 7}}
     waited = two.call(2, "tools/call", wait)  # progress every 5 s: one, to this client
     assert "still working" in " ".join(texts(waited["result"])), waited
     progress = [n["params"]["progressToken"] for n in two.notes if "progress" in n["method"]]
@@ -232,7 +232,7 @@ def test_a_batched_wait_agents_brings_the_settlement_it_consumed(relay):
     client.initialize()
     spawn = {"name": "spawn_agent", "arguments": {"label": "x", "prompt": "look", "child_id": "x"}}
     assert "result" in client.call(1, "tools/call", spawn)
-    wait = {"name": "wait_agents", "arguments": {"timeout": 50}}
+    wait = {"name": "wait_agents", "arguments": {"timeout_ms": 50000}}
     client.send(
         [
             {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": wait},

@@ -17,7 +17,7 @@ import pytest
 
 from subagentd.errors import LeaseLostError, StorageBusyError, StorageFailedError
 from subagentd.schema.records import SessionRecord
-from subagentd.storage.postgres.doorbell import channel_of
+from subagentd.storage.postgres.doorbell import Listener, channel_of
 from subagentd.storage.postgres.group import WRITER_LOCK
 from tests.core_host import FakeClock
 
@@ -161,6 +161,19 @@ def test_the_doorbell_rings_at_the_senders_commit_and_drains(pg_stores):
         assert owner.take_signals("owner") == [("root", "input", None)]
     owner.commit()
     assert owner.take_signals("owner") == []
+
+
+def test_a_doorbell_rung_after_it_was_closed_is_quiet(pg_stores):
+    """A wake-up that arrives while the store closes drains nothing and raises nothing."""
+    owner, sender, _ = owner_and_sender(pg_stores)
+    with sender.atomic():
+        sender.put_signal("owner", "root", "input", None)
+    sender.commit()
+    bell = Listener(pg_stores.url(next(iter(pg_stores.databases))))
+    bell.close()
+    assert bell.drain() == 0
+    bell.revive()
+    assert bell.fileno() == -1
 
 
 def test_signals_are_taken_in_order_in_one_group_and_a_rolled_back_take_keeps_them(pg_stores):

@@ -60,7 +60,7 @@ class Listener:
 
     def drain(self) -> int:
         """Consume every notification received (they carry nothing); how many there were."""
-        if self._quiet is not None:
+        if self._quiet is not None or self._fd < 0:  # silenced, or closed (a late wake-up)
             return 0
         pgconn = self.conn.pgconn
         count = 0
@@ -83,14 +83,14 @@ class Listener:
     def _silence(self) -> None:
         """After a lost connection the server must not wait on an endlessly readable socket: a
         pipe nobody writes takes its place under our number until `revive`."""
-        if self._quiet is None:
+        if self._quiet is None and self._fd >= 0:
             read, self._quiet = os.pipe()
             os.dup2(read, self._fd)
             os.close(read)
 
     def revive(self) -> None:
         """A lost doorbell connects again (called at heartbeats) and listens as before."""
-        if self._quiet is None:
+        if self._quiet is None or self._fd < 0:
             return
         try:
             fresh = self._connect()
