@@ -281,29 +281,38 @@ def test_a_sigkilled_background_process_crash_is_recorded_and_its_runs_stopped(d
 
 
 def test_a_sigkilled_background_process_leaves_no_acp_agent_process_running(detached, tmp_path):
+    """The agent exits once its stdin ends (the background process's death closes it); what it
+    started lives on in its process group, and the next background process stops that group
+    although its leader is gone."""
     agent = shlex.join([sys.executable, str(ROOT / "tests" / "scripts" / "acp_agent.py")])
     d = detached("--runner", agent, "--runner-protocol", "acp")
     d.env["ACP_AGENT_STATE"] = str(tmp_path / "agent-state")
     front = d.front()
     front.initialize()
-    pid_path, waiting = tmp_path / "agent.pid", tmp_path / "waiting"
-    steps = {"acp": [{"pid": str(pid_path)}, {"wait_cancel": str(waiting)}]}
+    pid_path, spawned, waiting = tmp_path / "agent.pid", tmp_path / "spawned", tmp_path / "waiting"
+    steps = {
+        "acp": [{"pid": str(pid_path)}, {"spawn": str(spawned)}, {"wait_cancel": str(waiting)}]
+    }
     front.tool("spawn_agent", label="a", prompt=json.dumps(steps), child_id="a")
     deadline = time.monotonic() + PATIENCE
     while not waiting.exists():  # the agent process prompts the child's session
         assert time.monotonic() < deadline, "the ACP agent did not start prompting"
         time.sleep(0.05)
-    acp_pid = int(pid_path.read_text())
-    assert [p.name for p in d.file("runs").iterdir()] == [str(acp_pid)]
-    background = d.pid()
-    os.kill(background, signal.SIGKILL)
-    wait_gone(background)
-    assert front.proc.wait(timeout=PATIENCE) == 1
-    assert alive(acp_pid)  # its own process group: the kill did not reach it
-    again = d.front()
-    again.initialize()
-    wait_gone(acp_pid)  # found through its pid file and stopped by the new background process
-    assert "stopped 1 runner process(es) left by a crash" in d.log()
+    acp_pid, sleeper = int(pid_path.read_text()), int(spawned.read_text())
+    try:
+        assert [p.name for p in d.file("runs").iterdir()] == [str(acp_pid)]
+        background = d.pid()
+        os.kill(background, signal.SIGKILL)
+        wait_gone(background)
+        assert front.proc.wait(timeout=PATIENCE) == 1
+        wait_gone(acp_pid)  # its stdin ended: the agent exited
+        assert alive(sleeper)  # in the agent's own process group: no kill reached it
+        again = d.front()
+        again.initialize()
+        wait_gone(sleeper)  # its group found through the pid file, stopped by the new process
+        assert "stopped 1 runner process(es) left by a crash" in d.log(), d.log()
+    finally:
+        _kill(sleeper, signal.SIGKILL)
 
 
 def test_a_new_front_per_call_keeps_a_child_working_across_calls(detached, tmp_path):

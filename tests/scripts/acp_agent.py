@@ -21,6 +21,8 @@ answered `done: <text>`; a JSON object {"acp": [...]} runs each step in order:
   {"wait_cancel": path}   append "waiting" to path, wait for session/cancel, stop `cancelled`
   {"stop": reason}        stop with that stopReason now
   {"pid": path}           write this process's pid to path
+  {"spawn": path}         start a process in this one's group that sleeps (what a real agent
+                          starts, a tool or an MCP server, and that outlives it); its pid to path
   {"history": true}       say how many prompts this session had before, and their last lines
   {"usage": {...}}        the prompt's reply carries this `usage` (ACP field names, e.g.
                           inputTokens: the session's running totals, as the schema says)
@@ -35,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -221,6 +224,14 @@ class ScriptedAgent(Agent):
                 return PromptResponse(stop_reason=step["stop"], usage=usage)
             elif "pid" in step:
                 Path(step["pid"]).write_text(str(os.getpid()))
+            elif "spawn" in step:
+                sleeper = subprocess.Popen(
+                    [sys.executable, "-c", "import time; time.sleep(600)"],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                Path(step["spawn"]).write_text(str(sleeper.pid))
             elif "history" in step:
                 lines = [h.splitlines()[-1] if h else "" for h in history]
                 await self.say(session_id, f"history: {len(history)}: " + " | ".join(lines))
