@@ -31,6 +31,7 @@ from subagentd.cli.detached_files import (
     process_start,
     read_status,
     redacted,
+    redacted_argv,
     remove_files,
     write_status,
 )
@@ -38,6 +39,7 @@ from subagentd.cli.detached_files import (
 log = logging.getLogger("subagentd")
 
 ROLE = "_SUBAGENTD_DETACHED"  # set in the background process's environment
+DATABASE = "_SUBAGENTD_DETACHED_DB"  # its --db, which its command line shows without a password
 START_PATIENCE = 60.0  # seconds a front waits for the background process to listen
 CHUNK = 256 * 1024
 
@@ -56,7 +58,7 @@ def front(options: dict[str, Any], out_fd: int) -> int:
     """Attach to the background process (starting it if there is none) and relay to it."""
     try:
         files = paths(options)
-        sock = _connect(files["sock"]) or _start(files)
+        sock = _connect(files["sock"]) or _start(files, options["db"])
     except OSError as exc:
         log.error("cannot start: --detach: %s", exc)
         return 1
@@ -69,8 +71,10 @@ def front(options: dict[str, Any], out_fd: int) -> int:
     return _relay(sock, out_fd)
 
 
-def _start(files: dict[str, str]) -> socket.socket | None:
-    """Start the background process, one front at a time; None if it never listened."""
+def _start(files: dict[str, str], database: str) -> socket.socket | None:
+    """Start the background process, one front at a time; None if it never listened. Its
+    command line is this one with no database password (`ps` shows it to every user); the
+    database itself reaches it in its environment, which only the user can read."""
     turn = lock_file(files["start"], block=True)
     assert turn is not None
     with turn:
@@ -80,11 +84,11 @@ def _start(files: dict[str, str]) -> socket.socket | None:
         log.info("--detach: starting the background process (log %s)", files["log"])
         with os.fdopen(open_private(files["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND)) as f:
             process = subprocess.Popen(
-                [sys.executable, "-m", "subagentd", *sys.argv[1:]],
+                [sys.executable, "-m", "subagentd", *redacted_argv(sys.argv[1:])],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=f,
-                env={**os.environ, ROLE: "1"},
+                env={**os.environ, ROLE: "1", DATABASE: database},
                 start_new_session=True,  # no terminal signal or client's group reaches it
                 close_fds=True,
             )
@@ -170,6 +174,7 @@ def background(options: dict[str, Any]) -> int | None:
     from subagentd.server.runner_pids import PidFiles
 
     os.environ.pop(ROLE, None)  # not inherited by the runs
+    options["db"] = os.environ.pop(DATABASE, options["db"])
     files = paths(options)
     deadline = time.monotonic() + START_PATIENCE
     while True:  # a predecessor that is stopping still holds it for a moment

@@ -49,6 +49,12 @@ def files_of(base: str) -> dict[str, str]:
 
 def redacted(text: str) -> str:
     """A database URL (or a command line holding one) without its password."""
+    return " ".join(redacted_argv(text.split(" ")))
+
+
+def redacted_argv(argv: list[str]) -> list[str]:
+    """A command line's arguments, each database URL (`URL` or `--option=URL`) without its
+    password."""
     from subagentd.storage.postgres import is_postgres
 
     def one(arg: str) -> str:
@@ -61,7 +67,7 @@ def redacted(text: str) -> str:
             return f"{name}{equals}postgresql://…"
         return f"{name}{equals}{shown(value)}"
 
-    return " ".join(one(arg) for arg in text.split(" "))
+    return [one(arg) for arg in argv]
 
 
 def open_private(path: str, flags: int = os.O_RDWR | os.O_CREAT | os.O_APPEND) -> int:
