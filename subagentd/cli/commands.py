@@ -1,5 +1,5 @@
 """The click commands: `subagentd [serve]`, `demo`, `inspect`, `watch`, `schema`, `stats`, `prune`, `tool`, `mcp`,
-`render`."""
+`render`, `detached list|stop` (cli/detached_servers.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 import subagentd
+from subagentd.cli.detached_servers import detached
 from subagentd.cli.group import DESCRIPTION, DefaultGroup, effective
 from subagentd.cli.options import (
     Duration,
@@ -26,7 +27,7 @@ from subagentd.cli.table import VERSION, default_database
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-@click.group(cls=DefaultGroup, context_settings=CONTEXT, help=DESCRIPTION)
+@click.group(cls=DefaultGroup, context_settings=CONTEXT, help=DESCRIPTION, commands=[detached])
 @click.version_option(subagentd.__version__, message=VERSION)
 @global_options
 def cli(db: str | None, log_level: str | None, log_format: str | None) -> None:

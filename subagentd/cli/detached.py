@@ -33,6 +33,7 @@ from subagentd.cli.detached_files import (
     redacted,
     redacted_argv,
     remove_files,
+    shown_database,
     write_status,
 )
 
@@ -202,7 +203,7 @@ def background(options: dict[str, Any]) -> int | None:
         "pid": os.getpid(),
         "started": time.time(),
         "process_start": process_start(os.getpid()),
-        "db": redacted(options["db"]),
+        "db": shown_database(options["db"]),
         "root": options["caller"],
         "options": _options_line(),
         "clients": 0,

@@ -52,6 +52,14 @@ def redacted(text: str) -> str:
     return " ".join(redacted_argv(text.split(" ")))
 
 
+def shown_database(db: str) -> str:
+    """A database as the pid file and `detached list` show it: a URL without its password, a
+    SQLite file by its absolute path."""
+    from subagentd.storage.postgres import is_postgres
+
+    return redacted(db) if is_postgres(db) else os.path.abspath(db)
+
+
 def redacted_argv(argv: list[str]) -> list[str]:
     """A command line's arguments, each database URL (`URL` or `--option=URL`) without its
     password."""
