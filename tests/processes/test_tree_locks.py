@@ -6,10 +6,14 @@ the processes' own lock-wait counters, never by timing.
 """
 
 import json
+import shlex
+import sys
 import threading
 from contextlib import contextmanager
+from pathlib import Path
 
 import psycopg
+import pytest
 
 from subagentd.storage.postgres.group import TREE_LOCKS, WRITER_LOCK, tree_key
 from tests.processes.test_lock_wait import queued_texts, send, sends
@@ -139,3 +143,87 @@ def test_two_processes_writing_one_tree_still_take_turns(pg_stores, spawn_proces
     reply = a.host.response(write, PATIENCE)
     assert "error" not in reply, reply
     assert queued_texts(db, "child") == ["waits its turn"]
+
+
+# Each writing request the dispatcher confines to one tree (server/dispatcher.py TREE_SCOPED, and
+# tools/call by its caller): (method, params on tree n, with its root, child and child's turn).
+SCOPED_WRITES = {
+    "spawn_agent": lambda n, turn: {"caller": f"root{n}", "label": "more", "prompt": "go"},
+    "interrupt_agent": lambda n, turn: {"caller": f"root{n}", "agent_id": f"child{n}"},
+    "report": lambda n, turn: {"caller": f"child{n}", "output": "found it"},
+    "tools/call": lambda n, turn: {
+        "name": "send_message",
+        "arguments": {"subagent_id": f"child{n}", "message": "through MCP"},
+        "_meta": {"subagentd/caller": f"root{n}"},
+    },
+    "agents/spawn": lambda n, turn: {"caller": f"root{n}", "label": "host", "prompt": "go"},
+    "agents/followup": lambda n, turn: {"agent_id": f"root{n}", "message": "more work"},
+    "agents/interrupt": lambda n, turn: {"agent_id": f"child{n}"},
+    "agents/budget": lambda n, turn: {"agent_id": f"root{n}", "budget": {"max_turns": 50}},
+    "agents/stop": lambda n, turn: {"agent_id": f"child{n}"},
+    "turns/end": lambda n, turn: {"agent_id": f"child{n}", "turn_id": turn, "reason": "completed"},
+    "transcript/append": lambda n, turn: {
+        "agent_id": f"child{n}",
+        "turn_id": turn,
+        "events": [{"type": "note", "data": {"n": n}}],
+    },
+}
+
+
+def answered_well(reply):
+    result = reply.get("result")
+    return "error" not in reply and not (isinstance(result, dict) and result.get("isError"))
+
+
+@pytest.mark.parametrize("method", list(SCOPED_WRITES))
+def test_every_tree_scoped_write_waits_for_its_own_tree_only(pg_stores, spawn_process, method):
+    """The request on tree root0 runs while another process's group holds tree root1; the same
+    request on root1 waits in PostgreSQL's lock queue for root1's key, never for WRITER_LOCK
+    exclusive (every tree)."""
+    db = pg_stores.url()
+    proc = start(spawn_process, db, "--lock-wait-ms=60000")
+    host = proc.host
+    turns = []
+    for n in range(2):
+        host.open(f"root{n}")
+        turns.append(host.spawn(f"root{n}", f"child{n}")["turn_id"])
+    params = SCOPED_WRITES[method]
+    with tree_group(db, "root1"):
+        seen = []
+        write = host.start(method, params(0, turns[0]))
+        reply = host.response(write, PATIENCE)
+        seen.extend(waiting_locks(db))
+        assert answered_well(reply), reply
+        assert seen == []
+        other = host.start(method, params(1, turns[1]))
+        wanted = (TREE_LOCKS, as_oid(tree_key("root1")), 2)
+        wait_for(lambda: wanted in waiting_locks(db), f"{method} on root1 waits for its lock")
+        assert all(lock[1] != WRITER_LOCK for lock in waiting_locks(db))
+    reply = host.response(other, PATIENCE)
+    assert answered_well(reply), reply
+
+
+def test_a_runner_turn_end_takes_its_own_tree_lock_only(pg_stores, spawn_process):
+    """Work outside a request (a --runner turn's end, written by the runner task; the tools/call
+    that spawned it) is scoped to the agent's tree too: all of it is written while another
+    process's group holds another tree, and nothing waits for a lock."""
+    db = pg_stores.url()
+    first = start(spawn_process, db)
+    first.host.open("root0")
+    assert first.stop() == 0
+    runner = shlex.join([sys.executable, str(Path(__file__).parents[1] / "scripts" / "runner.py")])
+    proc = spawn_process(
+        "--caller", "root0", "--runner", runner, "--lock-wait-ms=60000", "--lease-ttl=600", db=db
+    )
+    host = proc.host
+    host.initialize(hostNotifications=True)
+    host.call("tools/list", {})  # started: the start-up's every-tree writes are done
+    with tree_group(db, "root1"):
+        spawned = host.call(
+            "tools/call",
+            {"name": "spawn_agent", "arguments": {"label": "t", "prompt": "hello"}},
+        )
+        assert spawned["isError"] is False, spawned
+        settled = host.notification("agent/settled", timeout=PATIENCE)
+        assert settled["reason"] == "completed", settled
+        assert waiting_locks(db) == []

@@ -221,6 +221,9 @@ class PgGroupCommit(GroupCommitBase):
                 return True
         return self.take_lock()
 
+    def aim(self, tree: str | None) -> None:
+        self._ahead = None if tree is None else tree_key(tree)
+
     def set_scope(self, tree: str | None) -> None:
         self._scope = None if tree is None else tree_key(tree)
 
