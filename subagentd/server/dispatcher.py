@@ -92,8 +92,9 @@ def decode(frame: Frame) -> Any:
 
 # Writing methods whose rules read and write one tree only: the param naming a session of it
 # (docs/architecture.md "Per-tree writers"). Any other writing method takes every tree's lock:
-# agents/open and agents/close, a root's spawn (no caller), messages/cancel (a message id), and
-# agents/followup with an idempotency key (the host's keys are one namespace over every tree).
+# agents/open and agents/close, messages/cancel (a message id), agents/followup with an
+# idempotency key (the host's keys are one namespace over every tree), and any request whose
+# agent is not live in this process (its tree is not known without a read).
 TREE_SCOPED: dict[str, str] = {
     # the tools, direct: a child, a descendant, the parent or the caller's own inbox
     "send_message": "caller",

@@ -82,7 +82,10 @@ def test_two_processes_bursting_into_their_own_trees_never_wait_for_each_other(
     pg_stores, spawn_process
 ):
     db, count = pg_stores.url(), 400
-    procs = [start(spawn_process, db, "--max-queued=0", "--lock-wait-ms=60000") for _ in range(2)]
+    procs = [
+        start(spawn_process, db, "--max-queued=0", "--lock-wait-ms=60000", "--lease-ttl=600")
+        for _ in range(2)
+    ]
     for n, proc in enumerate(procs):
         proc.host.open(f"root{n}")
         proc.host.spawn(f"root{n}", f"child{n}")
