@@ -6,7 +6,9 @@ the processes' own lock-wait counters, never by timing.
 """
 
 import json
+import os
 import shlex
+import subprocess
 import sys
 import threading
 from contextlib import contextmanager
@@ -230,3 +232,65 @@ def test_a_runner_turn_end_takes_its_own_tree_lock_only(pg_stores, spawn_process
         settled = host.notification("agent/settled", timeout=PATIENCE)
         assert settled["reason"] == "completed", settled
         assert waiting_locks(db) == []
+
+
+def operator(*args):
+    done = subprocess.run(
+        [sys.executable, "-m", "subagentd", *args],
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert done.returncode == 0, done
+    return done.stdout
+
+
+def test_operator_tools_and_waits_are_exact_while_groups_hold_every_live_tree(
+    pg_stores, spawn_process
+):
+    """Two processes wrote their own trees at once; with a group of another process open on
+    each of those trees, `stats`, `inspect` and `agents/wait_idle` answer at once and count
+    every committed row, and `prune` deletes an old settled tree without waiting for them."""
+    db, count = pg_stores.url(), 50
+    procs = [start(spawn_process, db, "--lock-wait-ms=60000", "--lease-ttl=600") for _ in range(2)]
+    for n, proc in enumerate(procs):
+        proc.host.open(f"root{n}")
+        proc.host.spawn(f"root{n}", f"child{n}")
+    bursts = [sends(f"p{n}-", f"root{n}", f"child{n}", count) for n in range(2)]
+    writers = [
+        threading.Thread(
+            target=proc.host.send_bytes,
+            args=(b"".join(json.dumps(r).encode() + b"\n" for r in burst),),
+        )
+        for proc, burst in zip(procs, bursts, strict=True)
+    ]
+    for writer in writers:
+        writer.start()
+    for proc, burst in zip(procs, bursts, strict=True):
+        assert [proc.host.response(r["id"], PATIENCE).get("error") for r in burst] == [None] * count
+    for writer in writers:
+        writer.join(PATIENCE)
+    # an old settled tree, written as a process of long ago would have left it
+    old = start(spawn_process, db)
+    old.host.open("ancient")
+    assert old.stop() == 0
+    with psycopg.connect(db, autocommit=True) as pg:
+        pg.execute("UPDATE events SET at = '2020-01-01T00:00:00.000000Z'")
+        pg.execute(
+            "UPDATE sessions SET created_at = '2020-01-01T00:00:00.000000Z' WHERE id = 'ancient'"
+        )
+    with tree_group(db, "root0"), tree_group(db, "root1"):
+        stats = json.loads(operator("stats", "--db", db))
+        assert stats["queued_messages"] == 2 * count, stats
+        listing = json.loads(operator("inspect", "--json", "--db", db))
+        ids = {row["id"] for row in listing["sessions"]}
+        assert ids == {"root0", "root1", "child0", "child1", "ancient"}, listing
+        for n, proc in enumerate(procs):
+            answer = proc.host.call("agents/wait_idle", {"agent_id": f"root{n}", "timeout_ms": 0})
+            assert answer == {"idle": False, "running": [f"child{n}"]}, answer
+        pruned = operator("prune", "--older-than", "1d", "--db", db)
+        assert pruned.startswith("pruned 1 settled tree(s)"), pruned
+        assert waiting_locks(db) == []
+    for n in range(2):
+        assert queued_texts(db, f"child{n}") == [r["params"]["message"] for r in bursts[n]]
