@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("subagentd")
 
 _OWNERS_KEPT = 86400.0  # seconds a fenced owner row is kept (a process stopped longer finds none)
+KEYS_EVERY = 3600.0  # seconds between two heartbeats that prune idempotency keys (per tree locks)
 
 
 class Recovery:
@@ -44,9 +45,37 @@ class Recovery:
         self.scheduler = scheduler
         self.rate = rate
         self.stale = False  # a rebuild could not read the database (resync retries it)
+        self._keys_pruned = -math.inf  # settings.clock.monotonic() of the last recover()
         self.after_rebuild: Callable[[], None] | None = None  # forget memory kept beside it
 
     # --- crashed processes ---------------------------------------------------------------
+
+    def heartbeat_due(self) -> bool:
+        """Whether the heartbeat has anything to write, read without any lock: an owner to
+        fence (lapsed, or its process gone from this host) or a fenced one to forget, a turn
+        no valid owner holds, a signal for this process, or the hourly pruning of idempotency
+        keys. A backend that locks per tree takes every tree's lock for the heartbeat only
+        then (server/timers.py), so a quiet deployment's heartbeats hold up no tree."""
+        store, owner = self.store, self.agents.owner
+        if not store.check_file():
+            return False
+        clock = store.clock()
+        for other, expires_at, fenced in store.owners():
+            if other == owner:
+                continue
+            if fenced:
+                if expires_at < clock - _OWNERS_KEPT:
+                    return True
+            elif not self.settings.owner_alive(other):
+                return True
+            elif expires_at <= clock and store.lapse_seen(expires_at, clock):
+                return True
+        orphaned = store.orphaned_turns(owner, -math.inf)
+        if any(self.registry.get(session_id) is None for session_id, _ in orphaned):
+            return True
+        if store.has_signals(owner):
+            return True
+        return self.settings.clock.monotonic() - self._keys_pruned >= KEYS_EVERY
 
     def heartbeat(self) -> None:
         """Reap what processes that died or stalled past the TTL left (leases are renewed by
@@ -78,6 +107,7 @@ class Recovery:
         self.store.prune_idempotent(
             stamp(self.settings.clock.wall() - self.settings.idempotency_retention * 86400)
         )
+        self._keys_pruned = self.settings.clock.monotonic()
         self.store.prune_owners(clock - _OWNERS_KEPT)
         return len(recovered)
 

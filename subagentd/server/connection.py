@@ -95,7 +95,7 @@ class Connection:
         self._writing = False
         self.muted = False  # a --caller connection's input ended: nothing more is written
         self.trimmer = Trimmer()
-        self.timers = Timers(self.run_work, self.lock, service.settings.clock)
+        self.timers = Timers(self.run_work, self.lock_every_tree, service.settings.clock)
         self.timers.resynced = self.announce_unknown_starts
         self._taken_by: Callable[[str, msgspec.Struct], bool] | None = None  # see intercept
         # --runner (cli/running.py): its runs stopped after the agents (waits up to the grace),
@@ -288,6 +288,10 @@ class Connection:
         """lock, for work on the tree rooted at `tree` only (None: every tree)."""
         self.locks.aim(tree)
         await self.lock()
+
+    async def lock_every_tree(self) -> None:
+        """lock, for a timer's work (the heartbeat's, a wait's timeout): it names no tree."""
+        await self.lock_tree(None)
 
     def run_work(self, callback: Callable[[], None], tree: str | None = None) -> bool:
         """A timer's (or the heartbeat's, or shutdown's) work in its own transaction of the

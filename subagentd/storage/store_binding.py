@@ -132,6 +132,7 @@ class BoundParts:
 
         self.put_signal = signals.put_signal
         self.take_signals = signals.take_signals
+        self.has_signals = signals.has_signals
 
         self.get_idempotent = keys.get_idempotent
         self.put_idempotent = keys.put_idempotent

@@ -11,6 +11,7 @@ import shlex
 import subprocess
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pytest
 
 from subagentd.storage.postgres.group import TREE_LOCKS, WRITER_LOCK, tree_key
 from tests.processes.test_lock_wait import queued_texts, send, sends
-from tests.processes.test_multiprocess import PATIENCE, start, unread, wait_for
+from tests.processes.test_multiprocess import PATIENCE, query, start, unread, wait_for
 
 
 @contextmanager
@@ -294,3 +295,31 @@ def test_operator_tools_and_waits_are_exact_while_groups_hold_every_live_tree(
         assert waiting_locks(db) == []
     for n in range(2):
         assert queued_texts(db, f"child{n}") == [r["params"]["message"] for r in bursts[n]]
+
+
+def test_quiet_heartbeats_hold_up_no_tree(pg_stores, spawn_process):
+    """A heartbeat with nothing to reap, fence, forget or take (read first, without a lock)
+    takes no lock at all: beats every 0.5 s while another process's group holds a tree for
+    several beats, and nobody ever waits for a lock. Once an owner lapses, a beat takes every
+    tree's lock to fence it: not while that group holds its tree, at once after."""
+    db = pg_stores.url()
+    proc = start(spawn_process, db, "--lease-ttl=1.5", "--lock-wait-ms=60000")
+    proc.host.open("root0")
+    lapsed = "elsewhere:1:x:serve"  # a process of another host whose row expired
+    seen = []
+    with tree_group(db, "root1"):
+        deadline = time.monotonic() + 2.0  # four beats
+        while time.monotonic() < deadline:
+            seen.extend(waiting_locks(db))
+        assert seen == []
+        with psycopg.connect(db, autocommit=True) as pg:
+            pg.execute(
+                "INSERT INTO owners (owner, expires_at, fenced, wake) VALUES (%s, %s, 0, NULL)",
+                (lapsed, time.time() - 10),
+            )
+        time.sleep(1.5)  # three beats: each due, none can take every tree's lock
+        assert query(db, "SELECT fenced FROM owners WHERE owner = ?", lapsed) == [(0,)]
+    wait_for(
+        lambda: query(db, "SELECT fenced FROM owners WHERE owner = ?", lapsed) == [(1,)],
+        "the lapsed owner is fenced",
+    )
