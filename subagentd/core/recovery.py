@@ -45,7 +45,7 @@ class Recovery:
         self.scheduler = scheduler
         self.rate = rate
         self.stale = False  # a rebuild could not read the database (resync retries it)
-        self._keys_pruned = -math.inf  # settings.clock.monotonic() of the last recover()
+        self._keys_pruned = -math.inf  # settings.clock.monotonic() a heartbeat_due last said so
         self.after_rebuild: Callable[[], None] | None = None  # forget memory kept beside it
 
     # --- crashed processes ---------------------------------------------------------------
@@ -55,7 +55,14 @@ class Recovery:
         fence (lapsed, or its process gone from this host) or a fenced one to forget, a turn
         no valid owner holds, a signal for this process, or the hourly pruning of idempotency
         keys. A backend that locks per tree takes every tree's lock for the heartbeat only
-        then (server/timers.py), so a quiet deployment's heartbeats hold up no tree."""
+        then (server/timers.py), so a quiet deployment's heartbeats hold up no tree. A read
+        that fails says due: the heartbeat then meets the failure its own way."""
+        try:
+            return self._due()
+        except Exception:
+            return True
+
+    def _due(self) -> bool:
         store, owner = self.store, self.agents.owner
         if not store.check_file():
             return False
@@ -75,7 +82,13 @@ class Recovery:
             return True
         if store.has_signals(owner):
             return True
-        return self.settings.clock.monotonic() - self._keys_pruned >= KEYS_EVERY
+        now = self.settings.clock.monotonic()
+        if self._keys_pruned == -math.inf:  # start-up's recover() pruned them: from now on
+            self._keys_pruned = now
+        if now - self._keys_pruned < KEYS_EVERY:
+            return False
+        self._keys_pruned = now
+        return True
 
     def heartbeat(self) -> None:
         """Reap what processes that died or stalled past the TTL left (leases are renewed by
@@ -107,7 +120,6 @@ class Recovery:
         self.store.prune_idempotent(
             stamp(self.settings.clock.wall() - self.settings.idempotency_retention * 86400)
         )
-        self._keys_pruned = self.settings.clock.monotonic()
         self.store.prune_owners(clock - _OWNERS_KEPT)
         return len(recovered)
 
