@@ -51,10 +51,11 @@ class Recovery:
     # --- crashed processes ---------------------------------------------------------------
 
     def heartbeat_due(self) -> bool:
-        """Whether the heartbeat has anything to write, read without any lock: an owner to
-        fence (lapsed, or its process gone from this host) or a fenced one to forget, a turn
-        no valid owner holds, a signal for this process, or the hourly pruning of idempotency
-        keys. A backend that locks per tree takes every tree's lock for the heartbeat only
+        """Whether the heartbeat has anything to write, read without any lock: this process
+        fenced (its row fenced or gone: the heartbeat's group finds out and lets its agents
+        go), an owner to fence (lapsed, or its process gone from this host) or a fenced one
+        to forget, a turn no valid owner holds, a signal for this process, or the hourly
+        pruning of idempotency keys. A backend that locks per tree takes every tree's lock for the heartbeat only
         then (server/timers.py), so a quiet deployment's heartbeats hold up no tree. A read
         that fails says due: the heartbeat then meets the failure its own way."""
         try:
@@ -67,16 +68,21 @@ class Recovery:
         if not store.check_file():
             return False
         clock = store.clock()
+        mine = False
         for other, expires_at, fenced in store.owners():
             if other == owner:
-                continue
-            if fenced:
+                if fenced:
+                    return True
+                mine = True
+            elif fenced:
                 if expires_at < clock - _OWNERS_KEPT:
                     return True
             elif not self.settings.owner_alive(other):
                 return True
             elif expires_at <= clock and store.lapse_seen(expires_at, clock):
                 return True
+        if not mine:
+            return True
         orphaned = store.orphaned_turns(owner, -math.inf)
         if any(self.registry.get(session_id) is None for session_id, _ in orphaned):
             return True
