@@ -64,9 +64,7 @@ class Recovery:
             return True
 
     def _due(self) -> bool:
-        store, owner = self.store, self.agents.owner
-        if not store.check_file():
-            return False
+        store, owner = self.store, self.agents.owner  # check_file: the heartbeat's own
         clock = store.clock()
         mine = False
         for other, expires_at, fenced in store.owners():
