@@ -54,6 +54,22 @@ def pg_server():
     stop_shared_server()
 
 
+@pytest.fixture(scope="session")
+def pgbouncers(pg_server):
+    """PgBouncer in front of the session's server, one per pooling mode asked for (`[mode]`)."""
+    from tests.pgbouncer import PgBouncer
+
+    class Bouncers(dict):
+        def __missing__(self, mode):
+            self[mode] = bouncer = PgBouncer(pg_server, mode)
+            return bouncer
+
+    bouncers = Bouncers()
+    yield bouncers
+    for bouncer in bouncers.values():
+        bouncer.stop()
+
+
 @pytest.fixture
 def pg_stores(pg_server):
     """This test's PostgreSQL databases and stores (closed and dropped at the end)."""

@@ -60,6 +60,13 @@ TOOLS = (
         "every [postgres] test (tests/pg.py starts a throwaway server)",
     ),
     Tool(
+        "pgbouncer",
+        ("pgbouncer",),
+        "pgbouncer",
+        "apt-get install -y pgbouncer (the program only; no pooler needs to run)",
+        "the pooler's tests (tests/processes/test_pgbouncer.py, the crash suite's pgbouncer runs)",
+    ),
+    Tool(
         "node",
         ("node", "npm"),
         None,
@@ -85,7 +92,7 @@ def find(name: str) -> str | None:
             return None
         return npm
     for command in tool.commands:
-        found = shutil.which(command)
+        found = shutil.which(command) or shutil.which(command, path="/usr/sbin:/sbin")
         if found:
             return found
     return None

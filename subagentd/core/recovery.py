@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("subagentd")
 
 _OWNERS_KEPT = 86400.0  # seconds a fenced owner row is kept (a process stopped longer finds none)
+KEYS_EVERY = 3600.0  # seconds between two heartbeats that prune idempotency keys (per tree locks)
 
 
 class Recovery:
@@ -44,9 +45,54 @@ class Recovery:
         self.scheduler = scheduler
         self.rate = rate
         self.stale = False  # a rebuild could not read the database (resync retries it)
+        self._keys_pruned = -math.inf  # settings.clock.monotonic() a heartbeat_due last said so
         self.after_rebuild: Callable[[], None] | None = None  # forget memory kept beside it
 
     # --- crashed processes ---------------------------------------------------------------
+
+    def heartbeat_due(self) -> bool:
+        """Whether the heartbeat has anything to write, read without any lock: this process
+        fenced (its row fenced or gone: the heartbeat's group finds out and lets its agents
+        go), an owner to fence (lapsed, or its process gone from this host) or a fenced one
+        to forget, a turn no valid owner holds, a signal for this process, or the hourly
+        pruning of idempotency keys. A backend that locks per tree takes every tree's lock for the heartbeat only
+        then (server/timers.py), so a quiet deployment's heartbeats hold up no tree. A read
+        that fails says due: the heartbeat then meets the failure its own way."""
+        try:
+            return self._due()
+        except Exception:
+            return True
+
+    def _due(self) -> bool:
+        store, owner = self.store, self.agents.owner  # check_file: the heartbeat's own
+        clock = store.clock()
+        mine = False
+        for other, expires_at, fenced in store.owners():
+            if other == owner:
+                if fenced:
+                    return True
+                mine = True
+            elif fenced:
+                if expires_at < clock - _OWNERS_KEPT:
+                    return True
+            elif not self.settings.owner_alive(other):
+                return True
+            elif expires_at <= clock and store.lapse_seen(expires_at, clock):
+                return True
+        if not mine:
+            return True
+        orphaned = store.orphaned_turns(owner, -math.inf)
+        if any(self.registry.get(session_id) is None for session_id, _ in orphaned):
+            return True
+        if store.has_signals(owner):
+            return True
+        now = self.settings.clock.monotonic()
+        if self._keys_pruned == -math.inf:  # start-up's recover() pruned them: from now on
+            self._keys_pruned = now
+        if now - self._keys_pruned < KEYS_EVERY:
+            return False
+        self._keys_pruned = now
+        return True
 
     def heartbeat(self) -> None:
         """Reap what processes that died or stalled past the TTL left (leases are renewed by

@@ -271,7 +271,9 @@ class AcpRunner(Runner):
             resolve=resolve,
         )
         asked: list[bool] = []
-        await self._work(lambda: asked.append(self.service.questions.ask(question)))
+        await self._work(
+            lambda: asked.append(self.service.questions.ask(question)), job.start.agent_id
+        )
         if not asked or not asked[0]:
             return None
         if sink is not None:
@@ -405,7 +407,8 @@ class AcpRunner(Runner):
         questions = self.service.questions
         if questions.pending.get(job.start.agent_id):
             await self._work(
-                functools.partial(questions.cancel, job.start.agent_id, job.start.turn_id, why)
+                functools.partial(questions.cancel, job.start.agent_id, job.start.turn_id, why),
+                job.start.agent_id,
             )
 
     async def _write_progress(self, job: Job, progress: TurnProgress) -> None:
@@ -414,7 +417,9 @@ class AcpRunner(Runner):
         while True:
             await progress.changed.wait()
             progress.changed = anyio.Event()
-            await self._work(functools.partial(self._record, job, progress.take()))
+            await self._work(
+                functools.partial(self._record, job, progress.take()), job.start.agent_id
+            )
 
     def _record(self, job: Job, events: list[tuple[str, Any]], ending: bool = False) -> None:
         """The turn's events into its transcript (while it is current); past --max-db-bytes
@@ -437,10 +442,12 @@ class AcpRunner(Runner):
                 continue
             agents.record(agent_id, turn_id, event_type, data)
 
-    async def _work(self, work: Any) -> None:
+    async def _work(self, work: Any, agent_id: str) -> None:
+        """`work` in a transaction of the connection's group, on the agent's tree only."""
         assert self._connection is not None
+        connection = self._connection
         with anyio.CancelScope(shield=True):
-            while not self._connection.run_work(work):
+            while not connection.run_work(work, connection.tree_of(agent_id)):
                 await anyio.sleep(BUSY_RETRY)  # another process holds the write lock
 
     def _stderr_of(self, turn_id: str) -> str | None:

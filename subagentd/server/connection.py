@@ -95,7 +95,7 @@ class Connection:
         self._writing = False
         self.muted = False  # a --caller connection's input ended: nothing more is written
         self.trimmer = Trimmer()
-        self.timers = Timers(self.run_work, self.lock, service.settings.clock)
+        self.timers = Timers(self.run_work, self.lock_every_tree, service.settings.clock)
         self.timers.resynced = self.announce_unknown_starts
         self._taken_by: Callable[[str, msgspec.Struct], bool] | None = None  # see intercept
         # --runner (cli/running.py): its runs stopped after the agents (waits up to the grace),
@@ -276,11 +276,31 @@ class Connection:
         """Wait (the loop serving on) for another process's write lock, up to --lock-wait-ms."""
         await wait_for_lock(self.locks, self.service.settings.lock_wait)
 
-    def run_work(self, callback: Callable[[], None]) -> bool:
+    def tree_of(self, agent_id: str) -> str | None:
+        """The root id of a live agent's tree (None: unknown here, or a single writer): the one
+        tree the work of its own turn writes (docs/architecture.md "Per-tree writers")."""
+        if not self.service.store.per_tree:
+            return None
+        agent = self.service.agents.registry.get(agent_id)
+        return agent.lineage[-1] if agent is not None and agent.lineage else None
+
+    async def lock_tree(self, tree: str | None) -> None:
+        """lock, for work on the tree rooted at `tree` only (None: every tree)."""
+        self.locks.aim(tree)
+        await self.lock()
+
+    async def lock_every_tree(self) -> None:
+        """lock, for a timer's work (the heartbeat's, a wait's timeout): it names no tree."""
+        await self.lock_tree(None)
+
+    def run_work(self, callback: Callable[[], None], tree: str | None = None) -> bool:
         """A timer's (or the heartbeat's, or shutdown's) work in its own transaction of the
-        current group. False when another process's write lock refused it."""
+        current group, writing the tree rooted at `tree` only (None: any tree). False when
+        another process's write lock refused it."""
         mark = len(self.notes)
         ran = True
+        if tree is not None:
+            self.locks.set_scope(tree)
         try:
             with self.service.transaction():
                 callback()
@@ -297,6 +317,9 @@ class Connection:
         except Exception:
             del self.notes[mark:]
             log.exception("unexpected failure in a scheduled task")
+        finally:
+            if tree is not None:
+                self.locks.set_scope(None)
         if self.ledger.lost is not None:
             self._fail_group()
         self.dispatcher.flush_notes()

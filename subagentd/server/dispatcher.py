@@ -35,6 +35,7 @@ from subagentd.errors import (
 from subagentd.schema.codes import Code
 from subagentd.schema.lifecycle import SUPPORTED_VERSIONS, VERSION_META_KEY
 from subagentd.schema.tasks import SUBSCRIPTION_ID_META
+from subagentd.schema.tools import CALLER_META
 from subagentd.server.boundary import INTERNAL_MESSAGE, refusal
 from subagentd.server.call import NOT_LOADED, Call, Handler, run_method
 from subagentd.server.framing import BadHeader, Frame, Oversize
@@ -90,9 +91,27 @@ def decode(frame: Frame) -> Any:
 
 
 # Writing methods whose rules read and write one tree only: the param naming a session of it
-# (docs/architecture.md "Per-tree writers"). Any other writing method takes every tree's lock.
+# (docs/architecture.md "Per-tree writers"). Any other writing method takes every tree's lock:
+# agents/open and agents/close, messages/cancel (a message id), agents/followup with an
+# idempotency key (the host's keys are one namespace over every tree), and any request whose
+# agent is not live in this process (its tree is not known without a read).
 TREE_SCOPED: dict[str, str] = {
+    # the tools, direct: a child, a descendant, the parent or the caller's own inbox
     "send_message": "caller",
+    "interrupt_agent": "caller",
+    "report": "caller",
+    "spawn_agent": "caller",
+    "wait_agents": "caller",
+    # host methods naming a live agent (a spawn: its parent)
+    "agents/spawn": "caller",
+    "agents/followup": "agent_id",
+    "agents/interrupt": "agent_id",
+    "agents/budget": "agent_id",
+    "agents/stop": "agent_id",
+    "agents/resume": "agent_id",
+    "turns/begin": "agent_id",
+    "turns/end": "agent_id",
+    "transcript/append": "agent_id",
 }
 
 
@@ -239,11 +258,22 @@ class Dispatcher:
         lock, as a request the rules do not confine to one tree must)."""
         if type(message) is not dict or self.service is None:
             return None
-        name = TREE_SCOPED.get(message.get("method"))  # type: ignore[arg-type]
+        method = message.get("method")
         params = message.get("params")
-        if name is None or type(params) is not dict:
+        if type(params) is not dict:
             return None
-        agent = self.service.agents.registry.get(params.get(name))
+        if method == "tools/call":  # a tool (one that writes): its caller, as identity.py finds it
+            meta = params.get("_meta")
+            caller = meta.get(CALLER_META) if type(meta) is dict else None
+            session = self.session.default_caller if caller is None else caller
+        else:
+            name = TREE_SCOPED.get(method)  # type: ignore[arg-type]
+            if name is None or (method == "agents/followup" and params.get("idempotency_key")):
+                return None
+            session = params.get(name)
+        if type(session) is not str:  # the method refuses it; no tree here (nor a crash)
+            return None
+        agent = self.service.agents.registry.get(session)
         if agent is None or not agent.lineage:
             return None
         return agent.lineage[-1]

@@ -464,10 +464,12 @@ class Runner:
         while True:
             with anyio.CancelScope(shield=True):
                 # the write lock taken ahead, as a request's is: waited for with the loop serving
-                await connection.lock()
+                # (the agent's tree's only: a turn's end writes its own tree)
+                tree = connection.tree_of(agent_id)
+                await connection.lock_tree(tree)
                 if not recovery.stale and not self._current(agent_id, turn_id):
                     return  # ended otherwise (force-ended, by the host, at shutdown)
-                ran = connection.run_work(end)
+                ran = connection.run_work(end, connection.tree_of(agent_id))
             if ran:
                 await self._committed()
                 if not recovery.stale and not self._current(agent_id, turn_id):

@@ -287,14 +287,14 @@ class Relay:
                 self._record_refusal(caller, params.name, result)
             answer.append(reply)
 
-        await self._work(work)
+        await self._work(work, caller)
         if not answer:  # the commit group was lost (logged by the connection)
             raise StorageFailedError("the commit group was lost")
         reply = answer[0]
         if isinstance(reply, Pending):
             lent = self.slots.lend(caller) if self.slots is not None else None
             try:
-                await self._wait(reply.deferred)
+                await self._wait(reply.deferred, caller)
             finally:
                 if lent is not None and self.slots is not None:
                     self.slots.reclaim(lent)
@@ -317,12 +317,14 @@ class Relay:
         data = {"tool": _cut(tool, REFUSED_TOOL_BYTES), "text": _cut(text, REFUSED_TEXT_BYTES)}
         agents.record(caller, turn_id, "tool_refused", data)
 
-    async def _work(self, work: Callable[[], None]) -> None:
+    async def _work(self, work: Callable[[], None], caller: str) -> None:
+        """`work` in a transaction of the connection's group, on the caller's tree only."""
         assert self._connection is not None
-        while not self._connection.run_work(work):
+        connection = self._connection
+        while not connection.run_work(work, connection.tree_of(caller)):
             await anyio.sleep(BUSY_RETRY)  # another process holds the write lock
 
-    async def _wait(self, deferred: Deferred) -> None:
+    async def _wait(self, deferred: Deferred, caller: str) -> None:
         """wait_agents: core answers in the transaction that ends the wait. The caller hanging
         up (or shutdown) cancels the wait: nothing is consumed."""
         answered = anyio.Event()
@@ -335,7 +337,7 @@ class Relay:
             cancel = deferred.on_cancel
             if cancel is not None:
                 with anyio.CancelScope(shield=True):
-                    await self._work(cancel)
+                    await self._work(cancel, caller)
             raise
 
 

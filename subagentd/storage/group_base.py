@@ -129,6 +129,11 @@ class GroupCommitBase:
     # between frames, and one that locks per tree (PostgreSQL) takes that tree's
     take_lock_for_frame = take_lock
 
+    def aim(self, tree: str | None) -> None:
+        """The next lock taken ahead (take_lock, lend_lock) is for work on the tree rooted at
+        `tree` (None: any tree): work outside a request (a runner's turn end) names its tree
+        here, as a frame does through take_lock_for_frame. The single writer ignores it."""
+
     def set_scope(self, tree: str | None) -> None:
         """The tree rooted at `tree` is the only one the next request writes (None: any tree, or
         none known): a backend that locks per tree takes that tree's lock for it (atomic). A

@@ -7,13 +7,12 @@ than the cutoff. Its session rows and descriptors stay: the tree can still be li
 and opened again; only its transcripts and its delivered or cancelled messages go.
 
 The same code prunes SQLite and PostgreSQL (the same SQL; a `Target` says how a write takes the
-writer lock: on PostgreSQL a batch takes its tree's only, never holding up another tree). The trees to prune are found in one read, which
-takes no write lock; then the rows go in batches of at most `batch_rows`, each its own short
-write transaction that checks again, under the lock, that its tree is still settled and has seen
-no new event or message since the read. Between batches the lock is free for `pause` seconds, so
-a serving process (which tries for it every few milliseconds) writes in between: a prune of a
-big history never holds the lock for longer than one batch, and never long enough to let a
-serving process's lease lapse.
+writer lock: on PostgreSQL a batch takes its tree's only, never holding up another tree). The
+trees to prune are found in one read, which takes no write lock; then the rows go in batches of
+at most `batch_rows`, each its own short write transaction that checks again, under the lock,
+that its tree is still settled and has seen no new event or message since the read. Between
+batches the lock is free for `pause` seconds, so a serving process writes in between: a prune
+never holds the lock longer than one batch, nor long enough to let a lease lapse.
 """
 
 from __future__ import annotations
@@ -187,15 +186,16 @@ def prune(
 
 
 def _expired_tasks(target: Target, clock: float | None, delete: bool) -> int:
-    """The MCP tasks whose lifetime ended (storage/tasks.py): deleted at once, or counted."""
+    """Expired MCP tasks: counted with no lock, then, if any, deleted under every tree's."""
     now = time.time() if clock is None else clock
     where = "FROM tasks WHERE expires_at IS NOT NULL AND expires_at <= ?"
-    if not delete:
-        target.begin_read()
-        try:
-            return int(target.conn.execute(f"SELECT count(*) {where}", (now,)).fetchone()[0])
-        finally:
-            target.commit()
+    target.begin_read()
+    try:
+        found = int(target.conn.execute(f"SELECT count(*) {where}", (now,)).fetchone()[0])
+    finally:
+        target.commit()
+    if not delete or not found:
+        return found
     target.begin_write()
     try:
         count = max(0, int(target.conn.execute(f"DELETE {where}", (now,)).rowcount))

@@ -84,6 +84,11 @@ class Signals:
         if row is not None and row[0]:
             db.ring_after_commit(row[0])
 
+    def has_signals(self, owner: str) -> bool:
+        """Whether a signal for `owner` waits (one indexed read, nothing taken)."""
+        row = self._db.conn.execute("SELECT 1 FROM signals WHERE owner = ? LIMIT 1", (owner,))
+        return row.fetchone() is not None
+
     def take_signals(self, owner: str) -> list[tuple[str, str, str | None]]:
         """(session_id, kind, by) of every signal for `owner`, in order, deleted in the caller's
         write transaction (one indexed read when there are none)."""

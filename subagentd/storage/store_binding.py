@@ -39,6 +39,7 @@ class Grouping(Protocol):
     def take_lock(self, tree: str | None = None) -> bool: ...
     def take_lock_for_frame(self, tree: str | None = None) -> bool: ...
     def set_scope(self, tree: str | None) -> None: ...
+    def aim(self, tree: str | None) -> None: ...
 
     per_tree: bool
 
@@ -84,6 +85,7 @@ class BoundParts:
         self.take_lock = group.take_lock
         self.take_lock_for_frame = group.take_lock_for_frame
         self.set_scope = group.set_scope
+        self.aim = group.aim
         self.per_tree = group.per_tree
         self.give_up_lock = group.give_up_lock
         self.lend_lock = group.lend_lock
@@ -130,6 +132,7 @@ class BoundParts:
 
         self.put_signal = signals.put_signal
         self.take_signals = signals.take_signals
+        self.has_signals = signals.has_signals
 
         self.get_idempotent = keys.get_idempotent
         self.put_idempotent = keys.put_idempotent

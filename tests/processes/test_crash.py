@@ -705,12 +705,17 @@ def start(db: str) -> ServerProcess:
     return proc
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", "postgres", "pgbouncer"])
 def crash_db(request, tmp_path):
-    """The database the rounds share: a SQLite file, or a PostgreSQL database's URL."""
+    """The database the rounds share: a SQLite file, or a PostgreSQL database's URL (direct, or
+    through PgBouncer in session pooling mode: PROTOCOL.md section 7, "Behind a pooler")."""
     if request.param == "sqlite":
         return str(tmp_path / "crash.db")
-    return request.getfixturevalue("pg_stores").url()
+    stores = request.getfixturevalue("pg_stores")
+    url = stores.url("crash")
+    if request.param == "postgres":
+        return url
+    return request.getfixturevalue("pgbouncers")["session"].url(stores.databases["crash"])
 
 
 @pytest.mark.timeout(max(300, int(BUDGET) * 5))

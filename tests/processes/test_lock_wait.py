@@ -233,33 +233,20 @@ def test_a_frame_takes_the_lock_ahead_only_when_its_method_writes():
     assert not writes([request("ping"), tool("list_agents")])
 
 
-def test_four_processes_spawning_pipelined_on_postgresql_take_turns_none_refused(
-    pg_stores, spawn_process
-):
-    # at the default --lock-wait-ms: each waits in PostgreSQL's lock queue, and a group that
-    # held the writer lock 100 ms lets it go before its next frame (storage/postgres/group.py)
-    db, count = pg_stores.url(), 400
+def four_bursts(spawn_process, db, count, method, params, *args):
+    """Four processes each sending `count` requests `method` (`params(n, i)`) pipelined, all at
+    once; each one's replies (none refused) and then its lock waits."""
     lifted = ("--max-children=0", "--max-live-per-root=0", "--max-live=0", "--tree-max-spawns=0")
-    procs = [start(spawn_process, db, *lifted) for _ in range(4)]
-    bursts = []
+    procs = [start(spawn_process, db, *lifted, *args) for _ in range(4)]
     for n, proc in enumerate(procs):
         proc.host.open(f"root{n}")
-        bursts.append(
-            [
-                {
-                    "jsonrpc": "2.0",
-                    "id": f"s{n}-{i}",
-                    "method": "agents/spawn",
-                    "params": {
-                        "caller": f"root{n}",
-                        "label": "w",
-                        "prompt": "go",
-                        "child_id": f"c{n}-{i}",
-                    },
-                }
-                for i in range(count)
-            ]
-        )
+    bursts = [
+        [
+            {"jsonrpc": "2.0", "id": f"s{n}-{i}", "method": method, "params": params(n, i)}
+            for i in range(count)
+        ]
+        for n in range(4)
+    ]
     writers = [
         threading.Thread(
             target=proc.host.send_bytes,
@@ -267,15 +254,46 @@ def test_four_processes_spawning_pipelined_on_postgresql_take_turns_none_refused
         )
         for proc, burst in zip(procs, bursts, strict=True)
     ]
-    for writer in writers:  # all at once: each process's groups meet the others' lock
+    for writer in writers:  # all at once: each process's groups meet the others' locks
         writer.start()
     for proc, burst in zip(procs, bursts, strict=True):
         replies = [proc.host.response(r["id"], 4 * PATIENCE) for r in burst]
         assert [r.get("error") for r in replies] == [None] * count
     for writer in writers:
         writer.join(PATIENCE)
-    for proc in procs:  # each waited for the others, never past its patience
-        waits = proc.host.call("server/stats")["lock_waits"]
-        assert waits["count"] > 0 and waits["gave_up"] == 0, waits
+    return [proc.host.call("server/stats")["lock_waits"] for proc in procs]
+
+
+def test_four_processes_opening_roots_pipelined_on_postgresql_take_turns_none_refused(
+    pg_stores, spawn_process
+):
+    # at the default --lock-wait-ms: opening a root writes every tree (docs/architecture.md
+    # "Per-tree writers"), so each waits in PostgreSQL's lock queue, and a group that held the
+    # writer lock 100 ms lets it go before its next frame (storage/postgres/group.py)
+    db, count = pg_stores.url(), 400
+    waits = four_bursts(
+        spawn_process, db, count, "agents/open", lambda n, i: {"agent_id": f"r{n}-{i}"}
+    )
+    for each in waits:  # each waited for the others, never past its patience
+        assert each["count"] > 0 and each["gave_up"] == 0, each
+    (opened,) = query(db, "SELECT count(*) FROM sessions WHERE parent_id IS NULL")[0]
+    assert opened == 4 * count + 4
+
+
+def test_four_processes_spawning_pipelined_into_their_own_trees_never_wait(
+    pg_stores, spawn_process
+):
+    # spawns are tree-scoped writes: four processes each spawning below its own root hold
+    # their own tree's lock only, and none waits for another's
+    db, count = pg_stores.url(), 400
+    waits = four_bursts(
+        spawn_process,
+        db,
+        count,
+        "agents/spawn",
+        lambda n, i: {"caller": f"root{n}", "label": "w", "prompt": "go", "child_id": f"c{n}-{i}"},
+        "--lease-ttl=600",  # no heartbeat (an every-tree write) meanwhile
+    )
+    assert [(each["count"], each["gave_up"]) for each in waits] == [(0, 0)] * 4, waits
     (spawned,) = query(db, "SELECT count(*) FROM sessions WHERE parent_id IS NOT NULL")[0]
     assert spawned == 4 * count

@@ -12,14 +12,17 @@ from tests.spawned import ServerProcess
 PATIENCE = 30.0
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", "postgres", "pgbouncer"])
 def spread(request, tmp_path):
     """(p1, p2, p3, s1's turn, g1's turn): root live in p1; c1, an ordinary session below root,
     live in p2 with its subagent s1 running there; g1, an ordinary session below c1, live in p3
     running a turn the host began."""
     db = str(tmp_path / "shared.db") if request.param == "sqlite" else None
-    if db is None:
-        db = request.getfixturevalue("pg_stores").url()
+    if db is None:  # directly, or through PgBouncer in session pooling mode
+        stores = request.getfixturevalue("pg_stores")
+        db = stores.url("shared")
+        if request.param == "pgbouncer":
+            db = request.getfixturevalue("pgbouncers")["session"].url(stores.databases["shared"])
     procs = [ServerProcess("--lease-ttl", "300", db=db) for _ in range(3)]
     try:
         p1, p2, p3 = (proc.host for proc in procs)

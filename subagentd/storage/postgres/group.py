@@ -221,6 +221,9 @@ class PgGroupCommit(GroupCommitBase):
                 return True
         return self.take_lock()
 
+    def aim(self, tree: str | None) -> None:
+        self._ahead = None if tree is None else tree_key(tree)
+
     def set_scope(self, tree: str | None) -> None:
         self._scope = None if tree is None else tree_key(tree)
 
@@ -313,6 +316,7 @@ class PgGroupCommit(GroupCommitBase):
         self.conn.reclaim = None
         if keep and wait.taken:
             self._granted, self._taking = wait.xid, wait.tree
+            self._backend = wait.backend
             self._lock(wait=False)  # the group opens as take_lock's does, the lock taken already
             return
         self._rollback_quietly()
@@ -350,31 +354,32 @@ class PgGroupCommit(GroupCommitBase):
         if self._granted is not None:  # taken by the lent wait (settle_lent): nothing to send
             self._xid, self._granted = self._granted, None
             self._holds(self._taking)
-            self._backend = conn.raw.info.backend_pid
             self._held_since = time.monotonic()
             return
         try:
             # one round trip (several statements in one query), which also reads the
-            # transaction's id: a COMMIT whose answer is lost is looked up by it (commit)
+            # transaction's id and its server process (pg_backend_pid: behind a pooler libpq's
+            # backend_pid is the pooler's own): a COMMIT whose answer is lost is looked up by them
             tree = self._taking
             if wait:
                 cursor = conn.execute(
                     f"BEGIN; SET LOCAL lock_timeout = {int(self._lock_wait_ms)};"
-                    f" SELECT {locks_sql(tree, True)}, pg_current_xact_id()::text"
+                    f" SELECT {locks_sql(tree, True)}, pg_current_xact_id()::text,"
+                    " pg_backend_pid()"
                 )
                 cursor.nextset()
                 cursor.nextset()
-                self._xid = cursor.fetchone()[-1]
+                self._xid, self._backend = cursor.fetchone()[-2:]
             else:  # the locks' answer is the second result
                 cursor = conn.execute(
-                    f"BEGIN; SELECT {locks_sql(tree, False)}, pg_current_xact_id()::text"
+                    f"BEGIN; SELECT {locks_sql(tree, False)}, pg_current_xact_id()::text,"
+                    " pg_backend_pid()"
                 )
                 cursor.nextset()
-                got, self._xid = cursor.fetchone()
+                got, self._xid, self._backend = cursor.fetchone()
                 if not got:
                     raise errors.LockNotAvailable("writer lock held")
             self._holds(tree)
-            self._backend = conn.raw.info.backend_pid
             self._held_since = time.monotonic()
         except errors.LockNotAvailable:
             self._rollback_quietly()

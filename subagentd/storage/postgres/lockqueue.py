@@ -40,11 +40,12 @@ class LentWait:
         # one round trip, which also reads the transaction's id (PgGroupCommit.commit)
         self.sql = (
             f"BEGIN; SET LOCAL lock_timeout = {max(1, milliseconds)};"
-            f" SELECT {locks}, pg_current_xact_id()::text"
+            f" SELECT {locks}, pg_current_xact_id()::text, pg_backend_pid()"
         )
         self.canceller = conn.raw.pgconn.get_cancel()  # made here: not while the thread uses it
         self.finished = threading.Event()
         self.xid: str | None = None
+        self.backend = 0  # the server process that ran it (pg_backend_pid: a pooler's differs)
         self.error: Exception | None = None
 
     def run(self) -> None:
@@ -57,7 +58,8 @@ class LentWait:
             cursor.nextset()
             cursor.nextset()
             row = cursor.fetchone()
-            self.xid = None if row is None else row[-1]
+            if row is not None:
+                self.xid, self.backend = row[-2], row[-1]
         except Exception as exc:  # handed to the loop (PgGroupCommit.settle_lent)
             self.error = exc
         finally:

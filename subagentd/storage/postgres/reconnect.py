@@ -31,13 +31,21 @@ def outcome_of(
     try:
         status = _xact_status(fresh, xid)
         if status == "in progress":  # its server process has not seen the loss yet
-            fresh.execute("SELECT pg_terminate_backend(%s, 5000)", (backend,))
+            fresh.execute(_END_IT, (backend, int(xid) & 0xFFFFFFFF))
             status = _xact_status(fresh, xid)
     except psycopg.Error as exc:
         log.warning("the outcome of a COMMIT cannot be checked: %s", exc)
         fresh.close()
         return None, None
     return (status if status in ("committed", "aborted") else None), fresh
+
+
+# the server process ended only if it still runs that transaction (its 32-bit xid): a pid read on
+# another server (a failover's new primary) or reused since never ends an unrelated session
+_END_IT = (
+    "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
+    " WHERE pid = %s AND backend_xid::text = %s::text"
+)
 
 
 def _xact_status(conn: psycopg.Connection[Any], xid: str) -> str | None:

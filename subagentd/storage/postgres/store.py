@@ -17,6 +17,7 @@ from subagentd.storage.opening import DatabaseRefusedError
 from subagentd.storage.postgres import migrations
 from subagentd.storage.postgres.connection import PgConnection, Timeouts, nul_safe
 from subagentd.storage.postgres.group import PgGroupCommit
+from subagentd.storage.postgres.pooling import shares_sessions
 from subagentd.storage.postgres.stats import read_stats
 from subagentd.storage.postgres.tables import (
     PgEvents,
@@ -99,10 +100,18 @@ def open_postgres(
     timeouts = timeouts or Timeouts()
     try:
         conn = connect(url, durability, timeouts)
+        pooled = shares_sessions(lambda: connect(url, durability, timeouts))
     except psycopg.Error as exc:
         raise DatabaseRefusedError(
             f"database {shown(url)} cannot be opened: {one_line(exc)}"
         ) from None
+    if pooled:
+        conn.close()
+        raise DatabaseRefusedError(
+            f"database {shown(url)} is reached through a pooler that does not keep one server"
+            " session per connection (transaction or statement pooling): subagentd needs"
+            " session pooling (PgBouncer pool_mode = session) or a direct connection"
+        )
     try:
         before = migrations.migrate(conn)
     except psycopg.Error as exc:
