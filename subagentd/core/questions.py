@@ -5,7 +5,11 @@ here while the subagent's turn keeps running. The question goes to the subagent'
 as a waking input (a message from the subagent, form `permission`, which `wait_agents` returns
 as news); the parent answers with `send_message` whose whole message names one option. A
 question nobody answers is cancelled when its turn is interrupted or ends, or after its timeout.
-One question per subagent is asked at a time; the next one waits until that one is resolved.
+One question per subagent is asked at a time; the next one waits until that one is resolved
+(at most WAITING wait, later ones are answered by the deny rule at once), and a question is put
+to the parent only while its inbox has room for it and its possible cancellation
+(`--max-queued`); when the turn ends, the requests still waiting are cancelled unasked, so the
+parent hears of the asked one only. What a question shows of the agent's strings is bounded.
 Questions live in memory only: they end with the turn whose agent asked them.
 """
 
@@ -21,7 +25,7 @@ from subagentd.core.agents import Agents
 from subagentd.core.registry import LiveAgent
 from subagentd.core.scheduling import Scheduler
 from subagentd.core.stamps import mint, now
-from subagentd.errors import error_for
+from subagentd.errors import QuotaExceededError, error_for
 from subagentd.schema.codes import Code
 from subagentd.schema.messages import Message, Source, TextBlock
 from subagentd.schema.tools import SendMessageResult
@@ -29,6 +33,8 @@ from subagentd.schema.tools import SendMessageResult
 _encode = msgspec.json.Encoder().encode
 _TRIMMED = " \t\r\n`'\"*.!"  # what may surround an answer's option
 FORM = "permission"  # the source form of a question and of its cancellation
+WAITING = 16  # requests of one subagent held at once: the one asked and those waiting their turn
+OPTIONS_SHOWN = 10  # options a question lists (the others can still be named by the answer)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,11 +84,21 @@ class Questions:
         parent = self.registry.get(child.parent_id) if child.parent_id else None
         if parent is None or parent.disposing:
             return False
+        queue = self.pending.get(question.child_id, [])
+        if len(queue) >= WAITING or (not queue and not self._room(parent)):
+            return False
         question.parent_id = parent.agent_id
-        queue = self.pending.setdefault(question.child_id, [])
-        queue.append(question)
-        if len(queue) == 1:
+        self.pending[question.child_id] = [*queue, question]
+        if not queue:
             self._deliver(question, parent)
+        return True
+
+    def _room(self, parent: LiveAgent) -> bool:
+        """The parent's inbox has room for a question and its cancellation (--max-queued)."""
+        try:
+            self.agents.quotas.inbox(parent.agent_id, parent, extra=2)
+        except QuotaExceededError:
+            return False
         return True
 
     def answer(self, target: LiveAgent, message: str) -> SendMessageResult | None:
@@ -98,7 +114,7 @@ class Questions:
             return None
         option = match(question.options, message)
         if option is None:
-            ids = ", ".join(texts.shown(o.option_id) for o in question.options)
+            ids = _listed([_cut(o.option_id) for o in question.options])
             reason = texts.PERMISSION_NO_OPTION.format(
                 id=texts.shown(target.agent_id), title=_title(question), ids=ids
             )
@@ -129,8 +145,9 @@ class Questions:
 
     def cancel(self, child_id: str, turn_id: str, why: str) -> None:
         """Cancel the subagent's questions of that turn (inside a transaction); the parent is
-        told of the one it was asked."""
-        for question in [q for q in self.pending.get(child_id, ()) if q.turn_id == turn_id]:
+        told of the one it was asked. The waiting ones go first (last to first), so none of them
+        is put to the parent on the way."""
+        for question in [q for q in self.pending.get(child_id, ()) if q.turn_id == turn_id][::-1]:
             self._resolve(question, None, why)
 
     def _expire(self, question: Question) -> None:
@@ -154,10 +171,9 @@ class Questions:
             )
             self._send(parent, question.child_id, [TextBlock(text=first)])
         question.resolve(option, why)
-        if queue:
+        if queue and question.delivered:  # the asked one: the next waiting one, if it can be
             following = queue[0]
-            if live:
-                assert parent is not None
+            if parent is not None and live and self._room(parent):
                 self._deliver(following, parent)
             else:
                 self._resolve(following, None, "ended")
@@ -168,9 +184,7 @@ class Questions:
         kind = (
             texts.PERMISSION_KIND.format(kind=texts.shown(question.kind)) if question.kind else ""
         )
-        options = ", ".join(
-            f"{texts.shown(o.option_id)} ({texts.shown(o.name)})" for o in question.options
-        )
+        options = _listed([f"{_cut(o.option_id)} ({_cut(o.name)})" for o in question.options])
         blocks = [
             TextBlock(
                 text=texts.PERMISSION_ASKED.format(id=shown_id, title=_title(question), kind=kind)
@@ -216,10 +230,26 @@ def _normal(text: str) -> str:
 
 
 def _title(question: Question) -> str:
-    title = texts.shown(question.title)
+    title = texts.shown(question.title[: texts.TITLE_LIMIT * 4])
     if len(title) > texts.TITLE_LIMIT:
         return title[: texts.TITLE_LIMIT - 1] + "…"
     return title
+
+
+def _cut(text: str) -> str:
+    """An agent's option id or name as a question shows it: one line, at most OPTION_LIMIT
+    characters (cut to one less and `…`)."""
+    shown = texts.shown(text[: texts.OPTION_LIMIT * 4])
+    if len(shown) > texts.OPTION_LIMIT:
+        return shown[: texts.OPTION_LIMIT - 1] + "…"
+    return shown
+
+
+def _listed(items: list[str]) -> str:
+    """At most OPTIONS_SHOWN items joined by `, `, then `and <n> more` for the others."""
+    shown = ", ".join(items[:OPTIONS_SHOWN])
+    more = len(items) - OPTIONS_SHOWN
+    return shown if more <= 0 else texts.OPTIONS_MORE.format(shown=shown, more=more)
 
 
 def _seconds(value: float) -> str:

@@ -252,6 +252,8 @@ PERMISSION_NO_OPTION = (
     " message must be one of its option ids: {ids}"
 )
 TITLE_LIMIT = 300  # characters of a tool call's title a permission question shows
+OPTION_LIMIT = 100  # characters of an option's id or name a permission question shows
+OPTIONS_MORE = "{shown} and {more} more"  # past the 10 options a question lists
 
 # --- report guidance for continuable children (turn/start `instructions`) ---
 REPORT_INSTRUCTIONS = (
