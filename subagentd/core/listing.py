@@ -259,6 +259,10 @@ def _lines(rows: list[AgentRow]) -> list[str]:
 def _state(row: ChildRow) -> str:
     """What a row's brackets hold: `ready`, `ready, last turn completed`, `idle, 2 parked`,
     `idle, held: turns budget spent`."""
+    if row.status == "waiting":  # its question is open: whose answer it waits for
+        if row.depth is None or row.depth == 1:
+            return texts.LIST_WAITING
+        return texts.LIST_WAITING_FOR.format(parent=row.parent)
     if row.ended is None and row.parked is None and row.held is None:
         return row.status
     state: str = row.status

@@ -258,7 +258,7 @@ class AcpRunner(Runner):
         resolved = anyio.Event()
         box: list[tuple[Option | None, str]] = []
 
-        def resolve(option: Option | None, why: str) -> None:
+        def resolve(option: Option | None, why: str, answer: str) -> None:
             box.append((option, why))
             resolved.set()
 
