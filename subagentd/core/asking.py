@@ -76,14 +76,16 @@ class Asking:
             raise exc.reworded(texts.QUESTION_NOT_ASKED) from None
         ended: list[AskParentResult] = []
         timeout = self.agents.settings.question_timeout
+        turn_id = child.turn.turn_id
 
         def resolve(option: Option | None, why: str, answer: str) -> None:
             ended.append(_result(why, answer, timeout))
+            self.agents.record(caller, turn_id, "question_end", {"why": why})
 
         record = self.agents.store.get_session(caller)
         question = Question(
             child_id=caller,
-            turn_id=child.turn.turn_id,
+            turn_id=turn_id,
             title=args.question,
             kind=None,
             options=[Option(o, o, "") for o in dict.fromkeys(options)],
@@ -97,8 +99,7 @@ class Asking:
         asked = {"question": args.question, "parent": parent.agent_id}
         if options:
             asked["options"] = options  # type: ignore[assignment]
-        self.agents.record(caller, child.turn.turn_id, "question", asked)
-        turn_id = child.turn.turn_id
+        self.agents.record(caller, turn_id, "question", asked)
 
         def check(timed_out: bool) -> AskParentResult | None:
             if ended:

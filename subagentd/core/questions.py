@@ -213,7 +213,7 @@ class Questions:
             question.stop_timer()
         parent = self.registry.get(question.parent_id)
         live = parent is not None and not parent.disposing
-        told = why not in ("answered", "shutdown")
+        told = why != "answered"
         if question.delivered and told and live:
             assert parent is not None
             reason = texts.PERMISSION_WHY[why].format(seconds=_seconds(question.timeout))

@@ -245,6 +245,7 @@ PERMISSION_WHY = {
     "timeout": "nobody answered within {seconds} seconds",
     "parent": "you were interrupted before you answered",
     "withdrawn": "it stopped waiting for the answer",
+    "shutdown": "its turn ended",  # subagentd stopped
 }
 PERMISSION_ANSWERED = (
     'answered the permission request of subagent {id} with "{option}"; its turn goes on'
