@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.processes.test_runner import ALL_TOOLS, TIMEOUT, RunnerServer, server  # noqa: F401
+from tests.processes import test_runner
+from tests.processes.test_runner import ALL_TOOLS, TIMEOUT, RunnerServer
+
+server = test_runner.server  # the fixture: an in-process server with the runner
 
 ASK = {
     "tool": "ask_parent",
