@@ -184,6 +184,10 @@ def descendants(
             )
         )
         state = status if told is None else texts.LIST_ENDED.format(status=status, ended=told)
+        if status == "waiting":  # whose answer it waits for
+            state = (
+                texts.LIST_WAITING if depth == 1 else texts.LIST_WAITING_FOR.format(parent=parent)
+            )
         if count is not None:
             state = texts.LIST_PARKED.format(status=state, count=count)
         line(

@@ -153,3 +153,43 @@ def test_every_end_answers_the_call_with_an_error_and_tells_the_parent(end):
     assert told[0] == [
         f"The question of background subagent c1 was cancelled: {why}; do not answer it."
     ]
+
+
+def test_a_parent_interrupted_before_it_answered_ends_the_question():
+    core = CoreHost()
+    core.open("root")
+    core.spawn("root", "c1", label="lead")
+    core.spawn("c1", "g1", label="fixer")
+    asked = Asked(core, "g1", "Which file?")
+    assert core.list("root", "descendants").text.splitlines()[1] == (
+        "g1 [waiting for an answer from c1] parent=c1 depth=2 — fixer"
+    )
+    core.interrupt("root", "c1")
+    result = asked.result()
+    assert (result.answered, result.ended) == (False, "parent")
+    assert result.text == (
+        "no answer to your question: the agent that started you was interrupted or finished"
+        " before it answered; go on without the answer, or report what you need"
+    )
+    assert core.status("g1") == "running"  # its turn goes on without the answer
+
+
+def test_a_shutdown_ends_the_question():
+    core = tree()
+    asked = Asked(core, "c1", "Which file?")
+    core.svc.scheduler.interrupt(core.svc.agents.registry.get("c1"), "shutdown", None)
+    assert asked.result().text == "no answer to your question: subagentd is shutting down"
+
+
+def test_a_client_that_stops_waiting_withdraws_the_question():
+    core = tree()
+    asked = Asked(core, "c1", "Which file?")
+    core.take("turn/start", "root")
+    core.svc.waits.cancel(asked.waiter, abandoned=True)
+    assert core.status("c1") == "running"
+    core.end("root")
+    assert core.texts_of_turns("root")[0] == [
+        "The question of background subagent c1 was cancelled: it stopped waiting for the answer;"
+        " do not answer it."
+    ]
+    assert core.send("root", "c1", "late").text == "message queued as the next turn for subagent c1"
