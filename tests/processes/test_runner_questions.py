@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from tests.processes import test_runner
-from tests.processes.test_runner import ALL_TOOLS, TIMEOUT, RunnerServer
+from tests.processes.test_runner import ALL_TOOLS, RunnerServer
+from tests.spawned import TIMEOUT
 
 server = test_runner.server  # the fixture: an in-process server with the runner
 
