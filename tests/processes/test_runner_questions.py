@@ -5,6 +5,7 @@ processes over real pipes (tests/scripts/runner.py)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tests.processes import test_runner
@@ -62,3 +63,50 @@ def test_an_interrupt_ends_the_question_and_the_call_fails_saying_why(server):
         "The question of background subagent c1 was cancelled: its turn was interrupted; do not"
         " answer it."
     )
+
+
+def test_an_mcp_clients_root_answers_a_runner_childs_question(tmp_path):
+    """`subagentd --caller root --runner …` as a real process, driven by the official MCP SDK
+    client (the root's model): wait_agents returns the question, send_message answers it, the
+    child's `subagentd tool ask_parent` gets the answer and its turn ends with it."""
+    import os
+    import sys
+
+    import anyio
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    from tests.processes.test_runner import RUNNER
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            *("-m", "subagentd", "--db", str(tmp_path / "q.db"), "--caller", "root"),
+            *("--runner", " ".join(RUNNER)),
+        ],
+        env=dict(os.environ),
+    )
+    wait = {"agent_ids": ["c1"], "mode": "all", "timeout_ms": 50_000}
+    seen: dict[str, Any] = {}
+
+    async def run() -> None:
+        with anyio.fail_after(4 * TIMEOUT):
+            async with Client(params) as client:
+                prompt = json.dumps({"steps": [ASK]})
+                await client.call_tool(
+                    "spawn_agent", {"label": "t", "prompt": prompt, "child_id": "c1"}
+                )
+                seen["asked"] = await client.call_tool("wait_agents", wait)
+                message = {"subagent_id": "c1", "message": "b.py"}
+                seen["answer"] = await client.call_tool("send_message", message)
+                seen["settled"] = await client.call_tool("wait_agents", wait)
+
+    anyio.run(run)
+    asked = seen["asked"].structured_content["agents"][0]
+    assert asked["status"] == "waiting"
+    assert asked["questions"][0].splitlines()[1] == "Which file: a.py or b.py?"
+    assert seen["answer"].content[0].text == (
+        "answer delivered to subagent c1; it continues its turn"
+    )
+    settled = seen["settled"].structured_content["agents"][0]
+    assert settled["output"] == "ask_parent -> 0: the agent that started you answered: b.py"
