@@ -42,7 +42,11 @@ _LONE_SURROGATE = re.compile(f"[{_SURROGATES}]")
 _IN_TEXT = re.compile(f"[{_INVISIBLE}{_SURROGATES}]")
 _IN_ATTRIBUTE = re.compile(f'[{_INVISIBLE}{_SURROGATES}\t\n"\\\\]')
 
-_WHO = {"coordinator": "parent agent", "subagent-report": "subagent"}
+_WHO = {
+    "coordinator": "parent agent",
+    "subagent-report": "subagent",
+    "subagent-question": "subagent",
+}
 _WHAT = {
     ("user", "direct"): "message",
     ("user", "followup"): "follow-up",

@@ -109,6 +109,26 @@ type AgentStatus struct {
 	Status  string `json:"status"`
 }
 
+// AskParentParams is the schema of the same name in clients/openrpc.json.
+type AskParentParams struct {
+	// Your question: self-contained, since the agent that started you does not see your transcript.
+	Question   string         `json:"question"`
+	Meta       map[string]any `json:"_meta,omitempty"`
+	Activation string         `json:"activation,omitempty"`
+	Caller     string         `json:"caller,omitempty"`
+	// Up to 10 short choices to offer (each at most 200 characters); the answer is still free text.
+	Options []string `json:"options,omitempty"`
+}
+
+// AskParentResult is the schema of the same name in clients/openrpc.json.
+type AskParentResult struct {
+	Answered bool `json:"answered"`
+	// The text the tool's content blocks hold, joined with a newline.
+	Text   string `json:"text"`
+	Answer string `json:"answer,omitempty"`
+	Ended  string `json:"ended,omitempty"`
+}
+
 // Budget: Limits (absent: none at this level; the ancestors' still bind). `max_tokens` counts input
 // and output tokens together; `max_seconds` is a wall-clock deadline counted from when the
 // budget is set (a spawn, agents/open, agents/budget).

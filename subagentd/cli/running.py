@@ -96,7 +96,7 @@ class Running:
                 service,
                 argv,
                 permission=options.get("acp_permission", "deny"),
-                permission_timeout=options.get("acp_permission_timeout", 600.0),
+                permission_timeout=service.settings.question_timeout,
                 max_frame_bytes=options["max_frame_bytes"],
                 **wiring,
             )

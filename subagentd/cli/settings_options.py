@@ -52,7 +52,14 @@ def settings_from(options: dict[str, Any]) -> Settings:
         **{name: options[name] for name in QUOTA_NAMES},
         **{name: options[name] for name in BUDGET_NAMES},
         cost_currency=options.get("cost_currency") or "",
+        question_timeout=question_timeout(options),
     )
+
+
+def question_timeout(options: dict[str, Any]) -> float:
+    """--question-timeout, or its older name --acp-permission-timeout when that is given."""
+    older = options.get("acp_permission_timeout")
+    return float(older if older is not None else options.get("question_timeout", 600.0))
 
 
 def _clock(choice: str) -> Any:

@@ -9,6 +9,7 @@ import os
 
 import subagentd
 from subagentd.cli.budget_options import BUDGETS
+from subagentd.cli.question_options import QUESTIONS
 from subagentd.cli.spec import Spec
 
 VERSION = (
@@ -201,15 +202,7 @@ SERVE = (
         " (docs/acp.md)",
         choices=("deny", "allow", "ask-parent"),
     ),
-    Spec(
-        "--acp-permission-timeout",
-        "duration",
-        600.0,
-        "seconds an ask-parent question waits for the parent's answer before it is cancelled",
-        low=0,
-        low_open=True,
-        metavar="SECONDS",
-    ),
+    *QUESTIONS,
     Spec(
         "--max-running",
         "int",

@@ -66,6 +66,8 @@ class Method:
     """Defaults the client gives where the Struct has none (Python expressions)."""
     waits: bool = False
     """The request may take its `timeout_ms`: the call's own timeout grows by it."""
+    wait_s: float | None = None
+    """A waiting request with no `timeout_ms`: the call's own timeout grows by this."""
 
     @property
     def name(self) -> str:
@@ -171,6 +173,15 @@ METHODS: tuple[Method, ...] = (
         ("agent_ids",),
         "The wait_agents tool: answered when the children have news (or after `timeout_ms`).",
         waits=True,
+    ),
+    Method(
+        "ask_parent",
+        t.AskParentParams,
+        t.AskParentResult,
+        ("question", "options"),
+        "The ask_parent tool: answered when the parent answers (or the question ends unanswered;"
+        " the call waits up to an hour, a deployment's --question-timeout is 600 s by default).",
+        wait_s=3600.0,
     ),
     # the same tools through the MCP bridge
     Method("tools/list", t.ToolsListParams, t.ToolsListResult, meta=("caller", "activation")),
@@ -328,6 +339,8 @@ def method_text(method: Method, *, asynchronous: bool) -> str:
     result = struct_name(method.result)
     params = f"{struct_name(method.params)}({', '.join(passed)})" if method.params else method.raw
     timeout = ", timeout=timeout_ms / 1000 + TIMEOUT" if method.waits else ""
+    if method.wait_s is not None:
+        timeout = f", timeout={method.wait_s} + TIMEOUT"
     lines = [f"    {a}def {method.name}({', '.join(['self', *signature])}) -> {result}:"]
     if method.doc:
         lines.append(f'        """{method.doc}"""')

@@ -128,6 +128,10 @@ class AsyncMethods(Streams):
         """The wait_agents tool: answered when the children have news (or after `timeout_ms`)."""
         return await self.call("wait_agents", t.WaitAgentsParams(agent_ids=agent_ids, timeout_ms=timeout_ms, mode=mode, caller=caller, activation=activation), result=t.WaitAgentsResult, timeout=timeout_ms / 1000 + TIMEOUT)
 
+    async def ask_parent(self, question: str, options: list[str] | None = None, *, caller: str | None = None, activation: str | None = None) -> t.AskParentResult:
+        """The ask_parent tool: answered when the parent answers (or the question ends unanswered; the call waits up to an hour, a deployment's --question-timeout is 600 s by default)."""
+        return await self.call("ask_parent", t.AskParentParams(question=question, options=options, caller=caller, activation=activation), result=t.AskParentResult, timeout=3600.0 + TIMEOUT)
+
     async def tools_list(self, *, cursor: str | None = None, caller: str | None = None, activation: str | None = None) -> t.ToolsListResult:
         return await self.call("tools/list", t.ToolsListParams(cursor=cursor, meta=tool_meta(caller, activation, None)), result=t.ToolsListResult)
 
@@ -264,6 +268,10 @@ class BlockingMethods(Pipes):
     def wait_agents(self, agent_ids: list[str] | None = None, *, timeout_ms: int = 25000, mode: Literal["any", "all"] = "any", caller: str | None = None, activation: str | None = None) -> t.WaitAgentsResult:
         """The wait_agents tool: answered when the children have news (or after `timeout_ms`)."""
         return self.call("wait_agents", t.WaitAgentsParams(agent_ids=agent_ids, timeout_ms=timeout_ms, mode=mode, caller=caller, activation=activation), result=t.WaitAgentsResult, timeout=timeout_ms / 1000 + TIMEOUT)
+
+    def ask_parent(self, question: str, options: list[str] | None = None, *, caller: str | None = None, activation: str | None = None) -> t.AskParentResult:
+        """The ask_parent tool: answered when the parent answers (or the question ends unanswered; the call waits up to an hour, a deployment's --question-timeout is 600 s by default)."""
+        return self.call("ask_parent", t.AskParentParams(question=question, options=options, caller=caller, activation=activation), result=t.AskParentResult, timeout=3600.0 + TIMEOUT)
 
     def tools_list(self, *, cursor: str | None = None, caller: str | None = None, activation: str | None = None) -> t.ToolsListResult:
         return self.call("tools/list", t.ToolsListParams(cursor=cursor, meta=tool_meta(caller, activation, None)), result=t.ToolsListResult)

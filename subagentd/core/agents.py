@@ -49,6 +49,9 @@ class Agents:
         self.budgets = Budgets(settings, self.registry, store)
         self.owner = settings.owner or f"local:{mint()}"  # the lease owner id (core/leases.py)
         self.shutting_down = False
+        # a turn interrupted or ended, or an agent gone: its questions end (core/questions.py,
+        # set by the Service): (agent id, turn id or None when it left, why)
+        self.questions_over: Callable[[str, str | None, str], None] = lambda *_: None
         self.closing: dict[str, list[Callable[[], None]]] = {}  # closing root -> waiters
         self.closing_committed: dict[str, list[Callable[[], None]]] = {}  # `closing` at commit
         self.in_snapshot = False  # answering requests read together (Service.snapshot)

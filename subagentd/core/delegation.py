@@ -14,7 +14,7 @@ from subagentd.core import texts
 from subagentd.core.agents import Agents
 from subagentd.core.host_api import HostApi
 from subagentd.core.listing import project
-from subagentd.core.questions import FORM
+from subagentd.core.questions import FORMS
 from subagentd.core.registry import ONE_SHOT, LiveAgent
 from subagentd.core.scheduling import Scheduler
 from subagentd.core.waits import Waiter, Waits
@@ -35,7 +35,7 @@ from subagentd.schema.tools import (
 
 _blocks_decoder: msgspec.json.Decoder[list[TextBlock]] = msgspec.json.Decoder(list[TextBlock])
 _source_decoder: msgspec.json.Decoder[Source] = msgspec.json.Decoder(Source)
-NEWS = ("subagent-report", "subagent-settled")  # what wait_agents collects (and questions)
+NEWS = ("subagent-report", "subagent-settled", "subagent-question")  # what wait_agents collects
 News = tuple[InboxRecord, Message]  # one report or settlement notice, as wait_agents takes it
 FOREIGN_LOOK = 0.1  # seconds between a wait's looks at agents live in other processes
 # (a look's timer clears `looking[0]`: the check its transaction ends with may arm another)
@@ -155,7 +155,7 @@ class Delegation:
                 held[agent_id] = by
         working = [i for i in ids if statuses[i] != "ready" and i not in held]
         found = [] if gone else self._news(caller, set(ids))
-        asking = any(message.source.form == FORM for _, message in found)  # whatever the mode
+        asking = any(message.source.form in FORMS for _, message in found)  # whatever the mode
         finished = gone or not working or asking or (args.mode == "any" and bool(found))
         if not (finished or timed_out):
             if not looking[0] and any(self.registry.lookup(i) is None for i in working):
@@ -279,7 +279,7 @@ def _answer(
         blocks += parts
         sender = message.source.sender_session_id or ""
         entry = entries[sender]
-        if message.source.form == FORM:
+        if message.source.form in FORMS:
             entry.questions = [*(entry.questions or []), "\n".join(parts)]
         elif message.source.kind == "subagent-report":
             entry.reports = [*(entry.reports or []), parts[1] if len(parts) > 1 else ""]

@@ -184,6 +184,10 @@ def descendants(
             )
         )
         state = status if told is None else texts.LIST_ENDED.format(status=status, ended=told)
+        if status == "waiting":  # whose answer it waits for
+            state = (
+                texts.LIST_WAITING if depth == 1 else texts.LIST_WAITING_FOR.format(parent=parent)
+            )
         if count is not None:
             state = texts.LIST_PARKED.format(status=state, count=count)
         line(
@@ -259,6 +263,10 @@ def _lines(rows: list[AgentRow]) -> list[str]:
 def _state(row: ChildRow) -> str:
     """What a row's brackets hold: `ready`, `ready, last turn completed`, `idle, 2 parked`,
     `idle, held: turns budget spent`."""
+    if row.status == "waiting":  # its question is open: whose answer it waits for
+        if row.depth is None or row.depth == 1:
+            return texts.LIST_WAITING
+        return texts.LIST_WAITING_FOR.format(parent=row.parent)
     if row.ended is None and row.parked is None and row.held is None:
         return row.status
     state: str = row.status

@@ -77,13 +77,13 @@ class Quotas:
                     limit,
                 )
 
-    def inbox(self, agent_id: str, agent: LiveAgent | None) -> None:
-        """Room for one more waiting message in this inbox."""
+    def inbox(self, agent_id: str, agent: LiveAgent | None, extra: int = 1) -> None:
+        """Room for `extra` more waiting messages in this inbox."""
         limit = self.settings.max_queued
         if not limit:
             return
         waiting = agent.pending if agent is not None else sum(self.store.inbox_counts(agent_id))
-        if waiting >= limit:
+        if waiting + extra > limit:
             raise QuotaExceededError(
                 texts.QUOTA_INBOX.format(id=texts.shown(agent_id), limit=limit),
                 "max-queued",

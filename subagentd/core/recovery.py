@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from subagentd.core import texts
 from subagentd.core.agents import Agents
 from subagentd.core.descriptors import DescriptorProblem, filtered_tools, parse_descriptor
 from subagentd.core.leases import Leases
@@ -15,6 +16,7 @@ from subagentd.core.report_rate import ReportRate
 from subagentd.core.scheduling import Scheduler
 from subagentd.core.settlement import Settlement
 from subagentd.core.stamps import stamp
+from subagentd.schema.messages import Source, TextBlock
 
 if TYPE_CHECKING:
     from subagentd.schema.records import LiveRecord
@@ -155,6 +157,8 @@ class Recovery:
         record = self.store.get_session(session_id)
         if record is None or record.kind != "subagent" or record.parent_id is None:
             return
+        if self.store.question_open(session_id, turn_id):  # its question's message is kept
+            self._question_cancelled(session_id, turn_id, record.parent_id)
         try:
             descriptor = parse_descriptor(self.store.get_descriptor(session_id))
         except DescriptorProblem:
@@ -162,6 +166,22 @@ class Recovery:
         if descriptor.mode == CONTINUABLE and self.store.get_session(record.parent_id):
             parent = self.registry.get(record.parent_id)
             self.settlement.notify_settled(session_id, record.parent_id, parent, "error", None)
+
+    def _question_cancelled(self, child_id: str, turn_id: str, parent_id: str) -> None:
+        """The parent is told that the question of a turn its process left open was cancelled."""
+        self.agents.record(child_id, turn_id, "question_end", {"why": "ended"})
+        if self.store.get_session(parent_id) is None:
+            return
+        why = texts.PERMISSION_WHY["ended"]
+        text = texts.QUESTION_CANCELLED.format(id=texts.shown(child_id), why=why)
+        source = Source(
+            kind="subagent-question",
+            form="question",
+            summary=texts.summary_of(text),
+            sender_session_id=child_id,
+        )
+        parent = self.registry.get(parent_id)
+        self.scheduler.accept(parent_id, [TextBlock(text=text)], source, parent)
 
     # --- a lost commit group -------------------------------------------------------------
 

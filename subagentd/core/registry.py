@@ -50,10 +50,13 @@ class LiveAgent:
     lineage: tuple[str, ...] = ()  # itself and its durable ancestors, nearest first (budgets)
     held_by: Held | None = None  # the budget that keeps its queued input from starting a turn
     descriptor: Descriptor | None = None  # a cold resume's, as read then: its turn/start's resume
+    asking: bool = False  # its turn waits for its parent's answer (core/questions.py)
 
     @property
     def status(self) -> Status:
-        return "running" if self.turn is not None else "idle"
+        if self.turn is None:
+            return "idle"
+        return "waiting" if self.asking else "running"
 
 
 class Registry:

@@ -269,6 +269,8 @@ class Scheduler:
         if failure is not None:
             data["runner"] = failure
         self.agents.record(agent.agent_id, turn.turn_id, "turn_end", data)
+        self.agents.questions_over(agent.agent_id, turn.turn_id, "ended")
+        agent.asking = False
         used = None
         if usage is not None:  # the token counts the host or the runner reported, for the span
             used = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
@@ -305,8 +307,13 @@ class Scheduler:
                     cause=InterruptCause(kind=kind, by=by),
                 ),
             )
+            self.agents.questions_over(
+                agent.agent_id, turn.turn_id, "shutdown" if kind == "shutdown" else "interrupted"
+            )
             self.agents.save_live(agent)
             self.arm_grace(agent.agent_id, turn.turn_id)
+        elif kind != "shutdown":  # not running: the questions put to it end all the same
+            self.agents.questions_over(agent.agent_id, "", "interrupted")
         if kind != "shutdown":
             if agent.pending:
                 self.set_parked(agent, True)

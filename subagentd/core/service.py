@@ -11,6 +11,7 @@ import msgspec
 from subagentd.core import texts
 from subagentd.core.activation import Activator
 from subagentd.core.agents import Agents
+from subagentd.core.asking import Asking
 from subagentd.core.budget_api import BudgetApi
 from subagentd.core.commits import COMMITS
 from subagentd.core.delegation import Delegation
@@ -89,6 +90,8 @@ class Service:
         self.questions = Questions(agents, self.scheduler)
         self.tools = ToolRules(agents, self.leases, activator, self.scheduler, rate, self.questions)
         self.waits = Waits(agents)
+        self.asking = Asking(agents, self.questions, self.waits)
+        agents.questions_over = self.questions.agent_over
         self.delegation = Delegation(agents, self.host, self.scheduler, self.waits)
         self.tasks = TaskRules(agents, self.delegation, self.tools)  # MCP tasks
         self.recovery.after_rebuild = self.tasks.reload

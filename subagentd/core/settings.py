@@ -25,6 +25,7 @@ TOOL_NAMES = (
     "report",
     "spawn_agent",
     "wait_agents",
+    "ask_parent",
 )  # every tool, in order
 DEFAULT_TOOLS = tuple(name for name in TOOL_NAMES if name != "spawn_agent")  # spawn_agent: opt-in
 
@@ -62,6 +63,7 @@ class Settings(msgspec.Struct):
     report_window: float = 600.0  # seconds of one report budget window
     max_db_bytes: int = 0  # database size past which model-driven writes are refused
     max_tasks: int = 1_000  # working MCP tasks one agent asked for (core/tasks.py)
+    question_timeout: float = 600.0  # seconds a question waits for its answer (--question-timeout)
     clock: Clock = SYSTEM  # --clock manual: a ManualClock the host advances (tests)
     # Budgets of a new tree (SECURITY.md gives each default and why); 0 means no bound.
     tree_max_turns: int = 10_000  # turns over the tree's life

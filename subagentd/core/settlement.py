@@ -74,6 +74,7 @@ class Settlement:
     def leave(self, agent: LiveAgent) -> None:
         """The agent is no longer live here: out of the registry, its lease released."""
         self.registry.remove(agent)
+        self.agents.questions_over(agent.agent_id, None, "ended")
         self.rate.forget(agent.agent_id)
         self.agents.quotas.forget(agent.agent_id)
         self.store.drop_lease(agent.agent_id, self.agents.owner)

@@ -243,6 +243,9 @@ PERMISSION_WHY = {
     "interrupted": "its turn was interrupted",
     "ended": "its turn ended",
     "timeout": "nobody answered within {seconds} seconds",
+    "parent": "you were interrupted before you answered",
+    "withdrawn": "it stopped waiting for the answer",
+    "shutdown": "its turn ended",  # subagentd stopped
 }
 PERMISSION_ANSWERED = (
     'answered the permission request of subagent {id} with "{option}"; its turn goes on'
@@ -252,6 +255,57 @@ PERMISSION_NO_OPTION = (
     " message must be one of its option ids: {ids}"
 )
 TITLE_LIMIT = 300  # characters of a tool call's title a permission question shows
+OPTION_LIMIT = 100  # characters of an option's id or name a permission question shows
+OPTIONS_MORE = "{shown} and {more} more"  # past the 10 options a question lists
+
+# --- ask_parent (docs/semantics.md section 13) ---
+QUESTION_ASKED = (
+    'Background subagent {id} ("{label}") asks you a question and waits for your answer;'
+    " its turn goes on once you answer:"
+)
+QUESTION_OPTIONS = "It offers these answers: {options}."  # each quoted, joined by ", "
+QUESTION_HOW = (
+    "Answer with send_message to {id}: your whole message is the answer (free text). If nobody"
+    " answers within {seconds} seconds the question is cancelled."
+)
+QUESTION_CANCELLED = (
+    "The question of background subagent {id} was cancelled: {why}; do not answer it."
+)
+QUESTION_ANSWERED = "answer delivered to subagent {id}; it continues its turn"
+LIST_WAITING = "waiting for your answer"  # list_agents: a child whose question is open
+LIST_WAITING_FOR = "waiting for an answer from {parent}"  # a deeper one (scope descendants)
+QUESTION_NOT_ASKED = "question not asked: {reason}"
+ASK_ANSWERED = "the agent that started you answered: {answer}"
+ASK_ENDED = "no answer to your question: {why}"
+ASK_WHY = {
+    "interrupted": "your turn was interrupted; stop and wait for your next message",
+    "ended": "your turn ended",
+    "parent": (
+        "the agent that started you was interrupted or finished before it answered;"
+        " go on without the answer, or report what you need"
+    ),
+    "timeout": "nobody answered within {seconds} seconds; go on without the answer, or ask again",
+    "shutdown": "subagentd is shutting down",
+}
+ASK_NOT_CHILD = (
+    'ask_parent is for subagents: agent "{id}" was not started by another agent (it has no parent'
+    " to ask)"
+)
+ASK_NOT_RUNNING = 'agent "{id}" can ask only while its turn runs'
+ASK_PARENT_GONE = (
+    "question not asked: the agent that started you is not live (it finished or was closed);"
+    " go on without the answer"
+)
+ASK_OPEN = (
+    'question not asked: agent "{id}" already has a question open; wait for its answer before'
+    " asking another"
+)
+ASK_OPTIONS = (
+    "question not asked: options takes at most {count} choices of at most {chars} characters each"
+)
+ASK_EMPTY = "question not asked: the question is empty"
+ASK_OPTION_COUNT = 10
+ASK_OPTION_CHARS = 200
 
 # --- report guidance for continuable children (turn/start `instructions`) ---
 REPORT_INSTRUCTIONS = (

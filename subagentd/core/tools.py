@@ -102,13 +102,13 @@ class ToolRules:
                 raise _not_delivered(Code.UNAUTHORIZED, texts.SEND_STALE.format(id=shown_id))
             if target.parent_id != caller:
                 raise _not_delivered(Code.UNAUTHORIZED, _other_parent(live_caller, target_id))
+            answered = self.questions.answer(target, args.message)
+            if answered is not None:  # it answered the target's question (a one-shot's too)
+                return answered
             if target.kind != CONTINUABLE:
                 raise _not_delivered(
                     Code.NOT_RESUMABLE, texts.SEND_NOT_RESUMABLE.format(id=shown_id)
                 )
-            answered = self.questions.answer(target, args.message)
-            if answered is not None:  # it answered the target's permission question
-                return answered
             self._admit_message(args.message, target_id, target, None, caller)
         else:
             record = self.store.get_session(target_id)
@@ -338,15 +338,22 @@ class ToolRules:
         agent: LiveAgent | None = self.agents.live_caller(caller, activation) if caller else None
         return agent is not None and agent.kind == CONTINUABLE and not agent.disposing
 
+    def can_ask(self, caller: str | None, activation: str | None) -> bool:
+        """Whether `ask_parent` is offered to this caller (a live child, either mode)."""
+        agent: LiveAgent | None = self.agents.live_caller(caller, activation) if caller else None
+        return agent is not None and agent.parent_id is not None and not agent.disposing
+
     def offered_tools(self, caller: str | None, activation: str | None) -> tuple[str, ...]:
         """The tools `tools/list` shows this caller: the served set (--tools), less what its
-        descriptor's tool_filter removes; `report` only for a live continuable child."""
+        descriptor's tool_filter removes; `report` only for a live continuable child,
+        `ask_parent` only for a live child."""
         allowed = self.caller_tools(caller) if caller else None
         return tuple(
             name
             for name in self.settings.tools
             if (name in allowed if allowed is not None else True)
             and (name != "report" or self.can_report(caller, activation))
+            and (name != "ask_parent" or self.can_ask(caller, activation))
         )
 
     def caller_tools(self, caller: str) -> frozenset[str] | None:

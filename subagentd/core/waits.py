@@ -27,6 +27,7 @@ class Waiter:
     timed_out: bool = False
     stop_timer: Callable[[], None] | None = None
     stop_progress: Callable[[], None] | None = None
+    abandoned: Callable[[], None] | None = None  # the client cancelled it before its answer
 
 
 class Waits:
@@ -103,10 +104,13 @@ class Waits:
                     done(answer)
                     answered = True
 
-    def cancel(self, waiter: Waiter) -> None:
-        """Forget a wait (answered, or cancelled by the client): it consumes nothing more."""
+    def cancel(self, waiter: Waiter, abandoned: bool = False) -> None:
+        """Forget a wait (answered, or `abandoned`: cancelled by the client): it consumes
+        nothing more."""
         if waiter in self.pending:
             self.pending.remove(waiter)
+            if abandoned and waiter.abandoned is not None:
+                waiter.abandoned()
         for stop in (waiter.stop_timer, waiter.stop_progress):
             if stop is not None:
                 stop()

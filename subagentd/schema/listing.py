@@ -8,7 +8,7 @@ from subagentd.schema.base import Wire
 from subagentd.schema.budgets import Held, Spent
 from subagentd.schema.messages import Mode
 
-Status = Literal["running", "idle", "ready"]
+Status = Literal["running", "waiting", "idle", "ready"]  # waiting: running, its question open
 # how a turn ended as storage keeps it: the host's reasons, and `deadline` for a turn aborted
 # after its lineage's deadline passed
 Ended = Literal["completed", "aborted", "max-tokens", "refusal", "error", "deadline"]

@@ -8,7 +8,9 @@ import msgspec
 
 from subagentd.schema.base import Wire
 
-SourceKind = Literal["user", "coordinator", "subagent-report", "subagent-settled"]
+SourceKind = Literal[
+    "user", "coordinator", "subagent-report", "subagent-settled", "subagent-question"
+]
 Mode = Literal["continuable", "one-shot"]
 MessageState = Literal["queued", "parked", "claimed", "cancelled"]  # an inbox message's state
 

@@ -127,6 +127,27 @@ WaitMode = Annotated[
 ]
 
 
+QuestionText = Annotated[
+    str,
+    msgspec.Meta(
+        description="Your question: self-contained, since the agent that started you does not see"
+        " your transcript."
+    ),
+]
+QuestionOptions = Annotated[
+    list[str] | None,
+    msgspec.Meta(
+        description="Up to 10 short choices to offer (each at most 200 characters); the answer"
+        " is still free text."
+    ),
+]
+
+
+class AskParentArgs(Wire, kw_only=True):
+    question: QuestionText
+    options: QuestionOptions = None
+
+
 class SendMessageArgs(Wire, kw_only=True):
     subagent_id: SubagentId
     message: MessageText
@@ -197,9 +218,19 @@ class WaitedAgent(Wire, kw_only=True):
     reason: str | None = None  # how its last turn ended, when its settlement notice was collected
     output: str | None = None  # that notice's closing message
     reports: list[str] | None = None  # the reports collected, in order
-    # its permission questions (and their cancellations) collected, each its blocks joined by \n
+    # its questions (ask_parent, permission questions) and their cancellations collected, each
+    # its blocks joined by \n
     questions: list[str] | None = None
     held: Held | None = None  # the spent budget that holds its tree (nothing of it runs)
+
+
+class AskOutput(Wire, kw_only=True):
+    """ask_parent's answer: the answer's text, or (answered false) why the question ended."""
+
+    answered: bool
+    answer: str | None = None  # the answer's whole text, when answered
+    ended: Literal["interrupted", "ended", "parent", "timeout", "shutdown"] | None = None
+    text: ToolText
 
 
 class WaitAgentsOutput(Wire, kw_only=True):
@@ -251,7 +282,17 @@ class WaitAgentsParams(WaitAgentsArgs, kw_only=True):
     meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
 
 
+class AskParentParams(AskParentArgs, kw_only=True):
+    caller: str | None = None
+    activation: str | None = None
+    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
+
+
 class SendMessageResult(MessageIdOutput, kw_only=True):
+    pass
+
+
+class AskParentResult(AskOutput, kw_only=True):
     pass
 
 

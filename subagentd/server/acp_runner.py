@@ -66,6 +66,7 @@ GRACE_PASSED = (
     "the ACP agent did not end its prompt within --interrupt-grace after session/cancel;"
     " its process was stopped"
 )
+OPTION_TEXT = 1024  # characters of a permission option's name or kind kept (shown: fewer)
 PROGRESS_KEPT = ("acp_session",)  # written past --max-db-bytes (the session is reopened by it)
 RESUMED = (
     'You are the subagent "{label}", resumed in a new session: your earlier conversation'
@@ -257,7 +258,7 @@ class AcpRunner(Runner):
         resolved = anyio.Event()
         box: list[tuple[Option | None, str]] = []
 
-        def resolve(option: Option | None, why: str) -> None:
+        def resolve(option: Option | None, why: str, answer: str) -> None:
             box.append((option, why))
             resolved.set()
 
@@ -589,14 +590,16 @@ class AcpRunner(Runner):
 
 
 def _options(given: Any) -> list[Option]:
-    """The well-formed options of a permission request (an id and a kind, both strings)."""
+    """The well-formed options of a permission request (an id and a kind, both strings); a
+    name or kind is kept to OPTION_TEXT characters (the id whole: it is the answer's)."""
     options = []
     for item in given if isinstance(given, list) else []:
         if not isinstance(item, dict):
             continue
         option_id, name, kind = item.get("optionId"), item.get("name"), item.get("kind")
         if isinstance(option_id, str) and option_id and isinstance(kind, str):
-            options.append(Option(option_id, name if isinstance(name, str) else option_id, kind))
+            shown = name if isinstance(name, str) else option_id
+            options.append(Option(option_id, shown[:OPTION_TEXT], kind[:OPTION_TEXT]))
     return options
 
 

@@ -108,7 +108,7 @@ class Call(msgspec.Struct):
             deferred.complete()
 
         waiter.done = done
-        deferred.on_cancel = lambda: waits.cancel(waiter)
+        deferred.on_cancel = lambda: waits.cancel(waiter, abandoned=True)
         deferred.on_undone = lambda: waits.rearm(waiter, done)
         return deferred
 

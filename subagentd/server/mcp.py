@@ -15,6 +15,7 @@ import msgspec
 
 from subagentd.core import texts
 from subagentd.core.arguments import check_arguments
+from subagentd.core.asking import Asking
 from subagentd.core.delegation import Delegation
 from subagentd.core.service import Service
 from subagentd.core.tasks import TASK_TOOLS
@@ -178,6 +179,28 @@ TOOLS: dict[str, ToolSpec] = {
             title="Wait for subagents' reports and notices",
             hints=(False, False, False, False),
         ),
+        ToolSpec(
+            "ask_parent",
+            t.AskParentArgs,
+            t.AskOutput,
+            t.AskParentResult,
+            t.AskParentParams,
+            False,
+            True,
+            "Ask the agent that started you a question and wait for its answer, when you cannot"
+            " go on well without a decision (which of two files to change, whether to delete"
+            " something, what the task meant). The call blocks until that agent answers, and"
+            " returns its answer as free text; `options` (at most 10 short strings) are offered"
+            " choices. Ask one question at a time, self-contained (it does not see your"
+            " transcript). If no answer comes (your turn is interrupted, that agent is"
+            " interrupted or finishes, or nobody answers in time) the call fails and says why:"
+            " then go on without the answer. For news that needs no answer use `report`.",
+            Asking.ask_parent,
+            "asking",
+            True,
+            title="Ask the parent agent",
+            hints=(False, False, False, False),
+        ),
     )
 }
 
@@ -297,7 +320,7 @@ def call_tool_result(
     return t.CallToolResult(
         content=[_text(text)],  # one block: a client that shows only the first loses nothing
         structuredContent=_structured(result),
-        isError=False,
+        isError=type(result) is t.AskParentResult and not result.answered,  # no answer came
     )
 
 

@@ -61,6 +61,16 @@ class Events:
             for r in self._db.conn.execute(EVENTS_SQL, (session_id, 0, -1))
         ]
 
+    def question_open(self, session_id: str, turn_id: str) -> bool:
+        """Whether the turn's last `question` event has no `question_end` after it (a question
+        open when its process died: the parent is told it was cancelled)."""
+        row = self._db.conn.execute(
+            "SELECT type FROM events WHERE session_id = ? AND turn_id = ?"
+            " AND type IN ('question', 'question_end') ORDER BY seq DESC LIMIT 1",
+            (session_id, turn_id),
+        ).fetchone()
+        return row is not None and row[0] == "question"
+
     def interrupt_cause(self, session_id: str, turn_id: str) -> str | None:
         """The cause recorded by the last `interrupt` event of a turn (a rebuilt registry reads
         whether a deadline stopped it); None when there is none."""

@@ -116,6 +116,7 @@ class BoundParts:
         self.append_events = events.append_events
         self.read_events = events.read_events
         self.interrupt_cause = events.interrupt_cause
+        self.question_open = events.question_open
 
         self.owners = leases.owners
         self.owner_state = leases.owner_state

@@ -48,7 +48,10 @@ def kind_of_message(source: dict[str, Any]) -> str:
     form, kind = source.get("form"), source.get("kind")
     if form == "spawn":
         return "task"
-    if form in ("notice", "permission") or kind == "subagent-settled":  # permission: a question
+    if form in ("notice", "permission", "question") or kind in (
+        "subagent-settled",
+        "subagent-question",
+    ):
         return "notice"
     if form == "followup":
         return "follow-up"

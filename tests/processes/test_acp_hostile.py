@@ -236,3 +236,62 @@ def test_a_flood_of_updates_is_written_whole_while_the_reader_waits_for_room(hos
     assert srv.ends("c1", 1)[0]["reason"] == "completed"
     calls = by_type(srv, "c1", "acp_tool_call")
     assert [c["toolCallId"] for c in calls] == [f"t{n}" for n in range(5_000)]
+
+
+def test_thirty_permission_requests_ask_one_bounded_question_at_a_time(hostile, tmp_path):
+    """`--acp-permission ask-parent`: 30 requests at once in one turn, each offering an option
+    whose name is about a frame long. The parent is asked one question at a time, within
+    `--max-queued`, each showing a bounded option name; at most WAITING (16) requests are held,
+    the others answered by the deny rule at once; an interrupt cancels the held ones unasked
+    and tells the parent of the asked one only."""
+    from tests.processes.test_acp_questions import answer, root_turn
+
+    srv = hostile(permission="ask-parent", max_queued=10)
+    spawn(srv, "c1", {"permissions": 30, "name": FRAME - 8192})
+    answers = tmp_path / "agent-state" / "answers"
+
+    def answered() -> list[dict[str, Any]]:
+        lines = answers.read_text().splitlines() if answers.exists() else []
+        return [json.loads(line) for line in lines]
+
+    first = root_turn(srv)
+    (message,) = first["messages"]
+    texts = [b["text"] for b in message["content"]]
+    assert texts[0] == (
+        "Background subagent c1 asks your permission for a tool call and waits for your"
+        ' answer: "step 0" (kind: edit).'
+    )
+    assert texts[1] == f"Its options: allow ({'A' * 99}…), reject (Reject)."
+    # 14 past the 16 held were answered by the deny rule at once, without asking
+    until(lambda: len(answered()) == 14, "the requests past the 16 held were not answered")
+    assert {a["outcome"]["optionId"] for a in answered()} == {"reject"}
+    assert answer(srv, "c1", "allow")["text"] == (
+        'answered the permission request of subagent c1 with "allow"; its turn goes on'
+    )
+    until(lambda: len(answered()) == 15, "the answer did not reach the agent")
+    selected = {"outcome": "selected", "optionId": "allow"}
+    assert answered()[-1] == {"id": "perm-0", "outcome": selected}
+    srv.host.call("agents/interrupt", {"agent_id": "c1"})
+    assert srv.ends("c1", 1)[0]["reason"] == "aborted"
+    until(lambda: len(answered()) == 30, "the held requests were not answered")
+    assert [a["outcome"] for a in answered()[15:]] == [{"outcome": "cancelled"}] * 15
+    # what the root was sent: the first question, the second, the second's cancellation
+    srv.host.end_turn("root", first["turn_id"])
+    told = []
+    for _ in range(2):
+        turn = root_turn(srv)
+        told += [m["content"][0]["text"] for m in turn["messages"]]
+        srv.host.end_turn("root", turn["turn_id"])
+    assert told == [
+        "Background subagent c1 asks your permission for a tool call and waits for your"
+        ' answer: "step 1" (kind: edit).',
+        'The permission request of background subagent c1 ("step 1") was cancelled: its turn'
+        " was interrupted; do not answer it.",
+    ]
+    said = [
+        e
+        for e in srv.events("root")
+        if e["type"] == "message" and e["data"]["source"].get("form") == "permission"
+    ]
+    assert len(said) == 3
+    assert max(len(json.dumps(e["data"])) for e in said) < 2048  # no option name copied whole

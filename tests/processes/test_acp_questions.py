@@ -82,7 +82,7 @@ def test_the_root_is_asked_answers_allow_and_the_childs_tool_call_runs(acp, tmp_
         "sender_session_id": "c1",
         "summary": summary_of(blocks[0]),
     }
-    assert srv.host.call("agents/get", {"agent_id": "c1"})["status"] == "running"  # it waits
+    assert srv.host.call("agents/get", {"agent_id": "c1"})["status"] == "waiting"  # it waits
     assert not target.exists()
     result = answer(srv, "c1", " Allow. ")  # the id, whatever the case and the punctuation
     assert (
@@ -193,7 +193,7 @@ def test_an_answer_naming_no_option_is_refused_and_the_question_stays_open(acp, 
             ' request "Write notes.txt"; the message must be one of its option ids:'
             " allow_always, allow, reject"
         )
-    assert srv.host.call("agents/get", {"agent_id": "c1"})["status"] == "running"
+    assert srv.host.call("agents/get", {"agent_id": "c1"})["status"] == "waiting"
     result = answer(srv, "c1", "`reject_once`")  # an option's kind names it too
     assert result["text"].endswith('with "reject"; its turn goes on')
     srv.host.end_turn("root", turn["turn_id"])

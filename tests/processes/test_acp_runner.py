@@ -56,6 +56,7 @@ class AcpServer(RunnerServer):
             self.running = Running(connection, options, AGENT)
             return self.running.serve
 
+        settings.setdefault("question_timeout", permission_timeout)  # --question-timeout
         InProcessServer.__init__(self, serve_with=serve_with, tools=ALL_TOOLS, **settings)
         self.host.initialize(statusEvents=True)
         self.host.open("root")

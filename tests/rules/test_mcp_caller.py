@@ -9,7 +9,14 @@ from subagentd.schema.codes import Code
 from subagentd.storage.database import SqliteStore
 from tests.spawned import RpcError, ServerProcess
 
-ALL_TOOLS = ["send_message", "interrupt_agent", "list_agents", "report", "wait_agents"]
+ALL_TOOLS = [
+    "send_message",
+    "interrupt_agent",
+    "list_agents",
+    "report",
+    "wait_agents",
+    "ask_parent",
+]
 NOT_REPORT = ["send_message", "interrupt_agent", "list_agents", "wait_agents"]
 CRASH_NOTICE = ["Background subagent c1 failed before it finished.", "It left no closing message."]
 
@@ -90,7 +97,7 @@ def test_the_caller_root_holds_queued_input_and_no_turn_starts_unannounced(tmp_p
         ({"allow": ["list_agents"]}, ["list_agents", "report"]),
         (
             {"deny": ["send_message", "report"]},
-            ["interrupt_agent", "list_agents", "report", "wait_agents"],
+            ["interrupt_agent", "list_agents", "report", "wait_agents", "ask_parent"],
         ),
         ({"allow": ["send_message", "nonsense"], "deny": ["send_message"]}, ["report"]),
         ({}, ALL_TOOLS),
@@ -141,7 +148,13 @@ def test_a_cold_resumed_child_keeps_its_tool_filter(host):
     host.notification("agent/settled", agent_id="c1")
     host.tool("send_message", "root", subagent_id="c1", message="again")
     host.notification("turn/start", agent_id="c1")
-    assert tool_names(host, "c1") == ["send_message", "interrupt_agent", "report", "wait_agents"]
+    assert tool_names(host, "c1") == [
+        "send_message",
+        "interrupt_agent",
+        "report",
+        "wait_agents",
+        "ask_parent",
+    ]
 
 
 def test_report_is_not_offered_to_a_child_being_disposed(host):

@@ -99,6 +99,7 @@ def test_the_served_tools_follow_the_options_in_the_fixed_tool_order():
         "list_agents",
         "report",
         "wait_agents",
+        "ask_parent",
     )
     assert served_tools(None, True) == (*TOOL_NAMES,)
     assert served_tools(("report", "list_agents"), False) == ("list_agents", "report")
@@ -188,10 +189,10 @@ def test_report_is_offered_only_to_the_current_activation_of_a_continuable_child
     activation = core.svc.agents.registry.get("c1").activation_id
     every = ("send_message", "interrupt_agent", "list_agents", "report", "wait_agents")
     others = ("send_message", "interrupt_agent", "list_agents", "wait_agents")
-    assert core.svc.tools.offered_tools("c1", None) == every
-    assert core.svc.tools.offered_tools("c1", activation) == every
+    assert core.svc.tools.offered_tools("c1", None) == (*every, "ask_parent")
+    assert core.svc.tools.offered_tools("c1", activation) == (*every, "ask_parent")
     assert core.svc.tools.offered_tools("c1", "an-older-activation") == others
-    assert core.svc.tools.offered_tools("root", None) == others
+    assert core.svc.tools.offered_tools("root", None) == others  # a root has no one to ask
     assert core.svc.tools.offered_tools(None, None) == others
 
 
@@ -244,7 +245,7 @@ def test_a_childs_tool_filter_binds_it_live_and_when_it_is_not_live():
     core.open("root")
     core.spawn("root", "c1", tool_filter=ToolFilter(deny=["list_agents"]))
     refusal = 'tool "list_agents" is not available to agent "c1": its tool_filter excludes it'
-    offered = ("send_message", "interrupt_agent", "report", "wait_agents")
+    offered = ("send_message", "interrupt_agent", "report", "wait_agents", "ask_parent")
     # live: the filter its activation holds, even when the stored descriptor becomes unreadable
     core.store.conn.execute("UPDATE descriptors SET body = '{' WHERE session_id = 'c1'")
     assert core.refusal(core.svc.tools.check_tool_allowed, "c1", "list_agents").message == refusal

@@ -15,6 +15,11 @@ of a rendered message dropped): plain text is answered `done: <text>`; a JSON ob
   {"line": s}              one message chunk on a line of about s bytes, then end_turn
   {"stale": n}             n updates of the session opened before this one (its turn ended),
                            then say "after the stale updates", end_turn
+  {"permissions": n, "name": s}
+                           n `session/request_permission`s at once, each with an option `allow`
+                           whose name is s characters and an option `reject`; each answer is
+                           appended to ACP_AGENT_STATE/answers (one JSON line); the prompt ends
+                           end_turn once all n are answered (or cancelled on `session/cancel`)
 Any other prompt ends cancelled on `session/cancel`.
 """
 
@@ -93,6 +98,24 @@ def prompt(request_id: object, session: str, text: str) -> bool:
         )
     elif "line" in command:
         say(session, "y" * command["line"])
+    elif "permissions" in command:
+        options = [
+            {"optionId": "allow", "name": "A" * command["name"], "kind": "allow_once"},
+            {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+        ]
+        for n in range(command["permissions"]):
+            call = {"toolCallId": f"p{n}", "title": f"step {n}", "kind": "edit"}
+            params = {"sessionId": session, "toolCall": call, "options": options}
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": f"perm-{n}",
+                    "method": "session/request_permission",
+                    "params": params,
+                }
+            )
+        asking[request_id] = command["permissions"]
+        return False
     elif "stale" in command:
         before = f"s-{int(session.split('-')[1]) - 1}"
         for n in range(command["stale"]):
@@ -105,6 +128,7 @@ def prompt(request_id: object, session: str, text: str) -> bool:
 
 
 silent: set[object] = set()
+asking: dict[object, int] = {}  # a prompt's id -> its permission requests not yet answered
 
 
 def main() -> None:
@@ -142,6 +166,17 @@ def main() -> None:
             waiting = open_prompts.pop(str(params.get("sessionId")), None)
             if waiting is not None and waiting not in silent:
                 end(waiting, "cancelled")
+        elif method is None and str(request_id).startswith("perm-"):
+            with open(STATE / "answers", "a") as log:
+                log.write(json.dumps({"id": request_id, **message.get("result", {})}) + "\n")
+            for prompt_id, left in list(asking.items()):
+                asking[prompt_id] = left - 1
+                if left == 1:
+                    del asking[prompt_id]
+                    if prompt_id in open_prompts.values():
+                        session = next(s for s, p in open_prompts.items() if p == prompt_id)
+                        del open_prompts[session]
+                        end(prompt_id)
         elif request_id is not None and method is not None:
             send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "no"}})
 

@@ -205,7 +205,7 @@ def test_a_childs_tool_filter_binds_spawn_agent_and_wait_agents(make_server):
     names = [
         t["name"] for t in host.call("tools/list", {"_meta": {"subagentd/caller": "c1"}})["tools"]
     ]
-    assert names == ["send_message", "interrupt_agent", "list_agents", "report"]
+    assert names == ["send_message", "interrupt_agent", "list_agents", "report", "ask_parent"]
     for name, arguments in [("spawn_agent", {"label": "l", "prompt": "p"}), ("wait_agents", {})]:
         result = host.result(tool_call(host, name, "c1", arguments=arguments))
         assert result == {

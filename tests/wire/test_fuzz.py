@@ -552,6 +552,7 @@ def valid_base(method: str, world: World) -> dict[str, Any]:
         "label": "l",
         "prompt": "p",
         "output": "o",
+        "question": "q?",
         "name": "list_agents",
         "events": [{"type": "fuzz"}],
         "reason": "completed",

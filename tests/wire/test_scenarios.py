@@ -150,7 +150,7 @@ def test_report_is_listed_only_for_live_continuable_children(host):
 
     others = ["send_message", "interrupt_agent", "list_agents", "wait_agents"]
     assert names("root") == others
-    assert names("once") == others
+    assert names("once") == [*others, "ask_parent"]  # a one-shot child can ask, not report
     assert names(None) == others
     assert names("c1") == [
         "send_message",
@@ -158,6 +158,7 @@ def test_report_is_listed_only_for_live_continuable_children(host):
         "list_agents",
         "report",
         "wait_agents",
+        "ask_parent",
     ]
 
 

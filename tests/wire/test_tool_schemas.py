@@ -147,6 +147,7 @@ def test_every_tool_has_a_title_and_truthful_annotations():
         "report": ("Report to the parent agent", False, False, False, False),
         "spawn_agent": ("Start a subagent", False, False, False, True),
         "wait_agents": ("Wait for subagents' reports and notices", False, False, False, False),
+        "ask_parent": ("Ask the parent agent", False, False, False, False),
     }
     for tool in TOOL_LIST:
         assert tool["annotations"]["title"] == tool["title"]

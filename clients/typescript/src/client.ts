@@ -63,6 +63,8 @@ import type {
   TurnBeginResult,
   TurnEndParams,
   WaitAgentsParams,
+  AskParentParams,
+  AskParentResult,
   WaitAgentsResult,
   WaitIdleParams,
   WaitIdleResult,
@@ -715,6 +717,12 @@ export class SubagentdClient extends EventEmitter {
   /** The `wait_agents` tool as a direct method: answered when the children have news. */
   waitAgents(params: WaitAgentsParams = {}, options?: RequestOptions): Promise<WaitAgentsResult> {
     return this.request("wait_agents", params, this.waitOptions(params.timeout_ms, options));
+  }
+
+  /** The `ask_parent` tool as a direct method: answered when the parent answers (or the
+   * question ends unanswered, `answered: false`); its timeout covers an hour of waiting. */
+  askParent(params: AskParentParams, options?: RequestOptions): Promise<AskParentResult> {
+    return this.request("ask_parent", params, this.waitOptions(3_600_000, options));
   }
 
   /** A waiting request's options: its timeout covers the server's wait (default 30 s) too. */

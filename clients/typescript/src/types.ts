@@ -14,7 +14,7 @@ export interface AgentInfo {
   kind: "continuable" | "one-shot" | "ordinary" | "unknown";
   parked: number;
   queued: number;
-  status: "idle" | "ready" | "running";
+  status: "idle" | "ready" | "running" | "waiting";
   budget?: BudgetInfo | null;
   held?: Held | null;
   label?: string | null;
@@ -42,7 +42,25 @@ export interface AgentSettled {
 
 export interface AgentStatus {
   agent_id: string;
-  status: "idle" | "ready" | "running";
+  status: "idle" | "ready" | "running" | "waiting";
+}
+
+export interface AskParentParams {
+  /** Your question: self-contained, since the agent that started you does not see your transcript. */
+  question: string;
+  _meta?: { [key: string]: unknown } | null;
+  activation?: string | null;
+  caller?: string | null;
+  /** Up to 10 short choices to offer (each at most 200 characters); the answer is still free text. */
+  options?: string[] | null;
+}
+
+export interface AskParentResult {
+  answered: boolean;
+  /** The text the tool's content blocks hold, joined with a newline. */
+  text: string;
+  answer?: string | null;
+  ended?: "ended" | "interrupted" | "parent" | "shutdown" | "timeout" | null;
 }
 
 /**
@@ -106,7 +124,7 @@ export interface ChildRow {
   id: string;
   kind: "child";
   label: string;
-  status: "idle" | "ready" | "running";
+  status: "idle" | "ready" | "running" | "waiting";
   depth?: number | null;
   ended?: "aborted" | "completed" | "deadline" | "error" | "max-tokens" | "refusal" | null;
   held?: Held | null;
@@ -216,7 +234,7 @@ export interface InterruptAgentResult {
   accepted: boolean;
   /** The text the tool's content blocks hold, joined with a newline. */
   text: string;
-  previous_status?: "idle" | "ready" | "running" | null;
+  previous_status?: "idle" | "ready" | "running" | "waiting" | null;
 }
 
 export interface InterruptCause {
@@ -226,7 +244,7 @@ export interface InterruptCause {
 
 export interface InterruptResult {
   accepted: boolean;
-  previous_status: "idle" | "ready" | "running";
+  previous_status: "idle" | "ready" | "running" | "waiting";
 }
 
 export interface ListAgentsParams {
@@ -414,7 +432,7 @@ export interface SessionCounts {
 /** Who a message comes from; authority never derives from it. */
 export interface Source {
   form: string;
-  kind: "coordinator" | "subagent-report" | "subagent-settled" | "user";
+  kind: "coordinator" | "subagent-question" | "subagent-report" | "subagent-settled" | "user";
   sender_session_id?: string | null;
   summary?: string | null;
 }
@@ -713,7 +731,7 @@ export interface WaitIdleResult {
 /** One waited-for subagent: its status now, and what this wait collected from it. */
 export interface WaitedAgent {
   agent_id: string;
-  status: "idle" | "ready" | "running";
+  status: "idle" | "ready" | "running" | "waiting";
   held?: Held | null;
   output?: string | null;
   questions?: string[] | null;
@@ -800,6 +818,8 @@ export interface Methods {
   "agents/spawn": { params: SpawnParams; result: SpawnResult };
   "agents/stop": { params: StopParams; result: StopResult };
   "agents/wait_idle": { params: WaitIdleParams; result: WaitIdleResult };
+  /** Ask the agent that started you a question and wait for its answer, when you cannot go on well without a decision (which of two files to change, whether to delete something, what the task meant). The call blocks until that agent answers, and returns its answer as free text; `options` (at most 10 short strings) are offered choices. Ask one question at a time, self-contained (it does not see your transcript). If no answer comes (your turn is interrupted, that agent is interrupted or finishes, or nobody answers in time) the call fails and says why: then go on without the answer. For news that needs no answer use `report`. */
+  "ask_parent": { params: AskParentParams; result: AskParentResult };
   /** Tests only: the manual clock moves on, and the timers due on the way run, in order. */
   "clock/advance": { params: ClockAdvanceParams; result: ClockAdvanceResult };
   "initialize": { params: InitializeParams; result: InitializeResult };
@@ -865,6 +885,6 @@ export interface ServerNotifications {
 export type ServerNotificationName = keyof ServerNotifications;
 
 /** Every request method, in name order. */
-export const METHOD_NAMES = ["agents/budget","agents/close","agents/followup","agents/get","agents/interrupt","agents/list","agents/open","agents/resume","agents/spawn","agents/stop","agents/wait_idle","clock/advance","initialize","interrupt_agent","list_agents","messages/cancel","messages/get","ping","report","resources/list","resources/read","resources/subscribe","resources/templates/list","resources/unsubscribe","send_message","server/discover","server/stats","spawn_agent","tasks/cancel","tasks/get","tasks/list","tasks/result","tools/call","tools/list","transcript/append","transcript/read","turns/begin","turns/end","wait_agents"] as const;
+export const METHOD_NAMES = ["agents/budget","agents/close","agents/followup","agents/get","agents/interrupt","agents/list","agents/open","agents/resume","agents/spawn","agents/stop","agents/wait_idle","ask_parent","clock/advance","initialize","interrupt_agent","list_agents","messages/cancel","messages/get","ping","report","resources/list","resources/read","resources/subscribe","resources/templates/list","resources/unsubscribe","send_message","server/discover","server/stats","spawn_agent","tasks/cancel","tasks/get","tasks/list","tasks/result","tools/call","tools/list","transcript/append","transcript/read","turns/begin","turns/end","wait_agents"] as const;
 /** Every server-to-host notification, in name order. */
 export const SERVER_NOTIFICATION_NAMES = ["agent/inject","agent/settled","agent/status","notifications/progress","turn/interrupt","turn/start"] as const;
