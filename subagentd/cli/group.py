@@ -12,8 +12,7 @@ GLOBAL_WITH_VALUE = ("--db", "--log-level", "--log-format")  # the group's own o
 GLOBAL_FLAGS = ("--help", "-h", "--version")
 
 DESCRIPTION = """\
-A subagent control plane: JSON-RPC 2.0 on stdin/stdout. With no command it serves;
-`subagentd serve --help` lists the serve options.
+A subagent control plane; `subagentd serve --help` lists the serve options.
 """
 
 SHORT_OPTIONS = [
