@@ -226,6 +226,7 @@ async def serve(settings: Settings) -> int:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((settings.listen.host, settings.listen.port))
+        sock.listen(2048)  # connections wait in the backlog from the printed line on
     except OSError as exc:
         raise CannotStart(f"--listen {settings.listen.host}:{settings.listen.port}: {exc}") from exc
     host, port = sock.getsockname()[:2]

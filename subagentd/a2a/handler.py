@@ -212,6 +212,9 @@ class Face(RequestHandler):
             await self.tree.changed(LOOK)
 
     async def _newest(self, task_id: str) -> int | None:
+        """The seq of the task's newest transcript event (TaskNotFoundError for another id)."""
+        if await self.tree.agent(task_id) is None:
+            raise TaskNotFoundError(message=f"task not found: {task_id}")
         events = await self.tree.events(task_id)
         return events[-1]["seq"] if events else None
 

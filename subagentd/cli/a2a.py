@@ -84,7 +84,8 @@ def a2a(
     """Serve one root's children to A2A clients (A2A 1.0, JSON-RPC over HTTP; docs/a2a.md).
 
     Each task is a subagent of ROOT, run by a `subagentd serve --caller ROOT` this command
-    starts with the serve options below (--runner runs the turns)."""
+    starts with the serve options below: --runner (required) runs the turns, in a background
+    process that outlives the face unless --detach off."""
     ctx.exit(
         run_a2a(
             listen,
@@ -116,6 +117,15 @@ def run_a2a(
     from subagentd.a2a.app import CannotStart, Settings, parse_listen, read_token, serve
     from subagentd.a2a.handler import Quotas
 
+    if "--runner" not in serve_args:
+        print(
+            "cannot start: subagentd a2a needs --runner: the face runs no model of its own,"
+            " and its subagents' turns run with --runner (docs/a2a.md)",
+            file=sys.stderr,
+        )
+        return 1
+    if "--detach" not in serve_args:  # what the face acknowledged outlives the face (docs/a2a.md)
+        serve_args = [*serve_args, "--detach", "on"]
     try:
         where = parse_listen(listen)
         token = read_token(token_file, where)

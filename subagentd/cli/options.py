@@ -126,7 +126,7 @@ def serve_options(f: F) -> F:
 REPLAY_LEAVES_OUT = ("--record", "--framing")  # it records nothing; it speaks NDJSON
 
 
-A2A_LEAVES_OUT = ("--record", "--framing", "--caller", "--detach")  # its own --caller; stdio
+A2A_LEAVES_OUT = ("--record", "--framing", "--caller")  # its own --caller; it speaks NDJSON
 
 
 def replayed_serve_options(f: F, leave_out: tuple[str, ...] = REPLAY_LEAVES_OUT) -> F:
