@@ -1,5 +1,5 @@
-"""The click commands: `subagentd [serve]`, `demo`, `inspect`, `watch`, `schema`, `stats`, `prune`, `tool`, `mcp`,
-`render`, `detached list|stop` (cli/detached_servers.py)."""
+"""The click commands: `subagentd [serve]`, `demo`, `inspect`, `watch`, `replay`, `schema`, `stats`,
+`prune`, `tool`, `mcp`, `render`, `detached list|stop` (cli/detached_servers.py) and `a2a` (cli/a2a.py)."""
 
 from __future__ import annotations
 
@@ -287,6 +287,9 @@ def render(ctx: click.Context, /, guide: bool) -> None:
 
 def run(argv: list[str]) -> int:
     """Run the command line through click; the exit status (usage errors are 2)."""
+    from subagentd.cli.a2a import a2a  # its own module: this one is long enough
+
+    cli.add_command(a2a)
     try:
         status = cli.main(args=argv, prog_name="subagentd", standalone_mode=False)
     except click.ClickException as exc:

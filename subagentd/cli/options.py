@@ -126,11 +126,14 @@ def serve_options(f: F) -> F:
 REPLAY_LEAVES_OUT = ("--record", "--framing")  # it records nothing; it speaks NDJSON
 
 
-def replayed_serve_options(f: F) -> F:
+A2A_LEAVES_OUT = ("--record", "--framing", "--caller")  # its own --caller; it speaks NDJSON
+
+
+def replayed_serve_options(f: F, leave_out: tuple[str, ...] = REPLAY_LEAVES_OUT) -> F:
     """The serve options `replay` passes on to each subagentd it starts (no SUBAGENTD_*
     variable: a replay's server is configured by its command line alone)."""
     for spec in reversed(SERVE):
-        if spec.name not in REPLAY_LEAVES_OUT:
+        if spec.name not in leave_out:
             f = click.option(
                 spec.name,
                 type=_type(spec),
@@ -141,12 +144,20 @@ def replayed_serve_options(f: F) -> F:
     return f
 
 
-def serve_arguments(ctx: click.Context) -> list[str]:
-    """The serve options given to `replay` as a serve command line (in --help order)."""
+def a2a_serve_options(f: F) -> F:
+    """The serve options `a2a` passes on to the `subagentd serve` it drives."""
+    return replayed_serve_options(f, A2A_LEAVES_OUT)
+
+
+def serve_arguments(
+    ctx: click.Context, leave_out: tuple[str, ...] = REPLAY_LEAVES_OUT
+) -> list[str]:
+    """The serve options given to `replay` (or `a2a`) as a serve command line (in --help
+    order)."""
     argv: list[str] = []
     for spec in SERVE:
         value = ctx.params.get(spec.dest)
-        if spec.name in REPLAY_LEAVES_OUT or value is None:
+        if spec.name in leave_out or value is None:
             continue
         if isinstance(value, tuple):
             value = ",".join(value)

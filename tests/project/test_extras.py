@@ -113,3 +113,19 @@ def test_docs_hint_only_installs_that_work_from_a_clone(doc):
 def test_the_readme_says_subagentd_installs_from_a_clone():
     readme = (ROOT / "README.md").read_text()
     assert "subagentd is not on PyPI" in readme
+
+
+def test_a2a_without_a2a_sdk_is_one_line(tmp_path):
+    done = without("a2a", "a2a", "--db", str(tmp_path / "x.db"), "--caller", "r", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr == (
+        "cannot start: subagentd a2a needs a2a, from the a2a extra: pip install '.[a2a]' in your"
+        " clone of subagentd (with pipx: pipx inject subagentd 'a2a-sdk[http-server]' uvicorn)\n"
+    )
+    assert list(tmp_path.iterdir()) == []  # nothing was created
+
+
+def test_a2a_without_uvicorn_is_one_line(tmp_path):
+    done = without("uvicorn", "a2a", "--db", str(tmp_path / "x.db"), "--caller", "r", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.startswith("cannot start: subagentd a2a needs uvicorn, from the a2a extra")

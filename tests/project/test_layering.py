@@ -180,6 +180,19 @@ def kit_may_import(name: str) -> bool:
     return scripts_may_import(name) or top(name) == "pytest" or within(name, "subagentd.testing")
 
 
+def a2a_may_import(name: str) -> bool:
+    """The A2A face drives a `subagentd serve` over the wire, as any host: the client and the wire
+    types, never the server's insides; a2a-sdk and the HTTP stack it runs on speak A2A."""
+    return (
+        top(name) in STDLIB
+        or top(name) in ("a2a", "anyio", "starlette", "uvicorn", "google")
+        or name == "subagentd"  # its __version__, on the agent card
+        or within(name, "subagentd.client")
+        or within(name, "subagentd.a2a")
+        or name == "subagentd.private_files"  # the generated token file
+    )
+
+
 RULES = {
     "schema": (schema_may_import, ()),
     "errors.py": (errors_may_import, ()),
@@ -198,6 +211,7 @@ RULES = {
     "private_files.py": (private_files_may_import, ()),
     "scripts": (scripts_may_import, ()),
     "testing": (kit_may_import, ()),
+    "a2a": (a2a_may_import, ()),
 }
 
 
@@ -219,6 +233,7 @@ def test_every_subpackage_is_covered_by_a_rule():
         "view",
         "scripts",
         "testing",
+        "a2a",
     }  # cli wires everything: no rule
     subpackages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and not p.name.startswith("__")}
     assert subpackages <= covered, f"layers without a rule: {subpackages - covered}"
