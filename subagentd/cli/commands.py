@@ -1,5 +1,5 @@
 """The click commands: `subagentd [serve]`, `demo`, `inspect`, `watch`, `replay`, `schema`, `stats`,
-`prune`, `tool`, `mcp`, `render`, `detached list|stop` (cli/detached_servers.py) and `a2a` (cli/a2a.py)."""
+`prune`, `tool`, `mcp`, `render`; `detached list|stop` and `a2a` come from their own modules."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 import subagentd
+from subagentd.cli.a2a import a2a
 from subagentd.cli.detached_servers import detached
 from subagentd.cli.group import DESCRIPTION, DefaultGroup, effective
 from subagentd.cli.options import (
@@ -27,7 +28,7 @@ from subagentd.cli.table import VERSION, default_database
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-@click.group(cls=DefaultGroup, context_settings=CONTEXT, help=DESCRIPTION, commands=[detached])
+@click.group(cls=DefaultGroup, context_settings=CONTEXT, help=DESCRIPTION, commands=[detached, a2a])
 @click.version_option(subagentd.__version__, message=VERSION)
 @global_options
 def cli(db: str | None, log_level: str | None, log_format: str | None) -> None:
@@ -287,9 +288,6 @@ def render(ctx: click.Context, /, guide: bool) -> None:
 
 def run(argv: list[str]) -> int:
     """Run the command line through click; the exit status (usage errors are 2)."""
-    from subagentd.cli.a2a import a2a  # its own module: this one is long enough
-
-    cli.add_command(a2a)
     try:
         status = cli.main(args=argv, prog_name="subagentd", standalone_mode=False)
     except click.ClickException as exc:

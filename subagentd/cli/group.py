@@ -19,8 +19,7 @@ SHORT_OPTIONS = [
     ("--db PATH", "SQLite file, :memory: or postgresql:// URL"),
     ("--log-level LEVEL", "debug, info (default), warning or error"),
     ("--log-format FORMAT", "text (default) or json"),
-    ("--version", "Show the version and exit."),
-    ("-h, --help", "Show this message and exit."),
+    ("--version, -h, --help", "Show the version, or this message, and exit."),
 ]
 
 
