@@ -9,7 +9,7 @@ best of `--reps` loops is reported. `--direct` runs methods without jsonrpcserve
 (`invoke_directly`), the floor the jsonrpcserver path is compared with (docs/architecture.md).
 `--pipelined K` feeds encoded frames K at a time to `handle_frames`, as the connection does with
 frames read together. Every run also times the floor: jsonrpcserver's public dispatch alone
-(`dispatch_to_response` with `to_serializable_one`, the way server/rpc.py calls it, one request at a time) on an entry
+(`dispatch_to_response` with `to_serializable_one`, the way wire/rpc.py calls it, one request at a time) on an entry
 that does nothing but return Success(None), and prints the ping's cost as a multiple of it.
 """
 
@@ -34,8 +34,8 @@ from subagentd.core.settings import Settings
 from subagentd.schema.host_methods import OpenParams, SpawnParams
 from subagentd.server.dispatcher import Dispatcher, invoke_directly
 from subagentd.server.handlers import METHODS
-from subagentd.server.session import Session
 from subagentd.storage.database import SqliteStore
+from subagentd.wire.session import Session
 
 MESSAGES: dict[str, Callable[[int], dict[str, Any]]] = {
     "ping": lambda i: {"jsonrpc": "2.0", "id": i, "method": "ping"},
@@ -67,7 +67,7 @@ def make(direct: bool, pipelined: int = 0) -> tuple[Service, Dispatcher]:
     if direct:
         invoke: Any = invoke_directly
     else:
-        from subagentd.server.rpc import JsonRpc
+        from subagentd.wire.rpc import JsonRpc
 
         invoke = JsonRpc(METHODS)
     dispatcher = Dispatcher(Session(initialized=True), service.settings, invoke, service=service)
@@ -87,12 +87,12 @@ def floor(reps: int, n: int) -> float:
     from jsonrpcserver import Success, dispatch_to_response
     from jsonrpcserver.response import to_serializable_one
 
-    from subagentd.server.rpc import _SIGNATURE
+    from subagentd.wire.rpc import _SIGNATURE
 
     def empty(*args: Any, **params: Any) -> Any:
         return Success(None)
 
-    empty.__signature__ = _SIGNATURE  # type: ignore[attr-defined]  # as server/rpc.py's entries
+    empty.__signature__ = _SIGNATURE  # type: ignore[attr-defined]  # as wire/rpc.py's entries
     entries = {"ping": empty}
     one: Any = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
     context = object()

@@ -15,7 +15,7 @@ from typing import Any
 
 PEERS = ("subagentd", "echo", "stack", "anyio", "mcp", "mcp-ts")
 # RSS per live agent is read at rest, this long after the spawn burst: the server hands the heap
-# the burst freed back to the OS once it has been quiet for 0.5 s (subagentd/server/memory.py)
+# the burst freed back to the OS once it has been quiet for 0.5 s (subagentd/wire/memory.py)
 REST_SECONDS = 1.5
 PERCENTILES = (
     "50",

@@ -16,11 +16,11 @@ from subagentd.core.service import Service
 from subagentd.core.settings import Settings
 from subagentd.schema.host_methods import OpenParams, SpawnParams
 from subagentd.server.connection import Connection
-from subagentd.server.framing import FrameReader
 from subagentd.server.handshake import Started
-from subagentd.server.session import Session
-from subagentd.server.transport import FdReader, FdWriter
 from subagentd.storage.database import SqliteStore
+from subagentd.wire.framing import FrameReader
+from subagentd.wire.session import Session
+from subagentd.wire.transport import FdReader, FdWriter
 
 svc = Service(SqliteStore(":memory:"), Settings())  # the Connection attaches its outlets
 svc.recovery.recover()

@@ -155,7 +155,7 @@ def listing(server: Server, root: str, reps: int = 3) -> tuple[float, int]:
 
 def rested_rss(server: Server) -> int:
     """RSS (KiB) at rest: after output enough for the server to trim its heap once quiet
-    (server/memory.py: 256 KiB, then 0.5 s without output; 8,000 pings), REST_SECONDS later. So
+    (wire/memory.py: 256 KiB, then 0.5 s without output; 8,000 pings), REST_SECONDS later. So
     the idle figure is trimmed as the one after the agents is, not the handshake's garbage."""
     server.pipelined([server.frame("ping", {}, server.take_id()) for _ in range(8000)])
     time.sleep(REST_SECONDS)

@@ -1,4 +1,4 @@
-"""Domain exceptions: one class per code of schema/codes.py. Only server/boundary.py puts them on the wire.
+"""Domain exceptions: one class per code of schema/codes.py. Only wire/boundary.py puts them on the wire.
 
 A refinement of a code (a quota, a busy database) subclasses that code's class.
 """

@@ -151,8 +151,8 @@ class InProcessServer:
         from subagentd.core.service import Service
         from subagentd.core.settings import Settings
         from subagentd.server.connection import Connection
-        from subagentd.server.transport import FdReader, FdWriter
         from subagentd.storage.database import SqliteStore
+        from subagentd.wire.transport import FdReader, FdWriter
 
         to_server_r, to_server_w = os.pipe()
         from_server_r, from_server_w = os.pipe()

@@ -3,7 +3,7 @@
 Same tiny replies, but on anyio's default backend (asyncio) with the fds non-blocking: a read
 that finds nothing waits in `anyio.wait_readable`, input already there is read at once with a
 yield to the loop at least every YIELD_AFTER seconds, and a write the pipe does not take waits in
-`anyio.wait_writable` (subagentd/server/transport.py). It shows what that way of reading and
+`anyio.wait_writable` (subagentd/wire/transport.py). It shows what that way of reading and
 writing costs by itself, before any dispatch or storage.
 """
 

@@ -1,9 +1,9 @@
 """The stack floor: the chosen stack alone, with no subagentd rule, storage or envelope code.
 
-It reads stdin and writes stdout with subagentd's own transport (subagentd/server/transport.py
+It reads stdin and writes stdout with subagentd's own transport (subagentd/wire/transport.py
 FdReader and FdWriter, imported, so it reads exactly as the server does on whatever anyio backend
 runs it), decodes each line with msgspec, dispatches it through jsonrpcserver's public
-`dispatch_to_response` with its `to_serializable_one` (the entry point server/rpc.py uses, with the
+`dispatch_to_response` with its `to_serializable_one` (the entry point wire/rpc.py uses, with the
 same `deserializer` and `validator` shortcuts) to a method that does nothing, and encodes the reply with msgspec — one
 request at a time, the replies of one read written together. Its methods: `initialize` (a
 constant handshake result), `ping` (`{}`), and any other method, `tools/call` included (the
@@ -24,7 +24,7 @@ from jsonrpcserver import Success, dispatch_to_response
 from jsonrpcserver.response import to_serializable_one
 from jsonrpcserver.result import Result
 
-from subagentd.server.transport import FdReader, FdWriter
+from subagentd.wire.transport import FdReader, FdWriter
 
 _decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
@@ -43,7 +43,7 @@ def tool_call(**_params: Any) -> Result:
 
 
 class AnyArguments(inspect.Signature):
-    """`(*args, **params)`, bound without the generic parameter walk, as server/rpc.py's entries
+    """`(*args, **params)`, bound without the generic parameter walk, as wire/rpc.py's entries
     are (jsonrpcserver checks every call's arguments against the method's signature)."""
 
     __slots__ = ()

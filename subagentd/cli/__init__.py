@@ -1,7 +1,8 @@
 """Command line: `subagentd [serve]`, `demo`, `inspect`, `watch`, `schema`, `stats`, `prune`.
 
 A plain serve invocation starts without importing click (fastpath.py); everything else goes
-through the click commands (commands.py)."""
+through the click commands (commands.py). The demo host (`demo.py`) is a host like any other:
+it speaks to a served subagentd through the client."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ this as an MCP server (`claude --mcp-config "$SUBAGENTD_MCP_CONFIG"`, an ACP `mc
 entry). The handshake (`initialize`, `ping`, `server/discover`, both MCP eras) is answered here
 by the server's own Dispatcher and lifecycle methods; `tools/list` and `tools/call` are relayed
 to the serving process over SUBAGENTD_SOCKET with SUBAGENTD_TOKEN, exactly as `subagentd tool`
-relays (server/tool_socket.py): that process lists what this agent may use (`--tools`, its tool
+relays (runners/tool_socket.py): that process lists what this agent may use (`--tools`, its tool
 filter, `report` for a continuable child) and runs each call as this agent, by the tools' own
 rules. Outside a runner turn it refuses to start: one line on stderr, exit status 2.
 
@@ -29,11 +29,11 @@ from subagentd.cli.tool import read_reply
 from subagentd.errors import AdmissionDrainingError, SubagentdError, error_for
 from subagentd.schema import tools as t
 from subagentd.schema.codes import Code
-from subagentd.server.call import Call, Handler
 from subagentd.server.dispatcher import CANCEL, LIFECYCLE, Dispatcher, decode, invoke_directly
-from subagentd.server.framing import FrameReader, encode_frame
 from subagentd.server.lifecycle import METHODS
-from subagentd.server.session import Session, valid_id
+from subagentd.wire.call import Call, Handler
+from subagentd.wire.framing import FrameReader, encode_frame
+from subagentd.wire.session import Session, valid_id
 
 NOT_IN_RUNNER = (
     "subagentd mcp: {name} is not set; this server serves the tools of the agent whose turn"

@@ -65,7 +65,7 @@ def serve(ctx: click.Context, /, **options: Any) -> None:
 @click.pass_context
 def demo(ctx: click.Context, /, db: str | None, record: str | None, **_: Any) -> None:
     """Watch a scripted host drive a real subagentd (no model, no network)."""
-    from subagentd import demo as demo_module
+    from subagentd.cli import demo as demo_module
 
     ctx.exit(demo_module.run(effective(ctx, "db"), record))
 
@@ -93,7 +93,7 @@ def inspect(
         from subagentd.view import page
 
         ctx.exit(page.run(path, agent_id, html))
-    from subagentd import inspect as inspecting
+    from subagentd.view import inspect as inspecting
 
     ctx.exit(inspecting.run(path, agent_id, as_json=as_json))
 

@@ -8,7 +8,7 @@ for its life: there is never a second one), `<key>.start` (fronts starting one t
 `<key>.log` (its stderr) and `<key>.runs/` (its runner processes). A background process that
 stops removes them all (the log only when it stopped cleanly). The front copies stdin to the
 socket and the socket to stdout, one thread each way, and exits when the socket ends; the
-background process keeps what it runs (server/detached.py). `subagentd detached list|stop`:
+background process keeps what it runs (runners/detached.py). `subagentd detached list|stop`:
 cli/detached_servers.py.
 """
 
@@ -171,8 +171,8 @@ def _relay(sock: socket.socket, out_fd: int) -> int:
 def background(options: dict[str, Any]) -> int | None:
     """In the background process: take the lock, listen, and serve the root's connection on a
     socketpair (fds 0 and 1) the mux relays to; None to go on serving, else the exit code."""
-    from subagentd.server.detached import Background, Mux
-    from subagentd.server.runner_pids import PidFiles
+    from subagentd.runners.detached import Background, Mux
+    from subagentd.runners.runner_pids import PidFiles
 
     os.environ.pop(ROLE, None)  # not inherited by the runs
     options["db"] = os.environ.pop(DATABASE, options["db"])

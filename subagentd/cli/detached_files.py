@@ -148,6 +148,6 @@ def write_status(path: str, status: dict[str, Any]) -> None:
 
 
 def process_start(pid: int) -> str | None:
-    from subagentd.server.runner_pids import start_time
+    from subagentd.runners.runner_pids import start_time
 
     return start_time(pid)

@@ -29,7 +29,7 @@ from subagentd.cli.detached_files import (
     remove_files,
     shown_database,
 )
-from subagentd.server.runner_pids import stat
+from subagentd.runners.runner_pids import stat
 
 STOP_PATIENCE = 60.0  # default seconds `stop` waits for the process and its runs to end
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}

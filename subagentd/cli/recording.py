@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from subagentd.private_files import open_private
 from subagentd.scripts.record import Transcript
-from subagentd.server.framing import FrameReader, Oversize
+from subagentd.wire.framing import FrameReader, Oversize
 
 log = logging.getLogger("subagentd")
 CHUNK = 256 * 1024

@@ -6,8 +6,8 @@ import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from subagentd.runners.detached import Background
     from subagentd.server.connection import Connection
-    from subagentd.server.detached import Background
 
 SOCKET_NAME = "relay.sock"
 SUN_PATH_MAX = 107  # bytes of a Unix socket's path (sockaddr_un.sun_path, less its NUL)
@@ -57,9 +57,9 @@ class Running:
     def __init__(self, connection: Connection, options: dict[str, Any], argv: list[str]) -> None:
         import tempfile  # with shutil (in serve): only a --runner serve needs them
 
-        from subagentd.server.handoff import Handoff, subagentd_executable
-        from subagentd.server.runner import Runner
-        from subagentd.server.tool_socket import Relay, Tokens
+        from subagentd.runners.handoff import Handoff, subagentd_executable
+        from subagentd.runners.runner import Runner
+        from subagentd.runners.tool_socket import Relay, Tokens
         from subagentd.storage.postgres import is_postgres
 
         self.connection = connection
@@ -90,7 +90,7 @@ class Running:
         if background is not None:
             wiring["processes"] = background.pids
         if options.get("runner_protocol") == "acp":
-            from subagentd.server.acp_runner import AcpRunner
+            from subagentd.runners.acp_runner import AcpRunner
 
             self.runner: Runner = AcpRunner(
                 service,

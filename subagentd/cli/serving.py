@@ -57,7 +57,7 @@ def serve(options: dict[str, Any]) -> int:
         sys.stderr.write(TERMINAL_HINT)
         sys.stderr.flush()
     from subagentd.cli.running import runner_command
-    from subagentd.server.loops import event_loop
+    from subagentd.wire.loops import event_loop
 
     # Every option is checked before anything is created or "serving" is logged.
     try:
@@ -86,9 +86,9 @@ def serve(options: dict[str, Any]) -> int:
     log.info("subagentd %s serving on stdin/stdout; database %s", subagentd.__version__, shown)
     assert not isinstance(argv, str)
     from subagentd.cli.settings_options import settings_from
-    from subagentd.server.framing import FrameReader
     from subagentd.server.handshake import Started, answer_handshake
-    from subagentd.server.session import Session
+    from subagentd.wire.framing import FrameReader
+    from subagentd.wire.session import Session
 
     settings = settings_from(options)
     loaded: dict[str, object] = {}
@@ -118,7 +118,7 @@ def serve(options: dict[str, Any]) -> int:
 
     from subagentd.core.service import Service  # loaded by now
     from subagentd.server.connection import Connection
-    from subagentd.server.transport import FdReader, FdWriter
+    from subagentd.wire.transport import FdReader, FdWriter
 
     service = loaded["service"]
     assert isinstance(service, Service)

@@ -54,7 +54,7 @@ SERVE = (
         "choice",
         "asyncio",
         "anyio backend the server runs on; uvloop needs the `fast` extra",
-        choices=("asyncio", "uvloop", "trio"),  # server/loops.py
+        choices=("asyncio", "uvloop", "trio"),  # wire/loops.py
     ),
     Spec(
         "--durability",

@@ -1,7 +1,7 @@
 """`subagentd tool NAME --caller ID 'JSON-ARGS'`: a runner's command acts as its own agent.
 
 The call is relayed to the serving process over SUBAGENTD_SOCKET with SUBAGENTD_TOKEN (see
-server/tool_socket.py), which runs it by the tools' own rules. Exit status: 0 the tool succeeded (its
+runners/tool_socket.py), which runs it by the tools' own rules. Exit status: 0 the tool succeeded (its
 text on stdout), 1 the tool refused (its text on stderr), 2 the call was not made (usage, no
 runner environment, a refused token).
 """

@@ -1,5 +1,5 @@
 """Whether a serving process traces (the standard OTEL_* environment), and starting its tracer:
-OpenTelemetry is imported only then (subagentd/otel.py, the `otel` extra)."""
+OpenTelemetry is imported only then (subagentd/otel/traces.py, the `otel` extra)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def start_tracing(service: Any) -> None:
     if not configured():
         return
     try:
-        from subagentd import otel
+        from subagentd.otel import traces as otel
     except ImportError as exc:
         from subagentd.extras import install_hint
 

@@ -42,7 +42,9 @@ class Agents:
         self.emit = emit
         self.watched: dict[str, list[str]] | None = None  # subscribed resource URIs by agent id
         self.timers = timers
-        self.tracing: Tracing = OFF  # the OpenTelemetry tracer when configured (subagentd/otel.py)
+        self.tracing: Tracing = (
+            OFF  # the OpenTelemetry tracer when configured (subagentd/otel/traces.py)
+        )
         self.settings = settings
         self.registry = Registry()
         self.quotas = Quotas(settings, self.registry, store)

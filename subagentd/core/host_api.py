@@ -224,7 +224,7 @@ class HostApi:
         return TurnBeginResult(turn_id=turn_id)
 
     def finish_turn(self, params: TurnEndParams, failure: RunnerFailure | None = None) -> None:
-        """turns/end; `failure`: how the turn runner's process failed (server/runner.py)."""
+        """turns/end; `failure`: how the turn runner's process failed (runners/runner.py)."""
         agent = self.agents.require_live(params.agent_id)
         if agent.turn is None or agent.turn.turn_id != params.turn_id:
             raise StateInvalidError(

@@ -58,7 +58,7 @@ class Recovery:
         go), an owner to fence (lapsed, or its process gone from this host) or a fenced one
         to forget, a turn no valid owner holds, a signal for this process, or the hourly
         pruning of idempotency keys. A backend that locks per tree takes every tree's lock for the heartbeat only
-        then (server/timers.py), so a quiet deployment's heartbeats hold up no tree. A read
+        then (wire/timers.py), so a quiet deployment's heartbeats hold up no tree. A read
         that fails says due: the heartbeat then meets the failure its own way."""
         try:
             return self._due()

@@ -8,7 +8,7 @@ settles: then `completed` (its last turn completed) or `failed` (any other end: 
 crash, a stop), its result what `wait_agents` for that child would answer — the reports and the
 settlement notice, consumed as a wait consumes them. `tasks/cancel` interrupts the child's
 current turn by `interrupt_agent`'s rules, then marks the task `cancelled`. The rows are
-storage/tasks.py's; the wire is server/tasks.py's. PROTOCOL.md section 5, Tasks.
+storage/tasks.py's; the wire is mcp/tasks.py's. PROTOCOL.md section 5, Tasks.
 
 Longer than ~300 lines on purpose: a task's whole life — created with its delegation, found only
 inside the caller's subtree, ended by the child's settling or a cancel — reads in one place.

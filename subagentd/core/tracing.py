@@ -1,5 +1,5 @@
 """What core tells a tracer: turns begun and ended, messages sent, sessions opened and spawned,
-model-facing tool calls. This base does nothing (tracing is off); subagentd/otel.py is the
+model-facing tool calls. This base does nothing (tracing is off); subagentd/otel/traces.py is the
 OpenTelemetry tracer, built only when the OTEL_* environment asks for one.
 
 Every hook runs inside the write transaction of the change it reports, so a tracer may keep the

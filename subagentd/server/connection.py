@@ -26,18 +26,18 @@ from subagentd.errors import (
 )
 from subagentd.schema.codes import Code
 from subagentd.schema.notifications import TurnStart
-from subagentd.server.boundary import refusal
 from subagentd.server.dispatcher import Dispatcher
-from subagentd.server.framing import Frame, FrameReader
 from subagentd.server.handlers import METHODS
 from subagentd.server.handshake import Started
-from subagentd.server.ledger import Ledger, Wake
-from subagentd.server.lockwait import Locks, wait_for_lock
-from subagentd.server.memory import Trimmer
-from subagentd.server.rpc import JsonRpc
-from subagentd.server.session import Session
-from subagentd.server.timers import BUSY_RETRY, Timers
-from subagentd.server.transport import FdReader, FdWriter
+from subagentd.wire.boundary import refusal
+from subagentd.wire.framing import Frame, FrameReader
+from subagentd.wire.ledger import Ledger, Wake
+from subagentd.wire.lockwait import Locks, wait_for_lock
+from subagentd.wire.memory import Trimmer
+from subagentd.wire.rpc import JsonRpc
+from subagentd.wire.session import Session
+from subagentd.wire.timers import BUSY_RETRY, Timers
+from subagentd.wire.transport import FdReader, FdWriter
 
 log = logging.getLogger("subagentd")
 
@@ -112,7 +112,7 @@ class Connection:
 
     def intercept(self, taker: Callable[[str, msgspec.Struct], bool]) -> None:
         """Offer every notification to `taker` first; one it takes (True) is not sent to the
-        host (the runner takes the turns it runs itself: server/runner.py)."""
+        host (the runner takes the turns it runs itself: runners/runner.py)."""
         self._taken_by = taker
 
     def _emit(self, method: str, params: msgspec.Struct) -> None:

@@ -2,8 +2,8 @@
 
 It owns the JSON-RPC envelope rules (PROTOCOL.md sections 1, 2 and 8): the checks before a method
 runs, batches, notifications, cancellation, the lifecycle and the bounds; every refusal is a
-raised SubagentdError that server/boundary.py puts on the wire. The method itself runs through an
-`Invoke`: jsonrpcserver's dispatch in the server (server/rpc.py), once per request (a batch's
+raised SubagentdError that wire/boundary.py puts on the wire. The method itself runs through an
+`Invoke`: jsonrpcserver's dispatch in the server (wire/rpc.py), once per request (a batch's
 members one by one, each checked here first); at start-up, before jsonrpcserver is imported,
 the same method runner is called directly (`invoke_directly`: the prelude's handshake).
 The connection is only the I/O loop around it. Light to import: no jsonrpcserver, no anyio, no
@@ -36,12 +36,12 @@ from subagentd.schema.codes import Code
 from subagentd.schema.lifecycle import SUPPORTED_VERSIONS, VERSION_META_KEY
 from subagentd.schema.tasks import SUBSCRIPTION_ID_META
 from subagentd.schema.tools import CALLER_META
-from subagentd.server.boundary import INTERNAL_MESSAGE, refusal
-from subagentd.server.call import NOT_LOADED, Call, Handler, run_method
-from subagentd.server.framing import BadHeader, Frame, Oversize
-from subagentd.server.ledger import Deferred, Kept, Ledger, Pending
-from subagentd.server.requestlog import log_request
-from subagentd.server.session import Session, success_reply, valid_id
+from subagentd.wire.boundary import INTERNAL_MESSAGE, refusal
+from subagentd.wire.call import NOT_LOADED, Call, Handler, run_method
+from subagentd.wire.framing import BadHeader, Frame, Oversize
+from subagentd.wire.ledger import Deferred, Kept, Ledger, Pending
+from subagentd.wire.requestlog import log_request
+from subagentd.wire.session import Session, success_reply, valid_id
 
 if TYPE_CHECKING:  # not imported at start-up: the handshake needs neither core nor its settings
     from subagentd.core.service import Service
@@ -366,7 +366,7 @@ class Dispatcher:
         if reply is None:  # a notification
             return None
         result = reply.get("result")
-        if type(result) is Deferred:  # the one kind of reply written later (server/ledger.py)
+        if type(result) is Deferred:  # the one kind of reply written later (wire/ledger.py)
             if not result.done:
                 pending = Pending(request_id, result, stateless, self.ledger.generation)
                 self.ledger.pending[request_id] = pending

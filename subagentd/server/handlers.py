@@ -10,22 +10,21 @@ from typing import Any
 
 import msgspec
 
+import subagentd.server.lifecycle  # noqa: F401  (registers the handshake methods first)
 from subagentd.core.waits import Waiter
 from subagentd.errors import (
     InvalidParamsError,
     StateInvalidError,
     SubagentdError,
 )
-from subagentd.schema import budgets as b
-from subagentd.schema import host_methods as h
-from subagentd.schema import stats as st
-from subagentd.schema import tools as t
-from subagentd.server import lifecycle  # noqa: F401  (registers the handshake methods first)
-from subagentd.server.call import Call, Handler
-from subagentd.server.identity import caller_identity
-from subagentd.server.ledger import Deferred
-from subagentd.server.lockwait import LOCK_WAITS
-from subagentd.server.mcp import (
+from subagentd.mcp.identity import caller_identity
+from subagentd.mcp.tasks import (
+    admit_task,
+    call_as_task,
+    runs_as_task,
+    serves_tasks,
+)  # MCP tasks: registers tasks/*
+from subagentd.mcp.tools import (
     TOOLS,
     call_tool_result,
     direct_method,
@@ -34,15 +33,16 @@ from subagentd.server.mcp import (
     served_tool,
     tool_definitions,
 )
-from subagentd.server.methods import METHODS as METHODS  # the full table, once this is imported
-from subagentd.server.methods import method
-from subagentd.server.tasks import (
-    admit_task,
-    call_as_task,
-    runs_as_task,
-    serves_tasks,
-)  # MCP tasks: registers tasks/*
-from subagentd.server.timers import Timers
+from subagentd.schema import budgets as b
+from subagentd.schema import host_methods as h
+from subagentd.schema import stats as st
+from subagentd.schema import tools as t
+from subagentd.wire.call import Call, Handler
+from subagentd.wire.ledger import Deferred
+from subagentd.wire.lockwait import LOCK_WAITS
+from subagentd.wire.methods import METHODS as METHODS  # the full table, once this is imported
+from subagentd.wire.methods import method
+from subagentd.wire.timers import Timers
 
 HOST_CALLER = ""  # idempotency namespace of agents/followup: no agent id is empty (migration m007)
 
@@ -193,7 +193,7 @@ def tools_list(call: Call, p: t.ToolsListParams) -> t.ToolsListResult:
 
 def _served(call: Call, p: t.ToolsCallParams) -> None:
     served_tool(p.name, call.settings.tools)  # "Unknown tool": the JSON-RPC error
-    admit_task(call, p)  # MCP tasks: hook (server/tasks.py)
+    admit_task(call, p)  # MCP tasks: hook (mcp/tasks.py)
 
 
 def _refused(error: SubagentdError) -> t.CallToolResult:
@@ -211,7 +211,7 @@ def _refused(error: SubagentdError) -> t.CallToolResult:
     refusal=_refused,
 )
 def tools_call(call: Call, p: t.ToolsCallParams) -> Any:
-    # the one tools/call (the `subagentd tool` socket's come here too, server/tool_socket.py); a tool
+    # the one tools/call (the `subagentd tool` socket's come here too, runners/tool_socket.py); a tool
     # the rules refuse answers an isError result, its writes rolled back (call.run_method)
     spec = TOOLS[p.name]
     if (p.task is not None or call.stateless) and runs_as_task(call, p):  # MCP tasks: hook
@@ -239,4 +239,4 @@ def _tool_writes(params: Any) -> bool:
 
 METHODS["tools/call"] = msgspec.structs.replace(METHODS["tools/call"], writes_if=_tool_writes)
 
-from subagentd.server import resources  # noqa: E402, F401  (registers resources/*)
+from subagentd.mcp import resources  # noqa: E402, F401  (registers resources/*)

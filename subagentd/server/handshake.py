@@ -21,9 +21,9 @@ import msgspec
 
 from subagentd.errors import SubagentdError
 from subagentd.server.dispatcher import LIFECYCLE, Dispatcher, decode, invoke_directly
-from subagentd.server.framing import Frame, FrameReader, encode_frame
 from subagentd.server.lifecycle import METHODS
-from subagentd.server.session import Session
+from subagentd.wire.framing import Frame, FrameReader, encode_frame
+from subagentd.wire.session import Session
 
 if TYPE_CHECKING:
     from subagentd.core.settings import Settings

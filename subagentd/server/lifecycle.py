@@ -13,9 +13,9 @@ from subagentd.schema import host_methods as h
 from subagentd.schema import lifecycle as lc
 from subagentd.schema.base import Params
 from subagentd.schema.tasks import SERVER_CAPABILITY, TASKS_EXTENSION, TASKS_VERSIONS
-from subagentd.server.call import Call
-from subagentd.server.methods import METHODS as METHODS  # with at least these registered
-from subagentd.server.methods import RawParams, method
+from subagentd.wire.call import Call
+from subagentd.wire.methods import METHODS as METHODS  # with at least these registered
+from subagentd.wire.methods import RawParams, method
 
 INSTRUCTIONS = (
     "subagentd keeps a tree of agents: spawn children, queue their next turns with send_message,"
@@ -79,7 +79,7 @@ def initialized(call: Call, p: RawParams) -> None:
 def discover(call: Call, p: Params) -> lc.DiscoverResult:
     served = capabilities(call)
     served.pop("tasks", None)  # 2025-11-25's tasks are the handshake's; the stateless era's:
-    if call.session.offers_tasks:  # the 2026-07-28 MCP tasks extension (server/tasks.py)
+    if call.session.offers_tasks:  # the 2026-07-28 MCP tasks extension (mcp/tasks.py)
         served["extensions"] = {TASKS_EXTENSION: {}}
     return lc.DiscoverResult(
         supportedVersions=list(lc.SUPPORTED_VERSIONS),

@@ -10,6 +10,7 @@ from typing import Any, cast
 import msgspec
 
 import subagentd
+from subagentd.mcp.tools import TOOLS
 from subagentd.schema import codes
 from subagentd.schema import lifecycle as lc
 from subagentd.schema.base import Params
@@ -17,7 +18,6 @@ from subagentd.schema.codes import Code
 from subagentd.schema.notifications import NOTIFICATIONS
 from subagentd.schema.tools import ToolErrorData
 from subagentd.server.handlers import METHODS
-from subagentd.server.mcp import TOOLS
 
 OPENRPC_VERSION = "1.3.2"
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"

@@ -112,7 +112,7 @@ class GroupCommitBase:
 
     def take_lock(self, tree: str | None = None) -> bool:
         """Take the write lock for the next group now, without waiting: the server waits for it
-        with its event loop running and asks again (server/lockwait.py). False only while another
+        with its event loop running and asks again (wire/lockwait.py). False only while another
         process holds it; True once held, after a given-up wait (the write is then refused busy
         without waiting), or when the write will fail its own way (a lost file or group)."""
         if self._conn.in_transaction or self._open or self.lost is not None or self.stale:
@@ -150,7 +150,7 @@ class GroupCommitBase:
 
     def lend_lock(self, seconds: float) -> Callable[[], None] | None:
         """A wait for the write lock in the database's own queue, at most `seconds`, to run in a
-        worker thread (server/lockwait.py); None where there is no queue to wait in (SQLite's
+        worker thread (wire/lockwait.py); None where there is no queue to wait in (SQLite's
         busy handler has none: the server tries again after short sleeps) or nothing to wait
         for. A backend with one lends its connection to the wait until `settle_lent`."""
         return None

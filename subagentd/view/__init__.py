@@ -1,1 +1,3 @@
-"""Views of a database for people: the live terminal tree (`watch`) and the HTML timeline."""
+"""Views of a database for people: `inspect` (`inspect.py`, read through storage's queries), the
+live terminal tree (`watch`) and the HTML timeline; `terminal.py` escapes model-written text for
+any command that prints it."""

@@ -14,9 +14,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from subagentd.inspect import DRAWN_LEVELS, SessionRow, short
-from subagentd.terminal import printable
+from subagentd.view.inspect import DRAWN_LEVELS, SessionRow, short
 from subagentd.view.snapshot import Last, Snapshot
+from subagentd.view.terminal import printable
 
 SIBLINGS_SHOWN = 8  # past this many siblings (when the tree does not fit), idle ones fold
 IDLE_SHOWN = 2  # the latest idle siblings kept beside the busy ones (when they fit)

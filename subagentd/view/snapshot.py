@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from subagentd.inspect import SessionRow, load, summarize
 from subagentd.storage.reader import EventRow, StoreReader
+from subagentd.view.inspect import SessionRow, load, summarize
 from subagentd.view.timeline import millis, subtree
 
 FULL_RELOAD_SHARE = 0.5  # past this share of sessions touched, read everything again

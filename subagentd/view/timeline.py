@@ -10,8 +10,8 @@ import json
 from datetime import datetime
 from typing import Any
 
-from subagentd.inspect import SessionRow, blocks_text, forest, load, summarize
 from subagentd.storage.reader import EventRow, MessageRow, StoreReader
+from subagentd.view.inspect import SessionRow, blocks_text, forest, load, summarize
 
 TEXT_LIMIT = 4000  # characters kept of each message text and turn output
 # what a turn did while it ran (an ACP session's updates, a refused tool call): its "working" lines

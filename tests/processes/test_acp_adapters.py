@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from subagentd.server import tool_socket as relay
+from subagentd.runners import tool_socket as relay
 from tests.processes.test_acp_runner import AcpServer
 
 ADAPTERS = Path(__file__).parents[1] / "peers" / "acp-adapters" / "node_modules" / ".bin"

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from subagentd.server.acp_progress import TOOL_TEXT
+from subagentd.runners.acp_progress import TOOL_TEXT
 from tests.processes.test_acp_runner import PATIENCE, AcpServer
 
 HOSTILE = [sys.executable, str(Path(__file__).parents[1] / "scripts" / "acp_hostile_agent.py")]

@@ -17,7 +17,7 @@ import pytest
 from subagentd.client.errors import RpcError
 from subagentd.core.questions import Option, match
 from subagentd.core.texts import summary_of
-from subagentd.inspect import summarize
+from subagentd.view.inspect import summarize
 from tests.processes import test_acp_runner
 from tests.processes.test_acp_runner import AGENT, PATIENCE, AcpServer, steps
 
@@ -326,9 +326,9 @@ def test_a_name_two_options_share_names_neither():
 
 
 def test_a_shutdown_with_a_question_pending_cancels_it_and_does_not_hang(tmp_path, monkeypatch):
-    from subagentd.inspect import transcript
     from subagentd.storage.database import SqliteStore
     from subagentd.storage.reader import StoreReader
+    from subagentd.view.inspect import transcript
 
     db = str(tmp_path / "run.db")
     monkeypatch.setenv("ACP_AGENT_STATE", "")  # AcpServer sets it; restored after the test

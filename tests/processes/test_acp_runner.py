@@ -340,9 +340,9 @@ def test_a_restart_of_subagentd_cold_resumes_the_child_in_its_own_session(tmp_pa
 
 
 def test_the_timeline_and_watch_show_the_child_working(acp, tmp_path):
-    from subagentd.inspect import summarize
     from subagentd.storage.database import SqliteStore
     from subagentd.storage.reader import StoreReader
+    from subagentd.view.inspect import summarize
     from subagentd.view.timeline import build
 
     db = str(tmp_path / "run.db")

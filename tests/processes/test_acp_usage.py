@@ -1,9 +1,9 @@
-"""How an ACP agent's reported session totals become a turn's usage (server/acp_usage.py)."""
+"""How an ACP agent's reported session totals become a turn's usage (runners/acp_usage.py)."""
 
 from __future__ import annotations
 
+from subagentd.runners.acp_usage import SessionTotals, charge
 from subagentd.schema.budgets import Usage
-from subagentd.server.acp_usage import SessionTotals, charge
 
 
 def test_a_turn_is_charged_what_the_session_totals_grew_by():

@@ -13,8 +13,8 @@ from typing import Any
 
 from subagentd.cli.child_mcp import NOT_IN_RUNNER
 from subagentd.core import texts
-from subagentd.inspect import summarize
-from subagentd.server.handoff import subagentd_executable
+from subagentd.runners.handoff import subagentd_executable
+from subagentd.view.inspect import summarize
 from tests.processes.test_runner import ALL_TOOLS, EXAMPLE, server  # noqa: F401  (the fixture)
 
 INIT = {
@@ -163,7 +163,7 @@ def test_the_turn_environment_names_this_subagentd_and_a_ready_mcp_configuration
 
 
 def test_each_turn_rewrites_the_agents_mcp_configuration_whole_and_private(tmp_path):
-    from subagentd.server.handoff import Handoff
+    from subagentd.runners.handoff import Handoff
 
     handoff = Handoff(str(tmp_path), "/x/subagentd", {"SUBAGENTD_SOCKET": "/x/sock"})
     first = handoff.turn_environment("c1", "t" * 80)["SUBAGENTD_MCP_CONFIG"]

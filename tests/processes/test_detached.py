@@ -145,7 +145,7 @@ def alive(pid: int) -> bool:
 
 
 def watchdog_of(pid: int) -> int:
-    """The runs' watchdog (server/watchdog.py) the process `pid` started."""
+    """The runs' watchdog (runners/watchdog.py) the process `pid` started."""
     for name in os.listdir("/proc"):
         try:
             with open(f"/proc/{name}/cmdline", "rb") as f:

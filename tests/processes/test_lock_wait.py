@@ -16,10 +16,10 @@ import pytest
 from subagentd.core.settings import Settings
 from subagentd.errors import LeaseLostError
 from subagentd.server.dispatcher import Dispatcher
-from subagentd.server.session import Session
 from subagentd.storage.database import SqliteStore
 from subagentd.storage.postgres import is_postgres
 from subagentd.storage.postgres.group import WRITER_LOCK
+from subagentd.wire.session import Session
 from tests.core_host import FakeClock
 from tests.processes.test_multiprocess import PATIENCE, query, start, unread
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-import subagentd.server.tool_socket as relaying
+import subagentd.runners.tool_socket as relaying
 from tests.processes.test_runner import RunnerServer, relay
 
 MAX_CONNECTIONS = getattr(relaying, "MAX_CONNECTIONS", 64)  # the documented bounds

@@ -15,8 +15,8 @@ import pytest
 from subagentd.cli.running import Running
 from subagentd.core import texts
 from subagentd.message_fences import fence_token
-from subagentd.server.runner import STDERR_EXCERPT_BYTES, STDERR_TAIL, stderr_excerpt
-from subagentd.server.tool_socket import REFUSED
+from subagentd.runners.runner import STDERR_EXCERPT_BYTES, STDERR_TAIL, stderr_excerpt
+from subagentd.runners.tool_socket import REFUSED
 from tests.spawned import TIMEOUT, InProcessServer
 
 RUNNER = [sys.executable, str(Path(__file__).parents[1] / "scripts" / "runner.py")]
@@ -618,8 +618,8 @@ def test_a_turn_end_whose_group_is_lost_is_retried_until_the_child_settles(
 
 
 def test_a_runs_usage_lines_sum_to_at_most_the_bound_of_one_report(tmp_path):
+    from subagentd.runners.runner import USAGE_MAX_BYTES, read_usage
     from subagentd.schema.budgets import COUNT_MAX, MONEY_MAX
-    from subagentd.server.runner import USAGE_MAX_BYTES, read_usage
 
     path = tmp_path / "usage.jsonl"
     line = json.dumps({"input_tokens": COUNT_MAX, "output_tokens": COUNT_MAX, "cost": MONEY_MAX})

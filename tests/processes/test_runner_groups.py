@@ -1,4 +1,4 @@
-"""The process groups of runs a killed `--detach` background process left (server/runner_pids.py):
+"""The process groups of runs a killed `--detach` background process left (runners/runner_pids.py):
 the next one stops each group that is still the run's, whether the run itself still lives or
 only what it started, and never a process that merely has a recorded pid."""
 
@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from subagentd.server.runner_pids import PidFiles, start_time
+from subagentd.runners.runner_pids import PidFiles, start_time
 
 PATIENCE = 30.0
 SLEEP = [sys.executable, "-c", "import time; time.sleep(600)"]

@@ -155,7 +155,7 @@ def test_the_path_to_the_handshake_reply_builds_no_dataclass_and_imports_no_runn
     Structs), and shlex, shutil, tempfile and json serve only --runner and --log-format json."""
     imported = loaded_after(
         "subagentd.cli, subagentd.cli.fastpath, subagentd.cli.serving, subagentd.cli.running,"
-        " subagentd.server.loops, subagentd.storage.opening, subagentd.storage.postgres,"
+        " subagentd.wire.loops, subagentd.storage.opening, subagentd.storage.postgres,"
         " subagentd.core.settings, subagentd.server.handshake",
         "m in ('dataclasses', 'shlex', 'shutil', 'tempfile', 'json')",
     )

@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "pee
 import stack_floor  # noqa: E402
 from harness import Server, server_command  # noqa: E402
 
-from subagentd.server import transport  # noqa: E402
+from subagentd.wire import transport  # noqa: E402
 
 
 def test_it_reads_and_writes_with_the_servers_transport_and_dispatches_through_jsonrpcserver():

@@ -19,6 +19,14 @@ def sources(folder: str = "") -> dict[str, ast.Module]:
     }
 
 
+WINGS = ("wire", "mcp", "server", "runners")
+
+
+def wings() -> dict[str, ast.Module]:
+    """The modules of the wire, the MCP surface, the server and the turn runners."""
+    return {name: tree for wing in WINGS for name, tree in sources(wing).items()}
+
+
 def calls_to(tree: ast.Module, attribute: str) -> int:
     return sum(
         1
@@ -30,12 +38,10 @@ def calls_to(tree: ast.Module, attribute: str) -> int:
 
 
 def test_a_write_transaction_is_opened_by_the_method_runner_and_the_scheduled_work_only():
-    """A request's writes: server/call.py run_method; a timer's, the doorbell's, shutdown's
+    """A request's writes: wire/call.py run_method; a timer's, the doorbell's, shutdown's
     and a relayed call's: Connection.run_work. No handler opens its own."""
-    opened = {
-        name: n for name, tree in sources("server").items() if (n := calls_to(tree, "transaction"))
-    }
-    assert opened == {"server/call.py": 1, "server/connection.py": 1}
+    opened = {name: n for name, tree in wings().items() if (n := calls_to(tree, "transaction"))}
+    assert opened == {"wire/call.py": 1, "server/connection.py": 1}
 
 
 def test_unknown_tool_is_said_in_one_place():
@@ -47,11 +53,11 @@ def test_unknown_tool_is_said_in_one_place():
         and isinstance(node.value, str)
         and node.value.startswith("Unknown tool")
     ]
-    assert found == ["server/mcp.py"]
+    assert found == ["mcp/tools.py"]
 
 
 def test_the_relay_runs_tools_through_the_dispatcher_not_the_tool_rules():
-    tree = sources("server")["server/tool_socket.py"]
+    tree = sources("runners")["runners/tool_socket.py"]
     called = {
         node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
         for node in ast.walk(tree)

@@ -1,19 +1,19 @@
-"""The tools' arguments in the clients' READMEs are what subagentd/server/tool_reference.py
+"""The tools' arguments in the clients' READMEs are what subagentd/mcp/tool_reference.py
 generates from the tools' schema: regenerated, nothing changes."""
 
 from __future__ import annotations
 
 import pytest
 
-from subagentd.server import tool_reference
-from subagentd.server.mcp import TOOLS
+from subagentd.mcp import tool_reference
+from subagentd.mcp.tools import TOOLS
 
 
 @pytest.mark.parametrize("path", tool_reference.TARGETS, ids=lambda p: p.name)
 def test_each_readme_lists_every_tools_arguments_as_generated(path):
     text = path.read_text()
     assert tool_reference.rewritten(text, tool_reference.render()) == text, (
-        f"{path} is stale: run `python -m subagentd.server.tool_reference`"
+        f"{path} is stale: run `python -m subagentd.mcp.tool_reference`"
     )
     for name, spec in TOOLS.items():
         assert f"**`{name}`**" in text

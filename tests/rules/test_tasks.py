@@ -25,7 +25,7 @@ def held(**settings: Any) -> CoreHost:
 
 
 def spawn_task(core: CoreHost, caller: str, child_id: str, ttl: int | None = None) -> str:
-    """spawn_agent as a task, as server/tasks.py runs it: one write transaction for both."""
+    """spawn_agent as a task, as mcp/tasks.py runs it: one write transaction for both."""
     with core.svc.transaction():
         core.svc.tasks.check_quota(caller)
         spawned = core.svc.delegation.spawn_agent(

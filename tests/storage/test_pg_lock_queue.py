@@ -1,5 +1,5 @@
 """Waiting for PostgreSQL's writer lock in its own lock queue (storage/postgres/lockqueue.py,
-server/lockwait.py): a waiter is served before the holder's next group, the event loop serves
+wire/lockwait.py): a waiter is served before the holder's next group, the event loop serves
 on meanwhile, and the connection lent to the wait comes back clean whatever ends the wait (its
 patience, a cancelled waiter, a statement the loop needs, a lost connection); a group that
 held the lock long lets it go before its next frame, and a process's tasks wait in it once.
@@ -18,10 +18,10 @@ import psycopg
 import pytest
 
 from subagentd.errors import StorageBusyError, StorageFailedError
-from subagentd.server.lockwait import LOCK_WAITS, wait_for_lock
 from subagentd.storage.postgres import group as group_module
 from subagentd.storage.postgres.group import WRITER_LOCK
 from subagentd.storage.postgres.store import PostgresStore
+from subagentd.wire.lockwait import LOCK_WAITS, wait_for_lock
 
 WAITING = (
     "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND pid = %s"

@@ -28,8 +28,8 @@ from subagentd.core.registry import LiveAgent
 from subagentd.errors import StorageBusyError, StorageFailedError
 from subagentd.schema.host_methods import OpenParams
 from subagentd.schema.records import LiveRecord
-from subagentd.server.ledger import Deferred, Ledger, Owed, Pending
 from subagentd.storage.database import SqliteStore
+from subagentd.wire.ledger import Deferred, Ledger, Owed, Pending
 from tests.core_host import CoreHost
 from tests.properties.test_state_machine import PROFILE, SchedulingMachine
 from tests.spawned import TIMEOUT, Host, InProcessServer, ServerProcess

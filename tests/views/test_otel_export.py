@@ -1,4 +1,4 @@
-"""Sending spans (subagentd/otel_export.py): a collector that is down costs the dropped spans and
+"""Sending spans (subagentd/otel/export.py): a collector that is down costs the dropped spans and
 nothing else — no wait at exit, no retries, no exporter import, a bounded queue, one warning —
 and a live collector still gets the last spans at exit; in process, then through real servers."""
 
@@ -20,8 +20,8 @@ pytest.importorskip("opentelemetry.sdk")
 
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 
-from subagentd import otel_export  # noqa: E402
-from subagentd.otel_export import Batches, Collector  # noqa: E402
+from subagentd.otel import export as otel_export  # noqa: E402
+from subagentd.otel.export import Batches, Collector  # noqa: E402
 
 EXPORTER = "opentelemetry.exporter.otlp.proto.http.trace_exporter"
 
@@ -215,7 +215,7 @@ def test_the_endpoint_and_the_address_looked_at(monkeypatch):
 def test_while_the_collector_is_down_tool_calls_make_no_span_and_come_back_with_it(
     monkeypatch,
 ):
-    from subagentd import otel
+    from subagentd.otel import traces as otel
 
     port = dead_port()
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{port}")

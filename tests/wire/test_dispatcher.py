@@ -22,12 +22,12 @@ from subagentd.schema.codes import Code
 from subagentd.schema.lifecycle import SUPPORTED_VERSIONS, VERSION_META_KEY
 from subagentd.server import handlers
 from subagentd.server.dispatcher import Dispatcher, invoke_directly
-from subagentd.server.framing import BadHeader, Oversize
 from subagentd.server.handlers import METHODS
-from subagentd.server.ledger import Kept, Pending
-from subagentd.server.rpc import JsonRpc
-from subagentd.server.session import Session
 from subagentd.storage.database import SqliteStore
+from subagentd.wire.framing import BadHeader, Oversize
+from subagentd.wire.ledger import Kept, Pending
+from subagentd.wire.rpc import JsonRpc
+from subagentd.wire.session import Session
 from tests.core_host import ManualTimers
 
 INIT = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from subagentd.server.framing import BadHeader, FrameReader, Oversize, encode_frame
+from subagentd.wire.framing import BadHeader, FrameReader, Oversize, encode_frame
 
 
 def feed_bytewise(reader: FrameReader, data: bytes) -> list:

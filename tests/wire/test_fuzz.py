@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 from subagentd.core.settings import TOOL_NAMES
 from subagentd.schema.base import HostParams
 from subagentd.schema.codes import Code
-from subagentd.server.framing import _MAX_HEADER, BadHeader, FrameReader, Oversize
 from subagentd.server.handlers import METHODS
+from subagentd.wire.framing import _MAX_HEADER, BadHeader, FrameReader, Oversize
 from tests.spawned import InProcessServer, ServerProcess, rss_kib
 
 # --- budgets ---------------------------------------------------------------------------------

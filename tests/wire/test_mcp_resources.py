@@ -179,7 +179,7 @@ class CountingStore:
 def test_the_last_report_is_looked_for_in_a_bounded_tail_however_long_the_transcript():
     """300,000 events: the rows read stay near REPORT_TAIL (a few windows, a binary search),
     whether the report is the newest event, inside the tail, older, or absent."""
-    from subagentd.server.resources import REPORT_TAIL, last_report
+    from subagentd.mcp.resources import REPORT_TAIL, last_report
 
     for stride in (1, 7):  # the agent's events alone, or between other agents' events
         seqs = [1 + stride * n for n in range(300_000)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import msgspec
 
+from subagentd.mcp.tools import call_tool_result
 from subagentd.schema.listing import ChildRow, DiagnosticRow
 from subagentd.schema.tools import (
     InterruptAgentResult,
@@ -13,7 +14,6 @@ from subagentd.schema.tools import (
     ReportResult,
     SendMessageResult,
 )
-from subagentd.server.mcp import call_tool_result
 
 RESULTS = [
     SendMessageResult(text="sent", message_id="m1"),

@@ -15,7 +15,7 @@ from pydantic_ai.profiles.google import GoogleJsonSchemaTransformer
 from pydantic_ai.profiles.openai import OpenAIJsonSchemaTransformer
 
 from subagentd.core.arguments import check_arguments
-from subagentd.server.mcp import TOOLS, tool_definitions
+from subagentd.mcp.tools import TOOLS, tool_definitions
 from tests.frameworks.environment import run_script
 
 TOOL_LIST = [msgspec.to_builtins(t) for t in tool_definitions(tuple(TOOLS))]

@@ -14,8 +14,8 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from subagentd.server.memory import IDLE_SECONDS, TRIM_AFTER_BYTES, Trimmer
-from subagentd.server.transport import YIELD_AFTER, FdReader
+from subagentd.wire.memory import IDLE_SECONDS, TRIM_AFTER_BYTES, Trimmer
+from subagentd.wire.transport import YIELD_AFTER, FdReader
 from tests.spawned import InProcessServer
 
 
@@ -122,8 +122,8 @@ def test_the_whole_server_serves_a_host_on_every_anyio_backend(backend):
     from subagentd.core.service import Service
     from subagentd.core.settings import Settings
     from subagentd.server.connection import Connection
-    from subagentd.server.transport import FdWriter
     from subagentd.storage.database import SqliteStore
+    from subagentd.wire.transport import FdWriter
 
     to_server_r, to_server_w = os.pipe()
     from_server_r, from_server_w = os.pipe()
@@ -192,7 +192,7 @@ def test_the_server_trims_after_a_burst_once_its_output_is_written():
 
 
 def test_an_event_loop_whose_package_is_missing_is_refused_naming_the_extra(monkeypatch):
-    from subagentd.server import loops
+    from subagentd.wire import loops
 
     assert loops.event_loop("asyncio") == ("asyncio", {})
     monkeypatch.setitem(sys.modules, "uvloop", None)  # as if the fast extra were not installed

@@ -33,7 +33,7 @@ from subagentd.storage.deferred import DeferredWrites, Row
 
 log = logging.getLogger("subagentd")
 
-if psycopg.Error not in DRIVER_ERRORS:  # a failed read is answered 1012 (server/boundary.py)
+if psycopg.Error not in DRIVER_ERRORS:  # a failed read is answered 1012 (wire/boundary.py)
     DRIVER_ERRORS.append(psycopg.Error)
 
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")

@@ -9,7 +9,7 @@ its next blocking request queues behind. A process that only tried again after s
 would miss the gap between two groups of a busy sibling, again and again.
 
 The wait blocks its thread, and the event loop must serve on: it runs in a worker thread
-(server/lockwait.py) on the group's own connection, which is lent to it meanwhile
+(wire/lockwait.py) on the group's own connection, which is lent to it meanwhile
 (PgConnection.reclaim: anything else that needs the connection ends the wait first, through
 PostgreSQL's cancel request, and the waiter queues again).
 """

@@ -8,8 +8,8 @@ from typing import Any, Protocol
 import msgspec
 
 from subagentd.errors import RequestCancelledError
-from subagentd.server.boundary import refusal
-from subagentd.server.session import success_reply
+from subagentd.wire.boundary import refusal
+from subagentd.wire.session import success_reply
 
 
 class Settable(Protocol):  # anyio.Event, as the flusher uses it

@@ -6,10 +6,10 @@ The dispatcher has checked the envelope already, so the message goes in decoded:
 `deserializer` is `dict` (a shallow copy of it) and the `validator` `id` (its value is unused):
 msgspec decoded it and the dispatcher validated it, and neither is a Python call. The `context`
 is the request's Call. Each method is an entry returning jsonrpcserver's `Success` or `Error`,
-never raising: server/boundary.py shapes every failure, so no exception text reaches the wire.
-The entry's result is what the method returned (server/call.py `run_method`), and
+never raising: wire/boundary.py shapes every failure, so no exception text reaches the wire.
+The entry's result is what the method returned (wire/call.py `run_method`), and
 jsonrpcserver builds the reply from it (`to_serializable_one`). A method whose reply comes
-later returns Success(the Deferred): the dispatcher owes that reply (server/ledger.py). A method
+later returns Success(the Deferred): the dispatcher owes that reply (wire/ledger.py). A method
 with no entry never gets here: the dispatcher refuses it (-32601, with the closest method's name).
 Entries carry a precomputed `__signature__`: jsonrpcserver checks the arguments of every call
 with `inspect.signature(entry).bind(...)`, which would otherwise rebuild the signature each time;
@@ -25,7 +25,7 @@ from typing import Any
 from jsonrpcserver import Error, Success, dispatch_to_response
 from jsonrpcserver.response import to_serializable_one
 
-from subagentd.server.call import Call, Handler, run_method
+from subagentd.wire.call import Call, Handler, run_method
 
 
 def _takes_anything(*args: Any, **params: Any) -> None:

@@ -6,7 +6,7 @@ relays their frames to the other end, never blocking on any socket: each side ha
 buffer, and the connection's answers are always read, so no front can hold up another.
 
 Each front is answered as a direct connection would answer it. Its frames are cut as the
-server cuts them (server/framing.py, `--max-frame-bytes`); what the server would answer with
+server cuts them (wire/framing.py, `--max-frame-bytes`); what the server would answer with
 id null (a parse error, an oversized frame, a non-object, an id of the wrong type, a broken
 envelope of a notification, an empty batch) is answered here with the server's own refusal, so
 nothing is ever answered to nobody. Request ids and progress tokens are made unique on the way
@@ -41,12 +41,12 @@ from typing import Any, Protocol
 import msgspec
 
 from subagentd.errors import InvalidRequestError, NotInitializedError, SubagentdError
+from subagentd.runners.runner_pids import PidFiles
 from subagentd.schema.lifecycle import VERSION_META_KEY
-from subagentd.server.boundary import refusal
 from subagentd.server.dispatcher import CANCEL, LIFECYCLE, check_envelope, decode
-from subagentd.server.framing import Frame, FrameReader
-from subagentd.server.runner_pids import PidFiles
-from subagentd.server.session import valid_id
+from subagentd.wire.boundary import refusal
+from subagentd.wire.framing import Frame, FrameReader
+from subagentd.wire.session import valid_id
 
 log = logging.getLogger("subagentd")
 

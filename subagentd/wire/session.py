@@ -17,7 +17,7 @@ class Session(msgspec.Struct):
     host_notifications: bool = False
     # resources/subscribe: the subscribed URIs by agent id (notifications/resources/updated)
     subscriptions: dict[str, list[str]] = msgspec.field(default_factory=dict)
-    tasks: bool = False  # MCP tasks (server/tasks.py): the negotiated version has them
+    tasks: bool = False  # MCP tasks (mcp/tasks.py): the negotiated version has them
     offers_tasks: bool = True  # False where tasks/* are not served (`subagentd mcp`'s relay)
     offers_resources: bool = True  # False where resources/* are not served (the same relay)
     # subscriptions/listen streams open on this connection: task ids by the listen's request id

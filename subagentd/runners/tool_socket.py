@@ -36,16 +36,16 @@ from subagentd.errors import (
     SubagentdError,
     error_for,
 )
+from subagentd.mcp.tools import ACTIVATION_META, CALLER_META, IDEMPOTENCY_META, served_tool
 from subagentd.schema import tools as t
 from subagentd.schema.codes import Code
-from subagentd.server.boundary import failure
 from subagentd.server.dispatcher import Dispatcher
 from subagentd.server.handlers import METHODS
-from subagentd.server.ledger import Deferred, Pending
-from subagentd.server.mcp import ACTIVATION_META, CALLER_META, IDEMPOTENCY_META, served_tool
-from subagentd.server.rpc import JsonRpc
-from subagentd.server.session import Session
-from subagentd.server.timers import BUSY_RETRY
+from subagentd.wire.boundary import failure
+from subagentd.wire.ledger import Deferred, Pending
+from subagentd.wire.rpc import JsonRpc
+from subagentd.wire.session import Session
+from subagentd.wire.timers import BUSY_RETRY
 
 if TYPE_CHECKING:
     from subagentd.server.connection import Connection
@@ -350,7 +350,7 @@ def _decode_params(decode: Callable[[bytes], Any], raw: msgspec.Raw) -> Any:
 
 def _raised(error: dict[str, Any]) -> SubagentdError:
     """A Dispatcher's error object as the exception that `answer` puts back on the wire as it
-    was (server/boundary.py failure)."""
+    was (wire/boundary.py failure)."""
     raised = error_for(Code(error["code"]), error["message"])
     data = error.get("data")
     if isinstance(data, dict):

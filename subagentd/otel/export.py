@@ -9,7 +9,7 @@ A collector that is down costs the dropped spans and nothing else:
   (OTEL_BSP_SCHEDULE_DELAY) or full batch, and after a failed send; refused, the whole queue is
   dropped (the exporter's retries with backoff never start, and the exporter with its modules
   is not even imported until a collector answers), and `down` tells the tracer to make no
-  span it need not (otel.py);
+  span it need not (otel/traces.py);
 - at exit, with the collector known down (the last look was refused, or the one look made at
   exit), the queue is dropped without waiting; a live collector gets the final flush, bounded;
 - drops are logged once when they begin and counted once at exit, never per span (at an exit

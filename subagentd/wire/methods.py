@@ -11,7 +11,7 @@ from typing import Any, TypeVar, overload
 
 import msgspec
 
-from subagentd.server.call import Call, Handler
+from subagentd.wire.call import Call, Handler
 
 METHODS: dict[str, Handler] = {}
 RawParams = dict[str, Any]  # what a method registered without a params Struct gets

@@ -31,7 +31,7 @@ import anyio.abc
 import msgspec
 
 import subagentd
-from subagentd.server.runner import signal_group
+from subagentd.runners.runner import signal_group
 
 log = logging.getLogger("subagentd")
 
@@ -43,7 +43,7 @@ _decode = msgspec.json.Decoder().decode
 
 
 class Sink(Protocol):
-    """Where a session's `update` objects go, in arrival order (server/acp_progress.py)."""
+    """Where a session's `update` objects go, in arrival order (runners/acp_progress.py)."""
 
     def update(self, update: dict[str, Any]) -> None: ...
 
@@ -324,7 +324,7 @@ class AgentProcess:
 def permission_policy(policy: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """`--acp-permission` allow or deny: allow picks the agent's allow-once option (else
     allow-always), deny its reject-once option (else reject-always); with neither the request
-    is cancelled. (ask-parent: server/acp_runner.py, core/questions.py.)"""
+    is cancelled. (ask-parent: runners/acp_runner.py, core/questions.py.)"""
     wanted = (
         ("allow_once", "allow_always") if policy == "allow" else ("reject_once", "reject_always")
     )

@@ -43,7 +43,7 @@ class TurnProgress:
     titles: dict[str, Any] = field(default_factory=dict)  # tool call id -> its title
     cost: Any = None  # the last `usage_update` cost (the session's cumulative cost)
     reported: Any = None  # the prompt reply's `usage` (the session's running token totals)
-    totals: Any = None  # the session's totals once this turn is charged (server/acp_usage.py)
+    totals: Any = None  # the session's totals once this turn is charged (runners/acp_usage.py)
     written: anyio.Event = field(default_factory=anyio.Event)  # the writer took the events
     ended: bool = False  # the turn ended: nothing more waits for room
 

@@ -15,9 +15,9 @@ from subagentd.errors import (
     SubagentdError,
     closest_name,
 )
-from subagentd.server.boundary import failure
-from subagentd.server.ledger import Deferred, Ledger
-from subagentd.server.session import Session, result_value
+from subagentd.wire.boundary import failure
+from subagentd.wire.ledger import Deferred, Ledger
+from subagentd.wire.session import Session, result_value
 
 if TYPE_CHECKING:  # start-up runs the handshake methods before core is imported
     from subagentd.core.service import Service
@@ -122,7 +122,7 @@ class Call(msgspec.Struct):
 def run_method(call: Call, handler: Handler, args: Any, params: Any) -> tuple[bool, Any]:
     """The one method runner: params validated into the method's Struct, the method run (in a
     write transaction when it writes), its result shaped for the wire, and any failure mapped
-    to its JSON-RPC error (server/boundary.py). (True, result) or (False, error object); a
+    to its JSON-RPC error (wire/boundary.py). (True, result) or (False, error object); a
     Deferred result (a reply owed later) is returned as it is. Never raises an Exception.
     A storage failure loses the commit group: the rest of the frame is refused (Ledger.lost)."""
     try:

@@ -8,8 +8,8 @@ import msgspec
 
 from subagentd.core import texts
 from subagentd.errors import CallerUnauthorizedError
-from subagentd.server.call import Call
-from subagentd.server.mcp import ACTIVATION_META, CALLER_META, IDEMPOTENCY_META, CallerIdentity
+from subagentd.mcp.tools import ACTIVATION_META, CALLER_META, IDEMPOTENCY_META, CallerIdentity
+from subagentd.wire.call import Call
 
 
 def caller_identity(call: Call, meta: dict[str, Any] | None) -> CallerIdentity:

@@ -30,16 +30,16 @@ import msgspec
 
 from subagentd.core import texts
 from subagentd.core.service import Service
+from subagentd.runners.handoff import Handoff
+from subagentd.runners.runner_pids import PidFiles
+from subagentd.runners.tool_socket import Tokens
+from subagentd.runners.watchdog import Watchdog
 from subagentd.schema.budgets import COUNT_MAX, MONEY_MAX, Usage
 from subagentd.schema.host_methods import TurnEndParams
 from subagentd.schema.notifications import TurnInterrupt, TurnStart
 from subagentd.schema.runner import RunnerExit, RunnerFailure, RunnerTurn
-from subagentd.server.handoff import Handoff
-from subagentd.server.runner_pids import PidFiles
-from subagentd.server.timers import BUSY_RETRY
-from subagentd.server.tool_socket import Tokens
-from subagentd.server.transport import FdReader, FdWriter
-from subagentd.server.watchdog import Watchdog
+from subagentd.wire.timers import BUSY_RETRY
+from subagentd.wire.transport import FdReader, FdWriter
 
 if TYPE_CHECKING:
     from subagentd.server.connection import Connection
@@ -138,7 +138,7 @@ def _start(
         env=env,
         start_new_session=True,  # its own group: signals reach its children
     )
-    watchdog.add(popen.pid)  # its group is stopped should subagentd die first (server/watchdog.py)
+    watchdog.add(popen.pid)  # its group is stopped should subagentd die first (runners/watchdog.py)
     return Child(popen)
 
 

@@ -7,7 +7,7 @@
 `tasks/get` with a DetailedTask, `tasks/update`, `tasks/cancel` (an empty acknowledgement);
 `tasks/result` and `tasks/list` do not exist there (-32601), and the extension's methods from a
 request that did not declare it get -32021. The caller is found as for `tools/call`
-(server/identity.py).
+(mcp/identity.py).
 """
 
 from __future__ import annotations
@@ -26,15 +26,15 @@ from subagentd.errors import (
     StorageFailedError,
     SubagentdError,
 )
+from subagentd.mcp.identity import caller_identity
+from subagentd.mcp.tools import ToolSpec, call_tool_result, run_tool
 from subagentd.schema import host_methods as h
 from subagentd.schema import tasks as tk
 from subagentd.schema import tools as t
-from subagentd.server.boundary import error_text
-from subagentd.server.call import Call
-from subagentd.server.identity import caller_identity
-from subagentd.server.ledger import Deferred
-from subagentd.server.mcp import ToolSpec, call_tool_result, run_tool
-from subagentd.server.methods import method
+from subagentd.wire.boundary import error_text
+from subagentd.wire.call import Call
+from subagentd.wire.ledger import Deferred
+from subagentd.wire.methods import method
 
 IMMEDIATE_META = "io.modelcontextprotocol/model-immediate-response"
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from subagentd.core.descriptors import DescriptorProblem, parse_descriptor
 from subagentd.storage.reader import StoreReader, UnreadableDatabaseError
-from subagentd.terminal import json_text, printable
+from subagentd.view.terminal import json_text, printable
 
 DRAWN_LEVELS = 40  # deeper prefixes are cut to their last levels, so corrupt chains stay cheap
 

@@ -14,7 +14,7 @@ without the extra, or without that environment, never loads OpenTelemetry. What 
 - `execute_tool {tool}` per model-facing tool call, a child of the caller's open turn.
 
 Nothing here is on the request path beyond creating and ending span objects: the batch
-processor (otel_export.py) exports from its own thread, a collector that is down costs only the
+processor (otel/export.py) exports from its own thread, a collector that is down costs only the
 dropped spans, and exit waits for the last export at most SHUTDOWN_WAIT seconds, not at all
 when the collector is known down.
 
@@ -43,7 +43,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from subagentd import __version__
 from subagentd.core.store import Store
 from subagentd.core.tracing import Tracing
-from subagentd.otel_export import Batches, Collector
+from subagentd.otel.export import Batches, Collector
 from subagentd.schema.messages import Message
 
 log = logging.getLogger("subagentd")
@@ -309,7 +309,7 @@ class OtelTracing(Tracing):
 
 
 def start(store: Store) -> OtelTracing:
-    """The tracer for a serving process: OTLP over HTTP/protobuf, batched (otel_export.py),
+    """The tracer for a serving process: OTLP over HTTP/protobuf, batched (otel/export.py),
     configured by the standard environment (endpoint, headers, timeout, OTEL_BSP_*, OTEL_SERVICE_NAME,
     OTEL_RESOURCE_ATTRIBUTES)."""
     attributes = {"service.version": __version__}

@@ -12,12 +12,12 @@ from subagentd.core import texts
 from subagentd.errors import InvalidParamsError
 from subagentd.schema import resources as r
 from subagentd.schema.host_methods import Empty, ListParams
-from subagentd.server.call import Call
+from subagentd.wire.call import Call
 
 if TYPE_CHECKING:
     from subagentd.core.store import Store
-from subagentd.server.identity import caller_identity
-from subagentd.server.methods import method
+from subagentd.mcp.identity import caller_identity
+from subagentd.wire.methods import method
 
 PAGE = 100  # transcript events per page
 MAX_SEQ = 2**63 - 1  # the largest sequence number (schema/base.py Seq)

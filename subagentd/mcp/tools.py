@@ -22,13 +22,13 @@ from subagentd.core.tasks import TASK_TOOLS
 from subagentd.core.tools import ToolRules
 from subagentd.core.waits import Waiter
 from subagentd.errors import CallerUnauthorizedError, InvalidParamsError, SubagentdError
+from subagentd.mcp.tool_schemas import object_schema
 from subagentd.schema import tools as t
 from subagentd.schema.tasks import ToolExecution
-from subagentd.server.boundary import error_text
-from subagentd.server.tool_schemas import object_schema
+from subagentd.wire.boundary import error_text
 
 if TYPE_CHECKING:
-    from subagentd.server.call import Call
+    from subagentd.wire.call import Call
 
 OPTIONAL_TASK = ToolExecution(taskSupport="optional")
 CALLER_META = "subagentd/caller"

@@ -1,6 +1,6 @@
 """The ACP turn runner (`--runner-protocol acp`): each subagent is a session of an ACP agent.
 
-The turns it claims, their queue and `--max-running` are the process runner's (server/runner.py);
+The turns it claims, their queue and `--max-running` are the process runner's (runners/runner.py);
 what differs is how a turn runs (docs/acp.md). Agent processes (`--runner COMMAND`) form a pool
 of at most `--max-running`, each `initialize`d once when it starts and reused across turns; a
 subagent's first turn opens a session (`session/new` with the working directory and the
@@ -8,7 +8,7 @@ agent's own tools as its MCP server, `subagentd mcp`) on the least busy process,
 is one `session/prompt` on it: the turn's instructions and each of its messages, rendered with
 its sender (docs/rendering.md), as text content blocks. `session/update`s go into the
 transcript; the prompt's `stopReason` ends the turn, charged what the agent reported it used
-(server/acp_usage.py). `turn/interrupt` sends `session/cancel`; a turn still running
+(runners/acp_usage.py). `turn/interrupt` sends `session/cancel`; a turn still running
 `--interrupt-grace` later is stopped: what it waits for is cancelled and its agent process
 killed, so an agent that never answers costs its own slot for at most the grace. No lock is
 held across a wait on an agent: a process being started is in the pool, reserved for its turn. `session/request_permission`
@@ -41,17 +41,17 @@ from subagentd.core.questions import Option, Question
 from subagentd.core.service import Service
 from subagentd.errors import QuotaExceededError
 from subagentd.message_fences import RENDER_GUIDE, render_messages
+from subagentd.runners.acp import MAX_LINE, AcpError, AgentGone, AgentProcess, permission_policy
+from subagentd.runners.acp_progress import TurnProgress
+from subagentd.runners.acp_usage import SessionTotals, charge
+from subagentd.runners.handoff import Handoff
+from subagentd.runners.runner import Job, Runner
+from subagentd.runners.runner_pids import PidFiles
+from subagentd.runners.tool_socket import Tokens
 from subagentd.schema.budgets import Usage
 from subagentd.schema.host_methods import TurnEndParams
 from subagentd.schema.notifications import TurnInterrupt
-from subagentd.server.acp import MAX_LINE, AcpError, AgentGone, AgentProcess, permission_policy
-from subagentd.server.acp_progress import TurnProgress
-from subagentd.server.acp_usage import SessionTotals, charge
-from subagentd.server.handoff import Handoff
-from subagentd.server.runner import Job, Runner
-from subagentd.server.runner_pids import PidFiles
-from subagentd.server.timers import BUSY_RETRY
-from subagentd.server.tool_socket import Tokens
+from subagentd.wire.timers import BUSY_RETRY
 
 log = logging.getLogger("subagentd")
 
