@@ -307,13 +307,20 @@ def show_agent(reader: StoreReader, session: SessionRow, as_json: bool) -> None:
     write_lines(lines)
 
 
+def open_reader(path: str) -> StoreReader | None:
+    """The database opened read-only, or None once stderr says why it cannot be read."""
+    try:
+        return StoreReader(path)
+    except UnreadableDatabaseError as exc:
+        print(f"subagentd inspect: {exc}", file=sys.stderr)
+        return None
+
+
 def run(path: str, agent_id: str | None, as_json: bool = False) -> int:
     if hasattr(sys.stdout, "reconfigure"):  # labels and tree lines on a non-UTF-8 terminal
         sys.stdout.reconfigure(errors="replace")
-    try:
-        reader = StoreReader(path)
-    except UnreadableDatabaseError as exc:
-        print(f"subagentd inspect: {exc}", file=sys.stderr)
+    reader = open_reader(path)
+    if reader is None:
         return 2
     path = reader.name  # a PostgreSQL URL is shown without its password
     try:

@@ -13,7 +13,8 @@ from importlib.resources import files
 from typing import Any
 
 from subagentd.private_files import write_private
-from subagentd.storage.reader import StoreReader, UnreadableDatabaseError
+from subagentd.storage.reader import StoreReader
+from subagentd.view.inspect import open_reader
 from subagentd.view.timeline import build
 
 DATA_MARK = "/*DATA*/null"
@@ -48,10 +49,8 @@ def run(path: str, root: str | None, out: str) -> int:
     """`subagentd inspect --html OUT [ROOT]`: the exit status; one line on stderr says what was
     written (stdout stays empty)."""
     began = time.monotonic()
-    try:
-        reader = StoreReader(path)
-    except UnreadableDatabaseError as exc:
-        print(f"subagentd inspect: {exc}", file=sys.stderr)
+    reader = open_reader(path)
+    if reader is None:
         return 2
     path = reader.name  # a PostgreSQL URL is shown without its password
     try:

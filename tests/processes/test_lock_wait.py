@@ -75,6 +75,25 @@ def sends(prefix, caller, child, count):
     ]
 
 
+def pipelined_bursts(procs, count):
+    """Process n opens root{n} and spawns child{n}, then each pipelines `count` sends to its
+    child from a thread, all at once: the bursts and the started writer threads."""
+    for n, proc in enumerate(procs):
+        proc.host.open(f"root{n}")
+        proc.host.spawn(f"root{n}", f"child{n}")
+    bursts = [sends(f"p{n}-", f"root{n}", f"child{n}", count) for n in range(len(procs))]
+    writers = [
+        threading.Thread(
+            target=proc.host.send_bytes,
+            args=(b"".join(json.dumps(r).encode() + b"\n" for r in burst),),
+        )
+        for proc, burst in zip(procs, bursts, strict=True)
+    ]
+    for writer in writers:
+        writer.start()
+    return bursts, writers
+
+
 def queued_texts(db, child):
     rows = query(
         db,
@@ -90,19 +109,7 @@ def test_pipelined_bursts_from_two_processes_are_all_committed_in_order_none_ref
     db, count = shared, 2000
     # a patience far above any group's hold, even on a loaded machine: this is about waiting
     procs = [start(spawn_process, db, "--max-queued=0", "--lock-wait-ms=60000") for _ in range(2)]
-    for n, proc in enumerate(procs):
-        proc.host.open(f"root{n}")
-        proc.host.spawn(f"root{n}", f"child{n}")
-    bursts = [sends(f"p{n}-", f"root{n}", f"child{n}", count) for n in range(2)]
-    writers = [
-        threading.Thread(
-            target=proc.host.send_bytes,
-            args=(b"".join(json.dumps(r).encode() + b"\n" for r in burst),),
-        )
-        for proc, burst in zip(procs, bursts, strict=True)
-    ]
-    for writer in writers:  # both bursts at once: each process's groups meet the other's lock
-        writer.start()
+    bursts, writers = pipelined_bursts(procs, count)  # each process's groups meet the other's lock
     for n, (proc, burst) in enumerate(zip(procs, bursts, strict=True)):
         replies = [proc.host.response(r["id"], PATIENCE) for r in burst]
         assert [r.get("error") for r in replies] == [None] * count

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from subagentd.runners.runner_pids import PidFiles, start_time
+from tests.processes.test_detached import alive
 
 PATIENCE = 30.0
 SLEEP = [sys.executable, "-c", "import time; time.sleep(600)"]
@@ -23,14 +24,6 @@ RUN = (
     "if sys.argv[1:] == ['stay']:\n"
     "    time.sleep(600)\n"
 )
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def wait_gone(pid: int) -> None:

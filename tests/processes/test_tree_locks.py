@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from subagentd.storage.postgres.group import TREE_LOCKS, WRITER_LOCK, tree_key
-from tests.processes.test_lock_wait import queued_texts, send, sends
+from tests.processes.test_lock_wait import pipelined_bursts, queued_texts, send, sends
 from tests.processes.test_multiprocess import PATIENCE, query, start, unread, wait_for
 
 
@@ -255,19 +255,7 @@ def test_operator_tools_and_waits_are_exact_while_groups_hold_every_live_tree(
     every committed row, and `prune` deletes an old settled tree without waiting for them."""
     db, count = pg_stores.url(), 50
     procs = [start(spawn_process, db, "--lock-wait-ms=60000", "--lease-ttl=600") for _ in range(2)]
-    for n, proc in enumerate(procs):
-        proc.host.open(f"root{n}")
-        proc.host.spawn(f"root{n}", f"child{n}")
-    bursts = [sends(f"p{n}-", f"root{n}", f"child{n}", count) for n in range(2)]
-    writers = [
-        threading.Thread(
-            target=proc.host.send_bytes,
-            args=(b"".join(json.dumps(r).encode() + b"\n" for r in burst),),
-        )
-        for proc, burst in zip(procs, bursts, strict=True)
-    ]
-    for writer in writers:
-        writer.start()
+    bursts, writers = pipelined_bursts(procs, count)
     for proc, burst in zip(procs, bursts, strict=True):
         assert [proc.host.response(r["id"], PATIENCE).get("error") for r in burst] == [None] * count
     for writer in writers:
