@@ -185,6 +185,7 @@ class InProcessServer:
         self._to_server_w = to_server_w
         self._fds = [to_server_r, from_server_w]
         self.error: BaseException | None = None
+        self.stopped = False
         main = self.connection.serve if serve_with is None else serve_with(self.connection)
 
         def run() -> None:
@@ -204,6 +205,9 @@ class InProcessServer:
         self.host = Host(to_server_w, from_server_r)
 
     def stop(self) -> None:
+        if self.stopped:  # a test that stops it before its store's fixture closes the store
+            return
+        self.stopped = True
         try:
             os.close(self._to_server_w)
         except OSError:

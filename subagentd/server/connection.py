@@ -357,10 +357,7 @@ class Connection:
         """Another process sharing the database sent input to an agent live here: it rang this
         process's doorbell after committing (storage/signals.py); take the signals now."""
         store = self.locks
-        fd = store.doorbell()
-        if fd is None:
-            return
-        while True:
+        while (fd := store.doorbell()) is not None:  # until the store closes its doorbell
             await anyio.wait_readable(fd)
             store.drain_doorbell()
             await self.lock()

@@ -158,9 +158,11 @@ class BoundParts:
         self.delete_expired_tasks = tasks.delete_expired
 
     def doorbell(self) -> int | None:
-        """The fd another process's signal makes readable (None: nobody can signal this one)."""
+        """The fd another process's signal makes readable (None: nobody can signal this one, or
+        its doorbell was closed with the store)."""
         bell = self.group.doorbell
-        return None if bell is None else bell.fileno()
+        fd = -1 if bell is None else bell.fileno()
+        return None if fd < 0 else fd
 
     def drain_doorbell(self) -> None:
         """Read the rings waiting (they only say: look at your signals)."""

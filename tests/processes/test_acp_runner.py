@@ -467,3 +467,4 @@ def test_an_acp_turn_end_whose_group_is_lost_is_retried_until_the_child_settles(
     assert (end["reason"], end["output"]) == ("completed", "the answer")
     settled = srv.host.notification("agent/settled", PATIENCE, agent_id="c1")
     assert settled["reason"] == "completed"
+    srv.stop()  # before pg_stores, set up after this server, closes its store

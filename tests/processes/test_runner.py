@@ -615,6 +615,7 @@ def test_a_turn_end_whose_group_is_lost_is_retried_until_the_child_settles(
     assert events["turn_end"]["output"] == "the answer"
     settled = srv.host.notification("agent/settled", agent_id="c1")
     assert settled["reason"] == "completed"
+    srv.stop()  # before pg_stores, set up after this server, closes its store
 
 
 def test_a_runs_usage_lines_sum_to_at_most_the_bound_of_one_report(tmp_path):
