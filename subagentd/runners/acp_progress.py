@@ -143,8 +143,8 @@ def _clipped(value: Any, depth: int = 3) -> Any:
     PLAN_ENTRIES items, nesting to `depth` levels (deeper: dropped, as None)."""
     if isinstance(value, str):
         return value[:TOOL_TEXT]
-    if depth == 0 or not isinstance(value, (list, dict)):
-        return value if isinstance(value, (int, float, bool)) or value is None else None
+    if depth == 0 or not isinstance(value, list | dict):
+        return value if isinstance(value, int | float | bool) or value is None else None
     if isinstance(value, list):
         return [_clipped(v, depth - 1) for v in value[:PLAN_ENTRIES]]
     items = itertools.islice(value.items(), PLAN_ENTRIES)
