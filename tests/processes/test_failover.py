@@ -159,7 +159,8 @@ def test_a_promoted_synchronous_standby_loses_nothing_acknowledged_and_fences_no
             thread.join(PATIENCE)
         for sender in senders:
             assert not sender.failures, sender.failures
-            # serving again within a heartbeat of the new primary accepting writes
+            # serving again within a heartbeat of the new primary accepting writes (a reconnect
+            # attempt every half second finds it; the heartbeat then reads the live state back)
             first = min(at for at in sender.acked_at if at > killed)
             assert first - writable <= HEARTBEAT + 0.5, (sender.n, first - writable)
             # every acknowledged message exactly once, and nothing else
