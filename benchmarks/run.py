@@ -315,15 +315,7 @@ class Bench:
         the lock taken past the wait is refused 1011 busy (PROTOCOL.md section 1): counted.
         `link`: PostgreSQL is reached through linkproxy.py, `link` seconds each way (a database
         on another host)."""
-        db = self.database(f"shared-{processes}", backend)
-        proxy = None
-        if link:
-            from benchmarks.linkproxy import LinkProxy
-
-            assert self.postgres is not None
-            proxy = LinkProxy("127.0.0.1", self.postgres.port, link)
-            name = urllib.parse.urlsplit(db).path.lstrip("/")
-            db = f"postgresql://{self.postgres.user}@127.0.0.1:{proxy.port}/{name}"
+        db, proxy = self.linked(self.database(f"shared-{processes}", backend), link)
         servers = [self.start("subagentd", db) for _ in range(processes)]
         try:
             for k, server in enumerate(servers):
@@ -365,6 +357,73 @@ class Bench:
             "seconds": elapsed,
             "per_s": (sent - refused) / elapsed,
             "refused": refused,
+        }
+
+    def linked(self, db: str, link: float) -> tuple[str, Any]:
+        """`db` as reached through linkproxy.py, `link` seconds each way (a database on another
+        host), with the proxy (None, and `db` itself, without a link)."""
+        if not link:
+            return db, None
+        from benchmarks.linkproxy import LinkProxy
+
+        assert self.postgres is not None
+        proxy = LinkProxy("127.0.0.1", self.postgres.port, link)
+        name = urllib.parse.urlsplit(db).path.lstrip("/")
+        return f"postgresql://{self.postgres.user}@127.0.0.1:{proxy.port}/{name}", proxy
+
+    def interference(self, link: float) -> dict[str, Any]:
+        """One process's pipelined burst of BURST sends into its own tree against another
+        process's send_message latency on another tree (one request at a time), PostgreSQL over
+        the link: the prober's latencies alone, then while a burst runs (BURSTS of them)."""
+        db, proxy = self.linked(self.database("interference", "postgres"), link)
+        servers = [self.start("subagentd", db) for _ in range(2)]
+        try:
+            for k, server in enumerate(servers):
+                server.initialize()
+                server.call("agents/open", {"agent_id": f"r{k}"})
+                server.call(
+                    "agents/spawn",
+                    {"caller": f"r{k}", "label": "w", "prompt": "go", "child_id": f"k{k}"},
+                )
+                server.notification("turn/start", agent_id=f"k{k}")
+            burster, prober = servers
+            probes = iter(range(10**9))
+
+            def probe() -> float:
+                frame = prober.frame(
+                    "send_message", _shared_params(1, next(probes)), prober.take_id()
+                )
+                return prober.round_trips([frame])[0]
+
+            for _ in range(20):  # warm-up
+                probe()
+            alone = [probe() for _ in range(PROBES)]
+            during: list[float] = []
+            burst_s, refused = [], 0
+            for n in range(BURSTS):  # a burst lasts well under a second: pooled samples
+                burst = [
+                    burster.frame("send_message", _shared_params(0, i), burster.take_id())
+                    for i in range(n * BURST, (n + 1) * BURST)
+                ]
+                with ThreadPoolExecutor(1) as pool:
+                    bursting = pool.submit(burster.pipelined, burst)
+                    while not bursting.done():
+                        during.append(probe())
+                    seconds, errors, _ = bursting.result()
+                burst_s.append(seconds)
+                refused += errors
+        finally:
+            for server in servers:
+                server.kill()
+            if proxy is not None:
+                proxy.close()
+        return {
+            "burst": BURST,
+            "bursts": BURSTS,
+            "burst_seconds": median(burst_s),
+            "refused": refused,
+            "alone": {"samples": len(alone), "p50_s": median(alone), "p99_s": pct(alone, 99)},
+            "during": {"samples": len(during), "p50_s": median(during), "p99_s": pct(during, 99)},
         }
 
     def write_floor(self, durability: str) -> dict[str, Any]:
@@ -598,6 +657,9 @@ def _ping_frames(server: Server, n: int) -> list[bytes]:
 
 
 LINK_DELAY = 0.001  # seconds each way of the shared_send_postgres_link rows' link (linkproxy.py)
+BURST = 2000  # the interference row's burst into one tree
+PROBES = 300  # the interference row's lone send_message latencies
+BURSTS = 5  # the interference row's bursts, one after another (samples during each pooled)
 
 
 def _send_params(request_id: int) -> dict[str, Any]:
@@ -864,6 +926,10 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 is not None
             }
+            raw["interference_postgres_link"] = bench.guarded(
+                "another tree's send_message during a burst, PostgreSQL over a 1 ms link",
+                functools.partial(bench.interference, LINK_DELAY),
+            )
             raw["pg_write_floor"] = bench.guarded("PostgreSQL write floor", bench.pg_write_floor)
         if want("cross"):
             raw["cross_process"] = bench.guarded("cross-process delivery", bench.cross_process)

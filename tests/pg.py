@@ -38,9 +38,11 @@ def _free_port() -> int:
 class PostgresServer:
     """One `postgres` process on a temp directory; `url(name)` for its databases."""
 
-    def __init__(self, *, durable: bool = False) -> None:
+    def __init__(self, *, durable: bool = False, standby_of: PostgresServer | None = None) -> None:
         """`durable`: fsync and full-page writes on, as a real server has them (the benchmarks);
-        the tests run without (nothing of a test must outlive a power cut)."""
+        the tests run without (nothing of a test must outlive a power cut). `standby_of`: a
+        streaming standby of that server (`pg_basebackup -R`: hot standby, read-only until
+        `promote()`), with its databases, instead of a new cluster."""
         self.root = Path(tempfile.mkdtemp(prefix="subagentd-pg-"))
         self.data = self.root / "data"
         self.port = _free_port()
@@ -52,10 +54,17 @@ class PostgresServer:
             os.chown(self.root, entry.pw_uid, entry.pw_gid)
             self._as = ["runuser", "-u", user, "--"]
         self.user = pwd.getpwuid(os.geteuid()).pw_name if not self._as else "postgres"
-        self._run(
-            _bin("initdb"), "-D", str(self.data), "-U", self.user, "-A", "trust", "-E", "UTF8",
-            "--no-locale", "--no-sync",
-        )  # fmt: skip
+        if standby_of is None:
+            self._run(
+                _bin("initdb"), "-D", str(self.data), "-U", self.user, "-A", "trust", "-E",
+                "UTF8", "--no-locale", "--no-sync",
+            )  # fmt: skip
+        else:  # initdb's pg_hba trusts replication connections from 127.0.0.1
+            self._run(
+                _bin("pg_basebackup"), "-D", str(self.data), "-h", "127.0.0.1", "-p",
+                str(standby_of.port), "-U", self.user, "-R", "-X", "stream", "--no-sync", "-c",
+                "fast",
+            )  # fmt: skip
         options = (
             f"-c port={self.port} -c listen_addresses=127.0.0.1"
             f" -c unix_socket_directories={self.root} -c max_connections=400"
@@ -67,6 +76,8 @@ class PostgresServer:
             "-w", "-t", "60", "start",
         )  # fmt: skip
         self.admin = self.url("postgres")
+        if standby_of is not None:
+            return
         from subagentd.storage.postgres.store import PostgresStore
 
         self.execute(f"CREATE DATABASE {TEMPLATE}")
@@ -90,6 +101,14 @@ class PostgresServer:
             return f"postgresql://{self.user}@127.0.0.1:{self.port}/{database}"
         return f"postgresql://{self.user}@/{database}?host={self.root}&port={self.port}"
 
+    def promote(self) -> None:
+        """A standby becomes a primary (`pg_ctl promote`, waiting until it accepts writes)."""
+        self._run(_bin("pg_ctl"), "-D", str(self.data), "-w", "-t", "60", "promote")
+
+    def kill(self) -> None:
+        """The server stops at once, as at a crash (`pg_ctl stop -m immediate`), its files kept."""
+        self._run(_bin("pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
+
     def execute(self, sql: str) -> None:
         import psycopg
 
@@ -107,7 +126,8 @@ class PostgresServer:
 
     def stop(self) -> None:
         try:
-            self._run(_bin("pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
+            if (self.data / "postmaster.pid").exists():
+                self.kill()
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
 

@@ -35,7 +35,7 @@ from subagentd.storage.leases import RENEW_EVERY, SLOW_ANSWER, Holding
 from subagentd.storage.postgres.connection import PgConnection, Timeouts, Watchdog
 from subagentd.storage.postgres.doorbell import RENEW_UNLOCKED, Listener, PgRenewer
 from subagentd.storage.postgres.lockqueue import LentWait
-from subagentd.storage.postgres.reconnect import Reconnect, outcome_of
+from subagentd.storage.postgres.reconnect import IDENTIFIED, Reconnect, outcome_of
 
 log = logging.getLogger("subagentd")
 
@@ -99,6 +99,7 @@ class PgGroupCommit(GroupCommitBase):
         self.doorbell: Listener | None = None
         self._xid: str | None = None  # the open group transaction's id (pg_current_xact_id)
         self._backend = 0  # the server process of the main connection (its pid)
+        self._started = ""  # when that server started (pg_postmaster_start_time)
         self._reconnect: Reconnect | None = None  # a thread connecting anew, once one was lost
         self._watchdog: Watchdog | None = None  # bounds each statement while serving
         self._until = float("inf")  # time.monotonic() after which nothing waits (shutdown)
@@ -316,7 +317,7 @@ class PgGroupCommit(GroupCommitBase):
         self.conn.reclaim = None
         if keep and wait.taken:
             self._granted, self._taking = wait.xid, wait.tree
-            self._backend = wait.backend
+            self._backend, self._started = wait.backend, wait.started
             self._lock(wait=False)  # the group opens as take_lock's does, the lock taken already
             return
         self._rollback_quietly()
@@ -358,25 +359,22 @@ class PgGroupCommit(GroupCommitBase):
             return
         try:
             # one round trip (several statements in one query), which also reads the
-            # transaction's id and its server process (pg_backend_pid: behind a pooler libpq's
-            # backend_pid is the pooler's own): a COMMIT whose answer is lost is looked up by them
+            # transaction's id, its server process (pg_backend_pid: behind a pooler libpq's
+            # backend_pid is the pooler's own) and that server's start: a COMMIT whose answer is
+            # lost is looked up by them (reconnect.py IDENTIFIED)
             tree = self._taking
             if wait:
                 cursor = conn.execute(
                     f"BEGIN; SET LOCAL lock_timeout = {int(self._lock_wait_ms)};"
-                    f" SELECT {locks_sql(tree, True)}, pg_current_xact_id()::text,"
-                    " pg_backend_pid()"
+                    f" SELECT {locks_sql(tree, True)}, {IDENTIFIED}"
                 )
                 cursor.nextset()
                 cursor.nextset()
-                self._xid, self._backend = cursor.fetchone()[-2:]
+                self._xid, self._backend, self._started = cursor.fetchone()[-3:]
             else:  # the locks' answer is the second result
-                cursor = conn.execute(
-                    f"BEGIN; SELECT {locks_sql(tree, False)}, pg_current_xact_id()::text,"
-                    " pg_backend_pid()"
-                )
+                cursor = conn.execute(f"BEGIN; SELECT {locks_sql(tree, False)}, {IDENTIFIED}")
                 cursor.nextset()
-                got, self._xid, self._backend = cursor.fetchone()
+                got, self._xid, self._backend, self._started = cursor.fetchone()
                 if not got:
                     raise errors.LockNotAvailable("writer lock held")
             self._holds(tree)
@@ -435,7 +433,7 @@ class PgGroupCommit(GroupCommitBase):
         """Whether the transaction `xid`, whose COMMIT's answer was lost with the connection,
         committed (postgres/reconnect.py outcome_of); a new connection it opened becomes the
         main one."""
-        status, fresh = outcome_of(self._connect, xid, self._backend)
+        status, fresh = outcome_of(self._connect, xid, self._backend, self._started)
         if fresh is not None:
             self._swap(fresh)
         return status

@@ -25,6 +25,7 @@ from typing import Any
 import psycopg
 
 from subagentd.storage.postgres.connection import PgConnection
+from subagentd.storage.postgres.reconnect import IDENTIFIED
 
 STOP_WAIT = 1.0  # seconds a cancelled wait may take to end before its socket is shut
 
@@ -39,13 +40,13 @@ class LentWait:
         self.tree = tree  # the tree whose locks `locks` (a select list) takes; None: every tree's
         # one round trip, which also reads the transaction's id (PgGroupCommit.commit)
         self.sql = (
-            f"BEGIN; SET LOCAL lock_timeout = {max(1, milliseconds)};"
-            f" SELECT {locks}, pg_current_xact_id()::text, pg_backend_pid()"
+            f"BEGIN; SET LOCAL lock_timeout = {max(1, milliseconds)}; SELECT {locks}, {IDENTIFIED}"
         )
         self.canceller = conn.raw.pgconn.get_cancel()  # made here: not while the thread uses it
         self.finished = threading.Event()
         self.xid: str | None = None
         self.backend = 0  # the server process that ran it (pg_backend_pid: a pooler's differs)
+        self.started = ""  # when its server started (pg_postmaster_start_time)
         self.error: Exception | None = None
 
     def run(self) -> None:
@@ -59,7 +60,7 @@ class LentWait:
             cursor.nextset()
             row = cursor.fetchone()
             if row is not None:
-                self.xid, self.backend = row[-2], row[-1]
+                self.xid, self.backend, self.started = row[-3:]
         except Exception as exc:  # handed to the loop (PgGroupCommit.settle_lent)
             self.error = exc
         finally:

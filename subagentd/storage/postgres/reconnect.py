@@ -16,32 +16,55 @@ log = logging.getLogger("subagentd")
 Connect = Callable[[], psycopg.Connection[Any]]
 
 
+# read in the round trip that takes the writer lock: what a COMMIT whose answer is lost is looked
+# up by (its transaction, its server process, and when that server started)
+IDENTIFIED = "pg_current_xact_id()::text, pg_backend_pid(), pg_postmaster_start_time()::text"
+
+
 def outcome_of(
-    connect: Connect, xid: str, backend: int
+    connect: Connect, xid: str, backend: int, started: str
 ) -> tuple[str | None, psycopg.Connection[Any] | None]:
     """Whether the transaction `xid` committed, as a new connection reads pg_xact_status:
     "committed" or "aborted", the old server process (`backend`) ended first if it still runs
     it (so the outcome is final); None when that cannot be found out (the server does not
-    answer). With it the new connection, when one was made and works."""
+    answer). With it the new connection, when one was made and works.
+
+    A server started since (`started` differs: a restart, or a failover's promoted standby)
+    may have handed the id out again: an id whose records never reached its WAL is the next
+    one it gives. There "committed" may be another transaction's, so it is None; "aborted" or
+    "in progress" still mean this one did not commit (had it committed there, the id would be
+    its own)."""
     try:
         fresh = connect()
     except psycopg.Error as exc:
         log.warning("the outcome of a COMMIT cannot be checked: %s", exc)
         return None, None
     try:
-        status = _xact_status(fresh, xid)
-        if status == "in progress":  # its server process has not seen the loss yet
+        row = fresh.execute(
+            "SELECT pg_postmaster_start_time()::text, pg_xact_status(%s::xid8)", (xid,)
+        ).fetchone()
+        same_server = row is not None and row[0] == started
+        status = None if row is None else row[1]
+        if status == "in progress" and same_server:  # its server process has not seen the loss
             fresh.execute(_END_IT, (backend, int(xid) & 0xFFFFFFFF))
             status = _xact_status(fresh, xid)
     except psycopg.Error as exc:
         log.warning("the outcome of a COMMIT cannot be checked: %s", exc)
         fresh.close()
         return None, None
+    if not same_server:
+        if status == "committed":
+            log.warning(
+                "the outcome of a COMMIT cannot be checked: the server restarted or failed over"
+                " since, and the transaction's id may have been given to another"
+            )
+            return None, fresh
+        return ("aborted" if status in ("aborted", "in progress") else None), fresh
     return (status if status in ("committed", "aborted") else None), fresh
 
 
-# the server process ended only if it still runs that transaction (its 32-bit xid): a pid read on
-# another server (a failover's new primary) or reused since never ends an unrelated session
+# the server process ended only if it still runs that transaction (its 32-bit xid) on the same
+# server (a pid read on a failover's new primary, or reused since, never ends an unrelated session)
 _END_IT = (
     "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
     " WHERE pid = %s AND backend_xid::text = %s::text"
