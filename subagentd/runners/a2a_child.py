@@ -109,6 +109,7 @@ class RemoteTurn:
     message: str = ""  # the text of the newest status message
     artifacts: dict[str, str] = field(default_factory=dict)  # artifact id -> its text
     usage: dict[str, Any] | None = None  # the newest usage the remote metadata gave
+    earlier: set[str] = field(default_factory=set)  # artifact and task ids of earlier turns
     cancel_sent: bool = False
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
 
@@ -291,7 +292,7 @@ class A2aChildren(Runner):
         name = turn.name
         if name not in self.agents:
             return "error", NOT_LISTED.format(name=name)
-        turn.context_id = self._stored_context(start.agent_id)
+        turn.context_id, turn.earlier = self._stored_context(start.agent_id)
         # the messages' text only: the turn's instructions speak of tools a remote agent lacks
         parts = ["\n".join(b.text for b in m.content) for m in start.messages]
         text = "\n\n".join(p for p in parts if p)
@@ -421,18 +422,26 @@ class A2aChildren(Runner):
             text = _text(artifact.parts)
             if event.artifact_update.append:
                 text = turn.artifacts.get(artifact.artifact_id, "") + text
-            turn.artifacts[artifact.artifact_id] = text
-            await self._note(
-                turn, "a2a_artifact", {"name": artifact.name, "text": text[:TEXT_CHARS]}
-            )
+            await self._take_artifact(turn, artifact, text)
 
     async def _take_task(self, turn: RemoteTurn, task: Any) -> None:
         await self._learn_task(turn, task.id, task.context_id)
-        for artifact in task.artifacts:
-            turn.artifacts[artifact.artifact_id] = _text(artifact.parts)
+        # a task an earlier turn had holds that turn's artifacts: only the streamed ones count
+        for artifact in () if task.id in turn.earlier else task.artifacts:
+            if artifact.artifact_id not in turn.artifacts:
+                await self._take_artifact(turn, artifact, _text(artifact.parts))
         turn.usage = _usage_in(task) or turn.usage
         if task.HasField("status"):
             await self._take_status(turn, task.status)
+
+    async def _take_artifact(self, turn: RemoteTurn, artifact: Any, text: str) -> None:
+        """An artifact of this turn (one an earlier turn was given is not this turn's output)."""
+        if artifact.artifact_id in turn.earlier:
+            return
+        turn.artifacts[artifact.artifact_id] = text
+        shown = {"artifact_id": artifact.artifact_id, "name": artifact.name, "text": text}
+        shown["text"] = text[:TEXT_CHARS]
+        await self._note(turn, "a2a_artifact", shown)
 
     async def _learn_task(self, turn: RemoteTurn, task_id: str, context_id: str) -> None:
         if task_id and task_id != turn.task_id:
@@ -556,17 +565,21 @@ class A2aChildren(Runner):
 
         await self._end_durably(agent_id, turn_id, end)
 
-    def _stored_context(self, agent_id: str) -> str:
-        """The contextId the child's last remote task had (`a2a_task` in its transcript)."""
-        found, after = "", None
+    def _stored_context(self, agent_id: str) -> tuple[str, set[str]]:
+        """The contextId the child's last remote task had (`a2a_task` in its transcript), and
+        the ids of the tasks and artifacts (`a2a_artifact`) of its earlier turns."""
+        found, seen, after = "", set(), None
         while True:
             page = self.service.records.read_transcript(agent_id, after, None)
             for event in page.events:
                 data = event.data if isinstance(event.data, dict) else {}
                 if event.type == "a2a_task" and data.get("context_id"):
                     found = str(data["context_id"])
+                    seen.add(str(data.get("task_id")))
+                elif event.type == "a2a_artifact" and data.get("artifact_id"):
+                    seen.add(str(data["artifact_id"]))
             if page.next is None:
-                return found
+                return found, seen
             after = page.next
 
 
