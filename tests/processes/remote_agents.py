@@ -90,7 +90,7 @@ class Scripted(AgentExecutor):
         elif self.kind == "slow":
             self.started.set()
             await asyncio.sleep(3600)
-        elif self.kind == "drops":
+        elif self.kind.startswith("drops"):
             self.started.set()
             await asyncio.sleep(0.3)  # the stream is cut meanwhile (Cut below)
             await updater.complete(say(f"survived: {text.strip().splitlines()[-1]}"))
@@ -104,14 +104,16 @@ class Scripted(AgentExecutor):
 
 
 class Cut:
-    """Cuts the first streaming response after its first event: the connection drops."""
+    """Drops connections: `before`, the first streaming request's, before the agent sees it;
+    `after`, the first streaming response's, after its first event; `gone`, every response
+    after the first streaming response's first event (the agent is lost for good)."""
 
-    def __init__(self, app: App) -> None:
-        self.app = app
-        self.cut = 0
+    def __init__(self, app: App, mode: str) -> None:
+        self.app, self.mode = app, mode
+        self.streams = 0
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or self.cut:
+        if scope["type"] != "http" or (self.streams and self.mode != "gone"):
             await self.app(scope, receive, send)
             return
         body = bytearray()
@@ -129,10 +131,15 @@ class Cut:
                 return {"type": "http.request", "body": bytes(body), "more_body": False}
             return await receive()
 
-        if b"SendStreamingMessage" not in body:
+        streaming = b"SendStreamingMessage" in body
+        if not streaming and not (self.mode == "gone" and self.streams):
             await self.app(scope, again, send)
             return
-        self.cut += 1
+        self.streams += 1
+        if self.mode == "before" or not streaming:  # headers, then the connection drops
+            headers = [(b"content-type", b"text/event-stream")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            raise ConnectionResetError("the test drops the connection")
         events = 0
 
         async def cutting(message: Any) -> None:
@@ -171,8 +178,8 @@ class RemoteAgent:
         app: App = Starlette(
             routes=[*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/")]
         )
-        if kind == "drops":
-            app = Cut(app)
+        if kind.startswith("drops"):  # drops, drops-before, drops-gone
+            app = Cut(app, kind.partition("-")[2] or "after")
         self.app = app
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
         self.server = uvicorn.Server(config)

@@ -182,6 +182,27 @@ def test_a_stream_cut_mid_task_is_followed_to_its_end_without_sending_twice(remo
     assert len(agent.executor.seen) == 1  # the message was not sent again
 
 
+def test_a_connection_dropped_before_the_task_was_known_is_retried_with_the_same_message(remote):
+    srv, agent = remote("drops-before")
+    srv.spawn("c1", "hold on", "far")
+    [end] = srv.ends("c1")
+    assert (end["reason"], end["output"]) == ("completed", "survived: hold on")
+    assert agent.executor.message_ids == [end["turn_id"]]  # the retry: the same message, once
+    assert agent.app.streams == 1  # the dropped request never reached the agent
+
+
+def test_an_agent_lost_for_good_mid_task_ends_the_turn_saying_its_outcome_is_unknown(remote):
+    srv, agent = remote("drops-gone")
+    srv.spawn("c1", "hold on", "far")
+    [end] = srv.ends("c1")
+    assert end["reason"] == "error"
+    assert end["output"].startswith('the connection to the A2A agent "far" was lost (')
+    assert end["output"].endswith(
+        ") and could not be made again after 4 tries; whether it ran the turn is unknown"
+    )
+    assert len(agent.executor.seen) == 1
+
+
 def test_an_agent_that_cannot_be_reached_ends_the_turn_saying_nothing_was_sent(remote):
     import socket
 
