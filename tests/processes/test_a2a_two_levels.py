@@ -140,3 +140,49 @@ def test_a_malformed_agent_is_refused_by_the_option(tmp_path):
     )
     assert done.returncode == 2
     assert "'no-url': give NAME=URL" in done.stderr
+
+
+def test_inspect_and_watch_show_a_remote_child_as_such(levels, tmp_path):
+    import os
+
+    top, _ = levels
+    top.host.call(
+        "agents/spawn",
+        {
+            "caller": "root",
+            "child_id": "far",
+            "label": "far",
+            "prompt": "hello",
+            "agent": {"a2a": "bottom"},
+        },
+    )
+    top.ends("far")
+    db = str(tmp_path / "top.db")
+    shown = subprocess.run(
+        [sys.executable, "-m", "subagentd", "inspect", "--db", db],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shown.returncode == 0, shown.stderr
+    [line] = [x for x in shown.stdout.splitlines() if "far" in x]
+    assert 'far "far" continuable (remote: A2A agent bottom), ready' in line
+    agent = subprocess.run(
+        [sys.executable, "-m", "subagentd", "inspect", "--db", db, "far"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    assert 'mode continuable, label "far", remote: A2A agent bottom' in agent
+    assert "A2A task " in agent and " at bottom" in agent
+    assert 'A2A completed: "done: hello"' in agent
+    assert "A2A task ended completed" in agent
+    env = {**os.environ, "COLUMNS": "200", "LINES": "20", "TERM": "dumb"}
+    frame = subprocess.run(
+        [sys.executable, "-m", "subagentd", "watch", "--db", db, "--once"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    ).stdout
+    assert "far far @a2a:bottom" in frame
