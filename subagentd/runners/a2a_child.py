@@ -276,8 +276,8 @@ class A2aChildren(Runner):
                 reason, output = await self._turn(turn)
             if turn.scope.cancelled_caught:
                 reason, output = "aborted", None
-            if job.interrupted and reason not in ("completed",):
-                reason = "aborted"
+            if job.interrupted and reason != "completed":  # a completion that raced it stands
+                reason, output = "aborted", None
             await self._finish(turn, reason, output)
         finally:
             job.done = True
@@ -311,6 +311,8 @@ class A2aChildren(Runner):
                     await self._follow(turn)
                 except (Lost, Refused) as again:
                     return "error", UNKNOWN.format(name=name, error=again, tries=RETRIES)
+            if turn.state == "auth-required" and not turn.job.interrupted:
+                await self._cancel_task(turn)  # nobody here can sign it in: it is not left open
             if turn.state != "input-required" or turn.job.interrupted:
                 return self._ending(turn)
             answer = await self._ask(turn)

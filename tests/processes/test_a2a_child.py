@@ -152,10 +152,12 @@ def test_input_required_is_a_question_to_the_parent_whose_answer_continues_the_t
 def test_failed_rejected_and_auth_required_end_the_turn_with_their_texts(
     remote, kind, reason, output
 ):
-    srv, _ = remote(kind)
+    srv, agent = remote(kind)
     srv.spawn("c1", "do it", "far")
     [end] = srv.ends("c1")
     assert (end["reason"], end["output"]) == (reason, output)
+    if kind == "needs-auth":  # not left open on the agent
+        assert agent.executor.cancelled.wait(TIMEOUT)
 
 
 def test_an_interrupt_cancels_the_slow_remote_task(remote):
@@ -218,3 +220,15 @@ def test_an_agent_that_cannot_be_reached_ends_the_turn_saying_nothing_was_sent(r
         assert end["output"].endswith("); the turn was not sent to it")
     finally:
         srv.stop()
+
+
+def test_an_unanswered_question_cancels_the_remote_task_and_ends_the_turn_saying_so(remote):
+    srv, agent = remote("asks", question_timeout=0.5)
+    srv.spawn("c1", "paint the shed", "far")
+    srv.root_turn()  # the question; nobody answers it
+    [end] = srv.ends("c1")
+    assert (end["reason"], end["output"]) == (
+        "error",
+        'the A2A agent "far" asked for input and no answer came (timeout); its task was cancelled',
+    )
+    assert agent.executor.cancelled.wait(TIMEOUT)
