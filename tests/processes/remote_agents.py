@@ -23,7 +23,9 @@ from a2a.types import (
     AgentCard,
     AgentInterface,
     AgentSkill,
+    Message,
     Part,
+    Role,
     Task,
     TaskState,
     TaskStatus,
@@ -55,6 +57,15 @@ class Scripted(AgentExecutor):
         assert context.message is not None
         self.message_ids.append(context.message.message_id)
         task_id, context_id = context.task_id or "", context.context_id or ""
+        if self.kind == "replies":  # a direct answer: a Message, no task
+            reply = Message(
+                message_id=f"reply-{len(self.seen)}",
+                context_id=context_id,
+                role=Role.ROLE_AGENT,
+                parts=[Part(text=f"at once: {text}")],
+            )
+            await event_queue.enqueue_event(reply)
+            return
         if context.current_task is None:
             await event_queue.enqueue_event(
                 Task(

@@ -232,3 +232,11 @@ def test_an_unanswered_question_cancels_the_remote_task_and_ends_the_turn_saying
         'the A2A agent "far" asked for input and no answer came (timeout); its task was cancelled',
     )
     assert agent.executor.cancelled.wait(TIMEOUT)
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+def test_a_direct_message_answer_is_the_turns_closing_message(remote, streaming):
+    srv, _ = remote("replies", streaming=streaming)
+    srv.spawn("c1", "quick one", "far")
+    [end] = srv.ends("c1")
+    assert (end["reason"], end["output"]) == ("completed", "at once: quick one")
