@@ -410,6 +410,11 @@ class A2aChildren(Runner):
         if kind == "task":
             await self._take_task(turn, event.task)
         elif kind == "message":  # a direct answer: the turn's closing message
+            context_id = event.message.context_id
+            if context_id and context_id != turn.context_id:  # the conversation, kept
+                turn.context_id = context_id
+                shown = {"agent": turn.name, "task_id": "", "context_id": context_id}
+                await self._note(turn, "a2a_task", shown)
             turn.state = "completed"
             turn.message = _text(event.message.parts)
             turn.usage = _usage_in(event.message) or turn.usage

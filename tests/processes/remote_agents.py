@@ -48,6 +48,7 @@ class Scripted(AgentExecutor):
         self.kind = kind
         self.seen: list[str] = []  # every message's text, in order
         self.message_ids: list[str] = []
+        self.contexts: list[str] = []  # each message's contextId as the agent saw it
         self.cancelled = threading.Event()
         self.started = threading.Event()
 
@@ -56,6 +57,7 @@ class Scripted(AgentExecutor):
         self.seen.append(text)
         assert context.message is not None
         self.message_ids.append(context.message.message_id)
+        self.contexts.append(context.context_id or "")
         task_id, context_id = context.task_id or "", context.context_id or ""
         if self.kind == "replies":  # a direct answer: a Message, no task
             reply = Message(

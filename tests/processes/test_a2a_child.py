@@ -236,7 +236,10 @@ def test_an_unanswered_question_cancels_the_remote_task_and_ends_the_turn_saying
 
 @pytest.mark.parametrize("streaming", [True, False])
 def test_a_direct_message_answer_is_the_turns_closing_message(remote, streaming):
-    srv, _ = remote("replies", streaming=streaming)
+    srv, agent = remote("replies", streaming=streaming)
     srv.spawn("c1", "quick one", "far")
     [end] = srv.ends("c1")
     assert (end["reason"], end["output"]) == ("completed", "at once: quick one")
+    srv.host.call("send_message", {"caller": "root", "subagent_id": "c1", "message": "another"})
+    assert srv.ends("c1", 2)[1]["output"] == "at once: another"
+    assert len(set(agent.executor.contexts)) == 1  # the second message kept the conversation
