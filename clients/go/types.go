@@ -66,6 +66,12 @@ const (
 	CodeLeaseLost = 1014
 )
 
+// AgentChoice: Where a subagent's turns run when not by the deployment's turn runner: `a2a` names one of
+// the A2A agents the deployment lists (`--a2a-agent NAME=URL`; docs/a2a.md).
+type AgentChoice struct {
+	A2a string `json:"a2a"`
+}
+
 // AgentInfo is the schema of the same name in clients/openrpc.json.
 type AgentInfo struct {
 	AgentID       string      `json:"agent_id"`
@@ -220,13 +226,14 @@ type CommitLatency struct {
 
 // Descriptor: A child's durable identity, written once with its session.
 type Descriptor struct {
-	Version       int64       `json:"version"`
-	Mode          string      `json:"mode"`
-	Label         string      `json:"label"`
-	AgentModel    string      `json:"agent_model,omitempty"`
-	AgentProvider string      `json:"agent_provider,omitempty"`
-	Persona       string      `json:"persona,omitempty"`
-	ToolFilter    *ToolFilter `json:"tool_filter,omitempty"`
+	Version       int64        `json:"version"`
+	Mode          string       `json:"mode"`
+	Label         string       `json:"label"`
+	Agent         *AgentChoice `json:"agent,omitempty"`
+	AgentModel    string       `json:"agent_model,omitempty"`
+	AgentProvider string       `json:"agent_provider,omitempty"`
+	Persona       string       `json:"persona,omitempty"`
+	ToolFilter    *ToolFilter  `json:"tool_filter,omitempty"`
 }
 
 // DiagnosticRow is the schema of the same name in clients/openrpc.json.
@@ -542,6 +549,8 @@ type SpawnAgentParams struct {
 	Prompt     string         `json:"prompt"`
 	Meta       map[string]any `json:"_meta,omitempty"`
 	Activation string         `json:"activation,omitempty"`
+	// Where the subagent runs: {"a2a": "NAME"} runs its turns on the remote A2A agent this deployment lists under NAME (its list is in the error when NAME is not in it). Omit it to run the subagent here.
+	Agent *AgentChoice `json:"agent,omitempty"`
 	// Limits for the subagent and everything it starts: max_turns, max_spawns, max_tokens (input and output), max_cost, max_seconds (a wall-clock deadline from now). Each is cut to what you have left yourself. Omit it to share your own budget.
 	Budget *Budget `json:"budget,omitempty"`
 	Caller string  `json:"caller,omitempty"`
@@ -566,6 +575,7 @@ type SpawnParams struct {
 	Prompt         string         `json:"prompt"`
 	Meta           map[string]any `json:"_meta,omitempty"`
 	Activation     string         `json:"activation,omitempty"`
+	Agent          *AgentChoice   `json:"agent,omitempty"`
 	AgentModel     string         `json:"agent_model,omitempty"`
 	AgentProvider  string         `json:"agent_provider,omitempty"`
 	Budget         *Budget        `json:"budget,omitempty"`

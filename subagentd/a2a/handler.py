@@ -78,7 +78,18 @@ class Face(RequestHandler):
 
     # --- messages ---------------------------------------------------------------------------
 
-    async def _send(self, params: SendMessageRequest, context: ServerCallContext) -> str:
+    async def _target(self, message: Message) -> str:
+        """The task a message continues: its taskId, else a contextId naming one of ROOT's
+        children (each task is its own context), else "" (a new task)."""
+        if message.task_id:
+            return str(message.task_id)
+        if message.context_id and await self.tree.agent(message.context_id) is not None:
+            return str(message.context_id)
+        return ""
+
+    async def _send(
+        self, params: SendMessageRequest, context: ServerCallContext, target: str
+    ) -> str:
         """Spawn or follow up; the task id. A retried messageId is answered as the first was."""
         message = params.message
         if not message.message_id:
@@ -88,12 +99,12 @@ class Face(RequestHandler):
             raise InvalidParamsError(message="the message holds no text for the subagent")
         key = f"a2a:{message.message_id}"
         try:
-            if message.task_id:
-                if await self.tree.agent(message.task_id) is None:
-                    raise TaskNotFoundError(message=f"task not found: {message.task_id}")
-                args = {"subagent_id": message.task_id, "message": text}
+            if target:
+                if await self.tree.agent(target) is None:
+                    raise TaskNotFoundError(message=f"task not found: {target}")
+                args = {"subagent_id": target, "message": text}
                 await self.tree.tool("send_message", args, key)
-                return message.task_id
+                return target
             client = context.state.get("client", "")
             await self._admit(client)
             label = _label(message, text)
@@ -124,10 +135,9 @@ class Face(RequestHandler):
     async def on_message_send(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> Task | Message:
-        after = None
-        if params.message.task_id:
-            after = await self._newest(params.message.task_id)
-        task_id = await self._send(params, context)
+        target = await self._target(params.message)
+        after = await self._newest(target) if target else None
+        task_id = await self._send(params, context, target)
         if not params.configuration.return_immediately:
             async for _ in self._follow(task_id, after):
                 pass
@@ -137,10 +147,9 @@ class Face(RequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
         async with self._stream():
-            after = None
-            if params.message.task_id:
-                after = await self._newest(params.message.task_id)
-            task_id = await self._send(params, context)
+            target = await self._target(params.message)
+            after = await self._newest(target) if target else None
+            task_id = await self._send(params, context, target)
             async for event in self._updates(task_id, after, await self._task(task_id, 0)):
                 yield event
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -69,6 +70,22 @@ class Duration(ParamType):
         return seconds if self.range is None else self.range.convert(seconds, param, ctx)
 
 
+class RemoteAgent(ParamType):
+    """NAME=URL: a name a spawn gives (letters, digits, `.`, `_`, `-`) and an http(s) URL."""
+
+    name = "NAME=URL"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, tuple):
+            return value
+        name, sep, url = str(value).partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", name):
+            self.fail(f"{value!r}: give NAME=URL, NAME of letters, digits, . _ -", param, ctx)
+        if not re.match(r"https?://[^/\s]+", url):
+            self.fail(f"{value!r}: the URL must be http:// or https://", param, ctx)
+        return (name, url)
+
+
 def _type(spec: Spec) -> Any:
     if spec.kind == "choice":
         return click.Choice(spec.choices)
@@ -79,7 +96,7 @@ def _type(spec: Spec) -> Any:
         return click.FloatRange(spec.low, spec.high, min_open=spec.low_open)
     if spec.kind == "duration":
         return Duration(spec)
-    return {"tools": ToolSet()}.get(spec.kind, str)
+    return {"tools": ToolSet(), "agents": RemoteAgent()}.get(spec.kind, str)
 
 
 def from_spec(spec: Spec, *, global_option: bool = False) -> Callable[[F], F]:
@@ -95,6 +112,7 @@ def from_spec(spec: Spec, *, global_option: bool = False) -> Callable[[F], F]:
         show_default=shown is None and spec.default is not None,
         metavar=spec.metavar,
         help=text,
+        multiple=spec.kind == "agents",
     )
 
 

@@ -67,6 +67,10 @@ def serve(options: dict[str, Any]) -> int:
         return 1
     argv = runner_command(options)
     refused = argv if isinstance(argv, str) else _database_refusal(options)
+    if refused is None and options.get("a2a_agent"):
+        from subagentd.runners.a2a_child import refusal
+
+        refused = refusal(options)
     if refused is not None:
         log.error("cannot start: %s", refused)
         return 1
@@ -139,6 +143,10 @@ def serve(options: dict[str, Any]) -> int:
 
         running = Running(connection, options, argv)
         main = running.serve
+    if options.get("a2a_agent"):  # remote children (docs/a2a.md)
+        from subagentd.runners.a2a_child import wire
+
+        main = wire(connection, options, main)
     gc.freeze()
     try:
         anyio.run(main, backend=backend, backend_options=loop_options)

@@ -53,6 +53,7 @@ def settings_from(options: dict[str, Any]) -> Settings:
         **{name: options[name] for name in BUDGET_NAMES},
         cost_currency=options.get("cost_currency") or "",
         question_timeout=question_timeout(options),
+        a2a_agents=tuple(name for name, _ in options.get("a2a_agent") or ()),
     )
 
 

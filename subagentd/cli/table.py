@@ -202,6 +202,13 @@ SERVE = (
         " (docs/acp.md)",
         choices=("deny", "allow", "ask-parent"),
     ),
+    Spec(
+        "--a2a-agent",
+        "agents",
+        (),
+        "an A2A agent a spawn may name (agent: {a2a: NAME}), run remote children (docs/a2a.md)",
+        metavar="NAME=URL",
+    ),
     *QUESTIONS,
     Spec(
         "--max-running",

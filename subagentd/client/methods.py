@@ -65,9 +65,9 @@ class AsyncMethods(Streams):
     async def agents_get(self, agent_id: str) -> h.AgentInfo:
         return await self.call("agents/get", h.AgentParams(agent_id=agent_id), result=h.AgentInfo)
 
-    async def agents_spawn(self, caller: str, label: str, prompt: str, *, activation: str | None = None, mode: Literal["continuable", "one-shot"] = "continuable", child_id: str | None = None, agent_provider: str | None = None, agent_model: str | None = None, persona: str | None = None, tool_filter: m.ToolFilter | None = None, budget: b.Budget | None = None, on_parent_close: Literal["drain", "finish"] = "drain", idempotency_key: str | None = None, traceparent: str | None = None) -> h.SpawnResult:
+    async def agents_spawn(self, caller: str, label: str, prompt: str, *, activation: str | None = None, mode: Literal["continuable", "one-shot"] = "continuable", child_id: str | None = None, agent_provider: str | None = None, agent_model: str | None = None, persona: str | None = None, tool_filter: m.ToolFilter | None = None, agent: m.AgentChoice | None = None, budget: b.Budget | None = None, on_parent_close: Literal["drain", "finish"] = "drain", idempotency_key: str | None = None, traceparent: str | None = None) -> h.SpawnResult:
         """Spawn a child of `caller`; its first `turn/start` follows."""
-        return await self.call("agents/spawn", h.SpawnParams(caller=caller, activation=activation, label=label, prompt=prompt, mode=mode, child_id=child_id, agent_provider=agent_provider, agent_model=agent_model, persona=persona, tool_filter=tool_filter, budget=budget, on_parent_close=on_parent_close, idempotency_key=idempotency_key, traceparent=traceparent), result=h.SpawnResult)
+        return await self.call("agents/spawn", h.SpawnParams(caller=caller, activation=activation, label=label, prompt=prompt, mode=mode, child_id=child_id, agent_provider=agent_provider, agent_model=agent_model, persona=persona, tool_filter=tool_filter, agent=agent, budget=budget, on_parent_close=on_parent_close, idempotency_key=idempotency_key, traceparent=traceparent), result=h.SpawnResult)
 
     async def agents_followup(self, agent_id: str, message: str, *, idempotency_key: str | None = None) -> h.MessageIdResult:
         return await self.call("agents/followup", h.FollowupParams(agent_id=agent_id, message=message, idempotency_key=idempotency_key), result=h.MessageIdResult)
@@ -120,9 +120,9 @@ class AsyncMethods(Streams):
     async def report(self, output: str, *, caller: str | None = None, activation: str | None = None, idempotency_key: str | None = None) -> t.ReportResult:
         return await self.call("report", t.ReportParams(output=output, caller=caller, activation=activation, idempotency_key=idempotency_key), result=t.ReportResult)
 
-    async def spawn_agent(self, label: str, prompt: str, *, mode: Literal["continuable", "one-shot"] = "continuable", child_id: str | None = None, budget: b.Budget | None = None, caller: str | None = None, activation: str | None = None, idempotency_key: str | None = None) -> t.SpawnAgentResult:
+    async def spawn_agent(self, label: str, prompt: str, *, mode: Literal["continuable", "one-shot"] = "continuable", child_id: str | None = None, budget: b.Budget | None = None, agent: m.AgentChoice | None = None, caller: str | None = None, activation: str | None = None, idempotency_key: str | None = None) -> t.SpawnAgentResult:
         """The spawn_agent tool (agents/spawn's rules, as the calling agent)."""
-        return await self.call("spawn_agent", t.SpawnAgentParams(label=label, prompt=prompt, mode=mode, child_id=child_id, budget=budget, caller=caller, activation=activation, idempotency_key=idempotency_key), result=t.SpawnAgentResult)
+        return await self.call("spawn_agent", t.SpawnAgentParams(label=label, prompt=prompt, mode=mode, child_id=child_id, budget=budget, agent=agent, caller=caller, activation=activation, idempotency_key=idempotency_key), result=t.SpawnAgentResult)
 
     async def wait_agents(self, agent_ids: list[str] | None = None, *, timeout_ms: int = 25000, mode: Literal["any", "all"] = "any", caller: str | None = None, activation: str | None = None) -> t.WaitAgentsResult:
         """The wait_agents tool: answered when the children have news (or after `timeout_ms`)."""
@@ -206,9 +206,9 @@ class BlockingMethods(Pipes):
     def agents_get(self, agent_id: str) -> h.AgentInfo:
         return self.call("agents/get", h.AgentParams(agent_id=agent_id), result=h.AgentInfo)
 
-    def agents_spawn(self, caller: str, label: str, prompt: str, *, activation: str | None = None, mode: Literal["continuable", "one-shot"] = "continuable", child_id: str | None = None, agent_provider: str | None = None, agent_model: str | None = None, persona: str | None = None, tool_filter: m.ToolFilter | None = None, budget: b.Budget | None = None, on_parent_close: Literal["drain", "finish"] = "drain", idempotency_key: str | None = None, traceparent: str | None = None) -> h.SpawnResult:
+    def agents_spawn(self, caller: str, label: str, prompt: str, *, activation: str | None = None, mode: Literal["continuable", "one-shot"] = "continuable", child_id: str | None = None, agent_provider: str | None = None, agent_model: str | None = None, persona: str | None = None, tool_filter: m.ToolFilter | None = None, agent: m.AgentChoice | None = None, budget: b.Budget | None = None, on_parent_close: Literal["drain", "finish"] = "drain", idempotency_key: str | None = None, traceparent: str | None = None) -> h.SpawnResult:
         """Spawn a child of `caller`; its first `turn/start` follows."""
-        return self.call("agents/spawn", h.SpawnParams(caller=caller, activation=activation, label=label, prompt=prompt, mode=mode, child_id=child_id, agent_provider=agent_provider, agent_model=agent_model, persona=persona, tool_filter=tool_filter, budget=budget, on_parent_close=on_parent_close, idempotency_key=idempotency_key, traceparent=traceparent), result=h.SpawnResult)
+        return self.call("agents/spawn", h.SpawnParams(caller=caller, activation=activation, label=label, prompt=prompt, mode=mode, child_id=child_id, agent_provider=agent_provider, agent_model=agent_model, persona=persona, tool_filter=tool_filter, agent=agent, budget=budget, on_parent_close=on_parent_close, idempotency_key=idempotency_key, traceparent=traceparent), result=h.SpawnResult)
 
     def agents_followup(self, agent_id: str, message: str, *, idempotency_key: str | None = None) -> h.MessageIdResult:
         return self.call("agents/followup", h.FollowupParams(agent_id=agent_id, message=message, idempotency_key=idempotency_key), result=h.MessageIdResult)
@@ -261,9 +261,9 @@ class BlockingMethods(Pipes):
     def report(self, output: str, *, caller: str | None = None, activation: str | None = None, idempotency_key: str | None = None) -> t.ReportResult:
         return self.call("report", t.ReportParams(output=output, caller=caller, activation=activation, idempotency_key=idempotency_key), result=t.ReportResult)
 
-    def spawn_agent(self, label: str, prompt: str, *, mode: Literal["continuable", "one-shot"] = "continuable", child_id: str | None = None, budget: b.Budget | None = None, caller: str | None = None, activation: str | None = None, idempotency_key: str | None = None) -> t.SpawnAgentResult:
+    def spawn_agent(self, label: str, prompt: str, *, mode: Literal["continuable", "one-shot"] = "continuable", child_id: str | None = None, budget: b.Budget | None = None, agent: m.AgentChoice | None = None, caller: str | None = None, activation: str | None = None, idempotency_key: str | None = None) -> t.SpawnAgentResult:
         """The spawn_agent tool (agents/spawn's rules, as the calling agent)."""
-        return self.call("spawn_agent", t.SpawnAgentParams(label=label, prompt=prompt, mode=mode, child_id=child_id, budget=budget, caller=caller, activation=activation, idempotency_key=idempotency_key), result=t.SpawnAgentResult)
+        return self.call("spawn_agent", t.SpawnAgentParams(label=label, prompt=prompt, mode=mode, child_id=child_id, budget=budget, agent=agent, caller=caller, activation=activation, idempotency_key=idempotency_key), result=t.SpawnAgentResult)
 
     def wait_agents(self, agent_ids: list[str] | None = None, *, timeout_ms: int = 25000, mode: Literal["any", "all"] = "any", caller: str | None = None, activation: str | None = None) -> t.WaitAgentsResult:
         """The wait_agents tool: answered when the children have news (or after `timeout_ms`)."""

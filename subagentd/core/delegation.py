@@ -65,6 +65,7 @@ class Delegation:
                 mode=args.mode,
                 child_id=args.child_id,
                 budget=args.budget,
+                agent=args.agent,
             )
         )
         return SpawnAgentResult(child_id=spawned.child_id, text=spawned.text)

@@ -1,11 +1,20 @@
-"""Reading a child's stored descriptor, and saying exactly what is wrong when it cannot be used."""
+"""Reading a child's stored descriptor, and saying exactly what is wrong when it cannot be used;
+checking the remote agent a new one names."""
 
 from __future__ import annotations
 
 import msgspec
 
+from subagentd.core import texts
 from subagentd.core.settings import TOOL_NAMES
-from subagentd.schema.messages import DESCRIPTOR_VERSION, Descriptor, ToolFilter, descriptor_decoder
+from subagentd.errors import InvalidParamsError
+from subagentd.schema.messages import (
+    DESCRIPTOR_VERSION,
+    AgentChoice,
+    Descriptor,
+    ToolFilter,
+    descriptor_decoder,
+)
 
 
 class DescriptorProblem(Exception):
@@ -52,3 +61,14 @@ def filtered_tools(tool_filter: ToolFilter | None) -> frozenset[str] | None:
     allowed.difference_update(tool_filter.deny or ())
     allowed.add("report")
     return frozenset(allowed.intersection(TOOL_NAMES))
+
+
+def checked_agent(agent: AgentChoice | None, listed: tuple[str, ...]) -> AgentChoice | None:
+    """A spawn's `agent` when the A2A agent it names is one the deployment lists (--a2a-agent);
+    else InvalidParamsError naming the ones it lists."""
+    if agent is None or agent.a2a in listed:
+        return agent
+    shown = texts.shown(agent.a2a[:200])
+    if not listed:
+        raise InvalidParamsError(texts.SPAWN_A2A_NONE.format(name=shown))
+    raise InvalidParamsError(texts.SPAWN_A2A_UNKNOWN.format(name=shown, names=", ".join(listed)))

@@ -9,7 +9,7 @@ import msgspec
 from subagentd.core import texts
 from subagentd.core.activation import Activator
 from subagentd.core.agents import Agents
-from subagentd.core.descriptors import filtered_tools
+from subagentd.core.descriptors import checked_agent, filtered_tools
 from subagentd.core.host_records import HostRecords
 from subagentd.core.identifiers import check_new_id
 from subagentd.core.leases import Leases
@@ -145,6 +145,7 @@ class HostApi:
             agent_model=params.agent_model,
             persona=params.persona,
             tool_filter=params.tool_filter,
+            agent=checked_agent(params.agent, self.settings.a2a_agents),
         )
         body = _encode(descriptor).decode()
         self.quotas.text(texts.THE_LABEL, params.label, label=True)

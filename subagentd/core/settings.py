@@ -64,6 +64,9 @@ class Settings(msgspec.Struct):
     max_db_bytes: int = 0  # database size past which model-driven writes are refused
     max_tasks: int = 1_000  # working MCP tasks one agent asked for (core/tasks.py)
     question_timeout: float = 600.0  # seconds a question waits for its answer (--question-timeout)
+    a2a_agents: tuple[
+        str, ...
+    ] = ()  # the names a spawn's `agent: {a2a: NAME}` may give (--a2a-agent)
     clock: Clock = SYSTEM  # --clock manual: a ManualClock the host advances (tests)
     # Budgets of a new tree (SECURITY.md gives each default and why); 0 means no bound.
     tree_max_turns: int = 10_000  # turns over the tree's life

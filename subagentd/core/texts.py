@@ -93,6 +93,14 @@ SPAWN_CALLER_NOT_LIVE = (
 )
 SPAWN_DISPOSING = 'agent "{caller}" activation is being disposed'
 SPAWN_DUPLICATE = 'an agent with id "{id}" already exists'
+SPAWN_A2A_UNKNOWN = (
+    'agent.a2a "{name}" is not an A2A agent this deployment lists (--a2a-agent NAME=URL);'
+    " it lists: {names}"
+)
+SPAWN_A2A_NONE = (
+    'agent.a2a "{name}" is not an A2A agent this deployment lists: it lists none'
+    " (--a2a-agent NAME=URL)"
+)
 SPAWN_TOO_DEEP = "spawning below depth {depth} exceeds the maximum depth {max_depth}"
 
 # --- a new agent id (agents/open, agents/spawn, spawn_agent's child_id) ---

@@ -9,7 +9,7 @@ import msgspec
 from subagentd.schema.base import AgentId, HostParams, PageSize, Seq, Wire
 from subagentd.schema.budgets import Budget, BudgetInfo, Held, Spent, Usage
 from subagentd.schema.listing import AgentRow, Status
-from subagentd.schema.messages import MessageState, Mode, Source, ToolFilter
+from subagentd.schema.messages import AgentChoice, MessageState, Mode, Source, ToolFilter
 
 TurnReason = Literal["completed", "aborted", "max-tokens", "refusal", "error"]
 Scope = Literal["children", "descendants"]
@@ -52,6 +52,7 @@ class SpawnParams(HostParams, kw_only=True):
     agent_model: str | None = None
     persona: str | None = None
     tool_filter: ToolFilter | None = None
+    agent: AgentChoice | None = None  # a remote child: its turns run on that A2A agent
     budget: Budget | None = None  # the child's own, cut to what the caller's lineage has left
     on_parent_close: ClosePolicy = "drain"  # what a close of its root does to its open turn
     idempotency_key: str | None = None

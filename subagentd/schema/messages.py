@@ -41,6 +41,13 @@ class ToolFilter(Wire, forbid_unknown_fields=True, kw_only=True):
     deny: list[str] | None = None
 
 
+class AgentChoice(Wire, forbid_unknown_fields=True, kw_only=True):
+    """Where a subagent's turns run when not by the deployment's turn runner: `a2a` names one of
+    the A2A agents the deployment lists (`--a2a-agent NAME=URL`; docs/a2a.md)."""
+
+    a2a: str
+
+
 class Descriptor(Wire, forbid_unknown_fields=True, kw_only=True):
     """A child's durable identity, written once with its session."""
 
@@ -51,6 +58,7 @@ class Descriptor(Wire, forbid_unknown_fields=True, kw_only=True):
     agent_model: str | None = None
     persona: str | None = None
     tool_filter: ToolFilter | None = None
+    agent: AgentChoice | None = None  # a remote child: its turns run on that A2A agent
 
 
 DESCRIPTOR_VERSION = 1

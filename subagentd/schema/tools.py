@@ -15,7 +15,7 @@ from subagentd.schema.base import Params, Wire
 from subagentd.schema.budgets import Budget, Held
 from subagentd.schema.host_methods import Scope
 from subagentd.schema.listing import AgentRow, Status
-from subagentd.schema.messages import Mode
+from subagentd.schema.messages import AgentChoice, Mode
 from subagentd.schema.tasks import TaskMetadata, ToolExecution
 
 CALLER_META = "subagentd/caller"
@@ -103,6 +103,14 @@ SpawnBudget = Annotated[
         " Each is cut to what you have left yourself. Omit it to share your own budget."
     ),
 ]
+SpawnAgent = Annotated[
+    AgentChoice | None,
+    msgspec.Meta(
+        description='Where the subagent runs: {"a2a": "NAME"} runs its turns on the remote A2A'
+        " agent this deployment lists under NAME (its list is in the error when NAME is not in it)."
+        " Omit it to run the subagent here."
+    ),
+]
 WaitIds = Annotated[
     list[str] | None,
     msgspec.Meta(
@@ -171,6 +179,7 @@ class SpawnAgentArgs(Wire, kw_only=True):
     mode: SpawnMode = "continuable"
     child_id: SpawnChildId = None
     budget: SpawnBudget = None
+    agent: SpawnAgent = None
 
 
 class WaitAgentsArgs(Wire, kw_only=True):

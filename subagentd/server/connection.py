@@ -112,7 +112,12 @@ class Connection:
 
     def intercept(self, taker: Callable[[str, msgspec.Struct], bool]) -> None:
         """Offer every notification to `taker` first; one it takes (True) is not sent to the
-        host (the runner takes the turns it runs itself: runners/runner.py)."""
+        host (the runner takes the turns it runs itself: runners/runner.py); a taker added
+        later is offered them before the earlier one (remote children: runners/a2a_child.py)."""
+        earlier = self._taken_by
+        if earlier is not None:
+            later = taker
+            taker = lambda method, params: later(method, params) or earlier(method, params)  # noqa: E731
         self._taken_by = taker
 
     def _emit(self, method: str, params: msgspec.Struct) -> None:

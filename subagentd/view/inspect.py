@@ -40,6 +40,7 @@ class SessionRow:
     cost: float = 0.0  # the cost they reported, in the deployment's currency
     depth: int = 0  # edges from the root it is drawn under (not the stored depth)
     cycle: bool = False  # drawn as a root only because its ancestors form a cycle
+    remote: str | None = None  # a remote child: the A2A agent's NAME (--a2a-agent) its turns run on
 
     def as_dict(self, *names: str) -> dict[str, Any]:
         return {name: getattr(self, name) for name in names or FIELDS}
@@ -58,6 +59,17 @@ def kind_of(session_kind: str, body: str | bytes | None) -> str:
         return parse_descriptor(body).mode
     except DescriptorProblem as problem:
         return f"{problem.reason} descriptor"
+
+
+def remote_of(session_kind: str, body: str | bytes | None) -> str | None:
+    """The NAME of the A2A agent a remote child's turns run on (docs/a2a.md); None otherwise."""
+    if session_kind != "subagent":
+        return None
+    try:
+        agent = parse_descriptor(body).agent
+    except DescriptorProblem:
+        return None
+    return agent.a2a if agent is not None else None
 
 
 def load(reader: StoreReader, only: str | Iterable[str] | None = None) -> dict[str, SessionRow]:
@@ -89,6 +101,7 @@ def load(reader: StoreReader, only: str | Iterable[str] | None = None) -> dict[s
             created_at=r.created_at or "",
             tokens=usage.get(r.id, (0, 0.0))[0],
             cost=usage.get(r.id, (0, 0.0))[1],
+            remote=remote_of(r.kind, bodies.get(r.id)),
         )
     return sessions
 
@@ -150,8 +163,9 @@ def prefix(chain: tuple[Any, ...] | None, last: bool, depth: int) -> str:
 def describe(s: SessionRow) -> str:
     label = f' "{s.label}"' if s.label else ""
     cycle = " (parent cycle)" if s.cycle else ""
+    remote = f" (remote: A2A agent {s.remote})" if s.remote else ""
     return (
-        f"{s.id}{label} {s.kind}, {s.status}, queued {s.queued}, parked {s.parked},"
+        f"{s.id}{label} {s.kind}{remote}, {s.status}, queued {s.queued}, parked {s.parked},"
         f" last {s.last_reason or '—'}{cycle}"
     )
 
@@ -226,10 +240,23 @@ def summarize(event_type: str, data: Any) -> str:
         return f'ACP prompt failed: "{short(str(data["error"]), 60)}"'
     if event_type == "acp_end":
         return f"ACP prompt stopped: {data.get('stop_reason')}"
+    if event_type == "a2a_task":
+        return f"A2A task {short(str(data.get('task_id')), 40)} at {data.get('agent')}"
+    if event_type == "a2a_status":
+        said = f': "{short(str(data["text"]), 50)}"' if data.get("text") else ""
+        return f"A2A {data.get('state')}{said}"
+    if event_type == "a2a_artifact":
+        return f'A2A artifact {data.get("name") or ""}: "{short(str(data.get("text")), 50)}"'
+    if event_type == "a2a_end":
+        return f"A2A task ended {data.get('state')}"
     if event_type == "tool_refused":
         return f'{data.get("tool")} refused: "{short(str(data.get("text")), 60)}"'
     if event_type == "descriptor":
-        return f"mode {data.get('mode')}, label {json.dumps(data.get('label'), ensure_ascii=False)}"
+        agent = data.get("agent")
+        name = agent.get("a2a") if isinstance(agent, dict) else None
+        remote = f", remote: A2A agent {name}" if name else ""
+        label = json.dumps(data.get("label"), ensure_ascii=False)
+        return f"mode {data.get('mode')}, label {label}{remote}"
     if isinstance(data.get("text"), str):
         return f'"{short(data["text"])}"'
     if "content" in data:

@@ -209,6 +209,8 @@ def cells(row: Row, last: dict[str, Last], now: float) -> tuple[Text, ...]:
     name.append(printable(s.id), style="bold" if busy(s) else "")
     if s.label:
         name.append(" " + printable(short(s.label, 30)), style="cyan")
+    if s.remote:  # a remote child: its turns run on that A2A agent
+        name.append(" @a2a:" + printable(short(s.remote, 20)), style="magenta")
     if row.folded:
         name.append(f" ({row.folded})", style="dim")
     seen = last.get(s.id, Last())

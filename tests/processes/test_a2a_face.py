@@ -161,6 +161,17 @@ def test_send_then_a_follow_up_in_the_same_task_then_get_and_list(face):
     assert listed.tasks[0].status.state == TaskState.TASK_STATE_COMPLETED
 
 
+def test_a_message_in_a_tasks_context_without_its_task_id_is_that_tasks_follow_up(face):
+    [first] = run(send, face.url, message("hello"))
+    sent = message("again")
+    sent.context_id = first.task.context_id
+    [again] = run(send, face.url, sent)
+    assert again.task.id == first.task.id
+    assert again.task.status.message.parts[0].text == "done: again"
+    listed = run(call, face.url, "list_tasks", ListTasksRequest())
+    assert [t.id for t in listed.tasks] == [first.task.id]
+
+
 def test_a_retried_message_id_is_applied_once(face):
     sent = message("hello", message_id="m-1")
     [one] = run(send, face.url, sent)

@@ -322,6 +322,7 @@ def test_every_serve_option_takes_its_default_from_a_subagentd_variable(monkeypa
     values |= {"--event-loop": "trio", "--retention": "30s", "--spawn-tool": "on"}
     values |= {"--clock": "manual"}
     values |= {"--runner-protocol": "acp", "--acp-permission": "allow", "--detach": "on"}
+    values |= {"--a2a-agent": "far=http://127.0.0.1:9/ near=https://a.example/"}  # space-split
     for option in options:
         name = "SUBAGENTD_" + option[2:].upper().replace("-", "_")
         monkeypatch.setenv(name, values.get(option, "3"))
@@ -332,6 +333,8 @@ def test_every_serve_option_takes_its_default_from_a_subagentd_variable(monkeypa
         got = getattr(args, dest)
         if option == "--tools":
             assert got == ("list_agents", "report")
+        elif option == "--a2a-agent":
+            assert got == (("far", "http://127.0.0.1:9/"), ("near", "https://a.example/"))
         else:
             assert str(got) in (expected, f"{expected}.0"), option
     assert serve_args("--max-children", "9").max_children == 9  # the command line wins

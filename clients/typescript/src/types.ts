@@ -7,6 +7,14 @@ export const PROTOCOL_VERSION = 1;
 /** The server version the OpenRPC document was generated from. */
 export const SCHEMA_VERSION = "0.1.0";
 
+/**
+ * Where a subagent's turns run when not by the deployment's turn runner: `a2a` names one of
+ * the A2A agents the deployment lists (`--a2a-agent NAME=URL`; docs/a2a.md).
+ */
+export interface AgentChoice {
+  a2a: string;
+}
+
 export interface AgentInfo {
   agent_id: string;
   created_at: string;
@@ -156,6 +164,7 @@ export interface Descriptor {
   label: string;
   mode: "continuable" | "one-shot";
   version: number;
+  agent?: AgentChoice | null;
   agent_model?: string | null;
   agent_provider?: string | null;
   persona?: string | null;
@@ -444,6 +453,8 @@ export interface SpawnAgentParams {
   prompt: string;
   _meta?: { [key: string]: unknown } | null;
   activation?: string | null;
+  /** Where the subagent runs: {"a2a": "NAME"} runs its turns on the remote A2A agent this deployment lists under NAME (its list is in the error when NAME is not in it). Omit it to run the subagent here. */
+  agent?: AgentChoice | null;
   /** Limits for the subagent and everything it starts: max_turns, max_spawns, max_tokens (input and output), max_cost, max_seconds (a wall-clock deadline from now). Each is cut to what you have left yourself. Omit it to share your own budget. */
   budget?: Budget | null;
   caller?: string | null;
@@ -466,6 +477,7 @@ export interface SpawnParams {
   prompt: string;
   _meta?: { [key: string]: unknown } | null;
   activation?: string | null;
+  agent?: AgentChoice | null;
   agent_model?: string | null;
   agent_provider?: string | null;
   budget?: Budget | null;
