@@ -93,7 +93,7 @@ class Service:
         self.asking = Asking(agents, self.questions, self.waits)
         agents.questions_over = self.questions.agent_over
         self.delegation = Delegation(agents, self.host, self.scheduler, self.waits)
-        self.tasks = TaskRules(agents, self.delegation, self.tools)  # MCP tasks
+        self.tasks = TaskRules(agents, self.delegation, self.tools, self.questions)  # MCP tasks
         self.recovery.after_rebuild = self.tasks.reload
 
     def attach(self, outlets: Outlets) -> None:

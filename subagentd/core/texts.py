@@ -245,6 +245,7 @@ PERMISSION_WHY = {
     "timeout": "nobody answered within {seconds} seconds",
     "parent": "you were interrupted before you answered",
     "withdrawn": "it stopped waiting for the answer",
+    "declined": "your client declined to answer it",  # tasks/update with decline or cancel
     "shutdown": "its turn ended",  # subagentd stopped
 }
 PERMISSION_ANSWERED = (
@@ -286,6 +287,7 @@ ASK_WHY = {
     ),
     "timeout": "nobody answered within {seconds} seconds; go on without the answer, or ask again",
     "shutdown": "subagentd is shutting down",
+    "declined": "the agent that started you declined to answer; go on without the answer",
 }
 ASK_NOT_CHILD = (
     'ask_parent is for subagents: agent "{id}" was not started by another agent (it has no parent'
@@ -346,6 +348,15 @@ def summary_of(first_block: str) -> str:
 
 # --- MCP tasks (PROTOCOL.md section 5, Tasks; not in SEMANTICS.md: the wire's, not a model's) ---
 TASK_WORKING = "subagent {id} is working"
+# a task whose child's question is open (docs/semantics.md §13, MCP tasks)
+TASK_INPUT_REQUIRED = "subagent {id} asks a question and waits for your answer"
+INPUT_ANSWER_TITLE = "Answer"  # the one field of a question's elicitation-shaped request
+INPUT_FREE_ANSWER = "your answer, as free text"  # its description (ask_parent)
+INPUT_OPTION_ANSWER = "the id of the option you choose"  # its description (a permission)
+INPUT_BAD_RESPONSE = (
+    'inputResponses["{key}"] must be an ElicitResult: action "accept" with content {{"answer":'
+    ' <text>}}, or action "decline" or "cancel"'
+)
 TASK_CANCELLED = (
     "the task was cancelled (tasks/cancel); subagent {id} was asked to stop its current turn,"
     " and what it sends later reaches you through wait_agents"

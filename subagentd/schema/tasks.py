@@ -109,6 +109,8 @@ class DetailedTask(ExtensionTask, kw_only=True):
 
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    # `input_required`: the child's open question as an `elicitation/create` request, by key
+    inputRequests: dict[str, Any] | None = None
 
 
 SUBSCRIPTION_ID_META = "io.modelcontextprotocol/subscriptionId"

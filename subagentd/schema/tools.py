@@ -229,7 +229,9 @@ class AskOutput(Wire, kw_only=True):
 
     answered: bool
     answer: str | None = None  # the answer's whole text, when answered
-    ended: Literal["interrupted", "ended", "parent", "timeout", "shutdown"] | None = None
+    ended: Literal["interrupted", "ended", "parent", "timeout", "shutdown", "declined"] | None = (
+        None
+    )
     text: ToolText
 
 

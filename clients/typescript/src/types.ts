@@ -60,7 +60,7 @@ export interface AskParentResult {
   /** The text the tool's content blocks hold, joined with a newline. */
   text: string;
   answer?: string | null;
-  ended?: "ended" | "interrupted" | "parent" | "shutdown" | "timeout" | null;
+  ended?: "declined" | "ended" | "interrupted" | "parent" | "shutdown" | "timeout" | null;
 }
 
 /**
