@@ -309,6 +309,31 @@ ASK_EMPTY = "question not asked: the question is empty"
 ASK_OPTION_COUNT = 10
 ASK_OPTION_CHARS = 200
 
+# --- ask_user (docs/semantics.md section 14) ---
+USER_ASKED = 'Subagent {id} ("{label}") asks you:'  # first line of what the person reads
+USER_OPTIONS = "Offered answers: {options}."  # each quoted, joined by ", "
+USER_ANSWERED = "the person answered: {answer}"
+USER_DECLINED = "the person declined to answer; go on without the answer"
+USER_CANCELLED = "the person dismissed the question without answering; go on without the answer"
+USER_ENDED = "no answer from the person: {why}"
+USER_WHY = {
+    "interrupted": "your turn was interrupted; stop and wait for your next message",
+    "ended": "your turn ended",
+    "timeout": "nobody answered within {seconds} seconds; go on without the answer, or ask again",
+    "shutdown": "subagentd is shutting down",
+}
+USER_UNREACHABLE = (
+    "no person can be asked: the client of this tree's root ({root}) offers no way to ask one"
+    " (an MCP client declares elicitation; a host declares experimental.subagentd.askUser);"
+    " go on without the answer"
+)
+USER_OPEN = (
+    'question not asked: agent "{id}" already has a question open; wait for its answer before'
+    " asking another"
+)
+USER_NOT_RUNNING = 'agent "{id}" can ask only while its turn runs'
+USER_NO_QUESTION = "question {id} is not open (it was answered or ended, or never asked)"
+
 # --- report guidance for continuable children (turn/start `instructions`) ---
 REPORT_INSTRUCTIONS = (
     "You are a background subagent. The agent that started you does not see your transcript,"
