@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from subagentd.core import texts
 from subagentd.core.agents import Agents
@@ -27,6 +28,7 @@ from subagentd.schema.host_methods import QuestionAnswerParams
 from subagentd.schema.notifications import QuestionAsk, QuestionOver
 from subagentd.schema.tools import AskUserArgs, AskUserResult
 
+TASK_PREFIX = "task:"  # a question id that names a task's input: task:<task id>:<key>
 SLACK = 2.0  # the wait outlives its question by this factor: the question's own timer ends it
 
 
@@ -53,6 +55,8 @@ class AskingUser:
         self.waits = waits
         self.pending: dict[str, UserQuestion] = {}  # by question id
         self.by_child: dict[str, str] = {}  # child id -> its open question's id
+        # an answer to a task's elicited input (`task:<task id>:<key>`; set to TaskRules')
+        self.task_answer: Callable[[str | None, str, str, dict[str, Any]], None] | None = None
 
     def ask_user(
         self,
@@ -127,6 +131,13 @@ class AskingUser:
     def answer(self, p: QuestionAnswerParams, root: str | None) -> None:
         """`question/answer` (or an elicitation's response): the person's action. `root`: the
         connection's own root when it serves one (--caller), which must be the question's."""
+        task, _, key = p.question_id.removeprefix(TASK_PREFIX).partition(":")
+        if p.question_id.startswith(TASK_PREFIX) and key and self.task_answer is not None:
+            response: dict[str, Any] = {"action": p.action}
+            if p.action == "accept":
+                response["content"] = {"answer": p.answer or ""}
+            self.task_answer(root, task, key, response)
+            return
         question = self.pending.get(p.question_id)
         if question is None or (root is not None and question.root_id != root):
             raise error_for(

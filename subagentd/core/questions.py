@@ -89,6 +89,10 @@ class Questions:
         self.registry = agents.registry
         self.scheduler = scheduler
         self.pending: dict[str, list[Question]] = {}
+        # an asked question and its end, told to MCP tasks (core/tasks.py: 2025-11-25's
+        # elicitation of a task's input)
+        self.asked: Callable[[Question], None] = lambda question: None
+        self.over: Callable[[Question], None] = lambda question: None
 
     def ask(self, question: Question) -> bool:
         """File the question (inside a transaction); False when there is nobody to ask: the
@@ -275,6 +279,7 @@ class Questions:
             self._send(parent, question, [TextBlock(text=first)])
         if question.delivered:
             self._status(question.child_id, False)
+            self.over(question)
         question.resolve(option, why, answer)
         if queue and question.delivered:  # the asked one: the next waiting one, if it can be
             following = queue[0]
@@ -302,6 +307,7 @@ class Questions:
         question.stop_timer = self.agents.timers.call_later(
             question.timeout, lambda: self._expire(question)
         )
+        self.asked(question)
 
     def _send(self, parent: LiveAgent, question: Question, blocks: list[TextBlock]) -> None:
         source = Source(

@@ -97,6 +97,7 @@ class Service:
         self.delegation = Delegation(agents, self.host, self.scheduler, self.waits)
         self.tasks = TaskRules(agents, self.delegation, self.tools, self.questions)  # MCP tasks
         self.recovery.after_rebuild = self.tasks.reload
+        self.asking_user.task_answer = self.tasks.answer_input
 
     def _questions_over(self, agent_id: str, turn_id: str | None, why: str) -> None:
         """A turn interrupted or ended, or an agent gone: its questions end (both kinds)."""

@@ -25,13 +25,19 @@ import msgspec
 from subagentd.core import texts
 from subagentd.core.agents import Agents
 from subagentd.core.delegation import Delegation
-from subagentd.core.questions import Questions
+from subagentd.core.questions import Question, Questions
 from subagentd.core.stamps import now, stamp
 from subagentd.core.tools import ToolRules
 from subagentd.errors import InvalidParamsError, QuotaExceededError, SubagentdError
 from subagentd.schema.notifications import Progress
 from subagentd.schema.records import TaskRecord
-from subagentd.schema.tasks import TERMINAL, DetailedTask, Task, TaskStatusNotification
+from subagentd.schema.tasks import (
+    TERMINAL,
+    DetailedTask,
+    Task,
+    TaskInput,
+    TaskStatusNotification,
+)
 from subagentd.schema.tools import InterruptAgentArgs, WaitAgentsResult
 
 POLL_MS = 1000  # the pollInterval every task suggests
@@ -51,6 +57,9 @@ class TaskRules:
     ) -> None:
         self.agents = agents
         self.questions = questions
+        questions.asked = self._asked
+        questions.over = self._over
+        self.answering: str | None = None  # the key a task's elicitation response answers
         self.store = agents.store
         self.delegation = delegation
         self.tools = tools
@@ -198,6 +207,39 @@ class TaskRules:
             return
         for key, response in responses.items():
             self.questions.answer_input(child, key, response)
+
+    def _asked(self, question: Question) -> None:
+        """A child with a working task asked: the task's input request, for a 2025-11-25 client
+        that can show it (TaskInput)."""
+        request = self.questions.input_request(question.child_id)
+        for record in self._watching().values():
+            if record.agent_id == question.child_id and request is not None:
+                self.agents.emit(
+                    "tasks/input",
+                    TaskInput(taskId=record.task_id, key=request[0], request=request[1]),
+                )
+
+    def _over(self, question: Question) -> None:
+        """Its question ended: the elicitation withdrawn, unless its own response answered it."""
+        if question.key == self.answering:
+            return
+        for record in self._watching().values():
+            if record.agent_id == question.child_id:
+                self.agents.emit("tasks/input", TaskInput(taskId=record.task_id, key=question.key))
+
+    def answer_input(
+        self, caller: str | None, task_id: str, key: str, response: dict[str, Any]
+    ) -> None:
+        """The response to a task's elicited input (2025-11-25): as `tasks/update` answers it.
+        `caller`: the connection's own root, when it has one."""
+        record = self.find(caller, task_id) if caller else self.store.get_task(task_id)
+        child = None if record is None else self.agents.registry.get(record.agent_id)
+        self.answering = key
+        try:
+            if child is None or not self.questions.answer_input(child, key, response):
+                raise InvalidParamsError(texts.USER_NO_QUESTION.format(id=texts.shown(key)))
+        finally:
+            self.answering = None
 
     def page(self, caller: str | None, cursor: str | None) -> tuple[list[Task], str | None]:
         """One page of the caller's subtree's tasks, in creation order; the cursor names the

@@ -15,10 +15,13 @@ from typing import Any
 from subagentd.core import texts
 from subagentd.schema import host_methods as h
 from subagentd.schema.notifications import QuestionAsk, QuestionOver
+from subagentd.schema.tasks import TaskInput
 from subagentd.wire.call import Call
 from subagentd.wire.methods import method
 
 REQUEST_PREFIX = "subagentd-question-"  # the id of an elicitation/create subagentd sends
+TASK_REQUEST_PREFIX = "subagentd-task:"  # one for a task's input: subagentd-task:<task>:<key>
+RELATED_TASK = "io.modelcontextprotocol/related-task"
 
 
 def elicitation_request(ask: QuestionAsk) -> dict[str, Any]:
@@ -52,21 +55,38 @@ def elicitation_withdrawn(over: QuestionOver) -> dict[str, Any]:
     }
 
 
+def task_input_frame(note: TaskInput) -> dict[str, Any]:
+    """A working task's child asked (2025-11-25): the question's `elicitation/create`, tagged
+    with the task (`_meta` related-task), or its withdrawal once the question ended."""
+    request_id = f"{TASK_REQUEST_PREFIX}{note.taskId}:{note.key}"
+    if note.request is None:
+        params: dict[str, Any] = {"requestId": request_id, "reason": "the question ended"}
+        return {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}
+    params = {**note.request["params"], "_meta": {RELATED_TASK: {"taskId": note.taskId}}}
+    params.pop("mode", None)  # form is the default (2025-11-25); older clients know no mode
+    return {"jsonrpc": "2.0", "id": request_id, "method": "elicitation/create", "params": params}
+
+
 def response_as_answer(message: Any) -> Any:
     """A client's response to an `elicitation/create` of ours, as the `question/answer`
-    notification it stands for; any other message unchanged."""
+    notification it stands for (a task's: question id `task:<task id>:<key>`); any other
+    message unchanged."""
+    request_id = message.get("id") if isinstance(message, dict) else None
     if not (
-        isinstance(message, dict)
+        isinstance(request_id, str)
         and "method" not in message
-        and isinstance(message.get("id"), str)
-        and message["id"].startswith(REQUEST_PREFIX)
+        and request_id.startswith((REQUEST_PREFIX, TASK_REQUEST_PREFIX))
         and ("result" in message or "error" in message)
     ):
         return message
+    if request_id.startswith(REQUEST_PREFIX):
+        question_id = request_id[len(REQUEST_PREFIX) :]
+    else:
+        question_id = "task:" + request_id[len(TASK_REQUEST_PREFIX) :]
     result = message.get("result")
     action = result.get("action") if isinstance(result, dict) else None
     params: dict[str, Any] = {
-        "question_id": message["id"][len(REQUEST_PREFIX) :],
+        "question_id": question_id,
         "action": action if action in ("accept", "decline", "cancel") else "cancel",
     }
     content = result.get("content") if isinstance(result, dict) else None

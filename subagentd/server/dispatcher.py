@@ -165,6 +165,12 @@ class Dispatcher:
         A --caller connection carries MCP traffic only, unless its client asked (Session.wants)."""
         if not self.session.wants(method):
             return
+        if method == "tasks/input":  # a 2025-11-25 task's child asked (mcp/elicitation.py)
+            if self.session.tasks and self.session.elicitation:
+                from subagentd.mcp.elicitation import task_input_frame
+
+                self.notes.append(self.frame(task_input_frame(params)))  # type: ignore[arg-type]
+            return
         if self.session.elicitation and method in ("question/ask", "question/cancelled"):
             # ask_user to an MCP client: an elicitation/create request (mcp/elicitation.py)
             from subagentd.mcp import elicitation

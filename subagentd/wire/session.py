@@ -39,6 +39,8 @@ class Session(msgspec.Struct):
         --caller connection only when asked for."""
         if method in ("question/ask", "question/cancelled"):
             return self.asks_user or self.elicitation
+        if method == "tasks/input":  # a task's elicited input (2025-11-25)
+            return self.tasks and self.elicitation
         if method == "notifications/tasks/status" and not self.tasks:
             return False  # 2025-11-25 tasks' notification: only where that version was negotiated
         return (

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from subagentd.client import RpcError
+from subagentd.core.settings import served_tools
 from tests.wire.test_tasks import CANCELLED, FAILED, FINISHED, as_task, on, serve
 
 EXTENSION = "io.modelcontextprotocol/tasks"
@@ -345,3 +346,56 @@ def test_subscriptions_listen_for_tasks_needs_the_extension_and_the_stateless_er
     with pytest.raises(RpcError) as error:
         host.call(*on("subscriptions/listen", notifications={"taskIds": ["x"]}))
     assert error.value.code == -32601
+
+
+def server_request(host: Any, method: str) -> dict[str, Any]:
+    """The next request the server sent (filed by id among the responses), read until one comes."""
+    while True:
+        for key, frame in list(host.responses.items()):
+            if isinstance(frame, dict) and frame.get("method") == method:
+                del host.responses[key]
+                return frame
+        host.next_frame()
+
+
+def test_a_2025_client_that_declared_elicitation_is_asked_a_tasks_input_and_answers_it(
+    make_server,
+):
+    """2025-11-25: while the task's child asks, the task is `input_required` and the client
+    gets `elicitation/create` tagged with the task (`_meta` related-task); its response answers
+    the question; a question that ends unanswered withdraws it (`notifications/cancelled`)."""
+    host = make_server(initialize=False, tools=served_tools(None, True)).host
+    host.call(
+        "initialize",
+        {
+            "protocolVersion": "2025-11-25",
+            "clientInfo": {"name": "t", "version": "0"},
+            "capabilities": {"elicitation": {"form": {}}},
+        },
+    )
+    host.notify("notifications/initialized")
+    host.open("root")
+    task_id = as_task(host, "spawn_agent", label="l", prompt="p", child_id="c1")["task"]["taskId"]
+    host.notification("turn/start", agent_id="c1")
+    asking = ask(host, ["a.py", "b.py"])
+    request = server_request(host, "elicitation/create")
+    elicit = request["params"]
+    assert elicit["_meta"] == {"io.modelcontextprotocol/related-task": {"taskId": task_id}}
+    assert elicit["message"] == QUESTION + '\nIt offers these answers: "a.py", "b.py".'
+    assert elicit["requestedSchema"]["properties"]["answer"]["type"] == "string"
+    assert host.call(*on("tasks/get", taskId=task_id))["status"] == "input_required"
+    [key] = host.call(*modern("tasks/get", taskId=task_id))["inputRequests"]  # the same key
+    assert request["id"] == f"subagentd-task:{task_id}:{key}"
+    answer = {"action": "accept", "content": {"answer": "b.py"}}
+    host.send({"jsonrpc": "2.0", "id": request["id"], "result": answer})
+    result = host.response(asking)["result"]
+    assert (result["answered"], result["answer"]) == (True, "b.py")
+    assert host.call(*on("tasks/get", taskId=task_id))["status"] == "working"
+    # asked again, then interrupted: the elicitation is withdrawn
+    ask(host)
+    request = server_request(host, "elicitation/create")
+    host.call("agents/interrupt", {"agent_id": "c1"})
+    assert host.notification("notifications/cancelled") == {
+        "requestId": request["id"],
+        "reason": "the question ended",
+    }
