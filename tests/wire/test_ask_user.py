@@ -129,3 +129,29 @@ def test_an_interrupt_ends_the_question_and_withdraws_it(make_server):
         "text": "no answer from the person: your turn was interrupted; stop and wait for your"
         " next message",
     }
+
+
+def test_a_question_nobody_answers_ends_at_the_question_timeout(make_server):
+    from subagentd.core.clock import ManualClock
+
+    host = make_server(
+        initialize=False, tools=served_tools(None, False, True), clock=ManualClock()
+    ).host
+    host.initialize(askUser=True)
+    host.open("root")
+    host.spawn("root", "c1", label="cleaner")
+    asking = host.start("ask_user", {"caller": "c1", "question": QUESTION})
+    question_id = host.notification("question/ask")["question_id"]
+    host.call("clock/advance", {"seconds": 599.9})
+    host.barrier()  # everything written so far is read: the question is still open
+    assert not [n for n in host.notifications if n.get("method") == "question/cancelled"]
+    host.call("clock/advance", {"seconds": 0.2})
+    assert host.notification("question/cancelled") == {
+        "question_id": question_id,
+        "reason": "timeout",
+    }
+    assert host.response(asking)["result"] == {
+        "ended": "timeout",
+        "text": "no answer from the person: nobody answered within 600 seconds; go on without"
+        " the answer, or ask again",
+    }
