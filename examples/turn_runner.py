@@ -99,6 +99,17 @@ def write_history(path: Path, history: list) -> None:
     os.replace(fresh, path)
 
 
+def ask_parent(question: str) -> str:
+    """`$SUBAGENTD tool ask_parent`: blocks until the agent that started this one answers (or
+    the question ends unanswered); its text either way."""
+    done = subprocess.run(
+        [SUBAGENTD, "tool", "ask_parent", json.dumps({"question": question})],
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout.strip() or done.stderr.strip()
+
+
 def prompt_of(turn: dict, history: list, messages: str) -> str:
     tool = f"{shlex.quote(SUBAGENTD)} tool"
     parts = [render("--guide")]
@@ -107,6 +118,10 @@ def prompt_of(turn: dict, history: list, messages: str) -> str:
         parts.append(f'To report, run: {tool} report \'{{"output": "<your report>"}}\'')
     if turn.get("resume"):
         parts.append(f'You are the subagent "{turn["resume"]["label"]}", resumed.')
+    parts.append(  # the call blocks until the agent that started this one answers
+        "If you cannot go on well without a decision, ask the agent that started you and wait"
+        f' for its answer: {tool} ask_parent \'{{"question": "<your question>"}}\''
+    )
     parts += [f"[{entry['role']}]\n{entry['text']}" for entry in history]
     parts.append(messages)
     return "\n\n".join(parts)
@@ -131,7 +146,10 @@ def main() -> int:
         answer = done.stdout.strip()
     else:
         last = "\n".join(block["text"] for block in turn["messages"][-1]["content"])
-        answer = "(dry run) " + last.strip().splitlines()[-1]
+        line = last.strip().splitlines()[-1]
+        if line.startswith("ask: "):  # the dry run shows a child asking its parent
+            line = ask_parent(line[len("ask: ") :])
+        answer = "(dry run) " + line
     history.append({"role": "Messages", "text": messages})
     history.append({"role": "You answered", "text": answer})
     write_history(path, history)

@@ -135,6 +135,26 @@ type AskParentResult struct {
 	Ended  string `json:"ended,omitempty"`
 }
 
+// AskUserParams is the schema of the same name in clients/openrpc.json.
+type AskUserParams struct {
+	// Your question to the person: self-contained, since they do not see your transcript.
+	Question   string         `json:"question"`
+	Meta       map[string]any `json:"_meta,omitempty"`
+	Activation string         `json:"activation,omitempty"`
+	Caller     string         `json:"caller,omitempty"`
+	// Up to 10 short choices to offer (each at most 200 characters); the answer is still free text.
+	Options []string `json:"options,omitempty"`
+}
+
+// AskUserResult is the schema of the same name in clients/openrpc.json.
+type AskUserResult struct {
+	// The text the tool's content blocks hold, joined with a newline.
+	Text   string `json:"text"`
+	Action string `json:"action,omitempty"`
+	Answer string `json:"answer,omitempty"`
+	Ended  string `json:"ended,omitempty"`
+}
+
 // Budget: Limits (absent: none at this level; the ancestors' still bind). `max_tokens` counts input
 // and output tokens together; `max_seconds` is a wall-clock deadline counted from when the
 // budget is set (a spawn, agents/open, agents/budget).
@@ -430,6 +450,34 @@ type Progress struct {
 	Progress      float64  `json:"progress"`
 	Message       string   `json:"message,omitempty"`
 	Total         *float64 `json:"total,omitempty"`
+}
+
+// QuestionAnswerParams: `question/answer`: the person's answer to a `question/ask` (`accept` with `answer`, or
+// `decline` / `cancel`).
+type QuestionAnswerParams struct {
+	QuestionID string         `json:"question_id"`
+	Action     string         `json:"action"`
+	Meta       map[string]any `json:"_meta,omitempty"`
+	Answer     string         `json:"answer,omitempty"`
+}
+
+// QuestionAsk: `question/ask`: a subagent's `ask_user` question for the person behind the root (a host
+// that declared `experimental.subagentd.askUser`); answered with `question/answer`.
+type QuestionAsk struct {
+	QuestionID string   `json:"question_id"`
+	RootID     string   `json:"root_id"`
+	AgentID    string   `json:"agent_id"`
+	Label      string   `json:"label"`
+	Question   string   `json:"question"`
+	Message    string   `json:"message"`
+	Options    []string `json:"options,omitempty"`
+}
+
+// QuestionOver: `question/cancelled`: a `question/ask` that ended unanswered (its asker's turn ended or
+// was interrupted, the timeout passed, shutdown); answering it now is refused.
+type QuestionOver struct {
+	QuestionID string `json:"question_id"`
+	Reason     string `json:"reason"`
 }
 
 // ReportParams is the schema of the same name in clients/openrpc.json.

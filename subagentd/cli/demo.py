@@ -13,18 +13,17 @@ import shutil
 import sys
 import tempfile
 import time
-import urllib.parse
 from typing import Any
 
 import msgspec
 
+from subagentd.cli.demo_db import POSTGRES, demo_sessions, shown
 from subagentd.client import Client, ConnectionClosed, RequestTimeout, RpcError
 from subagentd.private_files import private_directory
 from subagentd.schema.notifications import AgentSettled, TurnInterrupt, TurnStart
 
 WAIT = 10.0  # seconds: every wait on the server is bounded by this
 FAILURES = (RpcError, RequestTimeout, ConnectionClosed)
-POSTGRES = ("postgresql://", "postgres://")
 
 
 class DemoError(Exception):
@@ -130,6 +129,14 @@ class Demo:
         self.spawn("root", "c2", "writer", "Draft the release notes.")
         self.spawn("c1", "g1", "bug-finder", "Scan the tracker for bugs older than 2020.")
 
+        print("— a subagent asks its parent and waits (ask_parent)")
+        asking = srv.start("ask_parent", {"caller": "c1", "question": "GitHub or Jira?"})
+        start = self.turn("root")  # the question wakes the coordinator
+        answer = srv.send_message("c1", "GitHub.", caller="root").text
+        print(f'▸ coordinator → researcher: "GitHub." → {answer}')
+        srv.turns_end("root", start.turn_id, "completed")
+        print(f'  researcher\'s ask_parent returns "{srv.response(asking)["result"]["text"]}"')
+
         print("— a follow-up waits behind a running turn")
         print(f'  send_message: "{self.send("root", "c1", "Also check the closed ones.")}"')
 
@@ -197,30 +204,6 @@ class Demo:
         self.root_notice()
         srv.agents_close("root")
         print(f"▸ host closes root and stdin; subagentd exits {self.stop()}")
-
-
-def shown(db: str) -> str:
-    """`db` as it is printed: a PostgreSQL URL without its password (in the URL or its query)."""
-    if not db.startswith(POSTGRES):
-        return db
-    url = urllib.parse.urlsplit(db)
-    user, at, host = url.netloc.rpartition("@")
-    netloc = f"{user.partition(':')[0]}{at}{host}"
-    query = [(k, v) for k, v in urllib.parse.parse_qsl(url.query) if k != "password"]
-    return urllib.parse.urlunsplit(url._replace(netloc=netloc, query=urllib.parse.urlencode(query)))
-
-
-def demo_sessions(db: str) -> list[str]:
-    """Which of the demo's agents a database already holds (one subagentd, no writes)."""
-    held = []
-    with Client.spawn("--log-level", "warning", db=db) as srv:
-        srv.initialize(client_name="subagentd-demo", client_version="1")
-        for agent_id in ("root", "c1", "c2", "g1"):
-            try:
-                held.append(srv.agents_get(agent_id).agent_id)
-            except RpcError:
-                continue
-    return held
 
 
 def failure(srv: Client | None, error: BaseException) -> str:

@@ -46,7 +46,9 @@ def settings_from(options: dict[str, Any]) -> Settings:
         idempotency_retention=options["idempotency_retention"],
         lease_ttl=options["lease_ttl"],
         lock_wait=options["lock_wait_ms"] / 1000,
-        tools=served_tools(options["tools"], spawn_tool_served(options)),
+        tools=served_tools(
+            options["tools"], spawn_tool_served(options), options.get("ask_user") == "on"
+        ),
         report_window=options["report_window"],
         clock=_clock(options.get("clock", "system")),
         **{name: options[name] for name in QUOTA_NAMES},

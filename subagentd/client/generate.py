@@ -141,6 +141,14 @@ METHODS: tuple[Method, ...] = (
         "Resume a stopped subtree: what waits below it runs again.",
     ),
     Method("agents/interrupt", h.AgentParams, h.InterruptResult, ("agent_id",)),
+    Method(
+        "question/answer",
+        h.QuestionAnswerParams,
+        h.Empty,
+        ("question_id", "action", "answer"),
+        "Answer a `question/ask` (a subagent's ask_user question): accept with the answer, or"
+        " decline / cancel.",
+    ),
     Method("agents/list", h.ListParams, h.ListResult, ("root_id",)),
     Method("turns/begin", h.TurnBeginParams, h.TurnBeginResult, ("agent_id", "messages")),
     Method(
@@ -181,6 +189,15 @@ METHODS: tuple[Method, ...] = (
         ("question", "options"),
         "The ask_parent tool: answered when the parent answers (or the question ends unanswered;"
         " the call waits up to an hour, a deployment's --question-timeout is 600 s by default).",
+        wait_s=3600.0,
+    ),
+    Method(
+        "ask_user",
+        t.AskUserParams,
+        t.AskUserResult,
+        ("question", "options"),
+        "The ask_user tool (--ask-user on): answered when the person answers, declines or"
+        " dismisses the question (or it ends unanswered; the call waits up to an hour).",
         wait_s=3600.0,
     ),
     # the same tools through the MCP bridge

@@ -87,6 +87,10 @@ class AsyncMethods(Streams):
     async def agents_interrupt(self, agent_id: str) -> h.InterruptResult:
         return await self.call("agents/interrupt", h.AgentParams(agent_id=agent_id), result=h.InterruptResult)
 
+    async def question_answer(self, question_id: str, action: Literal["accept", "decline", "cancel"], answer: str | None = None) -> h.Empty:
+        """Answer a `question/ask` (a subagent's ask_user question): accept with the answer, or decline / cancel."""
+        return await self.call("question/answer", h.QuestionAnswerParams(question_id=question_id, action=action, answer=answer), result=h.Empty)
+
     async def agents_list(self, root_id: str, *, scope: Literal["children", "descendants"] = "children", include_one_shot: bool = True, cursor: str | None = None, limit: int | None = None, usage: bool = False) -> h.ListResult:
         return await self.call("agents/list", h.ListParams(root_id=root_id, scope=scope, include_one_shot=include_one_shot, cursor=cursor, limit=limit, usage=usage), result=h.ListResult)
 
@@ -131,6 +135,10 @@ class AsyncMethods(Streams):
     async def ask_parent(self, question: str, options: list[str] | None = None, *, caller: str | None = None, activation: str | None = None) -> t.AskParentResult:
         """The ask_parent tool: answered when the parent answers (or the question ends unanswered; the call waits up to an hour, a deployment's --question-timeout is 600 s by default)."""
         return await self.call("ask_parent", t.AskParentParams(question=question, options=options, caller=caller, activation=activation), result=t.AskParentResult, timeout=3600.0 + TIMEOUT)
+
+    async def ask_user(self, question: str, options: list[str] | None = None, *, caller: str | None = None, activation: str | None = None) -> t.AskUserResult:
+        """The ask_user tool (--ask-user on): answered when the person answers, declines or dismisses the question (or it ends unanswered; the call waits up to an hour)."""
+        return await self.call("ask_user", t.AskUserParams(question=question, options=options, caller=caller, activation=activation), result=t.AskUserResult, timeout=3600.0 + TIMEOUT)
 
     async def tools_list(self, *, cursor: str | None = None, caller: str | None = None, activation: str | None = None) -> t.ToolsListResult:
         return await self.call("tools/list", t.ToolsListParams(cursor=cursor, meta=tool_meta(caller, activation, None)), result=t.ToolsListResult)
@@ -228,6 +236,10 @@ class BlockingMethods(Pipes):
     def agents_interrupt(self, agent_id: str) -> h.InterruptResult:
         return self.call("agents/interrupt", h.AgentParams(agent_id=agent_id), result=h.InterruptResult)
 
+    def question_answer(self, question_id: str, action: Literal["accept", "decline", "cancel"], answer: str | None = None) -> h.Empty:
+        """Answer a `question/ask` (a subagent's ask_user question): accept with the answer, or decline / cancel."""
+        return self.call("question/answer", h.QuestionAnswerParams(question_id=question_id, action=action, answer=answer), result=h.Empty)
+
     def agents_list(self, root_id: str, *, scope: Literal["children", "descendants"] = "children", include_one_shot: bool = True, cursor: str | None = None, limit: int | None = None, usage: bool = False) -> h.ListResult:
         return self.call("agents/list", h.ListParams(root_id=root_id, scope=scope, include_one_shot=include_one_shot, cursor=cursor, limit=limit, usage=usage), result=h.ListResult)
 
@@ -272,6 +284,10 @@ class BlockingMethods(Pipes):
     def ask_parent(self, question: str, options: list[str] | None = None, *, caller: str | None = None, activation: str | None = None) -> t.AskParentResult:
         """The ask_parent tool: answered when the parent answers (or the question ends unanswered; the call waits up to an hour, a deployment's --question-timeout is 600 s by default)."""
         return self.call("ask_parent", t.AskParentParams(question=question, options=options, caller=caller, activation=activation), result=t.AskParentResult, timeout=3600.0 + TIMEOUT)
+
+    def ask_user(self, question: str, options: list[str] | None = None, *, caller: str | None = None, activation: str | None = None) -> t.AskUserResult:
+        """The ask_user tool (--ask-user on): answered when the person answers, declines or dismisses the question (or it ends unanswered; the call waits up to an hour)."""
+        return self.call("ask_user", t.AskUserParams(question=question, options=options, caller=caller, activation=activation), result=t.AskUserResult, timeout=3600.0 + TIMEOUT)
 
     def tools_list(self, *, cursor: str | None = None, caller: str | None = None, activation: str | None = None) -> t.ToolsListResult:
         return self.call("tools/list", t.ToolsListParams(cursor=cursor, meta=tool_meta(caller, activation, None)), result=t.ToolsListResult)

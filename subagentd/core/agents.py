@@ -54,6 +54,8 @@ class Agents:
         # a turn interrupted or ended, or an agent gone: its questions end (core/questions.py,
         # set by the Service): (agent id, turn id or None when it left, why)
         self.questions_over: Callable[[str, str | None, str], None] = lambda *_: None
+        # whether a person can be asked for this root (ask_user; set by the server's connection)
+        self.person: Callable[[str], bool] = lambda root: False
         self.closing: dict[str, list[Callable[[], None]]] = {}  # closing root -> waiters
         self.closing_committed: dict[str, list[Callable[[], None]]] = {}  # `closing` at commit
         self.in_snapshot = False  # answering requests read together (Service.snapshot)

@@ -119,7 +119,7 @@ def _result(why: str, answer: str, timeout: float) -> AskParentResult:
         text = texts.ASK_ANSWERED.format(answer=answer)
         return AskParentResult(answered=True, answer=answer, text=text)
     reason = texts.ASK_WHY.get(why, texts.ASK_WHY["ended"]).format(seconds=f"{timeout:g}")
-    shown_why = why if why in ("interrupted", "ended", "parent", "timeout", "shutdown") else "ended"
+    shown_why = why if why in texts.ASK_WHY else "ended"
     return AskParentResult(
         answered=False,
         ended=shown_why,  # type: ignore[arg-type]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 
@@ -76,6 +77,7 @@ class Question:
     delivered: bool = False  # its message is in the parent's inbox
     free: bool = False  # ask_parent: any text answers it (the options are only offered)
     label: str = ""  # the child's label (a free question names it)
+    key: str = field(default_factory=mint)  # its key among an MCP task's inputRequests
     stop_timer: Callable[[], None] | None = field(default=None, repr=False)
 
 
@@ -87,6 +89,10 @@ class Questions:
         self.registry = agents.registry
         self.scheduler = scheduler
         self.pending: dict[str, list[Question]] = {}
+        # an asked question and its end, told to MCP tasks (core/tasks.py: 2025-11-25's
+        # elicitation of a task's input)
+        self.asked: Callable[[Question], None] = lambda question: None
+        self.over: Callable[[Question], None] = lambda question: None
 
     def ask(self, question: Question) -> bool:
         """File the question (inside a transaction); False when there is nobody to ask: the
@@ -159,6 +165,51 @@ class Questions:
             )
         return SendMessageResult(text=text, message_id=message_id)
 
+    def input_request(self, child_id: str) -> tuple[str, dict[str, Any]] | None:
+        """The child's open question as an MCP task shows it (`input_required`): its key and an
+        `elicitation/create` request (a form of one string field, `answer`; for a permission
+        question an enum of its option ids). None when it has none."""
+        question = self.open_question(child_id)
+        if question is None:
+            return None
+        # what the parent reads, but for how to answer by send_message
+        blocks = (_free_blocks if question.free else _permission_blocks)(question)[:-1]
+        answer: dict[str, Any] = {"type": "string", "title": texts.INPUT_ANSWER_TITLE}
+        if question.free:
+            answer["description"] = texts.INPUT_FREE_ANSWER
+        else:
+            answer["description"] = texts.INPUT_OPTION_ANSWER
+            answer["enum"] = [o.option_id for o in question.options]
+        params = {
+            "mode": "form",
+            "message": "\n".join(b.text for b in blocks),
+            "requestedSchema": {
+                "type": "object",
+                "properties": {"answer": answer},
+                "required": ["answer"],
+            },
+        }
+        return question.key, {"method": "elicitation/create", "params": params}
+
+    def answer_input(self, target: LiveAgent, key: str, response: Any) -> bool:
+        """An MCP client's answer to the child's open question with this key (`tasks/update`'s
+        `inputResponses`, an ElicitResult): `accept` with `content.answer` answers it as the
+        parent's send_message would; `decline` or `cancel` ends it (why `declined`). False when
+        no open question has this key (the response is ignored)."""
+        question = self.open_question(target.agent_id)
+        if question is None or question.key != key:
+            return False
+        action = response.get("action") if isinstance(response, dict) else None
+        content = response.get("content") if isinstance(response, dict) else None
+        if action in ("decline", "cancel"):
+            self._resolve(question, None, "declined")
+            return True
+        text = content.get("answer") if isinstance(content, dict) else None
+        if action != "accept" or not isinstance(text, str):
+            raise error_for(Code.INVALID_PARAMS, texts.INPUT_BAD_RESPONSE.format(key=key))
+        self.answer(target, text)
+        return True
+
     def open_question(self, child_id: str) -> Question | None:
         """The child's question put to its parent, if it has one."""
         queue = self.pending.get(child_id)
@@ -228,6 +279,7 @@ class Questions:
             self._send(parent, question, [TextBlock(text=first)])
         if question.delivered:
             self._status(question.child_id, False)
+            self.over(question)
         question.resolve(option, why, answer)
         if queue and question.delivered:  # the asked one: the next waiting one, if it can be
             following = queue[0]
@@ -255,6 +307,7 @@ class Questions:
         question.stop_timer = self.agents.timers.call_later(
             question.timeout, lambda: self._expire(question)
         )
+        self.asked(question)
 
     def _send(self, parent: LiveAgent, question: Question, blocks: list[TextBlock]) -> None:
         source = Source(

@@ -12,6 +12,7 @@ from subagentd.core import texts
 from subagentd.core.activation import Activator
 from subagentd.core.agents import Agents
 from subagentd.core.asking import Asking
+from subagentd.core.asking_user import AskingUser
 from subagentd.core.budget_api import BudgetApi
 from subagentd.core.commits import COMMITS
 from subagentd.core.delegation import Delegation
@@ -91,10 +92,17 @@ class Service:
         self.tools = ToolRules(agents, self.leases, activator, self.scheduler, rate, self.questions)
         self.waits = Waits(agents)
         self.asking = Asking(agents, self.questions, self.waits)
-        agents.questions_over = self.questions.agent_over
+        self.asking_user = AskingUser(agents, self.questions, self.waits)
+        agents.questions_over = self._questions_over
         self.delegation = Delegation(agents, self.host, self.scheduler, self.waits)
-        self.tasks = TaskRules(agents, self.delegation, self.tools)  # MCP tasks
+        self.tasks = TaskRules(agents, self.delegation, self.tools, self.questions)  # MCP tasks
         self.recovery.after_rebuild = self.tasks.reload
+        self.asking_user.task_answer = self.tasks.answer_input
+
+    def _questions_over(self, agent_id: str, turn_id: str | None, why: str) -> None:
+        """A turn interrupted or ended, or an agent gone: its questions end (both kinds)."""
+        self.questions.agent_over(agent_id, turn_id, why)
+        self.asking_user.agent_over(agent_id, turn_id, why)
 
     def attach(self, outlets: Outlets) -> None:
         """The server's outlets, once it runs (the service is loaded before the connection)."""

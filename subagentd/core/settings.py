@@ -26,15 +26,22 @@ TOOL_NAMES = (
     "spawn_agent",
     "wait_agents",
     "ask_parent",
+    "ask_user",
 )  # every tool, in order
-DEFAULT_TOOLS = tuple(name for name in TOOL_NAMES if name != "spawn_agent")  # spawn_agent: opt-in
+# spawn_agent and ask_user: opt-in (--spawn-tool, --ask-user)
+DEFAULT_TOOLS = tuple(name for name in TOOL_NAMES if name not in ("spawn_agent", "ask_user"))
 
 
-def served_tools(names: tuple[str, ...] | None, spawn_tool: bool) -> tuple[str, ...]:
-    """The served set: `--tools` (default all but spawn_agent), plus spawn_agent with --spawn-tool."""
+def served_tools(
+    names: tuple[str, ...] | None, spawn_tool: bool, ask_user: bool = False
+) -> tuple[str, ...]:
+    """The served set: `--tools` (default all but spawn_agent and ask_user), plus spawn_agent
+    with --spawn-tool and ask_user with --ask-user on."""
     chosen = set(DEFAULT_TOOLS if names is None else names)
     if spawn_tool:
         chosen.add("spawn_agent")
+    if ask_user:
+        chosen.add("ask_user")
     return tuple(name for name in TOOL_NAMES if name in chosen)
 
 

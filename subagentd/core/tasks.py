@@ -25,12 +25,19 @@ import msgspec
 from subagentd.core import texts
 from subagentd.core.agents import Agents
 from subagentd.core.delegation import Delegation
+from subagentd.core.questions import Question, Questions
 from subagentd.core.stamps import now, stamp
 from subagentd.core.tools import ToolRules
 from subagentd.errors import InvalidParamsError, QuotaExceededError, SubagentdError
 from subagentd.schema.notifications import Progress
 from subagentd.schema.records import TaskRecord
-from subagentd.schema.tasks import TERMINAL, DetailedTask, Task, TaskStatusNotification
+from subagentd.schema.tasks import (
+    TERMINAL,
+    DetailedTask,
+    Task,
+    TaskInput,
+    TaskStatusNotification,
+)
 from subagentd.schema.tools import InterruptAgentArgs, WaitAgentsResult
 
 POLL_MS = 1000  # the pollInterval every task suggests
@@ -45,8 +52,14 @@ _encode = msgspec.json.Encoder().encode
 class TaskRules:
     """The tasks' rules; `watching` holds the working tasks this process may end."""
 
-    def __init__(self, agents: Agents, delegation: Delegation, tools: ToolRules) -> None:
+    def __init__(
+        self, agents: Agents, delegation: Delegation, tools: ToolRules, questions: Questions
+    ) -> None:
         self.agents = agents
+        self.questions = questions
+        questions.asked = self._asked
+        questions.over = self._over
+        self.answering: str | None = None  # the key a task's elicitation response answers
         self.store = agents.store
         self.delegation = delegation
         self.tools = tools
@@ -161,15 +174,72 @@ class TaskRules:
         return self._held(record)
 
     def _held(self, record: TaskRecord) -> TaskRecord:
-        """A working task whose child's tree a spent budget holds says so in its status message
-        (as read: it works on once the budget is raised)."""
-        if record.status == "working":
+        """A working task whose child's question is open is `input_required` (as read: it is
+        `working` again once the question ends); one whose child's tree a spent budget holds
+        says so in its status message (it works on once the budget is raised)."""
+        if record.status == "working" and self.questions.open_question(record.agent_id):
+            record.status = "input_required"
+            record.status_message = texts.TASK_INPUT_REQUIRED.format(
+                id=texts.shown(record.agent_id)
+            )
+        elif record.status == "working":
             held = self.agents.registry.held_tree(record.agent_id)
             if held is not None:
                 why = texts.held_why(record.agent_id, held.budget, held.agent_id)
                 shown = texts.shown(record.agent_id)
                 record.status_message = texts.TASK_HELD.format(id=shown, why=why)
         return record
+
+    def input_requests(self, record: TaskRecord) -> dict[str, Any] | None:
+        """An `input_required` task's `inputRequests` (the 2026-07-28 extension): the child's
+        open question, keyed."""
+        if record.status != "input_required":
+            return None
+        request = self.questions.input_request(record.agent_id)
+        return None if request is None else {request[0]: request[1]}
+
+    def update(self, caller: str | None, task_id: str, responses: dict[str, Any]) -> None:
+        """`tasks/update`: each response whose key is the child's open question answers it;
+        any other key is ignored (not outstanding). The task is working again."""
+        record = self.find(caller, task_id)
+        child = self.agents.registry.get(record.agent_id)
+        if child is None or record.status != "input_required":
+            return
+        for key, response in responses.items():
+            self.questions.answer_input(child, key, response)
+
+    def _asked(self, question: Question) -> None:
+        """A child with a working task asked: the task's input request, for a 2025-11-25 client
+        that can show it (TaskInput)."""
+        request = self.questions.input_request(question.child_id)
+        for record in self._watching().values():
+            if record.agent_id == question.child_id and request is not None:
+                self.agents.emit(
+                    "tasks/input",
+                    TaskInput(taskId=record.task_id, key=request[0], request=request[1]),
+                )
+
+    def _over(self, question: Question) -> None:
+        """Its question ended: the elicitation withdrawn, unless its own response answered it."""
+        if question.key == self.answering:
+            return
+        for record in self._watching().values():
+            if record.agent_id == question.child_id:
+                self.agents.emit("tasks/input", TaskInput(taskId=record.task_id, key=question.key))
+
+    def answer_input(
+        self, caller: str | None, task_id: str, key: str, response: dict[str, Any]
+    ) -> None:
+        """The response to a task's elicited input (2025-11-25): as `tasks/update` answers it.
+        `caller`: the connection's own root, when it has one."""
+        record = self.find(caller, task_id) if caller else self.store.get_task(task_id)
+        child = None if record is None else self.agents.registry.get(record.agent_id)
+        self.answering = key
+        try:
+            if child is None or not self.questions.answer_input(child, key, response):
+                raise InvalidParamsError(texts.USER_NO_QUESTION.format(id=texts.shown(key)))
+        finally:
+            self.answering = None
 
     def page(self, caller: str | None, cursor: str | None) -> tuple[list[Task], str | None]:
         """One page of the caller's subtree's tasks, in creation order; the cursor names the
@@ -347,14 +417,15 @@ def flat_task(task: Task) -> dict[str, Any]:
     }
 
 
-def detailed_task(record: TaskRecord) -> DetailedTask:
-    """`tasks/get` in the extension: the task with its result inlined once it has one. A
-    delegation ends in no JSON-RPC error, so `failed` never shows there."""
+def detailed_task(record: TaskRecord, inputs: dict[str, Any] | None = None) -> DetailedTask:
+    """`tasks/get` in the extension: the task with its result inlined once it has one, and
+    `inputRequests` while `input_required`. A delegation ends in no JSON-RPC error, so
+    `failed` never shows there."""
     fields = flat_task(task_view(record))
     result = None
     if record.status != "cancelled" and record.result is not None:
         result = msgspec.json.decode(record.result)
-    return DetailedTask(**fields, result=result)
+    return DetailedTask(**fields, result=result, inputRequests=inputs)
 
 
 def _structured(answer: WaitAgentsResult, output: dict[str, Any]) -> dict[str, Any]:

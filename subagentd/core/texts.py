@@ -253,6 +253,7 @@ PERMISSION_WHY = {
     "timeout": "nobody answered within {seconds} seconds",
     "parent": "you were interrupted before you answered",
     "withdrawn": "it stopped waiting for the answer",
+    "declined": "your client declined to answer it",  # tasks/update with decline or cancel
     "shutdown": "its turn ended",  # subagentd stopped
 }
 PERMISSION_ANSWERED = (
@@ -294,6 +295,7 @@ ASK_WHY = {
     ),
     "timeout": "nobody answered within {seconds} seconds; go on without the answer, or ask again",
     "shutdown": "subagentd is shutting down",
+    "declined": "the agent that started you declined to answer; go on without the answer",
 }
 ASK_NOT_CHILD = (
     'ask_parent is for subagents: agent "{id}" was not started by another agent (it has no parent'
@@ -314,6 +316,31 @@ ASK_OPTIONS = (
 ASK_EMPTY = "question not asked: the question is empty"
 ASK_OPTION_COUNT = 10
 ASK_OPTION_CHARS = 200
+
+# --- ask_user (docs/semantics.md section 14) ---
+USER_ASKED = 'Subagent {id} ("{label}") asks you:'  # first line of what the person reads
+USER_OPTIONS = "Offered answers: {options}."  # each quoted, joined by ", "
+USER_ANSWERED = "the person answered: {answer}"
+USER_DECLINED = "the person declined to answer; go on without the answer"
+USER_CANCELLED = "the person dismissed the question without answering; go on without the answer"
+USER_ENDED = "no answer from the person: {why}"
+USER_WHY = {
+    "interrupted": "your turn was interrupted; stop and wait for your next message",
+    "ended": "your turn ended",
+    "timeout": "nobody answered within {seconds} seconds; go on without the answer, or ask again",
+    "shutdown": "subagentd is shutting down",
+}
+USER_UNREACHABLE = (
+    "no person can be asked: the client of this tree's root ({root}) offers no way to ask one"
+    " (an MCP client declares elicitation; a host declares experimental.subagentd.askUser);"
+    " go on without the answer"
+)
+USER_OPEN = (
+    'question not asked: agent "{id}" already has a question open; wait for its answer before'
+    " asking another"
+)
+USER_NOT_RUNNING = 'agent "{id}" can ask only while its turn runs'
+USER_NO_QUESTION = "question {id} is not open (it was answered or ended, or never asked)"
 
 # --- report guidance for continuable children (turn/start `instructions`) ---
 REPORT_INSTRUCTIONS = (
@@ -354,6 +381,15 @@ def summary_of(first_block: str) -> str:
 
 # --- MCP tasks (PROTOCOL.md section 5, Tasks; not in SEMANTICS.md: the wire's, not a model's) ---
 TASK_WORKING = "subagent {id} is working"
+# a task whose child's question is open (docs/semantics.md §13, MCP tasks)
+TASK_INPUT_REQUIRED = "subagent {id} asks a question and waits for your answer"
+INPUT_ANSWER_TITLE = "Answer"  # the one field of a question's elicitation-shaped request
+INPUT_FREE_ANSWER = "your answer, as free text"  # its description (ask_parent)
+INPUT_OPTION_ANSWER = "the id of the option you choose"  # its description (a permission)
+INPUT_BAD_RESPONSE = (
+    'inputResponses["{key}"] must be an ElicitResult: action "accept" with content {{"answer":'
+    ' <text>}}, or action "decline" or "cancel"'
+)
 TASK_CANCELLED = (
     "the task was cancelled (tasks/cancel); subagent {id} was asked to stop its current turn,"
     " and what it sends later reaches you through wait_agents"

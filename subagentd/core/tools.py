@@ -353,7 +353,7 @@ class ToolRules:
             for name in self.settings.tools
             if (name in allowed if allowed is not None else True)
             and (name != "report" or self.can_report(caller, activation))
-            and (name != "ask_parent" or self.can_ask(caller, activation))
+            and (name not in ("ask_parent", "ask_user") or self.can_ask(caller, activation))
         )
 
     def caller_tools(self, caller: str) -> frozenset[str] | None:

@@ -153,8 +153,9 @@ def _caller(call: Call, p: msgspec.Struct) -> str | None:
 def tasks_get(call: Call, p: tk.TaskIdParams) -> tk.Task | tk.DetailedTask:
     extension = _extension_era(call, "tasks/get", p)
     call.service.tasks.check()  # a child that settled unseen ends its task first
-    record = call.service.tasks.find(_caller(call, p), p.taskId)
-    return detailed_task(record) if extension else task_view(record)
+    tasks = call.service.tasks
+    record = tasks.find(_caller(call, p), p.taskId)
+    return detailed_task(record, tasks.input_requests(record)) if extension else task_view(record)
 
 
 @method("tasks/result", tk.TaskIdParams, t.CallToolResult, confined=True, defers=True)
@@ -196,13 +197,13 @@ def tasks_cancel(call: Call, p: tk.TaskIdParams) -> tk.Task | h.Empty:
 
 @method("tasks/update", tk.TaskUpdateParams, h.Empty, confined=True, extension_only=True)
 def tasks_update(call: Call, p: tk.TaskUpdateParams) -> h.Empty:
-    """The extension's answers to `inputRequests`. A child needs no input from the client, so no
-    task is ever `input_required` and every response is for a key that is not outstanding
-    (ignored, as the extension says); a task the caller cannot see is -32602."""
+    """The extension's answers to `inputRequests`: the response keyed as the child's open
+    question answers it (core/tasks.py, TaskRules.update); a key that is not outstanding is
+    ignored, as the extension says; a task the caller cannot see is -32602."""
     if not call.stateless:  # not a method of 2025-11-25
         raise MethodUnknownError("Method not found", {"method": "tasks/update"})
     _extension_era(call, "tasks/update", p)
-    call.service.tasks.find(_caller(call, p), p.taskId)
+    call.service.tasks.update(_caller(call, p), p.taskId, p.inputResponses or {})
     return h.Empty()
 
 

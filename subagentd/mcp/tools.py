@@ -16,6 +16,7 @@ import msgspec
 from subagentd.core import texts
 from subagentd.core.arguments import check_arguments
 from subagentd.core.asking import Asking
+from subagentd.core.asking_user import AskingUser
 from subagentd.core.delegation import Delegation
 from subagentd.core.service import Service
 from subagentd.core.tasks import TASK_TOOLS
@@ -200,6 +201,27 @@ TOOLS: dict[str, ToolSpec] = {
             True,
             title="Ask the parent agent",
             hints=(False, False, False, False),
+        ),
+        ToolSpec(
+            "ask_user",
+            t.AskUserArgs,
+            t.AskUserOutput,
+            t.AskUserResult,
+            t.AskUserParams,
+            False,
+            True,
+            "Ask the person behind the agent that started your tree a question and wait for"
+            " their answer, only when a decision needs a person (what they meant, whether"
+            " something may be deleted) and no agent above you can decide it. The call blocks"
+            " until the person answers, declines or dismisses it, and returns what they did;"
+            " `options` (at most 10 short strings) are offered choices. Ask one question at a"
+            " time, self-contained (the person does not see your transcript). If no person can"
+            " be reached the call fails at once and says so: then go on without the answer.",
+            AskingUser.ask_user,
+            "asking_user",
+            True,
+            title="Ask the person",
+            hints=(False, False, False, True),
         ),
     )
 }

@@ -203,3 +203,12 @@ class WaitIdleResult(Wire, kw_only=True):
     idle: bool
     running: list[str] | None = None
     runnable: list[str] | None = None
+
+
+class QuestionAnswerParams(HostParams, kw_only=True):
+    """`question/answer`: the person's answer to a `question/ask` (`accept` with `answer`, or
+    `decline` / `cancel`)."""
+
+    question_id: str
+    action: Literal["accept", "decline", "cancel"]
+    answer: str | None = None

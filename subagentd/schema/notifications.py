@@ -48,6 +48,27 @@ class AgentStatus(Wire, kw_only=True):
     status: Status
 
 
+class QuestionAsk(Wire, kw_only=True):
+    """`question/ask`: a subagent's `ask_user` question for the person behind the root (a host
+    that declared `experimental.subagentd.askUser`); answered with `question/answer`."""
+
+    question_id: str
+    root_id: str  # the root of the asking agent's tree
+    agent_id: str  # the agent that asks
+    label: str
+    question: str
+    options: list[str] | None = None  # offered choices (the answer is still free text)
+    message: str  # the question as a person reads it (docs/semantics.md section 14)
+
+
+class QuestionOver(Wire, kw_only=True):
+    """`question/cancelled`: a `question/ask` that ended unanswered (its asker's turn ended or
+    was interrupted, the timeout passed, shutdown); answering it now is refused."""
+
+    question_id: str
+    reason: Literal["interrupted", "ended", "timeout", "shutdown"]
+
+
 class Progress(Wire, kw_only=True):
     """MCP `notifications/progress` for a waiting tools/call (wait_agents) that gave a token."""
 
@@ -64,4 +85,6 @@ NOTIFICATIONS: dict[str, type[Wire]] = {
     "agent/settled": AgentSettled,
     "agent/status": AgentStatus,
     "notifications/progress": Progress,
+    "question/ask": QuestionAsk,
+    "question/cancelled": QuestionOver,
 }

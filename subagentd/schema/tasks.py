@@ -109,6 +109,8 @@ class DetailedTask(ExtensionTask, kw_only=True):
 
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    # `input_required`: the child's open question as an `elicitation/create` request, by key
+    inputRequests: dict[str, Any] | None = None
 
 
 SUBSCRIPTION_ID_META = "io.modelcontextprotocol/subscriptionId"
@@ -133,3 +135,13 @@ class TaskUpdateParams(Params, kw_only=True):
 
     taskId: str
     inputResponses: dict[str, Any] | None = None
+
+
+class TaskInput(Wire, kw_only=True):
+    """A working task's child asked (or its question ended: `request` None): for a connection
+    that negotiated 2025-11-25 and declared `elicitation`, written as an `elicitation/create`
+    with the related-task `_meta` (or its withdrawal), server/dispatcher.py."""
+
+    taskId: str
+    key: str
+    request: dict[str, Any] | None = None

@@ -156,6 +156,20 @@ class AskParentArgs(Wire, kw_only=True):
     options: QuestionOptions = None
 
 
+UserQuestionText = Annotated[
+    str,
+    msgspec.Meta(
+        description="Your question to the person: self-contained, since they do not see your"
+        " transcript."
+    ),
+]
+
+
+class AskUserArgs(Wire, kw_only=True):
+    question: UserQuestionText
+    options: QuestionOptions = None
+
+
 class SendMessageArgs(Wire, kw_only=True):
     subagent_id: SubagentId
     message: MessageText
@@ -238,7 +252,18 @@ class AskOutput(Wire, kw_only=True):
 
     answered: bool
     answer: str | None = None  # the answer's whole text, when answered
-    ended: Literal["interrupted", "ended", "parent", "timeout", "shutdown"] | None = None
+    ended: Literal["interrupted", "ended", "parent", "timeout", "shutdown", "declined"] | None = (
+        None
+    )
+    text: ToolText
+
+
+class AskUserOutput(Wire, kw_only=True):
+    """ask_user's answer: the person's action, and the answer's text when they accepted."""
+
+    action: Literal["accept", "decline", "cancel"] | None = None  # None: the question ended
+    answer: str | None = None  # the answer's whole text, when accepted
+    ended: Literal["interrupted", "ended", "timeout", "shutdown"] | None = None
     text: ToolText
 
 
@@ -295,6 +320,16 @@ class AskParentParams(AskParentArgs, kw_only=True):
     caller: str | None = None
     activation: str | None = None
     meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
+
+
+class AskUserParams(AskUserArgs, kw_only=True):
+    caller: str | None = None
+    activation: str | None = None
+    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
+
+
+class AskUserResult(AskUserOutput, kw_only=True):
+    pass
 
 
 class SendMessageResult(MessageIdOutput, kw_only=True):

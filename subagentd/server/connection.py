@@ -105,6 +105,7 @@ class Connection:
         self._shutting_down = False
         self._hurry: anyio.CancelScope  # the shutdown's waits, cut short by a signal during it
         service.attach(Outlets(self._emit, self.timers))
+        service.agents.person = self.session.reaches_person  # ask_user (core/asking_user.py)
         self._starts: list[TurnStart] = []  # turn/start sent in the open group
         self._maybe_started: list[TurnStart] = []  # those of groups whose outcome is unknown
 

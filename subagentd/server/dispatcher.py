@@ -73,6 +73,16 @@ def check_envelope(message: dict[str, Any]) -> None:
         raise InvalidRequestError('Invalid Request: "params" must be an object or an array')
 
 
+def answered(message: Any) -> Any:
+    """A response to a request of ours (an elicitation for ask_user) as the `question/answer`
+    it stands for (mcp/elicitation.py); any other message unchanged."""
+    if not (isinstance(message, dict) and "method" not in message and "id" in message):
+        return message
+    from subagentd.mcp.elicitation import response_as_answer
+
+    return response_as_answer(message)
+
+
 def decode(frame: Frame) -> Any:
     """The JSON value of a frame; FrameUnparsableError (or InvalidRequestError for an oversized
     frame) when there is none."""
@@ -155,6 +165,22 @@ class Dispatcher:
         A --caller connection carries MCP traffic only, unless its client asked (Session.wants)."""
         if not self.session.wants(method):
             return
+        if method == "tasks/input":  # a 2025-11-25 task's child asked (mcp/elicitation.py)
+            if self.session.tasks and self.session.elicitation:
+                from subagentd.mcp.elicitation import task_input_frame
+
+                self.notes.append(self.frame(task_input_frame(params)))  # type: ignore[arg-type]
+            return
+        if self.session.elicitation and method in ("question/ask", "question/cancelled"):
+            # ask_user to an MCP client: an elicitation/create request (mcp/elicitation.py)
+            from subagentd.mcp import elicitation
+
+            if method == "question/ask":
+                frame = elicitation.elicitation_request(params)  # type: ignore[arg-type]
+            else:
+                frame = elicitation.elicitation_withdrawn(params)  # type: ignore[arg-type]
+            self.notes.append(self.frame(frame))
+            return
         if method == "notifications/tasks":  # to each listen stream that asked for the task
             for listen, task_ids in self.session.task_listens.items():
                 if params.taskId in task_ids:  # type: ignore[attr-defined]
@@ -175,7 +201,7 @@ class Dispatcher:
 
     def handle_frame(self, frame: Frame) -> Reply | None:
         try:
-            message = decode(frame)
+            message = answered(decode(frame))
         except SubagentdError as exc:
             return refusal(exc)
         return self.dispatch(message)
@@ -231,7 +257,7 @@ class Dispatcher:
         rest = iter(frames)
         for frame in rest:
             try:
-                message = decode(frame)
+                message = answered(decode(frame))
             except SubagentdError as exc:
                 deliver(refusal(exc))
                 continue

@@ -239,4 +239,5 @@ def _tool_writes(params: Any) -> bool:
 
 METHODS["tools/call"] = msgspec.structs.replace(METHODS["tools/call"], writes_if=_tool_writes)
 
-from subagentd.mcp import resources  # noqa: E402, F401  (registers resources/*)
+# registers resources/* and question/answer
+from subagentd.mcp import elicitation, resources  # noqa: E402, F401

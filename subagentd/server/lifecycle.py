@@ -60,6 +60,9 @@ def initialize(call: Call, p: lc.InitializeParams) -> lc.InitializeResult:
             call.session.host_notifications = True
         if wanted.get("reportDelivery") in ("wakeup", "quiet"):
             call.settings.report_delivery = wanted["reportDelivery"]
+        call.session.asks_user = wanted.get("askUser") is True  # question/ask (ask_user)
+    elicit = (p.capabilities or {}).get("elicitation")  # `{}` or with `form`: a form is shown
+    call.session.elicitation = isinstance(elicit, dict) and (not elicit or "form" in elicit)
     call.session.initialized = True
     call.session.tasks = call.session.offers_tasks and version in TASKS_VERSIONS  # MCP tasks
     return lc.InitializeResult(

@@ -21,7 +21,7 @@ from subagentd.view.terminal import printable
 SIBLINGS_SHOWN = 8  # past this many siblings (when the tree does not fit), idle ones fold
 IDLE_SHOWN = 2  # the latest idle siblings kept beside the busy ones (when they fit)
 TOO_MANY = "give a ROOT, or use a taller terminal"
-STATUS_STYLE = {"open turn": "bold blue", "ready": "green"}
+STATUS_STYLE = {"open turn": "bold blue", "ready": "green", "waiting": "bold yellow"}
 
 
 @dataclass(slots=True)
@@ -214,7 +214,8 @@ def cells(row: Row, last: dict[str, Last], now: float) -> tuple[Text, ...]:
     if row.folded:
         name.append(f" ({row.folded})", style="dim")
     seen = last.get(s.id, Last())
-    status = Text(s.status, style=STATUS_STYLE.get(s.status, ""))
+    shown = "waiting" if s.status == "open turn" and seen.waiting else s.status  # its question
+    status = Text(shown, style=STATUS_STYLE.get(shown, ""))
     if s.status == "ready" and s.last_reason:
         status.append(f" ({s.last_reason})", style="dim")
     turn = ago(seen.turn_started, now) if s.status == "open turn" else ""

@@ -26,6 +26,7 @@ class Last:
     summary: str = ""
     at: float | None = None  # epoch seconds
     turn_started: float | None = None
+    waiting: bool = False  # its question is open (a `question` event, no `question_end` yet)
 
 
 class Snapshot:
@@ -91,6 +92,10 @@ class Snapshot:
             last.turn_started = last.at
         elif kind == "turn_end":
             last.turn_started = None
+        if kind == "question":
+            last.waiting = True
+        elif kind in ("question_end", "turn_start", "turn_end"):
+            last.waiting = False
 
     def shown(self) -> dict[str, SessionRow]:
         """The sessions to draw: all, or the tree below the root asked for."""

@@ -22,11 +22,25 @@ class Session(msgspec.Struct):
     offers_resources: bool = True  # False where resources/* are not served (the same relay)
     # subscriptions/listen streams open on this connection: task ids by the listen's request id
     task_listens: dict[str | int, list[str]] = msgspec.field(default_factory=dict)
+    # ask_user can reach a person here: the MCP client declared `elicitation` (asked with
+    # elicitation/create), or a host declared experimental.subagentd.askUser (question/ask)
+    elicitation: bool = False
+    asks_user: bool = False
+
+    def reaches_person(self, root: str) -> bool:
+        """Whether a question for this root's person can be put on this connection."""
+        if self.elicitation:
+            return self.default_caller is None or root == self.default_caller
+        return self.asks_user and self.default_caller is None
 
     def wants(self, method: str) -> bool:
         """Whether a notification of this method is written to this connection: MCP ones
         (`notifications/...`) always; the host API's (`agent/*`, `turn/*`) to a host, and to a
         --caller connection only when asked for."""
+        if method in ("question/ask", "question/cancelled"):
+            return self.asks_user or self.elicitation
+        if method == "tasks/input":  # a task's elicited input (2025-11-25)
+            return self.tasks and self.elicitation
         if method == "notifications/tasks/status" and not self.tasks:
             return False  # 2025-11-25 tasks' notification: only where that version was negotiated
         return (

@@ -29,6 +29,16 @@ def test_demo_plays_the_whole_tour_and_exits_zero():
     assert '▸ coordinator spawns "researcher" (c1) → started subagent c1' in out
     assert '  researcher: turn started with "Find the three oldest open bugs."' in out
     assert '▸ researcher spawns "bug-finder" (g1) → started subagent g1' in out
+    # a child asks its parent and waits; the parent's send_message is the answer
+    assert '  coordinator: turn started with "Background subagent c1 ("researcher") asks you' in out
+    assert '      + "GitHub or Jira?"\n' in out
+    assert (
+        '▸ coordinator → researcher: "GitHub." → answer delivered to subagent c1; it continues'
+        " its turn" in out
+    )
+    assert (
+        '  researcher\'s ask_parent returns "the agent that started you answered: GitHub."' in out
+    )
     # a follow-up queued behind the running turn, run after that turn ends
     assert '▸ coordinator → researcher: "Also check the closed ones." (queued)' in out
     assert 'send_message: "message queued as the next turn for subagent c1"' in out

@@ -155,3 +155,53 @@ def test_through_the_detached_process_a_task_running_at_the_close_completes_with
     assert second["bResult"] == {"isError": False, "texts": closing("b", "b went on alone")}
     assert second["cancelled"]["status"] == "cancelled"
     assert second["eResult"] == ["started subagent e"]
+
+
+@pytest.mark.timeout(2 * TIMEOUT)
+def test_a_task_whose_child_asks_is_answered_by_the_elicitation_handler_with_tasks_update(
+    tmp_path,
+):
+    """A runner child calls `subagentd tool ask_parent`; its task is `input_required` with the
+    question as an `elicitation/create` in `inputRequests`; fastmcp-tasks' `ToolTask.result()`
+    answers it through the client's elicitation handler with `tasks/update`, and the child's
+    call returns the answer."""
+    db = str(tmp_path / "ask.db")
+    args = ["-m", "subagentd", "--db", db, "--caller", "root", "--runner", RUNNER]
+    config = {
+        "command": sys.executable,
+        "args": args,
+        "env": {**os.environ, "PYTHONPATH": str(ROOT)},
+    }
+    out = client_process("ask", config, tmp_path)
+    assert out["waiting"] == {
+        "status": "input_required",
+        "statusMessage": "subagent q asks a question and waits for your answer",
+        "ttlMs": 86_400_000,
+        "pollIntervalMs": 1000,
+    }
+    assert out["asked"] == [
+        {
+            "message": 'Background subagent q ("q") asks you a question and waits for your'
+            " answer; its turn goes on once you answer:\nWhich file: a.py or b.py?\nIt offers"
+            ' these answers: "a.py", "b.py".',
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "answer": {
+                        "type": "string",
+                        "title": "Answer",
+                        "description": "your answer, as free text",
+                    }
+                },
+                "required": ["answer"],
+            },
+        }
+    ]
+    # the question stays the root's news, as wait_agents would return it, before the closing
+    [closed] = closing("q", "ask_parent -> 0: the agent that started you answered: b.py")
+    how = (
+        "Answer with send_message to q: your whole message is the answer (free text). If nobody"
+        " answers within 600 seconds the question is cancelled."
+    )
+    assert out["result"] == ["\n".join([out["asked"][0]["message"], how, closed])]
+    assert out["final"]["status"] == "completed"

@@ -6,6 +6,8 @@ processes over real pipes (tests/scripts/runner.py)."""
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 from tests.processes import test_runner
@@ -110,3 +112,20 @@ def test_an_mcp_clients_root_answers_a_runner_childs_question(tmp_path):
     )
     settled = seen["settled"].structured_content["agents"][0]
     assert settled["output"] == "ask_parent -> 0: the agent that started you answered: b.py"
+
+
+def test_the_example_runner_shows_a_child_asking_its_parent(server, tmp_path, monkeypatch):
+    """examples/turn_runner.py (dry run): a last line `ask: <question>` is asked with
+    `$SUBAGENTD tool ask_parent`, and the answer is its output."""
+    monkeypatch.setenv("RUNNER_STATE", str(tmp_path / "turns"))
+    (tmp_path / "turns").mkdir(mode=0o700)
+    example = Path(__file__).parents[2] / "examples" / "turn_runner.py"
+    srv = server(tools=TOOLS, command=[sys.executable, str(example)])
+    srv.spawn("c1", "ask: Which file: a.py or b.py?")
+    turn = question(srv)
+    (message,) = turn["messages"]
+    assert message["content"][1]["text"] == "Which file: a.py or b.py?"
+    sent = srv.host.call("send_message", {"caller": "root", "subagent_id": "c1", "message": "b.py"})
+    assert sent["text"] == "answer delivered to subagent c1; it continues its turn"
+    srv.host.end_turn("root", turn["turn_id"])
+    assert srv.outputs("c1", 1) == ["(dry run) the agent that started you answered: b.py"]

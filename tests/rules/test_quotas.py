@@ -320,7 +320,7 @@ def test_every_serve_option_takes_its_default_from_a_subagentd_variable(monkeypa
     values |= {"--framing": "lsp", "--durability": "full", "--report-delivery": "quiet"}
     values |= {"--db": "/tmp/x.db", "--max-depth": "5", "--tools": "list_agents,report"}
     values |= {"--event-loop": "trio", "--retention": "30s", "--spawn-tool": "on"}
-    values |= {"--clock": "manual"}
+    values |= {"--clock": "manual", "--ask-user": "on"}
     values |= {"--runner-protocol": "acp", "--acp-permission": "allow", "--detach": "on"}
     values |= {"--a2a-agent": "far=http://127.0.0.1:9/ near=https://a.example/"}  # space-split
     for option in options:

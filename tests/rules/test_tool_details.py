@@ -101,7 +101,8 @@ def test_the_served_tools_follow_the_options_in_the_fixed_tool_order():
         "wait_agents",
         "ask_parent",
     )
-    assert served_tools(None, True) == (*TOOL_NAMES,)
+    assert served_tools(None, True) == tuple(n for n in TOOL_NAMES if n != "ask_user")
+    assert served_tools(None, True, True) == (*TOOL_NAMES,)  # --ask-user on
     assert served_tools(("report", "list_agents"), False) == ("list_agents", "report")
     assert served_tools(("wait_agents", "report"), True) == ("report", "spawn_agent", "wait_agents")
 

@@ -273,3 +273,32 @@ def test_watch_in_a_terminal_follows_a_running_server(tmp_path):
         if term is not None:
             term.close()
         srv.stop()
+
+
+def test_once_shows_a_child_waiting_for_its_answer(tmp_path):
+    """A child's open ask_parent question: `waiting` while the server runs, then its turn
+    again once the parent answered."""
+    path = str(tmp_path / "asking.db")
+    srv = ServerProcess(db=path)
+    try:
+        host = srv.host
+        host.initialize()
+        host.open("root")
+        host.spawn("root", "c1", label="fixer")
+        asking = host.start("ask_parent", {"caller": "c1", "question": "a.py or b.py?"})
+        host.notification("turn/start", agent_id="root")  # the question reached the parent
+        rows = {
+            columns(line)[0]: columns(line)[1:]
+            for line in watch(path, "--once").stdout.splitlines()[2:]
+        }
+        assert rows["└─ c1 fixer"][0] == "waiting"
+        assert rows["└─ c1 fixer"][-1].startswith("question ")
+        host.call("send_message", {"caller": "root", "subagent_id": "c1", "message": "b.py"})
+        assert host.response(asking)["result"]["answered"] is True
+        rows = {
+            columns(line)[0]: columns(line)[1:]
+            for line in watch(path, "--once").stdout.splitlines()[2:]
+        }
+        assert rows["└─ c1 fixer"][0] == "open turn"
+    finally:
+        srv.stop()

@@ -559,6 +559,8 @@ def valid_base(method: str, world: World) -> dict[str, Any]:
         "uri": f"subagentd://agent/{ROOT}",
         "seconds": 1,  # clock/advance (refused without --clock manual, after its params)
         "taskId": "no-such-task",  # tasks/* (not found, after its params)
+        "question_id": "no-such-question",  # question/answer (not open, after its params)
+        "action": "cancel",
     }
     spec = next(m for m in OPENRPC["methods"] if m["name"] == method)
     return {

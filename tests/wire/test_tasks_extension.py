@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from subagentd.client import RpcError
+from subagentd.core.settings import served_tools
 from tests.wire.test_tasks import CANCELLED, FAILED, FINISHED, as_task, on, serve
 
 EXTENSION = "io.modelcontextprotocol/tasks"
@@ -156,13 +157,99 @@ def test_the_extension_has_no_tasks_result_nor_tasks_list_and_2025_has_no_tasks_
     assert host.call(*on("tasks/list"))["tasks"][0]["taskId"] == task_id  # 2025 still lists it
 
 
-def test_tasks_update_acknowledges_since_a_child_never_needs_client_input(make_server):
+QUESTION = 'Background subagent c1 ("l") asks you a question and waits for your answer; its turn'
+QUESTION += " goes on once you answer:\nWhich file: a.py or b.py?"
+INPUT_REQUIRED = "subagent c1 asks a question and waits for your answer"
+
+
+def ask(host: Any, options: Any = None) -> int:
+    """c1 (host-run, in its turn) calls ask_parent; the request id of the call that waits."""
+    params: dict[str, Any] = {"question": "Which file: a.py or b.py?", "caller": "c1"}
+    if options is not None:
+        params["options"] = options
+    return host.start("ask_parent", params)
+
+
+def test_a_task_whose_child_asks_is_input_required_and_tasks_update_answers_it(make_server):
+    host = serve(make_server)
+    task_id = spawn(host, "c1")["taskId"]
+    host.notification("turn/start", agent_id="c1")
+    asking = ask(host, ["a.py", "b.py"])
+    got = host.call(*modern("tasks/get", taskId=task_id))
+    [key] = got["inputRequests"]
+    assert (got["status"], got["statusMessage"]) == ("input_required", INPUT_REQUIRED)
+    assert got["inputRequests"][key] == {
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": QUESTION + '\nIt offers these answers: "a.py", "b.py".',
+            "requestedSchema": {
+                "type": "object",
+                "properties": {
+                    "answer": {
+                        "type": "string",
+                        "title": "Answer",
+                        "description": "your answer, as free text",
+                    }
+                },
+                "required": ["answer"],
+            },
+        },
+    }
+    # the same row in the 2025-11-25 shape: input_required (answered there by send_message)
+    assert host.call(*on("tasks/get", taskId=task_id))["status"] == "input_required"
+    assert host.call(*on("tasks/list"))["tasks"][0]["status"] == "input_required"
+    # a key that is not outstanding is ignored; a malformed answer to the open one is -32602
+    ignored = host.call(
+        *modern("tasks/update", taskId=task_id, inputResponses={"k": {"action": "accept"}})
+    )
+    assert ignored == {"resultType": "complete"}
+    assert refused(
+        host, "tasks/update", taskId=task_id, inputResponses={key: {"action": "accept"}}
+    )[:2] == (
+        -32602,
+        f'inputResponses["{key}"] must be an ElicitResult: action "accept" with content'
+        ' {"answer": <text>}, or action "decline" or "cancel"',
+    )
+    answer = {"action": "accept", "content": {"answer": "b.py, and keep the tests"}}
+    updated = host.call(*modern("tasks/update", taskId=task_id, inputResponses={key: answer}))
+    assert updated == {"resultType": "complete"}
+    result = host.response(asking)["result"]
+    assert (result["answered"], result["answer"]) == (True, "b.py, and keep the tests")
+    assert result["text"] == "the agent that started you answered: b.py, and keep the tests"
+    again = host.call(*modern("tasks/get", taskId=task_id))
+    assert (again["status"], again["statusMessage"]) == ("working", "subagent c1 is working")
+    assert "inputRequests" not in again
+    # the same key again: no longer outstanding, ignored
+    assert host.call(*modern("tasks/update", taskId=task_id, inputResponses={key: answer})) == {
+        "resultType": "complete"
+    }
+
+
+@pytest.mark.parametrize("action", ["decline", "cancel"])
+def test_a_declined_input_request_ends_the_question_unanswered(make_server, action):
+    host = serve(make_server)
+    task_id = spawn(host, "c1")["taskId"]
+    host.notification("turn/start", agent_id="c1")
+    asking = ask(host)
+    [key] = host.call(*modern("tasks/get", taskId=task_id))["inputRequests"]
+    host.call(*modern("tasks/update", taskId=task_id, inputResponses={key: {"action": action}}))
+    result = host.response(asking)["result"]
+    assert (result["answered"], result["ended"]) == (False, "declined")
+    assert result["text"] == (
+        "no answer to your question: the agent that started you declined to answer; go on"
+        " without the answer"
+    )
+    assert host.call(*modern("tasks/get", taskId=task_id))["status"] == "working"
+
+
+def test_tasks_update_for_a_task_not_found_is_32602(make_server):
     host = serve(make_server)
     task_id = spawn(host, "c1")["taskId"]
     answer = host.call(
         *modern("tasks/update", taskId=task_id, inputResponses={"k": {"action": "accept"}})
     )
-    assert answer == {"resultType": "complete"}
+    assert answer == {"resultType": "complete"}  # nothing outstanding: ignored
     assert host.call(*modern("tasks/get", taskId=task_id))["status"] == "working"
     assert refused(host, "tasks/update", taskId="no-such-task", inputResponses={})[:2] == (
         -32602,
@@ -259,3 +346,56 @@ def test_subscriptions_listen_for_tasks_needs_the_extension_and_the_stateless_er
     with pytest.raises(RpcError) as error:
         host.call(*on("subscriptions/listen", notifications={"taskIds": ["x"]}))
     assert error.value.code == -32601
+
+
+def server_request(host: Any, method: str) -> dict[str, Any]:
+    """The next request the server sent (filed by id among the responses), read until one comes."""
+    while True:
+        for key, frame in list(host.responses.items()):
+            if isinstance(frame, dict) and frame.get("method") == method:
+                del host.responses[key]
+                return frame
+        host.next_frame()
+
+
+def test_a_2025_client_that_declared_elicitation_is_asked_a_tasks_input_and_answers_it(
+    make_server,
+):
+    """2025-11-25: while the task's child asks, the task is `input_required` and the client
+    gets `elicitation/create` tagged with the task (`_meta` related-task); its response answers
+    the question; a question that ends unanswered withdraws it (`notifications/cancelled`)."""
+    host = make_server(initialize=False, tools=served_tools(None, True)).host
+    host.call(
+        "initialize",
+        {
+            "protocolVersion": "2025-11-25",
+            "clientInfo": {"name": "t", "version": "0"},
+            "capabilities": {"elicitation": {"form": {}}},
+        },
+    )
+    host.notify("notifications/initialized")
+    host.open("root")
+    task_id = as_task(host, "spawn_agent", label="l", prompt="p", child_id="c1")["task"]["taskId"]
+    host.notification("turn/start", agent_id="c1")
+    asking = ask(host, ["a.py", "b.py"])
+    request = server_request(host, "elicitation/create")
+    elicit = request["params"]
+    assert elicit["_meta"] == {"io.modelcontextprotocol/related-task": {"taskId": task_id}}
+    assert elicit["message"] == QUESTION + '\nIt offers these answers: "a.py", "b.py".'
+    assert elicit["requestedSchema"]["properties"]["answer"]["type"] == "string"
+    assert host.call(*on("tasks/get", taskId=task_id))["status"] == "input_required"
+    [key] = host.call(*modern("tasks/get", taskId=task_id))["inputRequests"]  # the same key
+    assert request["id"] == f"subagentd-task:{task_id}:{key}"
+    answer = {"action": "accept", "content": {"answer": "b.py"}}
+    host.send({"jsonrpc": "2.0", "id": request["id"], "result": answer})
+    result = host.response(asking)["result"]
+    assert (result["answered"], result["answer"]) == (True, "b.py")
+    assert host.call(*on("tasks/get", taskId=task_id))["status"] == "working"
+    # asked again, then interrupted: the elicitation is withdrawn
+    ask(host)
+    request = server_request(host, "elicitation/create")
+    host.call("agents/interrupt", {"agent_id": "c1"})
+    assert host.notification("notifications/cancelled") == {
+        "requestId": request["id"],
+        "reason": "the question ended",
+    }

@@ -148,6 +148,7 @@ def test_every_tool_has_a_title_and_truthful_annotations():
         "spawn_agent": ("Start a subagent", False, False, False, True),
         "wait_agents": ("Wait for subagents' reports and notices", False, False, False, False),
         "ask_parent": ("Ask the parent agent", False, False, False, False),
+        "ask_user": ("Ask the person", False, False, False, True),
     }
     for tool in TOOL_LIST:
         assert tool["annotations"]["title"] == tool["title"]

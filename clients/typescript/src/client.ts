@@ -65,6 +65,9 @@ import type {
   WaitAgentsParams,
   AskParentParams,
   AskParentResult,
+  AskUserParams,
+  AskUserResult,
+  QuestionAnswerParams,
   WaitAgentsResult,
   WaitIdleParams,
   WaitIdleResult,
@@ -284,6 +287,10 @@ export class SubagentdClient extends EventEmitter {
   readonly clock: {
     advance(params: ClockAdvanceParams, options?: RequestOptions): Promise<ClockAdvanceResult>;
   };
+  /** `question/answer`: the person's answer to a `question/ask` (a subagent's ask_user). */
+  readonly question: {
+    answer(params: QuestionAnswerParams, options?: RequestOptions): Promise<Empty>;
+  };
   /** Typed wrappers for the MCP-style bridge `tools/list` and `tools/call`. */
   readonly tools: {
     list(params?: ToolsListParams, options?: RequestOptions): Promise<ToolsListResult>;
@@ -378,6 +385,7 @@ export class SubagentdClient extends EventEmitter {
     this.clock = {
       advance: (params, options) => this.request("clock/advance", params, options),
     };
+    this.question = { answer: call("question/answer") };
     this.tools = {
       list: (params = {}, options) => this.request("tools/list", params, options),
       call: call("tools/call"),
@@ -723,6 +731,12 @@ export class SubagentdClient extends EventEmitter {
    * question ends unanswered, `answered: false`); its timeout covers an hour of waiting. */
   askParent(params: AskParentParams, options?: RequestOptions): Promise<AskParentResult> {
     return this.request("ask_parent", params, this.waitOptions(3_600_000, options));
+  }
+
+  /** The `ask_user` tool as a direct method (`--ask-user on`): answered when the person
+   * answers, declines or dismisses the question (or it ends unanswered); an hour of waiting. */
+  askUser(params: AskUserParams, options?: RequestOptions): Promise<AskUserResult> {
+    return this.request("ask_user", params, this.waitOptions(3_600_000, options));
   }
 
   /** A waiting request's options: its timeout covers the server's wait (default 30 s) too. */

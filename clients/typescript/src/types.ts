@@ -68,7 +68,25 @@ export interface AskParentResult {
   /** The text the tool's content blocks hold, joined with a newline. */
   text: string;
   answer?: string | null;
-  ended?: "ended" | "interrupted" | "parent" | "shutdown" | "timeout" | null;
+  ended?: "declined" | "ended" | "interrupted" | "parent" | "shutdown" | "timeout" | null;
+}
+
+export interface AskUserParams {
+  /** Your question to the person: self-contained, since they do not see your transcript. */
+  question: string;
+  _meta?: { [key: string]: unknown } | null;
+  activation?: string | null;
+  caller?: string | null;
+  /** Up to 10 short choices to offer (each at most 200 characters); the answer is still free text. */
+  options?: string[] | null;
+}
+
+export interface AskUserResult {
+  /** The text the tool's content blocks hold, joined with a newline. */
+  text: string;
+  action?: "accept" | "cancel" | "decline" | null;
+  answer?: string | null;
+  ended?: "ended" | "interrupted" | "shutdown" | "timeout" | null;
 }
 
 /**
@@ -348,6 +366,40 @@ export interface Progress {
   progressToken: string | number;
   message?: string | null;
   total?: number | null;
+}
+
+/**
+ * `question/answer`: the person's answer to a `question/ask` (`accept` with `answer`, or
+ * `decline` / `cancel`).
+ */
+export interface QuestionAnswerParams {
+  action: "accept" | "cancel" | "decline";
+  question_id: string;
+  _meta?: { [key: string]: unknown } | null;
+  answer?: string | null;
+}
+
+/**
+ * `question/ask`: a subagent's `ask_user` question for the person behind the root (a host
+ * that declared `experimental.subagentd.askUser`); answered with `question/answer`.
+ */
+export interface QuestionAsk {
+  agent_id: string;
+  label: string;
+  message: string;
+  question: string;
+  question_id: string;
+  root_id: string;
+  options?: string[] | null;
+}
+
+/**
+ * `question/cancelled`: a `question/ask` that ended unanswered (its asker's turn ended or
+ * was interrupted, the timeout passed, shutdown); answering it now is refused.
+ */
+export interface QuestionOver {
+  question_id: string;
+  reason: "ended" | "interrupted" | "shutdown" | "timeout";
 }
 
 export interface ReportParams {
@@ -832,6 +884,8 @@ export interface Methods {
   "agents/wait_idle": { params: WaitIdleParams; result: WaitIdleResult };
   /** Ask the agent that started you a question and wait for its answer, when you cannot go on well without a decision (which of two files to change, whether to delete something, what the task meant). The call blocks until that agent answers, and returns its answer as free text; `options` (at most 10 short strings) are offered choices. Ask one question at a time, self-contained (it does not see your transcript). If no answer comes (your turn is interrupted, that agent is interrupted or finishes, or nobody answers in time) the call fails and says why: then go on without the answer. For news that needs no answer use `report`. */
   "ask_parent": { params: AskParentParams; result: AskParentResult };
+  /** Ask the person behind the agent that started your tree a question and wait for their answer, only when a decision needs a person (what they meant, whether something may be deleted) and no agent above you can decide it. The call blocks until the person answers, declines or dismisses it, and returns what they did; `options` (at most 10 short strings) are offered choices. Ask one question at a time, self-contained (the person does not see your transcript). If no person can be reached the call fails at once and says so: then go on without the answer. */
+  "ask_user": { params: AskUserParams; result: AskUserResult };
   /** Tests only: the manual clock moves on, and the timers due on the way run, in order. */
   "clock/advance": { params: ClockAdvanceParams; result: ClockAdvanceResult };
   "initialize": { params: InitializeParams; result: InitializeResult };
@@ -842,6 +896,11 @@ export interface Methods {
   "messages/cancel": { params: MessageGetParams; result: MessageInfo };
   "messages/get": { params: MessageGetParams; result: MessageInfo };
   "ping": { params: Params; result: Empty };
+  /**
+   * The person's answer to a `question/ask` (a host's, or an elicitation's response); a
+   * --caller connection answers only its own root's questions.
+   */
+  "question/answer": { params: QuestionAnswerParams; result: Empty };
   /** Send a message to the agent that started you (your direct parent only). It does not see your transcript, so make the report self-contained. Call it once before you finish with your answer, and earlier when a partial finding changes what the parent should do. Reporting does not end your turn. Success means the parent accepted the message, not that it has read it; it fails when your parent is not live. */
   "report": { params: ReportParams; result: ReportResult };
   "resources/list": { params: ResourcesListParams; result: ResourcesListResult };
@@ -891,12 +950,22 @@ export interface ServerNotifications {
   "agent/status": AgentStatus;
   /** MCP `notifications/progress` for a waiting tools/call (wait_agents) that gave a token. */
   "notifications/progress": Progress;
+  /**
+   * `question/ask`: a subagent's `ask_user` question for the person behind the root (a host
+   * that declared `experimental.subagentd.askUser`); answered with `question/answer`.
+   */
+  "question/ask": QuestionAsk;
+  /**
+   * `question/cancelled`: a `question/ask` that ended unanswered (its asker's turn ended or
+   * was interrupted, the timeout passed, shutdown); answering it now is refused.
+   */
+  "question/cancelled": QuestionOver;
   "turn/interrupt": TurnInterrupt;
   "turn/start": TurnStart;
 }
 export type ServerNotificationName = keyof ServerNotifications;
 
 /** Every request method, in name order. */
-export const METHOD_NAMES = ["agents/budget","agents/close","agents/followup","agents/get","agents/interrupt","agents/list","agents/open","agents/resume","agents/spawn","agents/stop","agents/wait_idle","ask_parent","clock/advance","initialize","interrupt_agent","list_agents","messages/cancel","messages/get","ping","report","resources/list","resources/read","resources/subscribe","resources/templates/list","resources/unsubscribe","send_message","server/discover","server/stats","spawn_agent","tasks/cancel","tasks/get","tasks/list","tasks/result","tools/call","tools/list","transcript/append","transcript/read","turns/begin","turns/end","wait_agents"] as const;
+export const METHOD_NAMES = ["agents/budget","agents/close","agents/followup","agents/get","agents/interrupt","agents/list","agents/open","agents/resume","agents/spawn","agents/stop","agents/wait_idle","ask_parent","ask_user","clock/advance","initialize","interrupt_agent","list_agents","messages/cancel","messages/get","ping","question/answer","report","resources/list","resources/read","resources/subscribe","resources/templates/list","resources/unsubscribe","send_message","server/discover","server/stats","spawn_agent","tasks/cancel","tasks/get","tasks/list","tasks/result","tools/call","tools/list","transcript/append","transcript/read","turns/begin","turns/end","wait_agents"] as const;
 /** Every server-to-host notification, in name order. */
-export const SERVER_NOTIFICATION_NAMES = ["agent/inject","agent/settled","agent/status","notifications/progress","turn/interrupt","turn/start"] as const;
+export const SERVER_NOTIFICATION_NAMES = ["agent/inject","agent/settled","agent/status","notifications/progress","question/ask","question/cancelled","turn/interrupt","turn/start"] as const;

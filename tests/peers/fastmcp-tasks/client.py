@@ -1,7 +1,7 @@
 """One client process of tests/clients/test_tasks_fastmcp.py: the fastmcp 4 client with
 fastmcp-tasks (the 2026-07-28 extension `io.modelcontextprotocol/tasks`) over stdio.
 
-`python client.py first|second <config.json>` prints one JSON line of what it saw. Tasks are
+`python client.py first|second|ask <config.json>` prints one JSON line of what it saw. Tasks are
 made with `fastmcp_tasks.call_tool_task` (a ToolTask handle: status, wait, result, cancel) with
 `_meta["subagentd/task"]: true`; the plain `Client.call_tool` (no hint) is answered at once. A task
 is subscribed to with `subscriptions/listen` (`notifications.taskIds`): fastmcp-tasks only
@@ -9,6 +9,7 @@ polls, so the request is sent with the SDK session's `send_request`, and `notifi
 reach the client through a `NotificationBinding` on a subclass of fastmcp-tasks' own client
 extension (the SDK's public extension API; a user extension of the same identifier replaces the
 built-in one). The second process reads the first's tasks by id with fastmcp-tasks' wire models.
+`ask` runs a task whose child asks its parent, answered through the elicitation handler.
 """
 
 from __future__ import annotations
@@ -109,9 +110,34 @@ async def notice(seen: list[dict[str, Any]], task_id: str, status: str) -> dict[
         await asyncio.sleep(0.02)
 
 
+ASK = {
+    "tool": "ask_parent",
+    "args": {"question": "Which file: a.py or b.py?", "options": ["a.py", "b.py"]},
+}
+
+
+async def ask_phase(client: Client, asked: list[dict[str, Any]]) -> dict[str, Any]:
+    """A task whose runner child asks its parent (the client's root): `ToolTask.result()` polls
+    it to `input_required`, answers its `inputRequests` through the client's elicitation
+    handler with `tasks/update`, and polls on to the end."""
+    task = await spawn(client, "q", json.dumps({"steps": [ASK]}))
+    result = await task.wait(state="input_required", timeout=60)
+    out: dict[str, Any] = {"waiting": brief(result)}
+    done = await task.result()
+    out["asked"] = asked
+    out["result"] = texts(done)
+    out["final"] = brief(await task.status())
+    return out
+
+
 async def main(phase: str, config: dict[str, Any]) -> dict[str, Any]:
     seen: list[dict[str, Any]] = []
     acks: list[Any] = []
+    asked: list[dict[str, Any]] = []
+
+    async def elicit(message: str, response_type: Any, params: Any, context: Any) -> Any:
+        asked.append({"message": message, "schema": params.requested_schema})
+        return {"answer": "b.py"}
 
     async def on_message(message: Any) -> None:
         root = getattr(message, "root", message)
@@ -119,11 +145,18 @@ async def main(phase: str, config: dict[str, Any]) -> dict[str, Any]:
             acks.append(root.params.model_dump(by_alias=True, exclude_none=True))
 
     transport = StdioTransport(command=config["command"], args=config["args"], env=config["env"])
-    client = Client(transport, extensions=[TasksWithNotices(seen)], message_handler=on_message)
+    client = Client(
+        transport,
+        extensions=[TasksWithNotices(seen)],
+        message_handler=on_message,
+        elicitation_handler=elicit,
+    )
     out: dict[str, Any] = {}
     async with client:
         out["version"] = client.session.protocol_version
-        if phase == "first":
+        if phase == "ask":
+            out.update(await ask_phase(client, asked))
+        elif phase == "first":
             a = await spawn(client, "a", config.get("aPrompt", "summarize the logs"))
             b = await spawn(client, "b", config.get("bPrompt", WAIT_TERM))
             out["created"] = [brief(a.create_result), brief(b.create_result)]
