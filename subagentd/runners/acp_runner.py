@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +52,6 @@ from subagentd.runners.tool_socket import Tokens
 from subagentd.schema.budgets import Usage
 from subagentd.schema.host_methods import TurnEndParams
 from subagentd.schema.notifications import TurnInterrupt
-from subagentd.wire.timers import BUSY_RETRY
 
 log = logging.getLogger("subagentd")
 
@@ -443,13 +443,13 @@ class AcpRunner(Runner):
                 continue
             agents.record(agent_id, turn_id, event_type, data)
 
-    async def _work(self, work: Any, agent_id: str) -> None:
-        """`work` in a transaction of the connection's group, on the agent's tree only."""
+    async def _work(self, work: Callable[[], None], agent_id: str) -> None:
+        """`work` in a transaction of the connection's group, on the agent's tree only, once
+        another process's write lock let it (waited for in the lock queue)."""
         assert self._connection is not None
         connection = self._connection
         with anyio.CancelScope(shield=True):
-            while not connection.run_work(work, connection.tree_of(agent_id)):
-                await anyio.sleep(BUSY_RETRY)  # another process holds the write lock
+            await connection.run_locked(work, connection.tree_of(agent_id))
 
     def _stderr_of(self, turn_id: str) -> str | None:
         where = self.turns.get(turn_id)

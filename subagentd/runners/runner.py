@@ -38,7 +38,6 @@ from subagentd.schema.budgets import COUNT_MAX, MONEY_MAX, Usage
 from subagentd.schema.host_methods import TurnEndParams
 from subagentd.schema.notifications import TurnInterrupt, TurnStart
 from subagentd.schema.runner import RunnerExit, RunnerFailure, RunnerTurn
-from subagentd.wire.timers import BUSY_RETRY
 from subagentd.wire.transport import FdReader, FdWriter
 
 if TYPE_CHECKING:
@@ -461,29 +460,29 @@ class Runner:
         assert self._connection is not None
         connection, recovery = self._connection, self.service.recovery
         pause = END_RETRY
+
+        def end_if_open() -> None:
+            if recovery.stale or self._current(agent_id, turn_id):
+                end()  # else ended otherwise (force-ended, by the host, at shutdown)
+
         while True:
+            if not recovery.stale and not self._current(agent_id, turn_id):
+                return  # ended otherwise, or ended and committed
             with anyio.CancelScope(shield=True):
                 # the write lock taken ahead, as a request's is: waited for with the loop serving
                 # (the agent's tree's only: a turn's end writes its own tree)
-                tree = connection.tree_of(agent_id)
-                await connection.lock_tree(tree)
-                if not recovery.stale and not self._current(agent_id, turn_id):
-                    return  # ended otherwise (force-ended, by the host, at shutdown)
-                ran = connection.run_work(end, connection.tree_of(agent_id))
-            if ran:
-                await self._committed()
-                if not recovery.stale and not self._current(agent_id, turn_id):
-                    return  # ended and committed (or ended otherwise)
-                log.warning(
-                    "the end of turn %s of %s was not written; retrying in %.1f s",
-                    turn_id,
-                    agent_id,
-                    pause,
-                )
-                await anyio.sleep(pause)
-                pause = min(pause * 2, END_RETRY_MAX)
-            else:
-                await anyio.sleep(BUSY_RETRY)  # another process held it past the patience
+                await connection.run_locked(end_if_open, connection.tree_of(agent_id))
+            await self._committed()
+            if not recovery.stale and not self._current(agent_id, turn_id):
+                return  # ended and committed (or ended otherwise)
+            log.warning(
+                "the end of turn %s of %s was not written; retrying in %.1f s",
+                turn_id,
+                agent_id,
+                pause,
+            )
+            await anyio.sleep(pause)
+            pause = min(pause * 2, END_RETRY_MAX)
 
     async def _committed(self) -> None:
         """Until what was done so far is committed (the connection's flusher commits it)."""

@@ -45,7 +45,6 @@ from subagentd.wire.boundary import failure
 from subagentd.wire.ledger import Deferred, Pending
 from subagentd.wire.rpc import JsonRpc
 from subagentd.wire.session import Session
-from subagentd.wire.timers import BUSY_RETRY
 
 if TYPE_CHECKING:
     from subagentd.server.connection import Connection
@@ -287,7 +286,7 @@ class Relay:
                 self._record_refusal(caller, params.name, result)
             answer.append(reply)
 
-        await self._work(work, caller)
+        await self._work(work, caller, dispatcher.writes(message))
         if not answer:  # the commit group was lost (logged by the connection)
             raise StorageFailedError("the commit group was lost")
         reply = answer[0]
@@ -317,12 +316,12 @@ class Relay:
         data = {"tool": _cut(tool, REFUSED_TOOL_BYTES), "text": _cut(text, REFUSED_TEXT_BYTES)}
         agents.record(caller, turn_id, "tool_refused", data)
 
-    async def _work(self, work: Callable[[], None], caller: str) -> None:
-        """`work` in a transaction of the connection's group, on the caller's tree only."""
+    async def _work(self, work: Callable[[], None], caller: str, writes: bool = False) -> None:
+        """`work` in a transaction of the connection's group, on the caller's tree only, once
+        another process's write lock let it (waited for ahead when it `writes`)."""
         assert self._connection is not None
         connection = self._connection
-        while not connection.run_work(work, connection.tree_of(caller)):
-            await anyio.sleep(BUSY_RETRY)  # another process holds the write lock
+        await connection.run_locked(work, connection.tree_of(caller), writes)
 
     async def _wait(self, deferred: Deferred, caller: str) -> None:
         """wait_agents: core answers in the transaction that ends the wait. The caller hanging

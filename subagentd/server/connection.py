@@ -32,11 +32,11 @@ from subagentd.server.handshake import Started
 from subagentd.wire.boundary import refusal
 from subagentd.wire.framing import Frame, FrameReader
 from subagentd.wire.ledger import Ledger, Wake
-from subagentd.wire.lockwait import Locks, wait_for_lock
+from subagentd.wire.lockwait import Locks, run_when_locked, wait_for_lock
 from subagentd.wire.memory import Trimmer
 from subagentd.wire.rpc import JsonRpc
 from subagentd.wire.session import Session
-from subagentd.wire.timers import BUSY_RETRY, Timers
+from subagentd.wire.timers import Timers
 from subagentd.wire.transport import FdReader, FdWriter
 
 log = logging.getLogger("subagentd")
@@ -293,6 +293,17 @@ class Connection:
         """lock, for a timer's work (the heartbeat's, a wait's timeout): it names no tree."""
         await self.lock_tree(None)
 
+    async def run_locked(
+        self, work: Callable[[], None], tree: str | None = None, writes: bool = True
+    ) -> None:
+        """`work` (run_work, on the tree rooted at `tree`), once another process's write lock
+        let it: waited for in the lock queue first and after each refusal (run_when_locked).
+        Work that may write nothing (`writes` False: a read-only tool's call) is tried first and
+        waits only if refused, so it never waits for a lock it does not need."""
+        if not writes and self.run_work(work, tree):
+            return
+        await run_when_locked(lambda: self.lock_tree(tree), lambda: self.run_work(work, tree))
+
     def run_work(self, callback: Callable[[], None], tree: str | None = None) -> bool:
         """A timer's (or the heartbeat's, or shutdown's) work in its own transaction of the
         current group, writing the tree rooted at `tree` only (None: any tree). False when
@@ -360,10 +371,7 @@ class Connection:
         while (fd := store.doorbell()) is not None:  # until the store closes its doorbell
             await anyio.wait_readable(fd)
             store.drain_doorbell()
-            await self.lock()
-            while not self.run_work(self.service.scheduler.take_signals):
-                await anyio.sleep(BUSY_RETRY)  # another process held the write lock past patience
-                await self.lock()
+            await self.run_locked(self.service.scheduler.take_signals)
 
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -457,10 +465,7 @@ class Connection:
             lambda: self.service.settlement.force_end_all("shutdown"),
         ):
             with anyio.move_on_after(self.grace):
-                await self.lock()
-                while not self.run_work(step):
-                    await anyio.sleep(BUSY_RETRY)  # another process held the write lock
-                    await self.lock()
+                await self.run_locked(step)
         with anyio.move_on_after(self.grace):
             while self.outbox or self.ledger.frames or self._writing:
                 self.wake.event.set()
