@@ -118,6 +118,7 @@ def serve(options: dict[str, Any]) -> int:
 
     from subagentd.core.service import Service  # loaded by now
     from subagentd.server.connection import Connection
+    from subagentd.server.handlers import METHODS
     from subagentd.wire.transport import FdReader, FdWriter
 
     service = loaded["service"]
@@ -127,6 +128,7 @@ def serve(options: dict[str, Any]) -> int:
         FdReader(0),
         FdWriter(out_fd),
         locks=service.store,
+        methods=METHODS,
         default_caller=options["caller"],
         grace=options["shutdown_grace"],
         started=started,

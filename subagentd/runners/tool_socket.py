@@ -40,7 +40,6 @@ from subagentd.mcp.tools import ACTIVATION_META, CALLER_META, IDEMPOTENCY_META, 
 from subagentd.schema import tools as t
 from subagentd.schema.codes import Code
 from subagentd.server.dispatcher import Dispatcher
-from subagentd.server.handlers import METHODS
 from subagentd.wire.boundary import failure
 from subagentd.wire.ledger import Deferred, Pending
 from subagentd.wire.rpc import JsonRpc
@@ -127,12 +126,13 @@ class Relay:
         self.tokens = tokens
         self.max_bytes = max_bytes
         self._connection: Connection | None = None
-        self.rpc = JsonRpc(METHODS)
+        self.rpc: JsonRpc | None = None  # the connection's method table, once attached
         self._open = 0  # connections being served
         self.slots = slots  # a waiting run lends its --max-running slot
 
     def attach(self, connection: Connection) -> None:
         self._connection = connection
+        self.rpc = JsonRpc(connection.methods)
 
     async def serve(self, listener: anyio.abc.Listener[Any]) -> None:
         async with listener:
@@ -237,12 +237,13 @@ class Relay:
         key = meta.get(IDEMPOTENCY_META)
         if isinstance(key, str):
             proved[IDEMPOTENCY_META] = key
-        assert self._connection is not None, "attach() first"
+        assert self._connection is not None and self.rpc is not None, "attach() first"
         dispatcher = Dispatcher(
             Session(initialized=True, default_caller=caller),
             self.service.settings,
             self.rpc,
             service=self.service,
+            methods=self._connection.methods,
             notes=self._connection.notes,  # a refused call's notifications are dropped there
         )
         message = {

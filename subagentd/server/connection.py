@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -27,9 +27,9 @@ from subagentd.errors import (
 from subagentd.schema.codes import Code
 from subagentd.schema.notifications import TurnStart
 from subagentd.server.dispatcher import Dispatcher
-from subagentd.server.handlers import METHODS
 from subagentd.server.handshake import Started
 from subagentd.wire.boundary import refusal
+from subagentd.wire.call import Handler
 from subagentd.wire.framing import Frame, FrameReader
 from subagentd.wire.ledger import Ledger, Wake
 from subagentd.wire.lockwait import Locks, run_when_locked, wait_for_lock
@@ -55,6 +55,7 @@ class Connection:
         writer: FdWriter,
         *,
         locks: Locks,
+        methods: Mapping[str, Handler],
         framing: str = "auto",
         max_frame_bytes: int = 16 * 1024 * 1024,
         default_caller: str | None = None,
@@ -64,6 +65,7 @@ class Connection:
     ) -> None:
         self.service = service
         self.locks = locks  # the store, as far as the connection reaches it
+        self.methods = methods  # the method table (server/handlers.py build_methods)
         self.reader = reader
         self.writer = writer
         self.started = started or Started(FrameReader(framing, max_frame_bytes), Session())
@@ -82,8 +84,9 @@ class Connection:
         self.dispatcher = Dispatcher(
             self.session,
             service.settings,
-            JsonRpc(METHODS),
+            JsonRpc(methods),
             service=service,
+            methods=methods,
             frame=self._frame,
             ledger=self.ledger,
             on_lost=self._fail_group,

@@ -125,7 +125,7 @@ class Dispatcher:
         invoke: Invoke,
         *,
         service: Service | None = None,
-        methods: Mapping[str, Handler] | None = None,
+        methods: Mapping[str, Handler],
         frame: Callable[[Any], bytes] = _encode,
         ledger: Ledger | None = None,
         max_pending: int = MAX_PENDING,
@@ -136,11 +136,7 @@ class Dispatcher:
         self.settings = settings
         self.service = service
         self.loaded = NOT_LOADED if service is None else service  # what a Call is given
-        if methods is None:  # every method (start-up passes the handshake ones only)
-            from subagentd.server.handlers import METHODS
-
-            methods = METHODS
-        self.methods: Mapping[str, Handler] = methods
+        self.methods = methods  # the table (server/handlers.py; start-up: the handshake's only)
         self.invoke = invoke
         self.frame = frame  # a message as the bytes written to the host
         self.ledger = ledger or Ledger(frame, lambda size: None)

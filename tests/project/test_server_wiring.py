@@ -81,3 +81,50 @@ def test_no_object_assigns_another_ones_outlets():
         and not (isinstance(target.value, ast.Name) and target.value.id == "self")
     ]
     assert patched == []
+
+
+def test_the_method_table_is_built_by_one_function_and_declaring_registers_nothing():
+    """No module fills or patches a table as it is imported: server/handlers.py build_methods
+    builds it from the declarations, and the table is passed in (Connection, Dispatcher)."""
+    from subagentd.server.handlers import METHODS, build_methods
+    from subagentd.wire.methods import method
+
+    filled = [
+        f"{name}:{node.lineno}"
+        for name, tree in sources().items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign | ast.AugAssign)
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Subscript)
+        and isinstance(target.value, ast.Name)
+        and target.value.id == "METHODS"
+    ]
+    assert filled == []
+    assert not [name for name in sources() if "noqa: E402" in (PACKAGE / name).read_text()]
+    before = build_methods()
+
+    @method("declared/nowhere", None, None)
+    def declared_here(call, params):  # declared in a module no table is built from
+        return None
+
+    assert list(build_methods()) == list(before) == list(METHODS)  # the same methods, in order
+    assert list(METHODS)[:4] == [
+        "initialize",
+        "notifications/initialized",
+        "server/discover",
+        "ping",
+    ]
+
+
+def test_one_wait_then_retry_for_another_process_lock():
+    """Work another process's write lock refuses waits in the lock queue and retries through
+    wire/lockwait.py run_when_locked only: nobody else sleeps BUSY_RETRY or loops on run_work."""
+    retrying = [
+        f"{name}:{node.lineno}"
+        for name, tree in sources().items()
+        if name != "wire/lockwait.py"
+        for node in ast.walk(tree)
+        if (isinstance(node, ast.Name) and node.id == "BUSY_RETRY")
+        or (isinstance(node, ast.While) and calls_to(ast.Module([node.test], []), "run_work"))
+    ]
+    assert retrying == []
