@@ -8,13 +8,14 @@ import os
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import subagentd
 
 if TYPE_CHECKING:
     from subagentd.core.settings import Settings
     from subagentd.core.store import Store
+    from subagentd.wire.lockwait import Locks
 from subagentd.cli.caller import CallerServedElsewhere, open_default_caller
 from subagentd.cli.logs import configure_logging
 
@@ -127,7 +128,7 @@ def serve(options: dict[str, Any]) -> int:
         service,
         FdReader(0),
         FdWriter(out_fd),
-        locks=service.store,
+        locks=cast("Locks", loaded["locks"]),
         methods=METHODS,
         default_caller=options["caller"],
         grace=options["shutdown_grace"],
@@ -148,9 +149,8 @@ def serve(options: dict[str, Any]) -> int:
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):  # stopping already: the last steps finish
             signal.signal(signum, signal.SIG_IGN)
-        service.agents.tracing.close()  # the last spans, a bounded wait
         try:
-            service.store.close()
+            service.close()  # the last spans (a bounded wait), the last commit
         except SubagentdError as exc:  # the last commit failed (disk full): said once, not raised
             log.error("final commit failed: %s", exc.message)
         for fd in (0, out_fd):  # the fds' flags are shared with whoever started us
@@ -237,7 +237,7 @@ def _load(
         service = Service(store, settings)  # the Connection attaches its outlets
         from subagentd.cli.tracing import start_tracing
 
-        start_tracing(service)  # before recovery: a recovered turn's span is exported too
+        start_tracing(service, store)  # before recovery: a recovered turn's span is exported too
         with service.transaction():
             recovered = service.recovery.recover()
             if options["caller"]:
@@ -249,6 +249,7 @@ def _load(
         if recovered:
             log.warning("recorded %d turn(s) left open by a crash", recovered)
         loaded["service"] = service
+        loaded["locks"] = store  # the connection waits for another process's lock through it
     except BaseException as exc:  # re-raised in the main thread
         loaded["error"] = exc
 

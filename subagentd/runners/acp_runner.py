@@ -428,9 +428,9 @@ class AcpRunner(Runner):
         agent_id, turn_id = job.start.agent_id, job.start.turn_id
         if not self._current(agent_id, turn_id):
             return
-        agents = self.service.agents
+        service = self.service
         try:
-            agents.quotas.database()
+            service.check_database_quota()
             full = False
         except QuotaExceededError:
             full = True
@@ -441,7 +441,7 @@ class AcpRunner(Runner):
                 and not (ending and index == len(events) - 1)
             ):
                 continue
-            agents.record(agent_id, turn_id, event_type, data)
+            service.record(agent_id, turn_id, event_type, data)
 
     async def _work(self, work: Callable[[], None], agent_id: str) -> None:
         """`work` in a transaction of the connection's group, on the agent's tree only, once
@@ -473,8 +473,7 @@ class AcpRunner(Runner):
     async def _turn(self, job: Job, progress: TurnProgress) -> tuple[str, Any]:
         """Open (or reopen) the session, prompt it; the stopReason and the usage it reported."""
         start = job.start
-        agent = self.service.agents.registry.get(start.agent_id)
-        activation = agent.activation_id if agent is not None else ""
+        activation = self.service.activation_of(start.agent_id) or ""
         token = self.tokens.issue(start.agent_id, activation)
         servers = [self.acp_handoff.acp_server(start.agent_id, token)]
         cwd = os.getcwd()

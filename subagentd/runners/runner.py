@@ -206,7 +206,7 @@ class Runner:
 
     def claims(self, agent_id: str) -> bool:
         """An agent below the --caller root (through live owners) has its turns run here."""
-        return agent_id != self.root and self.service.agents.registry.below(agent_id, self.root)
+        return agent_id != self.root and self.service.below(agent_id, self.root)
 
     def _take(self, method: str, params: msgspec.Struct) -> bool:
         """A turn start or interrupt of an agent whose turns run here: taken from the host."""
@@ -264,8 +264,7 @@ class Runner:
             _signal(job, signal.SIGKILL)
 
     def _current(self, agent_id: str, turn_id: str) -> bool:
-        agent = self.service.agents.registry.get(agent_id)
-        return agent is not None and agent.turn is not None and agent.turn.turn_id == turn_id
+        return self.service.open_turn(agent_id) == turn_id
 
     def lend(self, agent_id: str) -> str | None:
         """A run of `agent_id` waits for other agents (wait_agents through `subagentd tool`):
@@ -315,8 +314,7 @@ class Runner:
 
     async def _run(self, job: Job, tg: anyio.abc.TaskGroup) -> None:
         start = job.start
-        agent = self.service.agents.registry.get(start.agent_id)
-        token = self.tokens.issue(start.agent_id, agent.activation_id if agent else "")
+        token = self.tokens.issue(start.agent_id, self.service.activation_of(start.agent_id) or "")
         env = self._base_environment.copy()
         env["SUBAGENTD_AGENT_ID"] = start.agent_id
         env["SUBAGENTD_TURN_ID"] = start.turn_id
@@ -439,7 +437,7 @@ class Runner:
         def end() -> None:
             if not self._current(agent_id, turn_id):  # force-ended, or ended by the host
                 return
-            self.service.agents.record(agent_id, turn_id, "runner_exit", report)
+            self.service.record(agent_id, turn_id, "runner_exit", report)
             params = TurnEndParams(
                 agent_id=agent_id,
                 turn_id=turn_id,

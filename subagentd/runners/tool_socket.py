@@ -75,7 +75,7 @@ class Tokens:
     """One unguessable token per activation the runner ran; void once the activation ended."""
 
     def __init__(self, service: Service) -> None:
-        self.registry = service.agents.registry
+        self.activation_of = service.activation_of
         self._tokens: dict[str, tuple[str, str]] = {}  # agent id -> (activation id, token)
 
     def issue(self, agent_id: str, activation_id: str) -> str:
@@ -84,8 +84,7 @@ class Tokens:
         if held is not None and held[0] == activation_id:
             return held[1]
         for other, (activation, _) in list(self._tokens.items()):  # forget the ended ones
-            agent = self.registry.get(other)
-            if agent is None or agent.activation_id != activation:
+            if self.activation_of(other) != activation:
                 del self._tokens[other]
         token = secrets.token_urlsafe(32)
         self._tokens[agent_id] = (activation_id, token)
@@ -101,8 +100,7 @@ class Tokens:
         held = self._tokens.get(agent_id)
         if held is None or not hmac.compare_digest(held[1].encode(), token.encode()):
             return None
-        agent = self.registry.get(agent_id)
-        if agent is None or agent.activation_id != held[0]:
+        if self.activation_of(agent_id) != held[0]:
             del self._tokens[agent_id]
             return None
         return held[0]
@@ -306,16 +304,15 @@ class Relay:
         """A refused call goes into the caller's transcript (`tool_refused`), in its current
         turn: a run that ignores the refusal still leaves it visible in `watch` and the
         timeline."""
-        agents = self.service.agents
+        service = self.service
         try:  # bounded: nothing more past --max-db-bytes (the call is refused either way)
-            agents.quotas.database()
+            service.check_database_quota()
         except QuotaExceededError:
             return
-        agent = agents.registry.get(caller)
-        turn_id = agent.turn.turn_id if agent is not None and agent.turn is not None else None
+        turn_id = service.open_turn(caller)
         text = "\n".join(str(block.get("text", "")) for block in refused.content)
         data = {"tool": _cut(tool, REFUSED_TOOL_BYTES), "text": _cut(text, REFUSED_TEXT_BYTES)}
-        agents.record(caller, turn_id, "tool_refused", data)
+        service.record(caller, turn_id, "tool_refused", data)
 
     async def _work(self, work: Callable[[], None], caller: str, writes: bool = False) -> None:
         """`work` in a transaction of the connection's group, on the caller's tree only, once

@@ -133,10 +133,9 @@ class Connection:
         if self.service.recovery.stale:
             self._maybe_started = starts  # not read back yet: the next time
             return
-        registry = self.service.agents.registry
+        open_turn = self.service.open_turn
         for start in starts:
-            agent = registry.get(start.agent_id)
-            if agent is not None and agent.turn is not None and agent.turn.turn_id == start.turn_id:
+            if open_turn(start.agent_id) == start.turn_id:
                 self.dispatcher.emit("turn/start", start)
         self.dispatcher.flush_notes()
 
@@ -282,10 +281,7 @@ class Connection:
     def tree_of(self, agent_id: str) -> str | None:
         """The root id of a live agent's tree (None: unknown here, or a single writer): the one
         tree the work of its own turn writes (docs/architecture.md "Per-tree writers")."""
-        if not self.service.store.per_tree:
-            return None
-        agent = self.service.agents.registry.get(agent_id)
-        return agent.lineage[-1] if agent is not None and agent.lineage else None
+        return self.service.tree_of(agent_id) if self.service.per_tree else None
 
     async def lock_tree(self, tree: str | None) -> None:
         """lock, for work on the tree rooted at `tree` only (None: every tree)."""
@@ -374,7 +370,7 @@ class Connection:
         while (fd := store.doorbell()) is not None:  # until the store closes its doorbell
             await anyio.wait_readable(fd)
             store.drain_doorbell()
-            await self.run_locked(self.service.scheduler.take_signals)
+            await self.run_locked(self.service.take_signals)
 
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

@@ -156,7 +156,7 @@ def agents_wait_idle(call: Call, p: h.WaitIdleParams) -> Any:
 @method("clock/advance", h.ClockAdvanceParams, h.ClockAdvanceResult)
 def clock_advance(call: Call, p: h.ClockAdvanceParams) -> h.ClockAdvanceResult:
     """Tests only: the manual clock moves on, and the timers due on the way run, in order."""
-    timers = call.service.agents.timers
+    timers = call.service.timers
     if not call.service.settings.clock.manual or not isinstance(timers, Timers):
         raise StateInvalidError(
             "clock/advance needs a manual clock: it is served only with --clock manual (for tests)"

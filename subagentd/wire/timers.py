@@ -92,7 +92,7 @@ class Timers:
                 continue
             if was_stale:
                 self.resynced()
-            if service.store.per_tree and not service.recovery.heartbeat_due():
+            if service.per_tree and not service.recovery.heartbeat_due():
                 continue  # nothing to write: every tree's lock is not taken for nothing
             await self._lock()
             # refused (the lock held past the patience): the next one retries
