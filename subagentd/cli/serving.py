@@ -8,14 +8,16 @@ import os
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import subagentd
 
 if TYPE_CHECKING:
+    from subagentd.core.service import Service
     from subagentd.core.settings import Settings
-    from subagentd.core.store import Store
-    from subagentd.wire.lockwait import Locks
+    from subagentd.storage.database import SqliteStore
+    from subagentd.storage.opening import OpenedDatabase
+    from subagentd.storage.postgres.store import OpenedPostgres, PostgresStore
 from subagentd.cli.caller import CallerServedElsewhere, open_default_caller
 from subagentd.cli.logs import configure_logging
 
@@ -26,6 +28,15 @@ TERMINAL_HINT = (
     "subagentd: serving JSON-RPC on stdin/stdout (one JSON value per line); it is meant to be"
     " spawned by an agent host. Ctrl-D stops it; `subagentd --help` lists the commands.\n"
 )
+
+
+class Loaded:
+    """What the loader thread hands the main thread: the service and its store, or why not."""
+
+    def __init__(self) -> None:
+        self.service: Service | None = None
+        self.store: SqliteStore | PostgresStore | None = None
+        self.error: BaseException | None = None
 
 
 def serve(options: dict[str, Any]) -> int:
@@ -92,7 +103,7 @@ def serve(options: dict[str, Any]) -> int:
     from subagentd.wire.session import Session
 
     settings = settings_from(options)
-    loaded: dict[str, object] = {}
+    loaded = Loaded()
     loader = threading.Thread(target=_load, args=(opened, options, settings, loaded), daemon=True)
     loader.start()
     started = Started(FrameReader(options["framing"], options["max_frame_bytes"]), Session())
@@ -101,7 +112,7 @@ def serve(options: dict[str, Any]) -> int:
     # --caller: initialize is answered only once the root is known to be served here, so a root
     # another process serves is refused before any handshake succeeds (the one line below)
     loader.join()
-    error = loaded.get("error")
+    error = loaded.error
     if isinstance(error, DatabaseRefusedError | CallerServedElsewhere):  # one line, no traceback
         log.error("cannot start: %s", error)
         return 1
@@ -110,25 +121,24 @@ def serve(options: dict[str, Any]) -> int:
     if isinstance(error, SubagentdError) and type(error) is not SubagentdError:  # e.g. busy
         log.error("cannot start: %s (database %s)", error.message, shown)
         return 1
-    if isinstance(error, BaseException):
+    if error is not None:
         log.error("cannot start: %s (database %s)", error, shown, exc_info=error)
         return 1
     if options["caller"]:
         answer_handshake(0, out_fd, started, settings)
     import anyio
 
-    from subagentd.core.service import Service  # loaded by now
     from subagentd.server.connection import Connection
     from subagentd.server.handlers import METHODS
     from subagentd.wire.transport import FdReader, FdWriter
 
-    service = loaded["service"]
-    assert isinstance(service, Service)
+    service, store = loaded.service, loaded.store
+    assert service is not None and store is not None
     connection = Connection(
         service,
         FdReader(0),
         FdWriter(out_fd),
-        locks=cast("Locks", loaded["locks"]),
+        locks=store,
         methods=METHODS,
         default_caller=options["caller"],
         grace=options["shutdown_grace"],
@@ -180,7 +190,9 @@ def _database_refusal(options: dict[str, Any]) -> str | None:
     return missing("postgres", "--db postgresql://…")
 
 
-def _open_database(path: str, options: dict[str, Any]) -> tuple[Any, str]:
+def _open_database(
+    path: str, options: dict[str, Any]
+) -> tuple[OpenedDatabase | OpenedPostgres, str]:
     """The database `--db` names, opened and checked before the handshake: a SQLite file, or a
     PostgreSQL database for a `postgresql://` (or `postgres://`) URL, connected and migrated;
     with how logs name it (a URL without its password)."""
@@ -211,7 +223,10 @@ def _make_state_directory(path: str) -> None:
 
 
 def _load(
-    opened: Any, options: dict[str, Any], settings: Settings, loaded: dict[str, object]
+    opened: OpenedDatabase | OpenedPostgres,
+    options: dict[str, Any],
+    settings: Settings,
+    loaded: Loaded,
 ) -> None:
     """The slow part of start-up: migrations, crash recovery, the dispatcher's imports."""
     try:
@@ -222,7 +237,7 @@ def _load(
 
         # here, not before the handshake: the handshake needs neither (leases imports socket, uuid)
         settings.owner, settings.owner_alive = new_owner(), owner_alive
-        store: Store
+        store: SqliteStore | PostgresStore
         if isinstance(opened, OpenedDatabase):
             import time
 
@@ -248,13 +263,12 @@ def _load(
         store.limit_lock_wait(LOCK_WAIT_MS)  # serving: never stall the event loop on a lock
         if recovered:
             log.warning("recorded %d turn(s) left open by a crash", recovered)
-        loaded["service"] = service
-        loaded["locks"] = store  # the connection waits for another process's lock through it
+        loaded.service, loaded.store = service, store
     except BaseException as exc:  # re-raised in the main thread
-        loaded["error"] = exc
+        loaded.error = exc
 
 
-def _prune_at_start(store: Any, retention: float) -> None:
+def _prune_at_start(store: SqliteStore | PostgresStore, retention: float) -> None:
     """--retention: prune what settled and was untouched that long, before serving."""
     import sqlite3
 
