@@ -26,6 +26,7 @@ from typing import Any
 import msgspec
 
 from subagentd.cli.tool import read_reply
+from subagentd.core.texts import REFUSED
 from subagentd.errors import AdmissionDrainingError, SubagentdError, error_for
 from subagentd.schema import tools as t
 from subagentd.schema.codes import Code
@@ -116,7 +117,7 @@ class ChildServer:
             return self._relay(call.request_id, "tools/call", params)
         except Relayed as exc:
             return t.CallToolResult(
-                content=[{"type": "text", "text": f"Error: {exc}"}], isError=True
+                content=[{"type": "text", "text": f"{REFUSED}{exc}"}], isError=True
             )
 
     def _relay(self, request_id: Any, method: str, params: dict[str, Any]) -> Any:

@@ -6,6 +6,8 @@ checked against docs/semantics.md in one place.
 
 from __future__ import annotations
 
+REFUSED = "Error: "  # what starts the text of every refused tool call (SEMANTICS.md)
+
 # --- send_message (SEMANTICS.md section 4) ---
 SEND_OK = "message queued as the next turn for subagent {id}"
 NOT_DELIVERED = "message not delivered: {reason}"
