@@ -363,3 +363,7 @@ QUOTA_TASKS = (
     'agent "{id}" already has {limit} working tasks (the limit per agent, --max-tasks);'
     " wait until some of them finish"
 )
+
+# --- the host API's refusals said in more than one place ---
+NO_MESSAGE = 'message "{id}" does not exist'
+LIVE_ELSEWHERE = 'agent "{id}" is live in another subagentd process'

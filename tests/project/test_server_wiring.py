@@ -128,3 +128,43 @@ def test_one_wait_then_retry_for_another_process_lock():
         or (isinstance(node, ast.While) and calls_to(ast.Module([node.test], []), "run_work"))
     ]
     assert retrying == []
+
+
+# Refusal texts still said in two places, in areas other work owns now (storage's open errors,
+# MCP tasks); no other text may join them.
+SAID_TWICE = {
+    "invalid _meta: {}",
+    "Method not found",
+    "database {} was written by a newer subagentd: unknown migration {}",
+    "database {} cannot be opened: {}",
+    "no database file at {}",
+    "{} is not a subagentd database ({})",
+    "invalid params: {}",
+}
+
+
+def test_each_refusal_text_is_written_once():
+    """The message of every error raised (`...Error(text)`) is written in one place."""
+    where: dict[str, list[str]] = {}
+    for name, tree in sources().items():
+        for node in ast.walk(tree):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id.endswith("Error")
+                and node.args
+            ):
+                continue
+            text = node.args[0]
+            if isinstance(text, ast.Constant) and isinstance(text.value, str):
+                said = text.value
+            elif isinstance(text, ast.JoinedStr):
+                said = "".join(
+                    part.value if isinstance(part, ast.Constant) else "{}" for part in text.values
+                )
+            else:
+                continue
+            if len(said) > 12:
+                where.setdefault(said, []).append(f"{name}:{node.lineno}")
+    twice = {said for said, places in where.items() if len(places) > 1}
+    assert twice <= SAID_TWICE, {said: where[said] for said in twice - SAID_TWICE}
