@@ -70,7 +70,9 @@ def make(direct: bool, pipelined: int = 0) -> tuple[Service, Dispatcher]:
         from subagentd.wire.rpc import JsonRpc
 
         invoke = JsonRpc(METHODS)
-    dispatcher = Dispatcher(Session(initialized=True), service.settings, invoke, service=service)
+    dispatcher = Dispatcher(
+        Session(initialized=True), service.settings, invoke, service=service, methods=METHODS
+    )
     service.attach(Outlets(dispatcher.emit, Unattached()))  # nothing here is timed
     return service, dispatcher
 

@@ -16,6 +16,7 @@ from subagentd.core.service import Service
 from subagentd.core.settings import Settings
 from subagentd.schema.host_methods import OpenParams, SpawnParams
 from subagentd.server.connection import Connection
+from subagentd.server.handlers import METHODS
 from subagentd.server.handshake import Started
 from subagentd.storage.database import SqliteStore
 from subagentd.wire.framing import FrameReader
@@ -34,6 +35,7 @@ conn = Connection(
     FdReader(r),
     FdWriter(w2),
     locks=svc.store,
+    methods=METHODS,
     handle_signals=False,
     started=Started(FrameReader(), Session(initialized=True)),
 )

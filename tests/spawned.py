@@ -151,6 +151,7 @@ class InProcessServer:
         from subagentd.core.service import Service
         from subagentd.core.settings import Settings
         from subagentd.server.connection import Connection
+        from subagentd.server.handlers import METHODS
         from subagentd.storage.database import SqliteStore
         from subagentd.wire.transport import FdReader, FdWriter
 
@@ -178,6 +179,7 @@ class InProcessServer:
             FdReader(to_server_r),
             FdWriter(from_server_w),
             locks=self.service.store,
+            methods=METHODS,
             default_caller=caller,
             handle_signals=False,
             max_frame_bytes=max_frame_bytes,

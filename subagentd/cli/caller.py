@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from subagentd.core.service import Service
 
 log = logging.getLogger("subagentd")
 
@@ -12,7 +15,7 @@ class CallerServedElsewhere(Exception):
     """`--caller R` while another live process sharing the database serves R (it holds R live)."""
 
 
-def open_default_caller(service: Any, agent_id: str) -> None:
+def open_default_caller(service: Service, agent_id: str) -> None:
     """`--caller` names the session MCP clients act as: make it live (creating a root if new).
 
     An MCP client cannot run turns, so the root's input is held: whatever is queued for it (a crash
@@ -22,7 +25,7 @@ def open_default_caller(service: Any, agent_id: str) -> None:
     from subagentd.errors import SubagentdError
     from subagentd.schema.host_methods import OpenParams
 
-    owner = service.leases.owner_elsewhere(agent_id)
+    owner = service.owner_elsewhere(agent_id)
     if owner is not None:
         host, _, rest = owner.partition(":")
         raise CallerServedElsewhere(

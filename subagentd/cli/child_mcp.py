@@ -26,11 +26,12 @@ from typing import Any
 import msgspec
 
 from subagentd.cli.tool import read_reply
+from subagentd.core.texts import REFUSED
 from subagentd.errors import AdmissionDrainingError, SubagentdError, error_for
 from subagentd.schema import tools as t
 from subagentd.schema.codes import Code
-from subagentd.server.dispatcher import CANCEL, LIFECYCLE, Dispatcher, decode, invoke_directly
-from subagentd.server.lifecycle import METHODS
+from subagentd.server.dispatcher import CANCEL, Dispatcher, decode, invoke_directly
+from subagentd.server.lifecycle import handshake_methods
 from subagentd.wire.call import Call, Handler
 from subagentd.wire.framing import FrameReader, encode_frame
 from subagentd.wire.session import Session, valid_id
@@ -83,7 +84,7 @@ class ChildServer:
         self.running: set[Any] = set()  # ids of the tools/call requests not yet answered
         self.cancelled: set[Any] = set()  # of those, the ones the client cancelled
         self.calls_lock = threading.Lock()
-        methods = {name: METHODS[name] for name in (*LIFECYCLE, "notifications/initialized")}
+        methods = handshake_methods()  # the handshake's, and notifications/initialized
         methods["tools/list"] = Handler(
             self._list, t.ToolsListParams, t.ToolsListResult, writes=False, confined=True
         )
@@ -116,7 +117,7 @@ class ChildServer:
             return self._relay(call.request_id, "tools/call", params)
         except Relayed as exc:
             return t.CallToolResult(
-                content=[{"type": "text", "text": f"Error: {exc}"}], isError=True
+                content=[{"type": "text", "text": f"{REFUSED}{exc}"}], isError=True
             )
 
     def _relay(self, request_id: Any, method: str, params: dict[str, Any]) -> Any:

@@ -8,13 +8,17 @@ import os
 import signal
 import sys
 import threading
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import subagentd
 
 if TYPE_CHECKING:
+    from subagentd.core.service import Service
     from subagentd.core.settings import Settings
-    from subagentd.core.store import Store
+    from subagentd.storage.database import SqliteStore
+    from subagentd.storage.opening import OpenedDatabase
+    from subagentd.storage.postgres.store import OpenedPostgres, PostgresStore
 from subagentd.cli.caller import CallerServedElsewhere, open_default_caller
 from subagentd.cli.logs import configure_logging
 
@@ -25,6 +29,15 @@ TERMINAL_HINT = (
     "subagentd: serving JSON-RPC on stdin/stdout (one JSON value per line); it is meant to be"
     " spawned by an agent host. Ctrl-D stops it; `subagentd --help` lists the commands.\n"
 )
+
+
+@dataclass
+class Loaded:
+    """What the loader thread hands the main thread: the service and its store, or why not."""
+
+    service: Service | None = None
+    store: SqliteStore | PostgresStore | None = None
+    error: BaseException | None = None
 
 
 def serve(options: dict[str, Any]) -> int:
@@ -95,7 +108,7 @@ def serve(options: dict[str, Any]) -> int:
     from subagentd.wire.session import Session
 
     settings = settings_from(options)
-    loaded: dict[str, object] = {}
+    loaded = Loaded()
     loader = threading.Thread(target=_load, args=(opened, options, settings, loaded), daemon=True)
     loader.start()
     started = Started(FrameReader(options["framing"], options["max_frame_bytes"]), Session())
@@ -104,7 +117,7 @@ def serve(options: dict[str, Any]) -> int:
     # --caller: initialize is answered only once the root is known to be served here, so a root
     # another process serves is refused before any handshake succeeds (the one line below)
     loader.join()
-    error = loaded.get("error")
+    error = loaded.error
     if isinstance(error, DatabaseRefusedError | CallerServedElsewhere):  # one line, no traceback
         log.error("cannot start: %s", error)
         return 1
@@ -113,24 +126,25 @@ def serve(options: dict[str, Any]) -> int:
     if isinstance(error, SubagentdError) and type(error) is not SubagentdError:  # e.g. busy
         log.error("cannot start: %s (database %s)", error.message, shown)
         return 1
-    if isinstance(error, BaseException):
+    if error is not None:
         log.error("cannot start: %s (database %s)", error, shown, exc_info=error)
         return 1
     if options["caller"]:
         answer_handshake(0, out_fd, started, settings)
     import anyio
 
-    from subagentd.core.service import Service  # loaded by now
     from subagentd.server.connection import Connection
+    from subagentd.server.handlers import METHODS
     from subagentd.wire.transport import FdReader, FdWriter
 
-    service = loaded["service"]
-    assert isinstance(service, Service)
+    service, store = loaded.service, loaded.store
+    assert service is not None and store is not None
     connection = Connection(
         service,
         FdReader(0),
         FdWriter(out_fd),
-        locks=service.store,
+        locks=store,
+        methods=METHODS,
         default_caller=options["caller"],
         grace=options["shutdown_grace"],
         started=started,
@@ -154,9 +168,8 @@ def serve(options: dict[str, Any]) -> int:
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):  # stopping already: the last steps finish
             signal.signal(signum, signal.SIG_IGN)
-        service.agents.tracing.close()  # the last spans, a bounded wait
         try:
-            service.store.close()
+            service.close()  # the last spans (a bounded wait), the last commit
         except SubagentdError as exc:  # the last commit failed (disk full): said once, not raised
             log.error("final commit failed: %s", exc.message)
         for fd in (0, out_fd):  # the fds' flags are shared with whoever started us
@@ -186,7 +199,9 @@ def _database_refusal(options: dict[str, Any]) -> str | None:
     return missing("postgres", "--db postgresql://…")
 
 
-def _open_database(path: str, options: dict[str, Any]) -> tuple[Any, str]:
+def _open_database(
+    path: str, options: dict[str, Any]
+) -> tuple[OpenedDatabase | OpenedPostgres, str]:
     """The database `--db` names, opened and checked before the handshake: a SQLite file, or a
     PostgreSQL database for a `postgresql://` (or `postgres://`) URL, connected and migrated;
     with how logs name it (a URL without its password)."""
@@ -202,22 +217,19 @@ def _open_database(path: str, options: dict[str, Any]) -> tuple[Any, str]:
             keepalive=options["db_keepalive"],
         )
         return open_postgres(path, durability=options["durability"], timeouts=timeouts), shown(path)
+    from subagentd.cli.table import default_database
     from subagentd.storage.opening import open_database
 
-    _make_state_directory(path)
+    if path == default_database():  # the user's state directory is created, private
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     return open_database(path, durability=options["durability"]), path
 
 
-def _make_state_directory(path: str) -> None:
-    """The default database's directory (the user's state directory) is created, private."""
-    from subagentd.cli.table import default_database
-
-    if path == default_database():
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-
-
 def _load(
-    opened: Any, options: dict[str, Any], settings: Settings, loaded: dict[str, object]
+    opened: OpenedDatabase | OpenedPostgres,
+    options: dict[str, Any],
+    settings: Settings,
+    loaded: Loaded,
 ) -> None:
     """The slow part of start-up: migrations, crash recovery, the dispatcher's imports."""
     try:
@@ -228,7 +240,7 @@ def _load(
 
         # here, not before the handshake: the handshake needs neither (leases imports socket, uuid)
         settings.owner, settings.owner_alive = new_owner(), owner_alive
-        store: Store
+        store: SqliteStore | PostgresStore
         if isinstance(opened, OpenedDatabase):
             import time
 
@@ -243,7 +255,7 @@ def _load(
         service = Service(store, settings)  # the Connection attaches its outlets
         from subagentd.cli.tracing import start_tracing
 
-        start_tracing(service)  # before recovery: a recovered turn's span is exported too
+        start_tracing(service, store)  # before recovery: a recovered turn's span is exported too
         with service.transaction():
             recovered = service.recovery.recover()
             if options["caller"]:
@@ -254,12 +266,12 @@ def _load(
         store.limit_lock_wait(LOCK_WAIT_MS)  # serving: never stall the event loop on a lock
         if recovered:
             log.warning("recorded %d turn(s) left open by a crash", recovered)
-        loaded["service"] = service
+        loaded.service, loaded.store = service, store
     except BaseException as exc:  # re-raised in the main thread
-        loaded["error"] = exc
+        loaded.error = exc
 
 
-def _prune_at_start(store: Any, retention: float) -> None:
+def _prune_at_start(store: SqliteStore | PostgresStore, retention: float) -> None:
     """--retention: prune what settled and was untouched that long, before serving."""
     import sqlite3
 
@@ -273,12 +285,8 @@ def _prune_at_start(store: Any, retention: float) -> None:
 
         target = PgTarget(store.conn, 5000)  # start-up's patience, as migrations'
     done = prune(target, retention)
-    log.info(
-        "--retention: pruned %d settled tree(s), %d event(s), %d message(s)",
-        done.trees,
-        done.events,
-        done.messages,
-    )
+    counts = (done.trees, done.events, done.messages)
+    log.info("--retention: pruned %d settled tree(s), %d event(s), %d message(s)", *counts)
 
 
 def _exit_at_once(signum: int, frame: object) -> None:

@@ -6,7 +6,11 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from subagentd.core.service import Service
+    from subagentd.core.store import Store
 
 log = logging.getLogger("subagentd")
 
@@ -25,7 +29,7 @@ def configured(environ: Mapping[str, str] = os.environ) -> bool:
     return bool(endpoint) or "otlp" in exporters
 
 
-def start_tracing(service: Any) -> None:
+def start_tracing(service: Service, store: Store) -> None:
     """Give core the OpenTelemetry tracer when the environment asks for traces (a warning, and
     no traces, when the `otel` extra is not installed)."""
     if not configured():
@@ -42,5 +46,5 @@ def start_tracing(service: Any) -> None:
             install_hint("otel"),
         )
         return
-    service.agents.tracing = otel.start(service.store)
+    service.trace_with(otel.start(store))
     log.info("tracing: OpenTelemetry spans exported over OTLP/HTTP")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from subagentd.core import texts
 from subagentd.core.agents import Agents
 from subagentd.core.leases import Leases
 from subagentd.core.recovery import Recovery
@@ -39,7 +40,7 @@ class Activator:
         `descriptor`, the resumed session's, which its next turn/start carries."""
         if stored is None:
             if self.leases.live_elsewhere(agent_id):
-                raise StateInvalidError(f'agent "{agent_id}" is live in another subagentd process')
+                raise StateInvalidError(texts.LIVE_ELSEWHERE.format(id=agent_id))
             stored = self.store.get_session(agent_id)
         # the last turn's end as storage has it (what a rebuilt registry would read, too)
         last_reason, last_output = (

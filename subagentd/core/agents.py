@@ -154,6 +154,9 @@ class Agents:
             self._kept_at = changes
         self._kept[key] = reading
 
+    def begin_snapshot(self) -> None:
+        self.in_snapshot = True
+
     def end_snapshot(self) -> None:
         self.in_snapshot = False
         self._kept.clear()

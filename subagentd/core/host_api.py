@@ -281,15 +281,13 @@ class HostApi:
         """Withdraw a message that no turn has claimed yet (queued or parked)."""
         record = self.store.get_message(message_id)
         if record is None:
-            raise InvalidParamsError(f'message "{message_id}" does not exist')
+            raise InvalidParamsError(texts.NO_MESSAGE.format(id=message_id))
         if record.state not in ("queued", "parked"):
             raise StateInvalidError(
                 f'message "{message_id}" is {record.state}; it cannot be cancelled'
             )
         if self.leases.live_elsewhere(record.session_id):
-            raise StateInvalidError(
-                f'agent "{record.session_id}" is live in another subagentd process'
-            )
+            raise StateInvalidError(texts.LIVE_ELSEWHERE.format(id=record.session_id))
         self.store.cancel_message(message_id)
         self.agents.record(record.session_id, None, "message_cancelled", {"message_id": message_id})
         agent = self.registry.get(record.session_id)

@@ -139,7 +139,7 @@ class HostRecords:
     def get_message(self, message_id: str) -> MessageInfo:
         record = self.store.get_message(message_id)
         if record is None:
-            raise InvalidParamsError(f'message "{message_id}" does not exist')
+            raise InvalidParamsError(texts.NO_MESSAGE.format(id=message_id))
         return MessageInfo(
             message_id=message_id,
             agent_id=record.session_id,

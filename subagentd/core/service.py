@@ -22,12 +22,14 @@ from subagentd.core.leases import Leases
 from subagentd.core.questions import Questions
 from subagentd.core.recovery import Recovery
 from subagentd.core.report_rate import ReportRate
+from subagentd.core.resource_reads import in_subtree, last_report
 from subagentd.core.settings import Settings, TimerService
 from subagentd.core.settlement import Settlement
 from subagentd.core.stamps import now
 from subagentd.core.store import Store
 from subagentd.core.tasks import TaskRules
 from subagentd.core.tools import ToolRules
+from subagentd.core.tracing import Tracing
 from subagentd.core.waits import Waits
 from subagentd.errors import IdempotencyConflictError
 from subagentd.schema.records import IdempotencyRecord
@@ -98,6 +100,23 @@ class Service:
         self.tasks = TaskRules(agents, self.delegation, self.tools, self.questions)  # MCP tasks
         self.recovery.after_rebuild = self.tasks.reload
         self.asking_user.task_answer = self.tasks.answer_input
+        # The port's reads and effects of the live state, bound to what answers them (no call of
+        # its own on a request's path): nothing outside core reaches the registry, the store or
+        # the scheduler (tests/project/test_one_port.py).
+        registry = agents.registry
+        self.below = registry.below  # the ancestry rule: live `agent_id` below `ancestor_id`
+        self.record = agents.record  # an event into an agent's transcript
+        self.check_database_quota = agents.quotas.database  # QuotaExceededError past the bound
+        self.take_signals = self.scheduler.take_signals  # what other processes signalled
+        self.owner_elsewhere = self.leases.owner_elsewhere  # who holds a root live elsewhere
+        self.begin_snapshot = agents.begin_snapshot  # requests read together share readings
+        self.end_snapshot = agents.end_snapshot
+        self.stored_session = store.get_session  # an agent's stored record (None: unknown)
+        self.stored_descriptor = store.get_descriptor  # a child's descriptor (None: none)
+        self.per_tree = store.per_tree  # the store takes one write lock per tree
+        self.set_scope = store.set_scope  # the one tree the next request writes (None: any)
+        self.timers = outlets.timers
+        self.tracing = agents.tracing
 
     def _questions_over(self, agent_id: str, turn_id: str | None, why: str) -> None:
         """A turn interrupted or ended, or an agent gone: its questions end (both kinds)."""
@@ -107,6 +126,54 @@ class Service:
     def attach(self, outlets: Outlets) -> None:
         """The server's outlets, once it runs (the service is loaded before the connection)."""
         self.agents.attach(outlets.emit, outlets.timers)
+        self.timers = outlets.timers
+
+    def reach_person_with(self, reaches: Callable[[str], bool]) -> None:
+        """Whether a person can be asked for a root (ask_user): the server's connection says."""
+        self.agents.person = reaches
+
+    def trace_with(self, tracing: Tracing) -> None:
+        """Spans from now on go to `tracing` (cli/tracing.py, before recovery)."""
+        self.agents.tracing = self.tracing = tracing
+
+    def close(self) -> None:
+        """The last spans (a bounded wait), then the store's last commit and close."""
+        self.agents.tracing.close()
+        self.store.close()
+
+    def emit(self, method: str, params: msgspec.Struct) -> None:
+        """A notification for the host, through the server's outlet."""
+        self.agents.emit(method, params)
+
+    def watch(self, subscriptions: dict[str, list[str]]) -> None:
+        """The resource URIs subscribed to, by agent id (told updated when the agent changes)."""
+        self.agents.watched = subscriptions
+
+    # --- the live state, as the server asks about it --------------------------------------
+
+    def tree_of(self, agent_id: str | None) -> str | None:
+        """The root id of a live agent's tree (None: not live here, or no lineage known)."""
+        agent = self.agents.registry.get(agent_id)
+        return agent.lineage[-1] if agent is not None and agent.lineage else None
+
+    def open_turn(self, agent_id: str) -> str | None:
+        """The id of a live agent's open turn (None: not live here, or between turns)."""
+        agent = self.agents.registry.get(agent_id)
+        return agent.turn.turn_id if agent is not None and agent.turn is not None else None
+
+    def activation_of(self, agent_id: str) -> str | None:
+        """A live agent's activation id (None: not live here)."""
+        agent = self.agents.registry.get(agent_id)
+        return agent.activation_id if agent is not None else None
+
+    def in_subtree(self, agent_id: str, root: str) -> bool:
+        """Whether a stored agent is `root` or below it through durable parents (the resources'
+        authorization: live or not)."""
+        return in_subtree(self.store, agent_id, root)
+
+    def last_report(self, agent_id: str) -> str | None:
+        """The output of the agent's last report among its newest transcript events."""
+        return last_report(self.store, agent_id)
 
     def _signal_elsewhere(self, agent_id: str, kind: str) -> bool:
         return self.leases.signal_elsewhere(agent_id, kind)

@@ -125,7 +125,7 @@ class TaskRules:
         the call would have."""
         record = self._record(owner, "", tool, {}, ttl_ms, token, "failed")
         record.status_message = error.message
-        record.result = _encode(_tool_result([f"Error: {error.message}"], None, True)).decode()
+        record.result = _encode(_tool_result([texts.REFUSED + error.message], None, True)).decode()
         self.store.insert_task(record)
         return task_view(record)
 

@@ -6,6 +6,8 @@ checked against docs/semantics.md in one place.
 
 from __future__ import annotations
 
+REFUSED = "Error: "  # what starts the text of every refused tool call (SEMANTICS.md)
+
 # --- send_message (SEMANTICS.md section 4) ---
 SEND_OK = "message queued as the next turn for subagent {id}"
 NOT_DELIVERED = "message not delivered: {reason}"
@@ -405,3 +407,7 @@ QUOTA_TASKS = (
     'agent "{id}" already has {limit} working tasks (the limit per agent, --max-tasks);'
     " wait until some of them finish"
 )
+
+# --- the host API's refusals said in more than one place ---
+NO_MESSAGE = 'message "{id}" does not exist'
+LIVE_ELSEWHERE = 'agent "{id}" is live in another subagentd process'

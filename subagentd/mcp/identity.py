@@ -27,7 +27,7 @@ def caller_identity(call: Call, meta: dict[str, Any] | None) -> CallerIdentity:
         CallerIdentity,
     )
     if confined is not None and identity.caller != confined:
-        if not call.service.agents.registry.below(identity.caller, confined):
+        if not call.service.below(identity.caller, confined):
             raise CallerUnauthorizedError(
                 texts.CALLER_OUTSIDE.format(
                     caller=texts.shown(identity.caller or ""), root=texts.shown(confined)

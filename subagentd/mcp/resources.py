@@ -3,26 +3,21 @@ last outcome and its transcript, paged; subscriptions. A read consumes nothing."
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import msgspec
 
 from subagentd.core import texts
+from subagentd.core.resource_reads import MAX_SEQ, REPORT_TAIL, last_report  # noqa: F401
 from subagentd.errors import InvalidParamsError
+from subagentd.mcp.identity import caller_identity
 from subagentd.schema import resources as r
 from subagentd.schema.host_methods import Empty, ListParams
 from subagentd.wire.call import Call
-
-if TYPE_CHECKING:
-    from subagentd.core.store import Store
-from subagentd.mcp.identity import caller_identity
 from subagentd.wire.methods import method
 
 PAGE = 100  # transcript events per page
-MAX_SEQ = 2**63 - 1  # the largest sequence number (schema/base.py Seq)
-REPORT_TAIL = 1000  # an agent resource's last_report: looked for among this many newest events
-REPORT_BYTES = 1024 * 1024  # event data read per page while looking
 SCHEME = "subagentd://agent/"
 _encode = msgspec.json.encode
 
@@ -66,7 +61,12 @@ def parse(uri: str) -> tuple[str, bool, int | None]:
         after = parse_qs(parts.query).get("after", [None])[0] if transcript else None
         if agent_id and "/" not in path.removesuffix("/transcript"):
             return agent_id, transcript, None if after is None else _sequence(after)
-    raise InvalidParamsError(f"resource not found: {uri}")
+    raise not_found(uri)
+
+
+def not_found(uri: str) -> InvalidParamsError:
+    """An unknown resource, or one outside the caller's subtree (told apart by nothing)."""
+    return InvalidParamsError(f"resource not found: {uri}")
 
 
 def _sequence(after: str) -> int:
@@ -87,23 +87,11 @@ def _root(call: Call, meta: dict[str, Any] | None) -> str:
     return identity.caller
 
 
-def _in_subtree(call: Call, agent_id: str, root: str) -> bool:
-    """Whether agent_id is root or below it through durable parents (bounded: corrupt cycles)."""
-    store = call.service.store
-    seen = 0
-    while agent_id != root:
-        record = store.get_session(agent_id)
-        if record is None or record.parent_id is None or seen > 10_000:
-            return False
-        agent_id, seen = record.parent_id, seen + 1
-    return True
-
-
 def _checked(call: Call, uri: str, meta: dict[str, Any] | None) -> tuple[str, bool, int | None]:
     agent_id, transcript, after = parse(uri)
     root = _root(call, meta)
-    if call.service.store.get_session(agent_id) is None or not _in_subtree(call, agent_id, root):
-        raise InvalidParamsError(f"resource not found: {uri}")  # outside: as if absent
+    if not call.service.in_subtree(agent_id, root):
+        raise not_found(uri)  # outside: as if absent
     return agent_id, transcript, after
 
 
@@ -163,69 +151,15 @@ def resources_read(call: Call, p: r.ResourceUriParams) -> r.ResourcesReadResult:
 def _agent(call: Call, agent_id: str) -> r.AgentResource:
     """agents/get, with how its last turn ended and its last report (read from its transcript)."""
     info = call.service.records.get(agent_id)
-    stored = call.service.store.get_session(agent_id)
+    stored = call.service.stored_session(agent_id)
     assert stored is not None
     last = (
         r.LastOutcome(reason=stored.last_reason, output=stored.last_output)
         if stored.last_reason is not None
         else None
     )
-    report = last_report(call.service.store, agent_id)
+    report = call.service.last_report(agent_id)
     return r.AgentResource(**msgspec.structs.asdict(info), last_turn=last, last_report=report)
-
-
-def last_report(store: Store, agent_id: str) -> str | None:
-    """The output of the last `report` among the agent's newest REPORT_TAIL events (None when
-    there is none there). A read stays bounded however long the transcript: the newest event is
-    found by a binary search over sequence numbers, then windows of sequence numbers are read
-    newest first, each holding at most what is left of REPORT_TAIL events (a window holding more
-    is halved), until a report is found or REPORT_TAIL events were looked at."""
-    newest = _newest_seq(store, agent_id)
-    budget, top, width = REPORT_TAIL, newest or 0, REPORT_TAIL
-    while budget > 0 and top > 0:
-        bottom = max(top - width, 0)
-        events = _window(store, agent_id, bottom, top, budget)
-        if events is None:  # more than the budget in it: a narrower window
-            width = max(width // 2, 1)
-            continue
-        reports = [e for e in events if e.type == "report" and e.data is not None]
-        if reports:
-            data = msgspec.json.decode(reports[-1].data or "null")
-            output = data.get("output") if isinstance(data, dict) else None
-            return output if isinstance(output, str) else None
-        budget, top, width = budget - len(events), bottom, width * 2
-    return None
-
-
-def _newest_seq(store: Store, agent_id: str) -> int | None:
-    """The agent's newest event's sequence number: at most 64 one-row index reads."""
-    first, _ = store.read_events(agent_id, 0, 1, 0)
-    if not first:
-        return None
-    low, high = first[0].seq, MAX_SEQ  # an event at `low`; none above `high`
-    while low < high:
-        middle = (low + high + 1) // 2
-        found, _ = store.read_events(agent_id, middle - 1, 1, 0)
-        if found:
-            low = found[0].seq
-        else:
-            high = middle - 1
-    return low
-
-
-def _window(store: Store, agent_id: str, bottom: int, top: int, budget: int) -> list[Any] | None:
-    """The agent's events with bottom < seq <= top, or None when there are more than `budget`."""
-    events: list[Any] = []
-    after = bottom
-    while True:
-        page, more = store.read_events(agent_id, after, budget - len(events) + 1, REPORT_BYTES)
-        inside = [e for e in page if e.seq <= top]
-        events += inside
-        if len(events) > budget:
-            return None
-        if len(inside) < len(page) or not more or not page:
-            return events
-        after = page[-1].seq
 
 
 @method("resources/subscribe", r.ResourceUriParams, Empty, writes=False, confined=True)
@@ -235,7 +169,7 @@ def resources_subscribe(call: Call, p: r.ResourceUriParams) -> Empty:
     uris = subscriptions.setdefault(agent_id, [])
     if p.uri not in uris:
         uris.append(p.uri)
-    call.service.agents.watched = subscriptions
+    call.service.watch(subscriptions)
     return Empty()
 
 

@@ -243,12 +243,12 @@ def subscriptions_listen(call: Call, p: tk.ListenParams) -> Deferred:
     listen = call.request_id
     call.session.task_listens[listen] = honoured
     meta = {tk.SUBSCRIPTION_ID_META: listen}
-    call.service.agents.emit(
+    call.service.emit(
         "notifications/subscriptions/acknowledged",
         tk.ListenAcknowledged(notifications={"taskIds": honoured}, meta=meta),
     )
     for task in ended:
-        call.service.agents.emit("notifications/tasks", task)
+        call.service.emit("notifications/tasks", task)
     stream = Deferred(None)  # never completes: the stream ends when the client cancels it
 
     def closed() -> None:

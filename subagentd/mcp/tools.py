@@ -282,7 +282,7 @@ def run_tool(
     caller, activation = identity.caller, identity.activation
     service.tools.check_tool_allowed(caller, spec.name)
     tools = service.tools if spec.rules == "tools" else getattr(service, spec.rules)
-    with service.agents.tracing.tool_call(caller, spec.name):  # execute_tool, when tracing
+    with service.tracing.tool_call(caller, spec.name):  # execute_tool, when tracing
         if spec.waits:
             return spec.run(tools, caller, activation, args, identity.progress)  # type: ignore[no-any-return]
         if spec.idempotent and identity.idempotency_key is not None:  # without a key: just run

@@ -38,7 +38,6 @@ from subagentd.runners.tool_socket import Tokens
 from subagentd.schema.budgets import COUNT_MAX, MONEY_MAX, Usage
 from subagentd.schema.host_methods import TurnEndParams
 from subagentd.schema.notifications import TurnInterrupt
-from subagentd.wire.timers import BUSY_RETRY
 
 if TYPE_CHECKING:
     from subagentd.server.connection import Connection
@@ -194,7 +193,7 @@ class A2aChildren(Runner):
     def remote_name(self, agent_id: str) -> str | None:
         if agent_id not in self.names:
             try:
-                body = self.service.store.get_descriptor(agent_id)
+                body = self.service.stored_descriptor(agent_id)
                 choice = parse_descriptor(body).agent if body is not None else None
             except Exception:  # an ordinary session has no descriptor worth reading
                 choice = None
@@ -484,7 +483,7 @@ class A2aChildren(Runner):
             box.append((why, answer))
             resolved.set()
 
-        record = self.service.store.get_session(start.agent_id)
+        record = self.service.stored_session(start.agent_id)
         question = Question(
             child_id=start.agent_id,
             turn_id=start.turn_id,
@@ -537,17 +536,17 @@ class A2aChildren(Runner):
 
         def write() -> None:
             if self._current(agent_id, turn_id):
-                self.service.agents.record(agent_id, turn_id, kind, data)
+                self.service.record(agent_id, turn_id, kind, data)
 
         await self._work(write, agent_id)
 
     async def _work(self, work: Any, agent_id: str) -> None:
-        """`work` in a transaction of the connection's group, on the agent's tree only."""
+        """`work` in a transaction of the connection's group, on the agent's tree only, once
+        another process's write lock let it (waited for in the lock queue)."""
         assert self._connection is not None
         connection = self._connection
         with anyio.CancelScope(shield=True):
-            while not connection.run_work(work, connection.tree_of(agent_id)):
-                await anyio.sleep(BUSY_RETRY)  # another process holds the write lock
+            await connection.run_locked(work, connection.tree_of(agent_id))
 
     async def _finish(self, turn: RemoteTurn, reason: str, output: str | None) -> None:
         """End the turn (unless it ended otherwise), charged the usage the agent reported."""
@@ -560,7 +559,7 @@ class A2aChildren(Runner):
         def end() -> None:
             if not self._current(agent_id, turn_id):
                 return
-            self.service.agents.record(agent_id, turn_id, "a2a_end", detail)
+            self.service.record(agent_id, turn_id, "a2a_end", detail)
             params = TurnEndParams(
                 agent_id=agent_id,
                 turn_id=turn_id,

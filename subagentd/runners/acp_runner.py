@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +52,6 @@ from subagentd.runners.tool_socket import Tokens
 from subagentd.schema.budgets import Usage
 from subagentd.schema.host_methods import TurnEndParams
 from subagentd.schema.notifications import TurnInterrupt
-from subagentd.wire.timers import BUSY_RETRY
 
 log = logging.getLogger("subagentd")
 
@@ -428,9 +428,9 @@ class AcpRunner(Runner):
         agent_id, turn_id = job.start.agent_id, job.start.turn_id
         if not self._current(agent_id, turn_id):
             return
-        agents = self.service.agents
+        service = self.service
         try:
-            agents.quotas.database()
+            service.check_database_quota()
             full = False
         except QuotaExceededError:
             full = True
@@ -441,15 +441,15 @@ class AcpRunner(Runner):
                 and not (ending and index == len(events) - 1)
             ):
                 continue
-            agents.record(agent_id, turn_id, event_type, data)
+            service.record(agent_id, turn_id, event_type, data)
 
-    async def _work(self, work: Any, agent_id: str) -> None:
-        """`work` in a transaction of the connection's group, on the agent's tree only."""
+    async def _work(self, work: Callable[[], None], agent_id: str) -> None:
+        """`work` in a transaction of the connection's group, on the agent's tree only, once
+        another process's write lock let it (waited for in the lock queue)."""
         assert self._connection is not None
         connection = self._connection
         with anyio.CancelScope(shield=True):
-            while not connection.run_work(work, connection.tree_of(agent_id)):
-                await anyio.sleep(BUSY_RETRY)  # another process holds the write lock
+            await connection.run_locked(work, connection.tree_of(agent_id))
 
     def _stderr_of(self, turn_id: str) -> str | None:
         where = self.turns.get(turn_id)
@@ -473,8 +473,7 @@ class AcpRunner(Runner):
     async def _turn(self, job: Job, progress: TurnProgress) -> tuple[str, Any]:
         """Open (or reopen) the session, prompt it; the stopReason and the usage it reported."""
         start = job.start
-        agent = self.service.agents.registry.get(start.agent_id)
-        activation = agent.activation_id if agent is not None else ""
+        activation = self.service.activation_of(start.agent_id) or ""
         token = self.tokens.issue(start.agent_id, activation)
         servers = [self.acp_handoff.acp_server(start.agent_id, token)]
         cwd = os.getcwd()

@@ -43,7 +43,16 @@ import msgspec
 from subagentd.errors import InvalidRequestError, NotInitializedError, SubagentdError
 from subagentd.runners.runner_pids import PidFiles
 from subagentd.schema.lifecycle import VERSION_META_KEY
-from subagentd.server.dispatcher import CANCEL, LIFECYCLE, check_envelope, decode
+from subagentd.server.dispatcher import (
+    BAD_ID,
+    CANCEL,
+    EMPTY_BATCH,
+    LIFECYCLE,
+    NOT_AN_OBJECT,
+    NOT_INITIALIZED,
+    check_envelope,
+    decode,
+)
 from subagentd.wire.boundary import refusal
 from subagentd.wire.framing import Frame, FrameReader
 from subagentd.wire.session import valid_id
@@ -308,7 +317,7 @@ class Mux:
                 self._to_inner(forwarded)
             return
         if not value:
-            self._reply(front, refusal(InvalidRequestError("Invalid Request: empty batch")))
+            self._reply(front, refusal(InvalidRequestError(EMPTY_BATCH)))
             return
         members: list[dict[str, Any]] = []
         slots: list[dict[str, Any] | str] = []
@@ -333,13 +342,11 @@ class Mux:
         """A message as forwarded (rewritten), or the reply given here; (None, None) when it
         is neither (a notification the server would drop, or one held here)."""
         if type(message) is not dict:
-            return None, refusal(InvalidRequestError("Invalid Request: not an object"))
+            return None, refusal(InvalidRequestError(NOT_AN_OBJECT))
         is_request = "id" in message
         request_id = message.get("id")
         if not valid_id(request_id):
-            return None, refusal(
-                InvalidRequestError("Invalid Request: id must be a string, a number or null")
-            )
+            return None, refusal(InvalidRequestError(BAD_ID))
         method = message.get("method")
         try:
             check_envelope(message)
@@ -350,7 +357,7 @@ class Mux:
         if isinstance(method, str) and not self._may_run(front, message, method):
             if not is_request:
                 return None, None
-            return None, refusal(NotInitializedError("server not initialized"), request_id)
+            return None, refusal(NotInitializedError(NOT_INITIALIZED), request_id)
         if method == "notifications/initialized" and not is_request:
             return None, None  # the connection's own was sent by the front that initialized it
         if method == "initialize" and is_request:

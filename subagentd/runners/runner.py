@@ -21,7 +21,7 @@ import subprocess
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 import anyio.abc
@@ -38,7 +38,6 @@ from subagentd.schema.budgets import COUNT_MAX, MONEY_MAX, Usage
 from subagentd.schema.host_methods import TurnEndParams
 from subagentd.schema.notifications import TurnInterrupt, TurnStart
 from subagentd.schema.runner import RunnerExit, RunnerFailure, RunnerTurn
-from subagentd.wire.timers import BUSY_RETRY
 from subagentd.wire.transport import FdReader, FdWriter
 
 if TYPE_CHECKING:
@@ -207,7 +206,7 @@ class Runner:
 
     def claims(self, agent_id: str) -> bool:
         """An agent below the --caller root (through live owners) has its turns run here."""
-        return agent_id != self.root and self.service.agents.registry.below(agent_id, self.root)
+        return agent_id != self.root and self.service.below(agent_id, self.root)
 
     def _take(self, method: str, params: msgspec.Struct) -> bool:
         """A turn start or interrupt of an agent whose turns run here: taken from the host."""
@@ -265,8 +264,7 @@ class Runner:
             _signal(job, signal.SIGKILL)
 
     def _current(self, agent_id: str, turn_id: str) -> bool:
-        agent = self.service.agents.registry.get(agent_id)
-        return agent is not None and agent.turn is not None and agent.turn.turn_id == turn_id
+        return self.service.open_turn(agent_id) == turn_id
 
     def lend(self, agent_id: str) -> str | None:
         """A run of `agent_id` waits for other agents (wait_agents through `subagentd tool`):
@@ -316,18 +314,7 @@ class Runner:
 
     async def _run(self, job: Job, tg: anyio.abc.TaskGroup) -> None:
         start = job.start
-        agent = self.service.agents.registry.get(start.agent_id)
-        token = self.tokens.issue(start.agent_id, agent.activation_id if agent else "")
-        env = self._base_environment.copy()
-        env["SUBAGENTD_AGENT_ID"] = start.agent_id
-        env["SUBAGENTD_TURN_ID"] = start.turn_id
-        env["SUBAGENTD_TOKEN"] = token
-        usage_path = None
-        if self.usage_dir is not None:
-            usage_path = os.path.join(self.usage_dir, f"usage-{start.turn_id}.jsonl")
-            env["SUBAGENTD_USAGE"] = usage_path
-        if self.handoff is not None:
-            env.update(self.handoff.turn_environment(start.agent_id, token))
+        env, usage_path = self._environment(start)
         turn = RunnerTurn(
             agent_id=start.agent_id,
             turn_id=start.turn_id,
@@ -335,81 +322,37 @@ class Runner:
             instructions=start.instructions,
             resume=start.resume,
         )
-        limit = self.service.settings.max_text_bytes
-        # stdin, stdout and stderr on pipes of our own, used through anyio's fd readiness and
-        # closed by us: a process the command left behind may hold them open past the turn
-        (out, out_end), (err, err_end) = os.pipe(), os.pipe()
-        stdin_end, stdin_fd = os.pipe()
-        stdin = FdWriter(stdin_fd)  # closed here once fed, by _feed, or below when _feed never ran
-        data = _encode(turn)
         try:
-            written = stdin.write_now(data)  # the pipe keeps it for the command: usually all
-            if written == len(data):
-                stdin.broken = True  # fed: EOF follows it
-                stdin.close()
             try:
-                # in a worker thread: the fork and exec (the loop's longest step of a turn)
-                # do not hold up the loop, so starts overlap at --max-running > 1; not
-                # cancellable, so a process started is always known
-                job.process = await anyio.to_thread.run_sync(
-                    functools.partial(
-                        _start, self.command, stdin_end, out_end, err_end, env, self.watchdog
-                    )
+                output = await run_process(
+                    self.command,
+                    _encode(turn),
+                    env,
+                    self.watchdog,
+                    self.service.settings.max_text_bytes,
+                    functools.partial(self._started, job),
                 )
             except OSError as exc:
                 log.error("--runner could not start %s: %s", self.command[0], exc)
                 report = RunnerExit(stderr=f"{NOT_STARTED}{exc}")
                 await self._end(job, "error", None, report)
                 return
-            finally:
-                os.close(out_end)
-                os.close(err_end)
-                os.close(stdin_end)
-            if self.processes is not None:
-                self.processes.add(job.process.pid)
-            if job.interrupted:  # interrupted while it was being started
-                _signal(job, signal.SIGTERM)
-            stdout = bytearray()
-            stderr = bytearray()
-            cut = [False]
-            process = job.process
-            reading = _Reading(2)
-
-            async with anyio.create_task_group() as io:
-                if not stdin.broken:  # what the pipe did not take at once
-                    io.start_soon(_feed, stdin, data[written:])
-                io.start_soon(reading.done_after, _collect, FdReader(out), stdout, limit, cut)
-                io.start_soon(reading.done_after, _tail, FdReader(err), stderr)
-                await process.wait()
-                if not reading.finished:
-                    # what its pipes still hold; a process it left behind may keep them open
-                    with anyio.move_on_after(OUTPUT_DRAIN):
-                        await reading.wait()
-                if not (reading.finished and stdin.broken):
-                    io.cancel_scope.cancel()
-            code = process.returncode
             job.done = True
-            text = stdout.decode("utf-8", errors="replace" if not cut[0] else "ignore").strip()
             if job.interrupted:
                 reason = "aborted"
             else:
-                reason = "completed" if code == 0 else "error"
+                reason = "completed" if output.code == 0 else "error"
             usage, refused = read_usage(usage_path)
             report = RunnerExit(
-                exit_code=code,
+                exit_code=output.code,
                 interrupted=job.interrupted,
-                stdout_cut=cut[0],
-                stderr=bytes(stderr).decode("utf-8", errors="replace") or None,
+                stdout_cut=output.cut,
+                stderr=output.stderr,
                 usage=usage,
                 usage_refused=refused,
             )
-            await self._end(job, reason, text or None, report)
+            await self._end(job, reason, output.stdout or None, report)
         finally:
-            os.close(out)  # its readers were cancelled above (or never started)
-            os.close(err)
-            if not stdin.broken:  # _feed did not close it (it never ran)
-                stdin.broken = True
-                stdin.close()
             job.done = True
             if job.process is not None:
                 if job.process.returncode is None:
@@ -426,6 +369,31 @@ class Runner:
             if not self.running and self._stopped is not None:
                 self._stopped.set()
 
+    def _environment(self, start: TurnStart) -> tuple[dict[str, str], str | None]:
+        """The turn's process environment (its agent, turn and token; where to report usage;
+        the handoff's), and the usage file it names (None: none)."""
+        token = self.tokens.issue(start.agent_id, self.service.activation_of(start.agent_id) or "")
+        env = self._base_environment.copy()
+        env["SUBAGENTD_AGENT_ID"] = start.agent_id
+        env["SUBAGENTD_TURN_ID"] = start.turn_id
+        env["SUBAGENTD_TOKEN"] = token
+        usage_path = None
+        if self.usage_dir is not None:
+            usage_path = os.path.join(self.usage_dir, f"usage-{start.turn_id}.jsonl")
+            env["SUBAGENTD_USAGE"] = usage_path
+        if self.handoff is not None:
+            env.update(self.handoff.turn_environment(start.agent_id, token))
+        return env, usage_path
+
+    def _started(self, job: Job, process: Child) -> None:
+        """The turn's process runs: known to the job (signals, reaping) and the pid files; one
+        interrupted while it was being started is told to stop now."""
+        job.process = process
+        if self.processes is not None:
+            self.processes.add(process.pid)
+        if job.interrupted:
+            _signal(job, signal.SIGTERM)
+
     async def _end(self, job: Job, reason: str, output: str | None, report: RunnerExit) -> None:
         """Record how the process ended and end its turn (unless the turn ended otherwise)."""
         assert self._connection is not None
@@ -440,7 +408,7 @@ class Runner:
         def end() -> None:
             if not self._current(agent_id, turn_id):  # force-ended, or ended by the host
                 return
-            self.service.agents.record(agent_id, turn_id, "runner_exit", report)
+            self.service.record(agent_id, turn_id, "runner_exit", report)
             params = TurnEndParams(
                 agent_id=agent_id,
                 turn_id=turn_id,
@@ -461,29 +429,29 @@ class Runner:
         assert self._connection is not None
         connection, recovery = self._connection, self.service.recovery
         pause = END_RETRY
+
+        def end_if_open() -> None:
+            if recovery.stale or self._current(agent_id, turn_id):
+                end()  # else ended otherwise (force-ended, by the host, at shutdown)
+
         while True:
+            if not recovery.stale and not self._current(agent_id, turn_id):
+                return  # ended otherwise, or ended and committed
             with anyio.CancelScope(shield=True):
                 # the write lock taken ahead, as a request's is: waited for with the loop serving
                 # (the agent's tree's only: a turn's end writes its own tree)
-                tree = connection.tree_of(agent_id)
-                await connection.lock_tree(tree)
-                if not recovery.stale and not self._current(agent_id, turn_id):
-                    return  # ended otherwise (force-ended, by the host, at shutdown)
-                ran = connection.run_work(end, connection.tree_of(agent_id))
-            if ran:
-                await self._committed()
-                if not recovery.stale and not self._current(agent_id, turn_id):
-                    return  # ended and committed (or ended otherwise)
-                log.warning(
-                    "the end of turn %s of %s was not written; retrying in %.1f s",
-                    turn_id,
-                    agent_id,
-                    pause,
-                )
-                await anyio.sleep(pause)
-                pause = min(pause * 2, END_RETRY_MAX)
-            else:
-                await anyio.sleep(BUSY_RETRY)  # another process held it past the patience
+                await connection.run_locked(end_if_open, connection.tree_of(agent_id))
+            await self._committed()
+            if not recovery.stale and not self._current(agent_id, turn_id):
+                return  # ended and committed (or ended otherwise)
+            log.warning(
+                "the end of turn %s of %s was not written; retrying in %.1f s",
+                turn_id,
+                agent_id,
+                pause,
+            )
+            await anyio.sleep(pause)
+            pause = min(pause * 2, END_RETRY_MAX)
 
     async def _committed(self) -> None:
         """Until what was done so far is committed (the connection's flusher commits it)."""
@@ -608,3 +576,74 @@ async def _tail(stream: FdReader, into: bytearray) -> None:
         into += chunk
         if len(into) > STDERR_TAIL:
             del into[: len(into) - STDERR_TAIL]
+
+
+class ProcessOutput(NamedTuple):
+    """What a turn's process left: its exit status, its trimmed stdout (cut at the limit), and
+    its stderr's tail (None: empty)."""
+
+    code: int | None
+    stdout: str
+    cut: bool
+    stderr: str | None
+
+
+async def run_process(
+    command: list[str],
+    data: bytes,
+    env: dict[str, str],
+    watchdog: Watchdog,
+    limit: int,
+    started: Callable[[Child], None],
+) -> ProcessOutput:
+    """Start `command` with `data` on its stdin and collect its output until it exits: stdout up
+    to `limit` bytes, stderr's tail; what its pipes still hold is read for OUTPUT_DRAIN more.
+    `started` gets the process as soon as it runs: the caller owns it (signals, reaping).
+    OSError when it could not start. stdin, stdout and stderr are pipes of our own, used
+    through anyio's fd readiness and closed here: a process the command left behind may hold
+    them open past the turn."""
+    (out, out_end), (err, err_end) = os.pipe(), os.pipe()
+    stdin_end, stdin_fd = os.pipe()
+    stdin = FdWriter(stdin_fd)  # closed here once fed, by _feed, or below when _feed never ran
+    try:
+        written = stdin.write_now(data)  # the pipe keeps it for the command: usually all
+        if written == len(data):
+            stdin.broken = True  # fed: EOF follows it
+            stdin.close()
+        try:
+            # in a worker thread: the fork and exec (the loop's longest step of a turn) do not
+            # hold up the loop, so starts overlap at --max-running > 1; not cancellable, so a
+            # process started is always known
+            process = await anyio.to_thread.run_sync(
+                functools.partial(_start, command, stdin_end, out_end, err_end, env, watchdog)
+            )
+        finally:
+            os.close(out_end)
+            os.close(err_end)
+            os.close(stdin_end)
+        started(process)
+        stdout = bytearray()
+        stderr = bytearray()
+        cut = [False]
+        reading = _Reading(2)
+        async with anyio.create_task_group() as io:
+            if not stdin.broken:  # what the pipe did not take at once
+                io.start_soon(_feed, stdin, data[written:])
+            io.start_soon(reading.done_after, _collect, FdReader(out), stdout, limit, cut)
+            io.start_soon(reading.done_after, _tail, FdReader(err), stderr)
+            await process.wait()
+            if not reading.finished:
+                # what its pipes still hold; a process it left behind may keep them open
+                with anyio.move_on_after(OUTPUT_DRAIN):
+                    await reading.wait()
+            if not (reading.finished and stdin.broken):
+                io.cancel_scope.cancel()
+        text = stdout.decode("utf-8", errors="replace" if not cut[0] else "ignore").strip()
+        tail = bytes(stderr).decode("utf-8", errors="replace") or None
+        return ProcessOutput(process.returncode, text, cut[0], tail)
+    finally:
+        os.close(out)  # its readers were cancelled above (or never started)
+        os.close(err)
+        if not stdin.broken:  # _feed did not close it (it never ran)
+            stdin.broken = True
+            stdin.close()

@@ -40,12 +40,10 @@ from subagentd.mcp.tools import ACTIVATION_META, CALLER_META, IDEMPOTENCY_META, 
 from subagentd.schema import tools as t
 from subagentd.schema.codes import Code
 from subagentd.server.dispatcher import Dispatcher
-from subagentd.server.handlers import METHODS
 from subagentd.wire.boundary import failure
 from subagentd.wire.ledger import Deferred, Pending
 from subagentd.wire.rpc import JsonRpc
 from subagentd.wire.session import Session
-from subagentd.wire.timers import BUSY_RETRY
 
 if TYPE_CHECKING:
     from subagentd.server.connection import Connection
@@ -77,7 +75,7 @@ class Tokens:
     """One unguessable token per activation the runner ran; void once the activation ended."""
 
     def __init__(self, service: Service) -> None:
-        self.registry = service.agents.registry
+        self.activation_of = service.activation_of
         self._tokens: dict[str, tuple[str, str]] = {}  # agent id -> (activation id, token)
 
     def issue(self, agent_id: str, activation_id: str) -> str:
@@ -86,8 +84,7 @@ class Tokens:
         if held is not None and held[0] == activation_id:
             return held[1]
         for other, (activation, _) in list(self._tokens.items()):  # forget the ended ones
-            agent = self.registry.get(other)
-            if agent is None or agent.activation_id != activation:
+            if self.activation_of(other) != activation:
                 del self._tokens[other]
         token = secrets.token_urlsafe(32)
         self._tokens[agent_id] = (activation_id, token)
@@ -103,8 +100,7 @@ class Tokens:
         held = self._tokens.get(agent_id)
         if held is None or not hmac.compare_digest(held[1].encode(), token.encode()):
             return None
-        agent = self.registry.get(agent_id)
-        if agent is None or agent.activation_id != held[0]:
+        if self.activation_of(agent_id) != held[0]:
             del self._tokens[agent_id]
             return None
         return held[0]
@@ -128,12 +124,13 @@ class Relay:
         self.tokens = tokens
         self.max_bytes = max_bytes
         self._connection: Connection | None = None
-        self.rpc = JsonRpc(METHODS)
+        self.rpc: JsonRpc | None = None  # the connection's method table, once attached
         self._open = 0  # connections being served
         self.slots = slots  # a waiting run lends its --max-running slot
 
     def attach(self, connection: Connection) -> None:
         self._connection = connection
+        self.rpc = JsonRpc(connection.methods)
 
     async def serve(self, listener: anyio.abc.Listener[Any]) -> None:
         async with listener:
@@ -238,12 +235,13 @@ class Relay:
         key = meta.get(IDEMPOTENCY_META)
         if isinstance(key, str):
             proved[IDEMPOTENCY_META] = key
-        assert self._connection is not None, "attach() first"
+        assert self._connection is not None and self.rpc is not None, "attach() first"
         dispatcher = Dispatcher(
             Session(initialized=True, default_caller=caller),
             self.service.settings,
             self.rpc,
             service=self.service,
+            methods=self._connection.methods,
             notes=self._connection.notes,  # a refused call's notifications are dropped there
         )
         message = {
@@ -287,7 +285,7 @@ class Relay:
                 self._record_refusal(caller, params.name, result)
             answer.append(reply)
 
-        await self._work(work, caller)
+        await self._work(work, caller, dispatcher.writes(message))
         if not answer:  # the commit group was lost (logged by the connection)
             raise StorageFailedError("the commit group was lost")
         reply = answer[0]
@@ -306,23 +304,22 @@ class Relay:
         """A refused call goes into the caller's transcript (`tool_refused`), in its current
         turn: a run that ignores the refusal still leaves it visible in `watch` and the
         timeline."""
-        agents = self.service.agents
+        service = self.service
         try:  # bounded: nothing more past --max-db-bytes (the call is refused either way)
-            agents.quotas.database()
+            service.check_database_quota()
         except QuotaExceededError:
             return
-        agent = agents.registry.get(caller)
-        turn_id = agent.turn.turn_id if agent is not None and agent.turn is not None else None
+        turn_id = service.open_turn(caller)
         text = "\n".join(str(block.get("text", "")) for block in refused.content)
         data = {"tool": _cut(tool, REFUSED_TOOL_BYTES), "text": _cut(text, REFUSED_TEXT_BYTES)}
-        agents.record(caller, turn_id, "tool_refused", data)
+        service.record(caller, turn_id, "tool_refused", data)
 
-    async def _work(self, work: Callable[[], None], caller: str) -> None:
-        """`work` in a transaction of the connection's group, on the caller's tree only."""
+    async def _work(self, work: Callable[[], None], caller: str, writes: bool = False) -> None:
+        """`work` in a transaction of the connection's group, on the caller's tree only, once
+        another process's write lock let it (waited for ahead when it `writes`)."""
         assert self._connection is not None
         connection = self._connection
-        while not connection.run_work(work, connection.tree_of(caller)):
-            await anyio.sleep(BUSY_RETRY)  # another process holds the write lock
+        await connection.run_locked(work, connection.tree_of(caller), writes)
 
     async def _wait(self, deferred: Deferred, caller: str) -> None:
         """wait_agents: core answers in the transaction that ends the wait. The caller hanging

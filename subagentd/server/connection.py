@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -27,16 +27,16 @@ from subagentd.errors import (
 from subagentd.schema.codes import Code
 from subagentd.schema.notifications import TurnStart
 from subagentd.server.dispatcher import Dispatcher
-from subagentd.server.handlers import METHODS
 from subagentd.server.handshake import Started
 from subagentd.wire.boundary import refusal
+from subagentd.wire.call import Handler
 from subagentd.wire.framing import Frame, FrameReader
 from subagentd.wire.ledger import Ledger, Wake
-from subagentd.wire.lockwait import Locks, wait_for_lock
+from subagentd.wire.lockwait import Locks, run_when_locked, wait_for_lock
 from subagentd.wire.memory import Trimmer
 from subagentd.wire.rpc import JsonRpc
 from subagentd.wire.session import Session
-from subagentd.wire.timers import BUSY_RETRY, Timers
+from subagentd.wire.timers import Timers
 from subagentd.wire.transport import FdReader, FdWriter
 
 log = logging.getLogger("subagentd")
@@ -55,6 +55,7 @@ class Connection:
         writer: FdWriter,
         *,
         locks: Locks,
+        methods: Mapping[str, Handler],
         framing: str = "auto",
         max_frame_bytes: int = 16 * 1024 * 1024,
         default_caller: str | None = None,
@@ -64,6 +65,7 @@ class Connection:
     ) -> None:
         self.service = service
         self.locks = locks  # the store, as far as the connection reaches it
+        self.methods = methods  # the method table (server/handlers.py build_methods)
         self.reader = reader
         self.writer = writer
         self.started = started or Started(FrameReader(framing, max_frame_bytes), Session())
@@ -82,8 +84,9 @@ class Connection:
         self.dispatcher = Dispatcher(
             self.session,
             service.settings,
-            JsonRpc(METHODS),
+            JsonRpc(methods),
             service=service,
+            methods=methods,
             frame=self._frame,
             ledger=self.ledger,
             on_lost=self._fail_group,
@@ -105,7 +108,7 @@ class Connection:
         self._shutting_down = False
         self._hurry: anyio.CancelScope  # the shutdown's waits, cut short by a signal during it
         service.attach(Outlets(self._emit, self.timers))
-        service.agents.person = self.session.reaches_person  # ask_user (core/asking_user.py)
+        service.reach_person_with(self.session.reaches_person)  # ask_user (core/asking_user.py)
         self._starts: list[TurnStart] = []  # turn/start sent in the open group
         self._maybe_started: list[TurnStart] = []  # those of groups whose outcome is unknown
 
@@ -136,10 +139,9 @@ class Connection:
         if self.service.recovery.stale:
             self._maybe_started = starts  # not read back yet: the next time
             return
-        registry = self.service.agents.registry
+        open_turn = self.service.open_turn
         for start in starts:
-            agent = registry.get(start.agent_id)
-            if agent is not None and agent.turn is not None and agent.turn.turn_id == start.turn_id:
+            if open_turn(start.agent_id) == start.turn_id:
                 self.dispatcher.emit("turn/start", start)
         self.dispatcher.flush_notes()
 
@@ -285,10 +287,7 @@ class Connection:
     def tree_of(self, agent_id: str) -> str | None:
         """The root id of a live agent's tree (None: unknown here, or a single writer): the one
         tree the work of its own turn writes (docs/architecture.md "Per-tree writers")."""
-        if not self.service.store.per_tree:
-            return None
-        agent = self.service.agents.registry.get(agent_id)
-        return agent.lineage[-1] if agent is not None and agent.lineage else None
+        return self.service.tree_of(agent_id) if self.service.per_tree else None
 
     async def lock_tree(self, tree: str | None) -> None:
         """lock, for work on the tree rooted at `tree` only (None: every tree)."""
@@ -298,6 +297,17 @@ class Connection:
     async def lock_every_tree(self) -> None:
         """lock, for a timer's work (the heartbeat's, a wait's timeout): it names no tree."""
         await self.lock_tree(None)
+
+    async def run_locked(
+        self, work: Callable[[], None], tree: str | None = None, writes: bool = True
+    ) -> None:
+        """`work` (run_work, on the tree rooted at `tree`), once another process's write lock
+        let it: waited for in the lock queue first and after each refusal (run_when_locked).
+        Work that may write nothing (`writes` False: a read-only tool's call) is tried first and
+        waits only if refused, so it never waits for a lock it does not need."""
+        if not writes and self.run_work(work, tree):
+            return
+        await run_when_locked(lambda: self.lock_tree(tree), lambda: self.run_work(work, tree))
 
     def run_work(self, callback: Callable[[], None], tree: str | None = None) -> bool:
         """A timer's (or the heartbeat's, or shutdown's) work in its own transaction of the
@@ -366,10 +376,7 @@ class Connection:
         while (fd := store.doorbell()) is not None:  # until the store closes its doorbell
             await anyio.wait_readable(fd)
             store.drain_doorbell()
-            await self.lock()
-            while not self.run_work(self.service.scheduler.take_signals):
-                await anyio.sleep(BUSY_RETRY)  # another process held the write lock past patience
-                await self.lock()
+            await self.run_locked(self.service.take_signals)
 
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -463,10 +470,7 @@ class Connection:
             lambda: self.service.settlement.force_end_all("shutdown"),
         ):
             with anyio.move_on_after(self.grace):
-                await self.lock()
-                while not self.run_work(step):
-                    await anyio.sleep(BUSY_RETRY)  # another process held the write lock
-                    await self.lock()
+                await self.run_locked(step)
         with anyio.move_on_after(self.grace):
             while self.outbox or self.ledger.frames or self._writing:
                 self.wake.event.set()

@@ -60,6 +60,11 @@ _ID_TYPES = (str, int)  # what JSON ids decode to (valid_id decides any other)
 CANCEL = {"notifications/cancelled": "requestId", "$/cancelRequest": "id"}
 LIFECYCLE = frozenset({"initialize", "ping", "server/discover"})  # served before initialize
 MAX_PENDING = 1024  # replies that may wait at once (agents/close drains); beyond: 1011 OVERLOADED
+# the envelope's refusals, said here and by the --detach relay (runners/detached.py)
+EMPTY_BATCH = "Invalid Request: empty batch"
+NOT_AN_OBJECT = "Invalid Request: not an object"
+BAD_ID = "Invalid Request: id must be a string, a number or null"
+NOT_INITIALIZED = "server not initialized"
 
 
 def check_envelope(message: dict[str, Any]) -> None:
@@ -135,7 +140,7 @@ class Dispatcher:
         invoke: Invoke,
         *,
         service: Service | None = None,
-        methods: Mapping[str, Handler] | None = None,
+        methods: Mapping[str, Handler],
         frame: Callable[[Any], bytes] = _encode,
         ledger: Ledger | None = None,
         max_pending: int = MAX_PENDING,
@@ -146,11 +151,7 @@ class Dispatcher:
         self.settings = settings
         self.service = service
         self.loaded = NOT_LOADED if service is None else service  # what a Call is given
-        if methods is None:  # every method (start-up passes the handshake ones only)
-            from subagentd.server.handlers import METHODS
-
-            methods = METHODS
-        self.methods: Mapping[str, Handler] = methods
+        self.methods = methods  # the table (server/handlers.py; start-up: the handshake's only)
         self.invoke = invoke
         self.frame = frame  # a message as the bytes written to the host
         self.ledger = ledger or Ledger(frame, lambda size: None)
@@ -240,20 +241,20 @@ class Dispatcher:
         refused, the frames before it are answered and it and the rest are returned unhandled,
         for the connection to wait for the lock and hand them back."""
         deliver = deliver or self.hold
-        agents = None if self.service is None or len(frames) < 2 else self.service.agents
-        if agents is None:
+        service = None if len(frames) < 2 else self.service
+        if service is None:
             return self._handle_frames(frames, deliver, locked)
-        agents.in_snapshot = True
+        service.begin_snapshot()
         try:
             return self._handle_frames(frames, deliver, locked)
         finally:
-            agents.end_snapshot()
+            service.end_snapshot()
 
     def _handle_frames(
         self, frames: Sequence[Frame], deliver: Deliver, locked: Callable[[str | None], bool] | None
     ) -> list[Frame]:
         """handle_frames' work; returns the frames left for the connection to hand back."""
-        per_tree = self.service is not None and self.service.store.per_tree
+        per_tree = self.service is not None and self.service.per_tree
         rest = iter(frames)
         for frame in rest:
             try:
@@ -270,7 +271,7 @@ class Dispatcher:
             if tree is None:
                 deliver(self.dispatch(message))
                 continue
-            scope = self.service.store.set_scope  # type: ignore[union-attr]  # tree: a service
+            scope = self.service.set_scope  # type: ignore[union-attr]  # tree: a service
             scope(tree)
             try:
                 deliver(self.dispatch(message))
@@ -299,10 +300,7 @@ class Dispatcher:
             session = params.get(name)
         if type(session) is not str:  # the method refuses it; no tree here (nor a crash)
             return None
-        agent = self.service.agents.registry.get(session)
-        if agent is None or not agent.lineage:
-            return None
-        return agent.lineage[-1]
+        return self.service.tree_of(session)
 
     def writes(self, message: Any) -> bool:
         """Whether a decoded frame (a request, or a batch with one) runs a method that writes."""
@@ -323,7 +321,7 @@ class Dispatcher:
         if not isinstance(message, list):
             return self.dispatch_one(message)
         if not message:
-            return refusal(InvalidRequestError("Invalid Request: empty batch"))
+            return refusal(InvalidRequestError(EMPTY_BATCH))
         replies = [r for r in map(self.dispatch_one, message) if r is not None]
         return replies or None
 
@@ -331,12 +329,10 @@ class Dispatcher:
         """One request or notification. Refusals before the method runs are Kept: they stand
         even if the commit group is lost. Once it is lost, the rest is refused without running."""
         if not isinstance(message, dict):
-            return refusal(InvalidRequestError("Invalid Request: not an object"))
+            return refusal(InvalidRequestError(NOT_AN_OBJECT))
         request_id = message.get("id")
         if not (request_id is None or type(request_id) in _ID_TYPES or valid_id(request_id)):
-            return refusal(
-                InvalidRequestError("Invalid Request: id must be a string, a number or null")
-            )
+            return refusal(InvalidRequestError(BAD_ID))
         is_request = "id" in message
         try:
             return self._run(message, request_id, is_request)
@@ -363,7 +359,7 @@ class Dispatcher:
             )
         lifecycle = method in LIFECYCLE
         if not (stateless or self.session.initialized or lifecycle):
-            raise NotInitializedError("server not initialized")
+            raise NotInitializedError(NOT_INITIALIZED)
         if self.ledger.lost is not None and not lifecycle:
             raise self.ledger.lost
         handler = self.methods.get(method)

@@ -1,29 +1,28 @@
-"""Thin handlers: typed params -> service -> result, registered in the one method table.
+"""Thin handlers: typed params -> service -> result, and `build_methods`, which builds the one
+method table from them and the other method modules' declarations (wire/methods.py).
 
-The handshake methods live in server/lifecycle.py (start-up serves them before core loads);
-importing this module registers them first, then the host API, the tools and the MCP bridge.
+The table, in order: the handshake (server/lifecycle.py, which start-up serves before core
+loads), the MCP tasks (mcp/tasks.py), the host API, the tools as direct methods, the MCP bridge
+(tools/list, tools/call) and the resources (mcp/resources.py). `METHODS` is the table built once,
+which the serving command passes to the connection (and the connection to the relay socket).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import Any, Final
 
 import msgspec
 
-import subagentd.server.lifecycle  # noqa: F401  (registers the handshake methods first)
 from subagentd.core.waits import Waiter
 from subagentd.errors import (
     InvalidParamsError,
     StateInvalidError,
     SubagentdError,
 )
+from subagentd.mcp import elicitation, resources, tasks
 from subagentd.mcp.identity import caller_identity
-from subagentd.mcp.tasks import (
-    admit_task,
-    call_as_task,
-    runs_as_task,
-    serves_tasks,
-)  # MCP tasks: registers tasks/*
+from subagentd.mcp.tasks import admit_task, call_as_task, runs_as_task, serves_tasks
 from subagentd.mcp.tools import (
     TOOLS,
     call_tool_result,
@@ -37,11 +36,11 @@ from subagentd.schema import budgets as b
 from subagentd.schema import host_methods as h
 from subagentd.schema import stats as st
 from subagentd.schema import tools as t
+from subagentd.server import lifecycle
 from subagentd.wire.call import Call, Handler
 from subagentd.wire.ledger import Deferred
 from subagentd.wire.lockwait import LOCK_WAITS
-from subagentd.wire.methods import METHODS as METHODS  # the full table, once this is imported
-from subagentd.wire.methods import method
+from subagentd.wire.methods import declared, method
 from subagentd.wire.timers import Timers
 
 HOST_CALLER = ""  # idempotency namespace of agents/followup: no agent id is empty (migration m007)
@@ -157,7 +156,7 @@ def agents_wait_idle(call: Call, p: h.WaitIdleParams) -> Any:
 @method("clock/advance", h.ClockAdvanceParams, h.ClockAdvanceResult)
 def clock_advance(call: Call, p: h.ClockAdvanceParams) -> h.ClockAdvanceResult:
     """Tests only: the manual clock moves on, and the timers due on the way run, in order."""
-    timers = call.service.agents.timers
+    timers = call.service.timers
     if not call.service.settings.clock.manual or not isinstance(timers, Timers):
         raise StateInvalidError(
             "clock/advance needs a manual clock: it is served only with --clock manual (for tests)"
@@ -170,15 +169,6 @@ def server_stats(call: Call, p: st.StatsParams) -> st.StatsResult:
     figures = call.service.stats()
     figures.lock_waits = LOCK_WAITS.figures()
     return figures
-
-
-# --- the tools, direct ----------------------------------------------------------------------
-
-
-for _name, _spec in TOOLS.items():
-    METHODS[_name] = Handler(
-        direct_method(_spec), None, _spec.result, writes=_spec.writes, tool=True, defers=_spec.waits
-    )
 
 
 # --- the MCP bridge -------------------------------------------------------------------------
@@ -200,6 +190,14 @@ def _refused(error: SubagentdError) -> t.CallToolResult:
     return call_tool_result(None, error)
 
 
+def _tool_writes(params: Any) -> bool:
+    """Whether a tools/call writes: it then runs in a write transaction (call.run_method), and
+    the connection takes the write lock before it runs."""
+    name = params.get("name") if type(params) is dict else None
+    spec = TOOLS.get(name) if type(name) is str else None
+    return spec is not None and spec.writes
+
+
 @method(
     "tools/call",
     t.ToolsCallParams,
@@ -207,6 +205,7 @@ def _refused(error: SubagentdError) -> t.CallToolResult:
     writes=False,
     confined=True,
     defers=True,
+    writes_if=_tool_writes,
     admit=_served,
     refusal=_refused,
 )
@@ -229,15 +228,25 @@ def tools_call(call: Call, p: t.ToolsCallParams) -> Any:
     return call_tool_result(result, None)  # type: ignore[arg-type]  # a Waiter only when spec.waits
 
 
-def _tool_writes(params: Any) -> bool:
-    """Whether a tools/call writes: it then runs in a write transaction (call.run_method), and
-    the connection takes the write lock before it runs."""
-    name = params.get("name") if type(params) is dict else None
-    spec = TOOLS.get(name) if type(name) is str else None
-    return spec is not None and spec.writes
+def build_methods() -> dict[str, Handler]:
+    """The one table of every method the server serves (see the module's docstring)."""
+    here = declared(sys.modules[__name__])
+    bridge = {name: here.pop(name) for name in ("tools/list", "tools/call")}
+    direct = {
+        name: Handler(
+            direct_method(spec), None, spec.result, writes=spec.writes, tool=True, defers=spec.waits
+        )
+        for name, spec in TOOLS.items()
+    }
+    return (
+        lifecycle.handshake_methods()
+        | declared(tasks)
+        | here
+        | direct
+        | bridge
+        | declared(resources)
+        | declared(elicitation)
+    )
 
 
-METHODS["tools/call"] = msgspec.structs.replace(METHODS["tools/call"], writes_if=_tool_writes)
-
-# registers resources/* and question/answer
-from subagentd.mcp import elicitation, resources  # noqa: E402, F401
+METHODS: Final = build_methods()

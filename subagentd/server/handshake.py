@@ -21,7 +21,7 @@ import msgspec
 
 from subagentd.errors import SubagentdError
 from subagentd.server.dispatcher import LIFECYCLE, Dispatcher, decode, invoke_directly
-from subagentd.server.lifecycle import METHODS
+from subagentd.server.lifecycle import handshake_methods
 from subagentd.wire.framing import Frame, FrameReader, encode_frame
 from subagentd.wire.session import Session
 
@@ -68,7 +68,7 @@ def answer_handshake(in_fd: int, out_fd: int, started: Started, settings: Settin
         started.session,
         settings,
         invoke_directly,
-        methods={name: METHODS[name] for name in LIFECYCLE},
+        methods={name: h for name, h in handshake_methods().items() if name in LIFECYCLE},
     )
     while started.frames:
         reply = _answer(dispatcher, started.frames[0])

@@ -1,10 +1,12 @@
 """The handshake methods (initialize, ping, server/discover) and notifications/initialized.
 
-They need no state and nothing of core, so start-up answers them before the rest is loaded.
+They need no state and nothing of core, so start-up answers them before the rest is loaded
+(`handshake_methods`); server/handlers.py build_methods puts them first in the full table.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import subagentd
@@ -13,9 +15,8 @@ from subagentd.schema import host_methods as h
 from subagentd.schema import lifecycle as lc
 from subagentd.schema.base import Params
 from subagentd.schema.tasks import SERVER_CAPABILITY, TASKS_EXTENSION, TASKS_VERSIONS
-from subagentd.wire.call import Call
-from subagentd.wire.methods import METHODS as METHODS  # with at least these registered
-from subagentd.wire.methods import RawParams, method
+from subagentd.wire.call import Call, Handler
+from subagentd.wire.methods import RawParams, declared, method
 
 INSTRUCTIONS = (
     "subagentd keeps a tree of agents: spawn children, queue their next turns with send_message,"
@@ -95,3 +96,8 @@ def discover(call: Call, p: Params) -> lc.DiscoverResult:
 @method("ping", Params, h.Empty, writes=False, confined=True)
 def ping(call: Call, p: Params) -> h.Empty:
     return h.Empty()
+
+
+def handshake_methods() -> dict[str, Handler]:
+    """The methods declared here: initialize, notifications/initialized, server/discover, ping."""
+    return declared(sys.modules[__name__])

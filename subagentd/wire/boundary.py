@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from subagentd.core.texts import REFUSED
 from subagentd.errors import DRIVER_ERRORS, InvalidParamsError, StorageFailedError, SubagentdError
 from subagentd.schema.base import ID_PATTERN, ID_RULE
 from subagentd.schema.codes import Code
@@ -25,7 +26,7 @@ _ID_REGEX = f"`str` matching regex {ID_PATTERN!r}"
 
 def error_text(exc: SubagentdError) -> str:
     """The text a model sees for a refused tool call (SEMANTICS.md: `Error: <reason>`)."""
-    return f"Error: {exc.message}"
+    return REFUSED + exc.message
 
 
 def domain_error(exc: BaseException) -> SubagentdError:

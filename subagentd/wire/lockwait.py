@@ -8,12 +8,16 @@ come first served, in a worker thread (`Store.lend_lock`, storage/postgres/lockq
 busy handler has no queue: the lock is tried again after a short sleep, doubling up to POLL_MAX.
 A process waits in PostgreSQL's queue once: its other tasks that need the lock meanwhile wait for
 that wait, and get their turn under the lock it takes before the task that waited goes on.
+
+`run_when_locked` is the one way work outside a request does this and retries: every caller (the
+timers, the doorbell, shutdown, the runners' turn ends and transcripts, the relay socket's tool
+calls) waits in the lock queue first and again after each refusal, and never polls the write.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import anyio
@@ -23,6 +27,7 @@ from subagentd.schema.stats import LockWaits
 
 POLL_MIN = 0.0005  # seconds before the first retry (a group elsewhere often ends within a few ms)
 POLL_MAX = 0.004  # longest sleep between tries: short, to meet a sibling's gap between groups
+BUSY_RETRY = 0.1  # seconds before work refused for another process's lock waits for it again
 
 
 class Locks(Protocol):
@@ -118,3 +123,13 @@ async def _in_queue(store: Locks, queued: Callable[[], None]) -> None:
         del _LENT[key]
         settled.set()
     await anyio.lowlevel.cancel_shielded_checkpoint()
+
+
+async def run_when_locked(lock: Callable[[], Awaitable[None]], run: Callable[[], bool]) -> None:
+    """Wait for another process's write lock (`lock`: in the lock queue, the event loop serving
+    on), then do the work (`run`: False when the lock refused it, having stayed held past the
+    patience); refused, wait in the queue again BUSY_RETRY later, until it is done."""
+    await lock()
+    while not run():
+        await anyio.sleep(BUSY_RETRY)
+        await lock()

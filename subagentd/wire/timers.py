@@ -2,8 +2,8 @@
 
 Each callback waits for the write lock if another process holds it (`lock`, the event loop serving
 on), then runs as its own piece of work in the current commit group (`run`, which is
-Connection.run_work); work refused because the lock stayed held past the patience runs again
-BUSY_RETRY later.
+Connection.run_work); work refused because the lock stayed held past the patience waits for it
+again (wire/lockwait.py run_when_locked).
 
 Under a manual clock (`--clock manual`, for tests) nothing sleeps: `call_later` files the callback
 by its due time and `advance` (the host's `clock/advance`) moves the clock forward, running each
@@ -22,8 +22,7 @@ import anyio.abc
 
 from subagentd.core.clock import SYSTEM, Clock, ManualClock
 from subagentd.core.service import Service
-
-BUSY_RETRY = 0.1  # seconds before a timer's work refused for another process's lock runs again
+from subagentd.wire.lockwait import run_when_locked
 
 Work = Callable[[Callable[[], None]], bool]  # runs a callback; False when the lock refused it
 
@@ -55,9 +54,7 @@ class Timers:
         async def later() -> None:
             with scope:
                 await anyio.sleep(delay)
-                await self._lock()
-                if not self._run(callback):
-                    self.call_later(BUSY_RETRY, callback)
+                await run_when_locked(self._lock, lambda: self._run(callback))
 
         assert self._tg is not None, "timers run only while the connection serves"
         self._tg.start_soon(later)
@@ -95,7 +92,7 @@ class Timers:
                 continue
             if was_stale:
                 self.resynced()
-            if service.store.per_tree and not service.recovery.heartbeat_due():
+            if service.per_tree and not service.recovery.heartbeat_due():
                 continue  # nothing to write: every tree's lock is not taken for nothing
             await self._lock()
             # refused (the lock held past the patience): the next one retries

@@ -16,6 +16,7 @@ import pytest
 from subagentd.core.settings import Settings
 from subagentd.errors import LeaseLostError
 from subagentd.server.dispatcher import Dispatcher
+from subagentd.server.handlers import METHODS
 from subagentd.storage.database import SqliteStore
 from subagentd.storage.postgres import is_postgres
 from subagentd.storage.postgres.group import WRITER_LOCK
@@ -218,7 +219,9 @@ def test_reads_and_read_only_tools_never_wait_for_another_process_lock(shared, s
 
 
 def test_a_frame_takes_the_lock_ahead_only_when_its_method_writes():
-    dispatcher = Dispatcher(Session(), Settings(), invoke=lambda call, handler, message: None)
+    dispatcher = Dispatcher(
+        Session(), Settings(), invoke=lambda call, handler, message: None, methods=METHODS
+    )
 
     def request(method, **params):
         return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}

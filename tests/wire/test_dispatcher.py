@@ -45,6 +45,7 @@ def make_dispatcher(*, initialized: bool = True, max_pending: int = 1024) -> Dis
         service.settings,
         JsonRpc(METHODS),
         service=service,
+        methods=METHODS,
         max_pending=max_pending,
     )
     service.attach(Outlets(dispatcher.emit, ManualTimers()))
@@ -350,7 +351,7 @@ def test_beyond_the_bound_on_waiting_replies_a_request_is_overloaded():
 
 def test_the_start_up_path_answers_the_handshake_exactly_as_the_server_does():
     settings = Settings()
-    direct = Dispatcher(Session(), settings, invoke_directly)
+    direct = Dispatcher(Session(), settings, invoke_directly, methods=METHODS)
     served = make_dispatcher(initialized=False)
     for method, params in (("ping", {}), ("server/discover", {}), ("initialize", INIT)):
         assert msgspec.json.encode(request(direct, method, params, 9)) == msgspec.json.encode(

@@ -122,6 +122,7 @@ def test_the_whole_server_serves_a_host_on_every_anyio_backend(backend):
     from subagentd.core.service import Service
     from subagentd.core.settings import Settings
     from subagentd.server.connection import Connection
+    from subagentd.server.handlers import METHODS
     from subagentd.storage.database import SqliteStore
     from subagentd.wire.transport import FdWriter
 
@@ -135,6 +136,7 @@ def test_the_whole_server_serves_a_host_on_every_anyio_backend(backend):
         FdReader(to_server_r),
         FdWriter(from_server_w),
         locks=service.store,
+        methods=METHODS,
         handle_signals=False,
         grace=1.0,
     )
