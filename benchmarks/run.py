@@ -135,6 +135,16 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
+def own_tree(server: Any, k: int) -> None:
+    """Process k's own tree: root r<k> with a child k<k> whose first turn started."""
+    server.initialize()
+    server.call("agents/open", {"agent_id": f"r{k}"})
+    server.call(
+        "agents/spawn", {"caller": f"r{k}", "label": "w", "prompt": "go", "child_id": f"k{k}"}
+    )
+    server.notification("turn/start", agent_id=f"k{k}")
+
+
 class Bench:
     def __init__(
         self,
@@ -319,13 +329,7 @@ class Bench:
         servers = [self.start("subagentd", db) for _ in range(processes)]
         try:
             for k, server in enumerate(servers):
-                server.initialize()
-                server.call("agents/open", {"agent_id": f"r{k}"})
-                server.call(
-                    "agents/spawn",
-                    {"caller": f"r{k}", "label": "w", "prompt": "go", "child_id": f"k{k}"},
-                )
-                server.notification("turn/start", agent_id=f"k{k}")
+                own_tree(server, k)
             share = self.sizes.sends // processes
             bursts = [
                 [
@@ -379,13 +383,7 @@ class Bench:
         servers = [self.start("subagentd", db) for _ in range(2)]
         try:
             for k, server in enumerate(servers):
-                server.initialize()
-                server.call("agents/open", {"agent_id": f"r{k}"})
-                server.call(
-                    "agents/spawn",
-                    {"caller": f"r{k}", "label": "w", "prompt": "go", "child_id": f"k{k}"},
-                )
-                server.notification("turn/start", agent_id=f"k{k}")
+                own_tree(server, k)
             burster, prober = servers
             probes = iter(range(10**9))
 

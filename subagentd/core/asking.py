@@ -49,18 +49,7 @@ class Asking:
             raise error_for(Code.ACTIVATION_CLOSING, texts.ASK_NOT_RUNNING.format(id=shown))
         if child.turn is None or child.turn.interrupted:
             raise error_for(Code.INVALID_STATE, texts.ASK_NOT_RUNNING.format(id=shown))
-        options = args.options or []
-        if len(options) > texts.ASK_OPTION_COUNT or any(
-            len(o) > texts.ASK_OPTION_CHARS for o in options
-        ):
-            raise error_for(
-                Code.INVALID_PARAMS,
-                texts.ASK_OPTIONS.format(
-                    count=texts.ASK_OPTION_COUNT, chars=texts.ASK_OPTION_CHARS
-                ),
-            )
-        if not args.question.strip():
-            raise error_for(Code.INVALID_PARAMS, texts.ASK_EMPTY)
+        options = checked_options(args.question, args.options)
         if self.questions.pending.get(caller):
             raise error_for(Code.INVALID_STATE, texts.ASK_OPEN.format(id=shown))
         parent = self.registry.get(child.parent_id)
@@ -112,6 +101,20 @@ class Asking:
         waiter = self.waits.add(check, int(timeout * 1000 * SLACK) + 1000, token)
         waiter.abandoned = lambda: self.questions.cancel(caller, turn_id, "withdrawn")
         return waiter
+
+
+def checked_options(question: str, options: list[str] | None) -> list[str]:
+    """A question's rules, for both kinds (ask_parent, ask_user): a question that says something
+    and at most ASK_OPTION_COUNT short options; the options offered."""
+    offered = options or []
+    if len(offered) > texts.ASK_OPTION_COUNT or any(
+        len(o) > texts.ASK_OPTION_CHARS for o in offered
+    ):
+        counts = {"count": texts.ASK_OPTION_COUNT, "chars": texts.ASK_OPTION_CHARS}
+        raise error_for(Code.INVALID_PARAMS, texts.ASK_OPTIONS.format(**counts))
+    if not question.strip():
+        raise error_for(Code.INVALID_PARAMS, texts.ASK_EMPTY)
+    return offered
 
 
 def _result(why: str, answer: str, timeout: float) -> AskParentResult:

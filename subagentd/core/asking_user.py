@@ -19,6 +19,7 @@ from typing import Any
 
 from subagentd.core import texts
 from subagentd.core.agents import Agents
+from subagentd.core.asking import checked_options
 from subagentd.core.questions import Questions
 from subagentd.core.stamps import mint
 from subagentd.core.waits import Waiter, Waits
@@ -69,18 +70,7 @@ class AskingUser:
         shown = texts.shown(caller)
         if child is None or child.disposing or child.turn is None or child.turn.interrupted:
             raise error_for(Code.INVALID_STATE, texts.USER_NOT_RUNNING.format(id=shown))
-        options = args.options or []
-        if len(options) > texts.ASK_OPTION_COUNT or any(
-            len(o) > texts.ASK_OPTION_CHARS for o in options
-        ):
-            raise error_for(
-                Code.INVALID_PARAMS,
-                texts.ASK_OPTIONS.format(
-                    count=texts.ASK_OPTION_COUNT, chars=texts.ASK_OPTION_CHARS
-                ),
-            )
-        if not args.question.strip():
-            raise error_for(Code.INVALID_PARAMS, texts.ASK_EMPTY)
+        options = checked_options(args.question, args.options)
         if caller in self.by_child or self.questions.pending.get(caller):
             raise error_for(Code.INVALID_STATE, texts.USER_OPEN.format(id=shown))
         root = child.lineage[-1] if child.lineage else caller
