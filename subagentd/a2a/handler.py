@@ -284,7 +284,7 @@ class Face(RequestHandler):
         except Refused as refused:
             raise TaskNotCancelableError(message=refused.text) from None
         with anyio.move_on_after(CANCEL_WAIT):
-            while agent is not None and agent["status"] == "running":
+            while agent is not None and agent["status"] in ("running", "waiting"):
                 await self.tree.changed(LOOK)
                 agent = await self.tree.agent(params.id)
         return await self._task(params.id, 0)

@@ -41,7 +41,7 @@ def state_of(status: str, parked: int, ended: str | None, queued: int = 0) -> in
     """A subagent's A2A task state: running or with input waiting, working; live between turns,
     input-required when only parked messages (an interrupt) hold it, else working (it waits on
     subagents of its own); settled, by how its last turn ended."""
-    if status == "running" or queued > 0:
+    if status in ("running", "waiting") or queued > 0:  # waiting: in its turn, for an answer
         return WORKING
     if status == "idle":
         return INPUT_REQUIRED if parked > 0 else WORKING

@@ -8,7 +8,9 @@ is emitted, which the connection writes to a host that declared
 as `question/answer` (or the elicitation's response, turned into it). With no way to reach a
 person (`Agents.person` says so for the root) the call fails at once. A question ends
 unanswered when the asking turn is interrupted or ends, after `--question-timeout`, or at
-shutdown; the client is told with `question/cancelled`. Questions live in memory only.
+shutdown; the client is told with `question/cancelled`. While a question is open, the asker
+and every live agent above it whose turn is open are shown `waiting`. Questions live in memory
+only.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class UserQuestion:
     child_id: str
     turn_id: str
     root_id: str
+    lineage: tuple[str, ...] = ()  # the asker and its durable ancestors, nearest first
     ended: list[AskUserResult] = field(default_factory=list)
     stop_timer: Callable[[], None] | None = None
 
@@ -81,7 +84,7 @@ class AskingUser:
         label = (record.label or "") if record is not None else ""
         turn_id = child.turn.turn_id
         timeout = self.agents.settings.question_timeout
-        question = UserQuestion(mint(), caller, turn_id, root)
+        question = UserQuestion(mint(), caller, turn_id, root, child.lineage or (caller,))
         self.pending[question.question_id] = question
         self.by_child[caller] = question.question_id
         listed = ", ".join(f'"{texts.shown(o)}"' for o in dict.fromkeys(options))
@@ -102,6 +105,7 @@ class AskingUser:
         )
         asked = {"question": args.question, "to": "user", "question_id": question.question_id}
         self.agents.record(caller, turn_id, "question", asked)
+        self._hold(question, True)
         question.stop_timer = self.agents.timers.call_later(
             timeout, lambda: self._end(question, "timeout")
         )
@@ -169,3 +173,20 @@ class AskingUser:
             question.stop_timer()
         question.ended.append(result)
         self.agents.record(question.child_id, question.turn_id, "question_end", {"why": why})
+        self._hold(question, False)
+
+    def _hold(self, question: UserQuestion, held: bool) -> None:
+        """The asker and each live agent above it are shown `waiting` while the question is open
+        (those with an open turn: `LiveAgent.status`), and their status again once it ends."""
+        asker = question.child_id
+        for agent_id in question.lineage:
+            agent = self.registry.get(agent_id)
+            if agent is None or (asker in agent.person) == held:
+                continue
+            before = agent.status
+            if held:
+                agent.person = (*agent.person, asker)
+            else:
+                agent.person = tuple(a for a in agent.person if a != asker)
+            if agent.status != before:
+                self.agents.status_changed(agent)

@@ -238,7 +238,8 @@ class Delegation:
     ) -> tuple[list[str], list[str], bool]:
         """(running, runnable, whether any of them is live in another process) over the whole
         stored tree below `root_id`, in tree order: an agent live here by its registry entry,
-        one live elsewhere by its lease (`running`) or its committed inbox (a queued message)."""
+        one live elsewhere by its lease (`running`, `waiting`) or its committed inbox (a queued
+        message)."""
         ids = [root_id, *(row[0] for row in self.store.tree_rows(root_id, True))]
         live = self.registry.lookup
         running: list[str] = []
@@ -252,7 +253,7 @@ class Delegation:
                 elif agent.pending and not (agent.parked or agent.held):
                     runnable.append(agent_id)
             elif agent_id in elsewhere:
-                if elsewhere[agent_id] == "running":
+                if elsewhere[agent_id] in ("running", "waiting"):  # in its turn
                     running.append(agent_id)
                     foreign = True
                 elif self.store.inbox_counts(agent_id)[0]:

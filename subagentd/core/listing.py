@@ -149,6 +149,7 @@ def descendants(
     counted = parked.get
     listed: list[AgentRow] = []
     lines: list[str] = []
+    persons: dict[int, str] = {}  # rows waiting for the person: their brackets, by index
     append, line = listed.append, lines.append
     found = elsewhere.get
     ending = texts.LAST_TURN.get
@@ -185,7 +186,10 @@ def descendants(
         )
         state = status if told is None else texts.LIST_ENDED.format(status=status, ended=told)
         if status == "waiting":  # whose answer it waits for
-            state = (
+            person = _for_person(agent)
+            if person is not None:
+                persons[len(listed) - 1] = person
+            state = person or (
                 texts.LIST_WAITING if depth == 1 else texts.LIST_WAITING_FOR.format(parent=parent)
             )
         if count is not None:
@@ -198,7 +202,7 @@ def descendants(
     if not listed:
         return listed, texts.NO_SUBAGENTS
     if not all(map(str.isprintable, lines)):  # one C pass; rare: escape and draw again
-        lines = _lines([_escaped(row) for row in listed])
+        lines = _lines([_escaped(row) for row in listed], persons)
     return listed, "\n".join(lines)
 
 
@@ -226,29 +230,54 @@ def _described(agent_id: str, body: str | bytes | None | Exception) -> tuple[Mod
     return descriptor.mode, descriptor.label
 
 
-def render(rows: list[AgentRow]) -> str:
-    """The model-visible listing: one line per row, or `(no subagents)`.
+def render(rows: list[AgentRow], live: Callable[[str], LiveAgent | None] | None = None) -> str:
+    """The model-visible listing: one line per row, or `(no subagents)`; `live`: this
+    process's agents, whose rows say whose question to the person they wait for.
 
     When an id, parent or label holds anything but printable characters, the rows are drawn
     with those escaped (texts.shown): a label cannot add lines, reorder the text or hide itself."""
     if not rows:
         return texts.NO_SUBAGENTS
-    lines = _lines(rows)
+    persons: dict[int, str] = {}
+    lines = _lines(rows, persons, live)
     if not all(map(str.isprintable, lines)):  # one C pass; rare: escape and draw again
-        lines = _lines([_escaped(row) for row in rows])
+        lines = _lines([_escaped(row) for row in rows], persons)
     return "\n".join(lines)
 
 
-def _lines(rows: list[AgentRow]) -> list[str]:
+def _for_person(agent: LiveAgent | None) -> str | None:
+    """What a waiting agent's brackets hold when a question to the person holds it (its own, or
+    one below it): None when it waits for its parent's answer, or for no person."""
+    if agent is None or agent.asking or not agent.person:
+        return None
+    if agent.agent_id in agent.person:
+        return texts.LIST_WAITING_PERSON
+    return texts.LIST_WAITING_BELOW.format(asker=texts.shown(agent.person[0]))
+
+
+def _lines(
+    rows: list[AgentRow],
+    persons: dict[int, str],
+    live: Callable[[str], LiveAgent | None] | None = None,
+) -> list[str]:
+    """The rows' lines; `persons`: the brackets of rows waiting for the person, by index (with
+    `live`, those found are added to it, for a second drawing of the same rows)."""
     lines: list[str] = []
     append = lines.append
-    for row in rows:  # runs once per listed agent: one format per line
+    for index, row in enumerate(rows):  # runs once per listed agent: one format per line
         if isinstance(row, ChildRow):
             form = texts.LIST_CHILD if row.depth is None else texts.LIST_DESCENDANT
+            state = None
+            if row.status == "waiting":
+                state = persons.get(index)
+                if state is None and live is not None:
+                    state = _for_person(live(row.id))
+                    if state is not None:
+                        persons[index] = state
             append(
                 form.format(
                     id=row.id,
-                    status=_state(row),
+                    status=state or _state(row),
                     parent=row.parent,
                     depth=row.depth,
                     label=row.label,

@@ -51,12 +51,15 @@ class LiveAgent:
     held_by: Held | None = None  # the budget that keeps its queued input from starting a turn
     descriptor: Descriptor | None = None  # a cold resume's, as read then: its turn/start's resume
     asking: bool = False  # its turn waits for its parent's answer (core/questions.py)
+    # the askers whose open questions to the person hold it, oldest first: itself, or agents
+    # below it (core/asking_user.py)
+    person: tuple[str, ...] = ()
 
     @property
     def status(self) -> Status:
         if self.turn is None:
             return "idle"
-        return "waiting" if self.asking else "running"
+        return "waiting" if self.asking or self.person else "running"
 
 
 class Registry:

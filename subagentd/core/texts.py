@@ -285,6 +285,9 @@ QUESTION_CANCELLED = (
 QUESTION_ANSWERED = "answer delivered to subagent {id}; it continues its turn"
 LIST_WAITING = "waiting for your answer"  # list_agents: a child whose question is open
 LIST_WAITING_FOR = "waiting for an answer from {parent}"  # a deeper one (scope descendants)
+# --- ask_user in listings (docs/semantics.md section 14): the asker, and each agent above it
+LIST_WAITING_PERSON = "waiting for the person's answer"
+LIST_WAITING_BELOW = "waiting: {asker} below it waits for the person's answer"
 QUESTION_NOT_ASKED = "question not asked: {reason}"
 ASK_ANSWERED = "the agent that started you answered: {answer}"
 ASK_ENDED = "no answer to your question: {why}"

@@ -270,7 +270,7 @@ class ToolRules:
         marked = with_held(result.agents, self.registry.held_tree)
         if marked is None:
             return result
-        return ListAgentsResult(text=render(marked), agents=marked)
+        return ListAgentsResult(text=render(marked, self.registry.lookup), agents=marked)
 
     def _children(self, caller: str) -> ListAgentsResult:
         """list_agents {scope: children}: the kept listing while it holds (Listings), else read."""
@@ -286,9 +286,9 @@ class ToolRules:
             self.listings.forget(caller)
             status = self.agents.status_lookup()
             listed = project(store, caller, False, status, include_one_shot=False, endings=True)
-            return ListAgentsResult(text=render(mark_parked(store, listed)), agents=listed)
+            return ListAgentsResult(text=render(mark_parked(store, listed), live), agents=listed)
         listed, by_lease = read
-        text = render(listed)
+        text = render(listed, live)
         if by_lease:
             self.listings.forget(caller)
         else:

@@ -8,7 +8,8 @@ from subagentd.schema.base import Wire
 from subagentd.schema.budgets import Held, Spent
 from subagentd.schema.messages import Mode
 
-Status = Literal["running", "waiting", "idle", "ready"]  # waiting: running, its question open
+# waiting: running, and its question, or one below it to the person, is open
+Status = Literal["running", "waiting", "idle", "ready"]
 # how a turn ended as storage keeps it: the host's reasons, and `deadline` for a turn aborted
 # after its lineage's deadline passed
 Ended = Literal["completed", "aborted", "max-tokens", "refusal", "error", "deadline"]

@@ -193,13 +193,16 @@ def frame(snapshot: Snapshot, title: str, height: int, now: float | None = None)
     if with_usage:
         table.add_column("used", justify="right", no_wrap=True)
     table.add_column("last event", no_wrap=True, overflow="ellipsis", ratio=4)
+    waiting = snapshot.waiting()
     for row in lay_out(build_tree(sessions), max(height - 3, 1)):
-        row_cells = cells(row, snapshot.last, now)
+        row_cells = cells(row, snapshot.last, now, waiting)
         table.add_row(*(row_cells if with_usage else row_cells[:5] + row_cells[6:]))
     return Group(header, table)
 
 
-def cells(row: Row, last: dict[str, Last], now: float) -> tuple[Text, ...]:
+def cells(
+    row: Row, last: dict[str, Last], now: float, waiting: set[str] | frozenset[str] = frozenset()
+) -> tuple[Text, ...]:
     if row.node is None:
         blank = Text("")
         fold = Text(row.prefix + printable(row.folded), style="dim")
@@ -214,7 +217,8 @@ def cells(row: Row, last: dict[str, Last], now: float) -> tuple[Text, ...]:
     if row.folded:
         name.append(f" ({row.folded})", style="dim")
     seen = last.get(s.id, Last())
-    shown = "waiting" if s.status == "open turn" and seen.waiting else s.status  # its question
+    # its question, or one to the person below it (Snapshot.waiting)
+    shown = "waiting" if s.status == "open turn" and (seen.waiting or s.id in waiting) else s.status
     status = Text(shown, style=STATUS_STYLE.get(shown, ""))
     if s.status == "ready" and s.last_reason:
         status.append(f" ({s.last_reason})", style="dim")

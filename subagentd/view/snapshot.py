@@ -27,6 +27,7 @@ class Last:
     at: float | None = None  # epoch seconds
     turn_started: float | None = None
     waiting: bool = False  # its question is open (a `question` event, no `question_end` yet)
+    person: bool = False  # that question is to the person (ask_user): those above it wait too
 
 
 class Snapshot:
@@ -94,8 +95,26 @@ class Snapshot:
             last.turn_started = None
         if kind == "question":
             last.waiting = True
+            last.person = isinstance(data, dict) and data.get("to") == "user"
         elif kind in ("question_end", "turn_start", "turn_end"):
-            last.waiting = False
+            last.waiting = last.person = False
+
+    def waiting(self) -> set[str]:
+        """The sessions shown `waiting` when in a turn: those whose question is open, and every
+        session above one whose question is to the person."""
+        found: set[str] = set()
+        above: set[str] = set()  # walked up to once (a parent cycle in corrupt data ends it)
+        for session_id, last in self.last.items():
+            if not last.waiting:
+                continue
+            found.add(session_id)
+            session = self.sessions.get(session_id) if last.person else None
+            parent = session.parent_id if session is not None else None
+            while parent is not None and parent not in above:
+                above.add(parent)
+                session = self.sessions.get(parent)
+                parent = session.parent_id if session is not None else None
+        return found | above
 
     def shown(self) -> dict[str, SessionRow]:
         """The sessions to draw: all, or the tree below the root asked for."""

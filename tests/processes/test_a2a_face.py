@@ -404,3 +404,13 @@ def test_a_face_without_a_runner_does_not_start(tmp_path):
         "cannot start: subagentd a2a needs --runner: the face runs no model of its own,"
         " and its subagents' turns run with --runner (docs/a2a.md)\n"
     )
+
+
+def test_a_subagent_waiting_for_an_answer_in_its_turn_is_working():
+    """`waiting` (its turn waits for its parent's or the person's answer) is a turn that runs:
+    `working`, whatever its last turn's ending (docs/a2a.md, States)."""
+    from subagentd.a2a.states import state_of
+
+    assert state_of("waiting", 0, None) == TaskState.TASK_STATE_WORKING
+    assert state_of("waiting", 0, "completed") == TaskState.TASK_STATE_WORKING
+    assert state_of("running", 0, "completed") == TaskState.TASK_STATE_WORKING

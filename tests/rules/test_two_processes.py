@@ -107,6 +107,22 @@ def test_the_status_of_an_agent_live_in_another_process_is_its_lease_while_that_
     assert owners(second)["p1"][1] == 0
 
 
+def test_an_agent_waiting_in_another_process_is_in_its_turn_for_wait_idle(tmp_path):
+    """A child waiting for an answer elsewhere (its lease says `waiting`) is in its turn, as one
+    whose lease says `running`: wait_idle names it running."""
+    from subagentd.schema.tools import AskParentArgs
+
+    path, clock = str(tmp_path / "shared.db"), FakeClock()
+    first = process(path, clock, "p1")
+    second = process(path, clock, "p2")
+    step(first, first.open, "root")
+    step(first, first.spawn, "root", "c1")
+    step(first, first.svc.asking.ask_parent, "c1", None, AskParentArgs(question="a or b?"))
+    assert second.svc.agents.status_of("c1") == "waiting"
+    answer = step(second, second.svc.delegation.wait_idle, "root", 0)
+    assert (answer.idle, answer.running) == (False, ["root", "c1"])
+
+
 def test_a_listing_in_another_process_follows_every_change_at_once(tmp_path):
     """list_agents reads statuses and parked counts with the rows (no kept reading): the other
     process's writes, its owner going away, its lease expiring by the clock and this process's

@@ -302,3 +302,37 @@ def test_once_shows_a_child_waiting_for_its_answer(tmp_path):
         assert rows["└─ c1 fixer"][0] == "open turn"
     finally:
         srv.stop()
+
+
+def test_once_shows_the_asker_and_those_above_it_waiting_for_the_person(tmp_path):
+    """An open ask_user question: the asker and the agents above it in a turn are `waiting`
+    while the person is asked, in their turn again once the person answered."""
+    path = str(tmp_path / "asking-user.db")
+    srv = ServerProcess("--ask-user", "on", db=path)
+    try:
+        host = srv.host
+        host.initialize(askUser=True)
+        host.open("root")
+        host.spawn("root", "c1", label="planner")
+        host.spawn("c1", "c2", label="cleaner")
+        asking = host.start("ask_user", {"caller": "c2", "question": "Delete the backups?"})
+        question_id = host.notification("question/ask")["question_id"]
+
+        def statuses() -> dict[str, str]:
+            lines = watch(path, "--once").stdout.splitlines()[2:]
+            return {columns(line)[0]: columns(line)[1] for line in lines}
+
+        assert statuses() == {
+            "root": "ready",
+            "└─ c1 planner": "waiting",
+            "└─ c2 cleaner": "waiting",
+        }
+        host.call("question/answer", {"question_id": question_id, "action": "decline"})
+        assert host.response(asking)["result"]["action"] == "decline"
+        assert statuses() == {
+            "root": "ready",
+            "└─ c1 planner": "open turn",
+            "└─ c2 cleaner": "open turn",
+        }
+    finally:
+        srv.stop()

@@ -155,3 +155,114 @@ def test_a_question_nobody_answers_ends_at_the_question_timeout(make_server):
         "text": "no answer from the person: nobody answered within 600 seconds; go on without"
         " the answer, or ask again",
     }
+
+
+def deep_tree(make_server: Any, **settings: Any) -> Any:
+    """root → c1 (planner, its turn open) → c2 (cleaner, its turn open), a host that answers."""
+    host = make_server(initialize=False, tools=served_tools(None, False, True), **settings).host
+    host.initialize(askUser=True)
+    host.open("root")
+    host.spawn("root", "c1", label="planner")
+    host.spawn("c1", "c2", label="cleaner")
+    return host
+
+
+def shown(host: Any) -> dict[str, Any]:
+    """What the listings say: list_agents of c1 (the asker's parent) and of the root (children
+    and descendants), the statuses of agents/list and agents/get."""
+    listed = host.call("agents/list", {"root_id": "root", "scope": "descendants"})["agents"]
+    return {
+        "c1 lists": host.call("list_agents", {"caller": "c1"})["text"],
+        "root lists": host.call("list_agents", {"caller": "root"})["text"],
+        "root lists all": host.call("list_agents", {"caller": "root", "scope": "descendants"})[
+            "text"
+        ],
+        "agents/list": {row["id"]: row["status"] for row in listed},
+        "agents/get": {
+            agent_id: host.call("agents/get", {"agent_id": agent_id})["status"]
+            for agent_id in ("root", "c1", "c2")
+        },
+    }
+
+
+WAITING = {
+    "c1 lists": "c2 [waiting for the person's answer] — cleaner",
+    "root lists": "c1 [waiting: c2 below it waits for the person's answer] — planner",
+    "root lists all": (
+        "c1 [waiting: c2 below it waits for the person's answer] parent=root depth=1 — planner\n"
+        "c2 [waiting for the person's answer] parent=c1 depth=2 — cleaner"
+    ),
+    "agents/list": {"c1": "waiting", "c2": "waiting"},
+    # the root has no open turn (nothing of it waits): it stays idle
+    "agents/get": {"root": "idle", "c1": "waiting", "c2": "waiting"},
+}
+RUNNING = {
+    "c1 lists": "c2 [running] — cleaner",
+    "root lists": "c1 [running] — planner",
+    "root lists all": (
+        "c1 [running] parent=root depth=1 — planner\nc2 [running] parent=c1 depth=2 — cleaner"
+    ),
+    "agents/list": {"c1": "running", "c2": "running"},
+    "agents/get": {"root": "idle", "c1": "running", "c2": "running"},
+}
+
+
+def test_the_asker_and_every_agent_above_it_are_shown_waiting_until_the_person_answers(
+    make_server,
+):
+    host = deep_tree(make_server, status_events=True)
+    assert shown(host) == RUNNING
+    told(host)
+    asking = host.start("ask_user", {"caller": "c2", "question": QUESTION})
+    question_id = host.notification("question/ask")["question_id"]
+    assert shown(host) == WAITING
+    assert told(host) == [("c2", "waiting"), ("c1", "waiting")]
+    host.call("question/answer", {"question_id": question_id, "action": "accept", "answer": "y"})
+    assert host.response(asking)["result"]["action"] == "accept"
+    assert shown(host) == RUNNING
+    assert told(host) == [("c2", "running"), ("c1", "running")]
+
+
+def told(host: Any) -> list[tuple[str, str]]:
+    """The `agent/status` notifications written so far (taken from the queue)."""
+    host.barrier()
+    notes = [n for n in host.notifications if n.get("method") == "agent/status"]
+    for note in notes:
+        host.notifications.remove(note)
+    return [(n["params"]["agent_id"], n["params"]["status"]) for n in notes]
+
+
+def test_an_agent_waits_for_its_own_question_to_its_parent_before_one_below_it(make_server):
+    host = deep_tree(make_server)
+    host.start("ask_user", {"caller": "c2", "question": QUESTION})
+    host.notification("question/ask")
+    host.start("ask_parent", {"caller": "c1", "question": "Which branch?"})
+    host.notification("turn/start", agent_id="root")  # the question reached the root
+    assert host.call("list_agents", {"caller": "root"})["text"] == (
+        "c1 [waiting for your answer] — planner"
+    )
+    assert host.call("list_agents", {"caller": "c1"})["text"] == (
+        "c2 [waiting for the person's answer] — cleaner"
+    )
+
+
+def test_the_statuses_come_back_when_the_question_times_out(make_server):
+    from subagentd.core.clock import ManualClock
+
+    host = deep_tree(make_server, clock=ManualClock())
+    asking = host.start("ask_user", {"caller": "c2", "question": QUESTION})
+    host.notification("question/ask")
+    assert shown(host) == WAITING
+    host.call("clock/advance", {"seconds": 600.1})
+    assert host.response(asking)["result"]["ended"] == "timeout"
+    assert shown(host) == RUNNING
+
+
+def test_the_statuses_come_back_when_the_askers_turn_is_interrupted(make_server):
+    host = deep_tree(make_server)
+    asking = host.start("ask_user", {"caller": "c2", "question": QUESTION})
+    host.notification("question/ask")
+    host.call("agents/interrupt", {"agent_id": "c2"})
+    assert host.response(asking)["result"]["ended"] == "interrupted"
+    assert host.call("agents/get", {"agent_id": "c1"})["status"] == "running"
+    assert host.call("list_agents", {"caller": "root"})["text"] == "c1 [running] — planner"
