@@ -8,7 +8,6 @@ import os
 import signal
 import sys
 import threading
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import subagentd
@@ -31,13 +30,13 @@ TERMINAL_HINT = (
 )
 
 
-@dataclass
 class Loaded:
     """What the loader thread hands the main thread: the service and its store, or why not."""
 
-    service: Service | None = None
-    store: SqliteStore | PostgresStore | None = None
-    error: BaseException | None = None
+    def __init__(self) -> None:
+        self.service: Service | None = None
+        self.store: SqliteStore | PostgresStore | None = None
+        self.error: BaseException | None = None
 
 
 def serve(options: dict[str, Any]) -> int:
