@@ -232,6 +232,9 @@ export class SubagentdClient extends EventEmitter {
   private nextId = 1;
   private buffer = "";
   private closed = false;
+  private markShut!: () => void;
+  /** Resolved once the connection is closed (every pending request rejected, `isClosed`). */
+  private readonly shut = new Promise<void>((resolve) => (this.markShut = resolve));
   private closedReason = "";
   private cannotStart = false; // closedReason is the server's own `cannot start: …` line
   private stderrPiped = false;
@@ -659,6 +662,7 @@ export class SubagentdClient extends EventEmitter {
     this.closed = true;
     this.closedReason = reason;
     this.cannotStart = cannotStart;
+    this.markShut();
     for (const [id, entry] of [...this.pending]) {
       this.settle(id);
       entry.reject(this.closedError(entry.method));
@@ -752,18 +756,23 @@ export class SubagentdClient extends EventEmitter {
 
   /**
    * End stdin (the server drains, commits and exits) and wait for the exit code. After
-   * `timeoutMs` the process is sent SIGTERM, and SIGKILL after as long again.
+   * `timeoutMs` the process is sent SIGTERM, and SIGKILL after as long again. Resolves once the
+   * connection is closed too (`isClosed`; the process's exit can precede its stdio's end).
    */
   async close(timeoutMs = 10_000): Promise<number | null> {
     const child = this.process;
     if (!this.input.writableEnded) this.input.end();
-    if (!child || child.exitCode !== null || child.signalCode !== null) return this.exited;
-    const timed = (ms: number) =>
-      new Promise<"timeout">((resolve) => setTimeout(resolve, ms, "timeout").unref());
-    if ((await Promise.race([this.exited, timed(timeoutMs)])) === "timeout") {
-      child.kill("SIGTERM");
-      if ((await Promise.race([this.exited, timed(timeoutMs)])) === "timeout") child.kill("SIGKILL");
+    if (!child) return this.exited;
+    if (child.exitCode === null && child.signalCode === null) {
+      const timed = (ms: number) =>
+        new Promise<"timeout">((resolve) => setTimeout(resolve, ms, "timeout").unref());
+      if ((await Promise.race([this.exited, timed(timeoutMs)])) === "timeout") {
+        child.kill("SIGTERM");
+        if ((await Promise.race([this.exited, timed(timeoutMs)])) === "timeout") child.kill("SIGKILL");
+      }
     }
-    return this.exited;
+    const code = await this.exited;
+    await this.shut;
+    return code;
   }
 }
