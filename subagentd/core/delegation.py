@@ -255,7 +255,7 @@ class Delegation:
                 if elsewhere[agent_id] == "running":
                     running.append(agent_id)
                     foreign = True
-                elif self.store.inbox_counts(agent_id)[0]:
+                elif self.store.inbox_counts(agent_id).queued:
                     runnable.append(agent_id)
                     foreign = True
         return running, runnable, foreign
