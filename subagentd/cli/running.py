@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from subagentd.cli.serve_options import ServeOptions
     from subagentd.runners.detached import Background
     from subagentd.server.connection import Connection
 
@@ -25,7 +26,7 @@ def socket_parent() -> str | None:
     return None
 
 
-def runner_command(options: dict[str, Any]) -> list[str] | str | None:
+def runner_command(options: ServeOptions) -> list[str] | str | None:
     """The --runner command as argv, None without --runner, or why it cannot run (a message)."""
     text = options.get("runner")
     if text is None:
@@ -54,7 +55,7 @@ class Running:
     """The runner and the relay around one connection; `serve` is what anyio runs instead of
     `connection.serve`."""
 
-    def __init__(self, connection: Connection, options: dict[str, Any], argv: list[str]) -> None:
+    def __init__(self, connection: Connection, options: ServeOptions, argv: list[str]) -> None:
         import tempfile  # with shutil (in serve): only a --runner serve needs them
 
         from subagentd.runners.handoff import Handoff, subagentd_executable
@@ -108,7 +109,7 @@ class Running:
                 processes=processes,
             )
         self.runner = Runner(
-            service, executor, root=options["caller"], max_running=options["max_running"]
+            service, executor, root=options["caller"] or "", max_running=options["max_running"]
         )
         self.relay = Relay(service, tokens, options["max_frame_bytes"], slots=self.runner)
         self.runner.attach(connection)

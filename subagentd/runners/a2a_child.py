@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -113,7 +113,7 @@ class RemoteTurn:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
 
 
-def refusal(options: dict[str, Any]) -> str | None:
+def refusal(options: Mapping[str, Any]) -> str | None:
     """Why --a2a-agent cannot serve (one `cannot start:` line), before anything is opened."""
     pairs = options.get("a2a_agent") or ()
     if not pairs:
@@ -130,7 +130,7 @@ def refusal(options: dict[str, Any]) -> str | None:
     return None
 
 
-def wire(connection: Connection, options: dict[str, Any], main: Any) -> Any:
+def wire(connection: Connection, options: Mapping[str, Any], main: Any) -> Any:
     """With --a2a-agent: remote children's turns taken ahead of everything else, their runner
     served beside `main` (what anyio runs) and stopped with the connection's runs; the new
     main. Without it, `main` itself."""

@@ -39,7 +39,7 @@ class RunnerServer(InProcessServer):
         self.running: Running | None = None
 
         def serve_with(connection: Any) -> Any:
-            options = {
+            options: Any = {
                 "db": ":memory:",
                 "caller": "root",
                 "max_running": max_running,
