@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, cast
 
 import click
 
@@ -22,6 +22,7 @@ from subagentd.cli.options import (
     serve_arguments,
     serve_options,
 )
+from subagentd.cli.serve_options import ServeOptions
 from subagentd.cli.spec import Spec
 from subagentd.cli.table import VERSION, default_database
 
@@ -49,7 +50,7 @@ def serve(ctx: click.Context, /, **options: Any) -> None:
 
     options["db"] = effective(ctx, "db") or default_database()
     options["log_level"], options["log_format"] = _logging(ctx)
-    ctx.exit(serving.serve(options))
+    ctx.exit(serving.serve(cast(ServeOptions, options)))
 
 
 @cli.command(context_settings=CONTEXT)

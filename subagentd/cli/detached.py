@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from subagentd.cli.detached_files import (
     lock_file,
@@ -36,6 +36,9 @@ from subagentd.cli.detached_files import (
     shown_database,
     write_status,
 )
+
+if TYPE_CHECKING:
+    from subagentd.cli.serve_options import ServeOptions
 
 log = logging.getLogger("subagentd")
 
@@ -55,10 +58,10 @@ def _connect(path: str) -> socket.socket | None:
     return sock
 
 
-def front(options: dict[str, Any], out_fd: int) -> int:
+def front(options: ServeOptions, out_fd: int) -> int:
     """Attach to the background process (starting it if there is none) and relay to it."""
     try:
-        files = paths(options)
+        files = paths(options["db"], options["caller"])
         sock = _connect(files["sock"]) or _start(files, options["db"])
     except OSError as exc:
         log.error("cannot start: --detach: %s", exc)
@@ -168,7 +171,7 @@ def _relay(sock: socket.socket, out_fd: int) -> int:
     return 1
 
 
-def background(options: dict[str, Any]) -> int | None:
+def background(options: ServeOptions) -> int | None:
     """In the background process: take the lock, listen, and serve the root's connection on a
     socketpair (fds 0 and 1) the mux relays to; None to go on serving, else the exit code."""
     from subagentd.runners.detached import Background, Mux
@@ -176,7 +179,7 @@ def background(options: dict[str, Any]) -> int | None:
 
     os.environ.pop(ROLE, None)  # not inherited by the runs
     options["db"] = os.environ.pop(DATABASE, options["db"])
-    files = paths(options)
+    files = paths(options["db"], options["caller"])
     deadline = time.monotonic() + START_PATIENCE
     while True:  # a predecessor that is stopping still holds it for a moment
         lock = lock_file(files["lock"], block=False)
@@ -234,7 +237,7 @@ def background(options: dict[str, Any]) -> int | None:
     return None
 
 
-def finished(options: dict[str, Any], code: int) -> None:
+def finished(options: ServeOptions, code: int) -> None:
     """The background process stopped: its files go, the lock last (still held meanwhile);
     the log stays when it stopped on an error."""
     files = options.get("detached_files")

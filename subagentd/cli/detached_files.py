@@ -10,7 +10,10 @@ import json
 import os
 import shutil
 import tempfile
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    pass
 
 SUN_PATH_MAX = 107
 NAMES = ("sock", "lock", "start", "pid", "log", "runs")
@@ -29,12 +32,12 @@ def directory() -> str:
     return path
 
 
-def paths(options: dict[str, Any]) -> dict[str, str]:
+def paths(database: str, caller: str | None) -> dict[str, str]:
     """The files of the background process for this database and root."""
     from subagentd.storage.postgres import is_postgres
 
-    db = options["db"] if is_postgres(options["db"]) else os.path.abspath(options["db"])
-    key = hashlib.sha256(f"{db}\0{options['caller']}".encode()).hexdigest()[:16]
+    db = database if is_postgres(database) else os.path.abspath(database)
+    key = hashlib.sha256(f"{db}\0{caller}".encode()).hexdigest()[:16]
     return files_of(os.path.join(directory(), key))
 
 

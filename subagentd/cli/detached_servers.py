@@ -144,7 +144,7 @@ def _choose(
         chosen = [s for s in chosen if s["key"].startswith(key)]
         wanted.append(f"key {key}")
     if db is not None and caller is not None:
-        exact = os.path.basename(paths({"db": db, "caller": caller})["pid"]).split(".")[0]
+        exact = os.path.basename(paths(db, caller)["pid"]).split(".")[0]
         chosen = [s for s in chosen if s["key"] == exact]
     elif db is not None:
         chosen = [s for s in chosen if s["db"] == shown_database(db)]

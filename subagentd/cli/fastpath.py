@@ -10,15 +10,18 @@ its messages. So both agree on everything this accepts (tests/project/test_cli.p
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from subagentd.cli.spec import Spec, read_duration
 from subagentd.cli.table import GLOBAL, SERVE, env_name
 
+if TYPE_CHECKING:
+    from subagentd.cli.serve_options import ServeOptions
+
 _SPECS = {spec.name: spec for spec in (*SERVE, *GLOBAL)}
 
 
-def read_serve(argv: list[str], environ: Mapping[str, str]) -> dict[str, Any] | None:
+def read_serve(argv: list[str], environ: Mapping[str, str]) -> ServeOptions | None:
     """The serve options of `argv` (defaults, then variables, then the line), or None."""
     if argv[:1] == ["serve"]:
         argv = argv[1:]
@@ -50,7 +53,7 @@ def read_serve(argv: list[str], environ: Mapping[str, str]) -> dict[str, Any] | 
             return None
         options[spec.dest] = value
     options["version"] = "--version" in given
-    return options
+    return cast("ServeOptions", options)
 
 
 def _convert(spec: Spec, text: str) -> Any:

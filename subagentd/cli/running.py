@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from subagentd.cli.serve_options import ServeOptions
     from subagentd.runners.detached import Background
     from subagentd.server.connection import Connection
 
@@ -25,7 +26,7 @@ def socket_parent() -> str | None:
     return None
 
 
-def runner_command(options: dict[str, Any]) -> list[str] | str | None:
+def runner_command(options: ServeOptions) -> list[str] | str | None:
     """The --runner command as argv, None without --runner, or why it cannot run (a message)."""
     text = options.get("runner")
     if text is None:
@@ -54,12 +55,13 @@ class Running:
     """The runner and the relay around one connection; `serve` is what anyio runs instead of
     `connection.serve`."""
 
-    def __init__(self, connection: Connection, options: dict[str, Any], argv: list[str]) -> None:
+    def __init__(self, connection: Connection, options: ServeOptions, argv: list[str]) -> None:
         import tempfile  # with shutil (in serve): only a --runner serve needs them
 
         from subagentd.runners.handoff import Handoff, subagentd_executable
-        from subagentd.runners.runner import Runner
+        from subagentd.runners.runner import ProcessTurns, Runner, TurnExecutor
         from subagentd.runners.tool_socket import Relay, Tokens
+        from subagentd.runners.watchdog import Watchdog
         from subagentd.storage.postgres import is_postgres
 
         self.connection = connection
@@ -78,30 +80,37 @@ class Running:
         tokens = Tokens(service)
         environment = {"SUBAGENTD_DB": db, "SUBAGENTD_SOCKET": self.path}
         handoff = Handoff(self.directory, subagentd_executable(self.directory), environment)
-        wiring: dict[str, Any] = {
-            "root": options["caller"],
-            "max_running": options["max_running"],
-            "environment": environment,
-            "tokens": tokens,
-            "handoff": handoff,
-            "usage_dir": self.directory,
-        }
         background: Background | None = options.get("detached")  # --detach's background process
-        if background is not None:
-            wiring["processes"] = background.pids
+        processes = background.pids if background is not None else None
+        self.watchdog: Watchdog | None = None
+        executor: TurnExecutor
         if options.get("runner_protocol") == "acp":
-            from subagentd.runners.acp_runner import AcpRunner
+            from subagentd.runners.acp_runner import AcpTurns
 
-            self.runner: Runner = AcpRunner(
-                service,
+            executor = AcpTurns(
                 argv,
+                environment=environment,
+                tokens=tokens,
+                handoff=handoff,
+                processes=processes,
                 permission=options.get("acp_permission", "deny"),
                 permission_timeout=service.settings.question_timeout,
                 max_frame_bytes=options["max_frame_bytes"],
-                **wiring,
             )
         else:
-            self.runner = Runner(service, argv, **wiring)
+            self.watchdog = Watchdog()  # stops the runs' groups should this process die first
+            executor = ProcessTurns(
+                argv,
+                environment=environment,
+                tokens=tokens,
+                watchdog=self.watchdog,
+                usage_dir=self.directory,
+                handoff=handoff,
+                processes=processes,
+            )
+        self.runner = Runner(
+            service, executor, root=options["caller"] or "", max_running=options["max_running"]
+        )
         self.relay = Relay(service, tokens, options["max_frame_bytes"], slots=self.runner)
         self.runner.attach(connection)
         if background is not None:
@@ -123,5 +132,6 @@ class Running:
                 await self.connection.serve()  # its shutdown stops the runs (stop_runs)
                 tg.cancel_scope.cancel()
         finally:
-            self.runner.watchdog.close()
+            if self.watchdog is not None:
+                self.watchdog.close()
             shutil.rmtree(self.directory, ignore_errors=True)

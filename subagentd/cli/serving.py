@@ -8,11 +8,12 @@ import os
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import subagentd
 
 if TYPE_CHECKING:
+    from subagentd.cli.serve_options import ServeOptions
     from subagentd.core.service import Service
     from subagentd.core.settings import Settings
     from subagentd.storage.database import SqliteStore
@@ -39,7 +40,7 @@ class Loaded:
         self.error: BaseException | None = None
 
 
-def serve(options: dict[str, Any]) -> int:
+def serve(options: ServeOptions) -> int:
     """Open the database, then answer the handshake while the dispatcher loads (see prelude)."""
     for signum in (signal.SIGTERM, signal.SIGINT):  # until the server's own handlers take over
         signal.signal(signum, _exit_at_once)
@@ -56,13 +57,14 @@ def serve(options: dict[str, Any]) -> int:
         detach = False
     out_fd = divert_stdout()
     recording = None
-    if options.get("record"):
+    record = options.get("record")
+    if record:
         from subagentd.cli.recording import Recording
 
         try:
-            recording = Recording(options["record"], options["max_frame_bytes"], options["framing"])
+            recording = Recording(record, options["max_frame_bytes"], options["framing"])
         except OSError as exc:
-            log.error("cannot start: --record %s: %s", options["record"], exc)
+            log.error("cannot start: --record %s: %s", record, exc)
             return 1
         out_fd = recording.attach(out_fd)
     if os.isatty(0):
@@ -186,7 +188,7 @@ def serve(options: dict[str, Any]) -> int:
     return code
 
 
-def _database_refusal(options: dict[str, Any]) -> str | None:
+def _database_refusal(options: ServeOptions) -> str | None:
     """Why the options cannot serve this kind of database, before it is opened: a PostgreSQL
     URL without psycopg (the `postgres` extra)."""
     from subagentd.storage.postgres import is_postgres
@@ -198,9 +200,7 @@ def _database_refusal(options: dict[str, Any]) -> str | None:
     return missing("postgres", "--db postgresql://…")
 
 
-def _open_database(
-    path: str, options: dict[str, Any]
-) -> tuple[OpenedDatabase | OpenedPostgres, str]:
+def _open_database(path: str, options: ServeOptions) -> tuple[OpenedDatabase | OpenedPostgres, str]:
     """The database `--db` names, opened and checked before the handshake: a SQLite file, or a
     PostgreSQL database for a `postgresql://` (or `postgres://`) URL, connected and migrated;
     with how logs name it (a URL without its password)."""
@@ -226,7 +226,7 @@ def _open_database(
 
 def _load(
     opened: OpenedDatabase | OpenedPostgres,
-    options: dict[str, Any],
+    options: ServeOptions,
     settings: Settings,
     loaded: Loaded,
 ) -> None:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from subagentd.core.clock import SYSTEM, ManualClock
 from subagentd.core.settings import Settings, served_tools
+
+if TYPE_CHECKING:
+    from subagentd.cli.serve_options import ServeOptions
 
 log = logging.getLogger("subagentd")
 
@@ -30,14 +34,15 @@ BUDGET_NAMES = (  # a new tree's budget (core/budgets.py)
 )
 
 
-def spawn_tool_served(options: dict[str, Any]) -> bool:
+def spawn_tool_served(options: ServeOptions) -> bool:
     """--spawn-tool: on, off, or auto (on exactly when a turn runner runs the children's turns)."""
     choice = options.get("spawn_tool", "auto")
     return choice == "on" or (choice == "auto" and bool(options.get("runner")))
 
 
-def settings_from(options: dict[str, Any]) -> Settings:
+def settings_from(options: ServeOptions) -> Settings:
     """The rules' settings: limits, quotas, a new tree's budget, the served tools, the clock."""
+    table: Mapping[str, Any] = options  # the quotas and budgets by their names in the table
     return Settings(
         report_delivery=options["report_delivery"],
         max_depth=options["max_depth"],
@@ -51,15 +56,15 @@ def settings_from(options: dict[str, Any]) -> Settings:
         ),
         report_window=options["report_window"],
         clock=_clock(options.get("clock", "system")),
-        **{name: options[name] for name in QUOTA_NAMES},
-        **{name: options[name] for name in BUDGET_NAMES},
+        **{name: table[name] for name in QUOTA_NAMES},
+        **{name: table[name] for name in BUDGET_NAMES},
         cost_currency=options.get("cost_currency") or "",
         question_timeout=question_timeout(options),
         a2a_agents=tuple(name for name, _ in options.get("a2a_agent") or ()),
     )
 
 
-def question_timeout(options: dict[str, Any]) -> float:
+def question_timeout(options: ServeOptions) -> float:
     """--question-timeout, or its older name --acp-permission-timeout when that is given."""
     older = options.get("acp_permission_timeout")
     return float(older if older is not None else options.get("question_timeout", 600.0))

@@ -256,7 +256,7 @@ class Delegation:
                 if elsewhere[agent_id] in ("running", "waiting"):  # in its turn
                     running.append(agent_id)
                     foreign = True
-                elif self.store.inbox_counts(agent_id)[0]:
+                elif self.store.inbox_counts(agent_id).queued:
                     runnable.append(agent_id)
                     foreign = True
         return running, runnable, foreign

@@ -31,9 +31,9 @@ class Leases:
     def owner_elsewhere(self, agent_id: str) -> str | None:
         """The owner id of the other process holding this session live, if one does."""
         lease = self.store.get_lease(agent_id)
-        if lease is None or lease[0] == self.agents.owner or not self.holds(lease[0]):
+        if lease is None or lease.owner == self.agents.owner or not self.holds(lease.owner):
             return None
-        return lease[0]
+        return lease.owner
 
     def signal_elsewhere(self, agent_id: str, kind: str, by: str | None = None) -> bool:
         """Queue a signal for the process holding `agent_id` live, if another one does; whether
@@ -65,9 +65,9 @@ class Leases:
         not expired by the write transaction's clock, and its process not gone from this host.
         One that lapsed is fenced on the spot, so it can never act on its sessions again."""
         state = self.store.owner_state(owner)
-        if state is None or state[1]:
+        if state is None or state.fenced:
             return False
-        expires_at = state[0]
+        expires_at = state.expires_at
         if not self.settings.owner_alive(owner):
             return not self.store.fence(owner, None)
         clock = self.store.clock()

@@ -138,7 +138,9 @@ class Recovery:
             if self.registry.get(child_id) is not None:
                 continue
             lease = self.store.get_lease(child_id)
-            if lease is not None and (lease[0] == self.agents.owner or self.leases.holds(lease[0])):
+            if lease is not None and (
+                lease.owner == self.agents.owner or self.leases.holds(lease.owner)
+            ):
                 continue  # live in another process that holds it validly
             self.recover_turn(child_id, turn_id)
             count += 1

@@ -45,10 +45,12 @@ from subagentd.core.store import Store
 from subagentd.core.tracing import Tracing
 from subagentd.otel.export import Batches, Collector
 from subagentd.schema.messages import Message
+from subagentd.schema.records import KeptTrace
 
 log = logging.getLogger("subagentd")
 SHUTDOWN_WAIT = 2.0  # seconds exit gives the last export to a live collector (a down one: none)
 _PROPAGATOR = TraceContextTextMapPropagator()
+KEPT_NONE = KeptTrace("", 0.0)  # a key with no kept trace context
 
 
 class _Ids(RandomIdGenerator):
@@ -144,7 +146,7 @@ class OtelTracing(Tracing):
             keys.append(f"s:{agent_id}")
         kept = self.store.get_traces(keys)
         if agent_id not in self.sessions:
-            self.sessions[agent_id] = kept.get(f"s:{agent_id}", ("", 0.0))[0] or None
+            self.sessions[agent_id] = kept.get(f"s:{agent_id}", KEPT_NONE).traceparent or None
         parent = context_of(traceparent)
         links: list[Link] = []
         events: list[tuple[str, dict[str, Any], float]] = []
@@ -228,7 +230,7 @@ class OtelTracing(Tracing):
         """The span of a turn another process began and never ended (it died): made again here
         with the ids and start that process kept, so the trace gets it whole."""
         kept = self.store.get_traces([f"t:{turn_id}"]).get(f"t:{turn_id}")
-        own, above, *linked = (kept[0] if kept is not None else "").split(" ") + ["-"]
+        own, above, *linked = (kept.traceparent if kept is not None else "").split(" ") + ["-"]
         context = context_of(own)
         if kept is None or context is None:
             return None
@@ -240,7 +242,7 @@ class OtelTracing(Tracing):
             span = self.tracer.start_span(
                 f"invoke_agent {name}",
                 context=_parent(parent),
-                start_time=int(kept[1] * 1e9),
+                start_time=int(kept.at * 1e9),
                 links=links,
                 attributes={
                     "gen_ai.operation.name": "invoke_agent",
@@ -296,7 +298,7 @@ class OtelTracing(Tracing):
         if found is None:
             if agent_id not in self.sessions:
                 kept = self.store.get_traces([f"s:{agent_id}"]).get(f"s:{agent_id}")
-                self.sessions[agent_id] = kept[0] if kept is not None else None
+                self.sessions[agent_id] = kept.traceparent if kept is not None else None
             found = self.sessions[agent_id]
         return found
 

@@ -21,8 +21,10 @@ be handed all of it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -34,10 +36,8 @@ from subagentd.core.descriptors import parse_descriptor
 from subagentd.core.questions import Question
 from subagentd.core.service import Service
 from subagentd.runners.runner import Job, Runner
-from subagentd.runners.tool_socket import Tokens
 from subagentd.schema.budgets import COUNT_MAX, MONEY_MAX, Usage
 from subagentd.schema.host_methods import TurnEndParams
-from subagentd.schema.notifications import TurnInterrupt
 
 if TYPE_CHECKING:
     from subagentd.server.connection import Connection
@@ -113,7 +113,7 @@ class RemoteTurn:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
 
 
-def refusal(options: dict[str, Any]) -> str | None:
+def refusal(options: Mapping[str, Any]) -> str | None:
     """Why --a2a-agent cannot serve (one `cannot start:` line), before anything is opened."""
     pairs = options.get("a2a_agent") or ()
     if not pairs:
@@ -130,15 +130,19 @@ def refusal(options: dict[str, Any]) -> str | None:
     return None
 
 
-def wire(connection: Connection, options: dict[str, Any], main: Any) -> Any:
+def wire(connection: Connection, options: Mapping[str, Any], main: Any) -> Any:
     """With --a2a-agent: remote children's turns taken ahead of everything else, their runner
     served beside `main` (what anyio runs) and stopped with the connection's runs; the new
     main. Without it, `main` itself."""
     pairs = options.get("a2a_agent") or ()
     if not pairs:
         return main
-    remote = A2aChildren(connection.service, dict(pairs))
-    remote.attach(connection)
+    children = A2aChildren(connection.service, dict(pairs))
+    # no --max-running slot: a remote turn runs no process here
+    remote = Runner(
+        connection.service, children, root="", max_running=1_000_000, claims=children.claims
+    )
+    remote.attach(connection)  # offered before the turn runner attached earlier
     earlier_stop, earlier_kill = connection.stop_runs, connection.kill_runs
 
     async def stop_runs() -> None:
@@ -162,29 +166,23 @@ def wire(connection: Connection, options: dict[str, Any], main: Any) -> Any:
     return serve
 
 
-class A2aChildren(Runner):
-    """Runs the turns of remote children (see the module docstring). Taken ahead of the turn
-    runner (a remote child's turn never reaches it); no --max-running slot: a remote turn runs
-    no process here."""
+class A2aChildren:
+    """The executor of remote children's turns (see the module docstring), for a runner of its
+    own: taken ahead of the turn runner (a remote child's turn never reaches it)."""
 
     def __init__(self, service: Service, agents: dict[str, str]) -> None:
-        super().__init__(
-            service,
-            [],
-            root="",
-            max_running=1_000_000,
-            environment={},
-            tokens=Tokens(service),
-        )
+        self.service = service
         self.agents = agents  # NAME -> URL
         self.names: dict[str, str | None] = {}  # agent id -> its A2A agent's NAME (None: local)
         self.clients: dict[str, Any] = {}  # NAME -> a2a-sdk client
         self.turns: dict[str, RemoteTurn] = {}  # turn id -> its remote task
         self._http: Any = None
+        self._runner: Runner | None = None
 
-    def attach(self, connection: Connection) -> None:
-        self._connection = connection
-        connection.intercept(self._take)  # offered before the turn runner attached earlier
+    @property
+    def runner(self) -> Runner:
+        assert self._runner is not None, "serving() first"
+        return self._runner
 
     def claims(self, agent_id: str) -> bool:
         """A subagent spawned with `agent: {a2a: NAME}` (its descriptor says so)."""
@@ -200,20 +198,22 @@ class A2aChildren(Runner):
             self.names[agent_id] = choice.a2a if choice is not None else None
         return self.names[agent_id]
 
-    async def serve(self) -> None:
+    @contextlib.asynccontextmanager
+    async def serving(self, runner: Runner) -> AsyncIterator[None]:
+        """The HTTP client the remote agents are reached with, while the runner serves."""
         import httpx
 
+        self._runner = runner
         self._http = httpx.AsyncClient(timeout=httpx.Timeout(CONNECT_TIMEOUT, read=None))
         try:
-            await super().serve()
+            yield
         finally:
             with anyio.CancelScope(shield=True):
                 await self._http.aclose()
 
-    async def stop(self, grace: float) -> None:
+    async def stop(self, jobs: list[Job], grace: float) -> None:
         """At shutdown (the turns already ended): each remote task still running is cancelled,
-        up to `grace` seconds for the cancels."""
-        self.waiting.clear()
+        up to `grace` seconds for the cancels; then each turn is left (it ends `aborted`)."""
         with anyio.move_on_after(grace):
             async with anyio.create_task_group() as tg:
                 for turn in list(self.turns.values()):
@@ -222,25 +222,20 @@ class A2aChildren(Runner):
         for turn in list(self.turns.values()):
             turn.scope.cancel()
 
-    def kill_all(self) -> None:
-        self.waiting.clear()
-        for turn in list(self.turns.values()):
-            turn.job.interrupted = True
+    def kill(self, job: Job) -> None:
+        turn = self.turns.get(job.start.turn_id)
+        if turn is not None:
             turn.scope.cancel()
 
-    def lend(self, agent_id: str) -> str | None:
-        return None  # a remote child calls no tools here
+    async def stopped(self, grace: float) -> None:
+        pass
 
     # --- interrupts ----------------------------------------------------------------------
 
-    def _interrupt(self, event: TurnInterrupt, tg: anyio.abc.TaskGroup) -> None:
-        turn = self.turns.get(event.turn_id)
-        if turn is None:
-            super()._interrupt(event, tg)  # not started yet: it never starts
+    def interrupt(self, job: Job, tg: anyio.abc.TaskGroup) -> None:
+        turn = self.turns.get(job.start.turn_id)
+        if turn is None:  # being set up: its run sees the job interrupted
             return
-        if turn.job.interrupted or turn.job.done:
-            return
-        turn.job.interrupted = True
         tg.start_soon(self._cancel_task, turn)
         tg.start_soon(self._leave_after_grace, turn)
 
@@ -264,7 +259,7 @@ class A2aChildren(Runner):
 
     # --- one turn ------------------------------------------------------------------------
 
-    async def _run(self, job: Job, tg: anyio.abc.TaskGroup) -> None:
+    async def run(self, job: Job) -> None:
         start = job.start
         name = self.remote_name(start.agent_id) or ""
         turn = RemoteTurn(job, name)
@@ -281,10 +276,6 @@ class A2aChildren(Runner):
         finally:
             job.done = True
             self.turns.pop(start.turn_id, None)
-            self.running.pop(start.turn_id, None)
-            self._launch(tg)
-            if not self.running and self._stopped is not None:
-                self._stopped.set()
 
     async def _turn(self, turn: RemoteTurn) -> tuple[str, str | None]:
         start = turn.job.start
@@ -496,7 +487,9 @@ class A2aChildren(Runner):
             label=(record.label or "") if record is not None else "",
         )
         asked: list[bool] = []
-        await self._work(lambda: asked.append(self.service.questions.ask(question)), start.agent_id)
+        await self.runner.work(
+            lambda: asked.append(self.service.questions.ask(question)), start.agent_id
+        )
         if not asked or not asked[0]:
             turn.message = "there is no parent to ask"
             return None
@@ -505,11 +498,11 @@ class A2aChildren(Runner):
         )
         try:
             await resolved.wait()
-            await self._committed()  # the answer (or the cancellation) is durable
+            await self.runner.connection.committed()  # the answer (or the cancellation) is durable
         finally:
             if not box:  # cancelled (the runner stops): the question goes with it
                 questions = self.service.questions
-                await self._work(
+                await self.runner.work(
                     functools.partial(questions.cancel, start.agent_id, start.turn_id, "ended"),
                     start.agent_id,
                 )
@@ -535,18 +528,10 @@ class A2aChildren(Runner):
         agent_id, turn_id = turn.job.start.agent_id, turn.job.start.turn_id
 
         def write() -> None:
-            if self._current(agent_id, turn_id):
+            if self.runner.current(agent_id, turn_id):
                 self.service.record(agent_id, turn_id, kind, data)
 
-        await self._work(write, agent_id)
-
-    async def _work(self, work: Any, agent_id: str) -> None:
-        """`work` in a transaction of the connection's group, on the agent's tree only, once
-        another process's write lock let it (waited for in the lock queue)."""
-        assert self._connection is not None
-        connection = self._connection
-        with anyio.CancelScope(shield=True):
-            await connection.run_locked(work, connection.tree_of(agent_id))
+        await self.runner.work(write, agent_id)
 
     async def _finish(self, turn: RemoteTurn, reason: str, output: str | None) -> None:
         """End the turn (unless it ended otherwise), charged the usage the agent reported."""
@@ -557,7 +542,7 @@ class A2aChildren(Runner):
         detail = {"agent": turn.name, "task_id": turn.task_id, "state": turn.state}
 
         def end() -> None:
-            if not self._current(agent_id, turn_id):
+            if not self.runner.current(agent_id, turn_id):
                 return
             self.service.record(agent_id, turn_id, "a2a_end", detail)
             params = TurnEndParams(
@@ -569,7 +554,7 @@ class A2aChildren(Runner):
             )
             self.service.host.finish_turn(params, None)
 
-        await self._end_durably(agent_id, turn_id, end)
+        await self.runner.end_durably(agent_id, turn_id, end)
 
     def _stored_context(self, agent_id: str) -> tuple[str, set[str]]:
         """The contextId the child's last remote task had (`a2a_task` in its transcript), and

@@ -1,7 +1,7 @@
 """The ACP turn runner (`--runner-protocol acp`): each subagent is a session of an ACP agent.
 
-The turns it claims, their queue and `--max-running` are the process runner's (runners/runner.py);
-what differs is how a turn runs (docs/acp.md). Agent processes (`--runner COMMAND`) form a pool
+The turns it claims, their queue and `--max-running` are the runner's (runners/runner.py), which
+is given `AcpTurns` as its executor: what differs is how a turn runs (docs/acp.md). Agent processes (`--runner COMMAND`) form a pool
 of at most `--max-running`, each `initialize`d once when it starts and reused across turns; a
 subagent's first turn opens a session (`session/new` with the working directory and the
 agent's own tools as its MCP server, `subagentd mcp`) on the least busy process, and each turn
@@ -28,10 +28,11 @@ its end — shares the turn's state; split, each step would have to be handed al
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +52,6 @@ from subagentd.runners.runner_pids import PidFiles
 from subagentd.runners.tool_socket import Tokens
 from subagentd.schema.budgets import Usage
 from subagentd.schema.host_methods import TurnEndParams
-from subagentd.schema.notifications import TurnInterrupt
 
 log = logging.getLogger("subagentd")
 
@@ -85,37 +85,27 @@ class AgentSession:
     totals: SessionTotals  # what the agent last reported as the session's running totals
 
 
-class AcpRunner(Runner):
-    """Runs the claimed turns as prompts of ACP sessions (see the module docstring)."""
+class AcpTurns:
+    """The ACP executor of the runner's turns: each turn a prompt of an ACP session (see the
+    module docstring)."""
 
     def __init__(
         self,
-        service: Service,
         command: list[str],
         *,
-        root: str,
-        max_running: int,
         environment: dict[str, str],
         tokens: Tokens,
         handoff: Handoff,
-        usage_dir: str | None = None,
         processes: PidFiles | None = None,
         permission: str = "deny",
         permission_timeout: float = 600.0,
         max_frame_bytes: int = MAX_LINE,
     ) -> None:
-        super().__init__(
-            service,
-            command,
-            root=root,
-            max_running=max_running,
-            environment=environment,
-            tokens=tokens,
-            handoff=handoff,
-            usage_dir=usage_dir,
-            processes=processes,
-        )
+        self.command = command
+        self.environment = environment  # SUBAGENTD_DB and SUBAGENTD_SOCKET, added to os.environ
+        self.tokens = tokens
         self.acp_handoff = handoff
+        self.processes = processes  # --detach: each agent process's pid, while it lives
         self.ask_parent = permission == "ask-parent"
         self.policy = permission_policy("deny" if self.ask_parent else permission)
         self.permission_timeout = permission_timeout
@@ -126,19 +116,32 @@ class AcpRunner(Runner):
             str, AgentSession
         ] = {}  # agent id -> its session, while this process runs
         self.turns: dict[str, tuple[AgentProcess, str]] = {}  # turn id -> where it prompts
+        self._runner: Runner | None = None
         self._processes: anyio.abc.TaskGroup | None = None
         self._stopping: anyio.Event | None = None  # set by stop(): nothing commits after it
         self._pool_changed = anyio.Event()  # a process became ready or idle, or left the pool
         self.scopes: dict[str, anyio.CancelScope] = {}  # turn id -> what it waits for
         self.past_grace: set[str] = set()  # turn ids stopped at the grace
 
-    async def serve(self) -> None:
+    @property
+    def runner(self) -> Runner:
+        assert self._runner is not None, "serving() first"
+        return self._runner
+
+    @property
+    def service(self) -> Service:
+        return self.runner.service
+
+    @contextlib.asynccontextmanager
+    async def serving(self, runner: Runner) -> AsyncIterator[None]:
+        """The agent processes' task group while the runner serves; every one killed after."""
+        self._runner = runner
         self._stopping = anyio.Event()
         try:
             async with anyio.create_task_group() as processes:
                 self._processes = processes
                 try:
-                    await super().serve()
+                    yield
                 finally:
                     processes.cancel_scope.cancel()
         finally:
@@ -152,15 +155,21 @@ class AcpRunner(Runner):
         if self.processes is not None and process.process is not None:
             self.processes.remove(process.process.pid)
 
-    async def stop(self, grace: float) -> None:
+    async def stop(self, jobs: list[Job], grace: float) -> None:
         if self._stopping is not None:
             self._stopping.set()
-        for job in list(self.running.values()):  # the questions still open are cancelled
+        for job in jobs:  # the questions still open are cancelled
             await self._cancel_questions(job, "interrupted")
         for process, session_id in list(self.turns.values()):  # the prompts still running
             if session_id:
                 process.notify("session/cancel", {"sessionId": session_id})
-        await super().stop(grace)
+        for job in jobs:
+            job.interrupted = True
+
+    def kill(self, job: Job) -> None:
+        """Nothing at once: the agent processes are killed when the runner stops serving."""
+
+    async def stopped(self, grace: float) -> None:
         for process in self.pool:
             process.terminate()
         with anyio.move_on_after(grace):
@@ -180,12 +189,12 @@ class AcpRunner(Runner):
                 self.pool.remove(gone)
             ready = [p for p in self.pool if p not in self.starting]
             idle = [p for p in ready if p.prompting == 0]
-            if idle or (ready and len(self.pool) >= self.max_running):
+            if idle or (ready and len(self.pool) >= self.runner.max_running):
                 process = idle[0] if idle else min(ready, key=lambda p: p.prompting)
                 process.prompting += 1
                 self.turns[turn_id] = (process, "")
                 return process
-            if len(self.pool) < self.max_running:
+            if len(self.pool) < self.runner.max_running:
                 return await self._start(turn_id)
             await self._pool_changed.wait()
 
@@ -229,7 +238,7 @@ class AcpRunner(Runner):
         sink = process.sinks.get(session_id)
         job = next(
             (
-                self.running.get(turn_id)
+                self.runner.running.get(turn_id)
                 for turn_id, (where, prompted) in self.turns.items()
                 if where is process and prompted == session_id
             ),
@@ -272,7 +281,7 @@ class AcpRunner(Runner):
             resolve=resolve,
         )
         asked: list[bool] = []
-        await self._work(
+        await self.runner.work(
             lambda: asked.append(self.service.questions.ask(question)), job.start.agent_id
         )
         if not asked or not asked[0]:
@@ -306,16 +315,9 @@ class AcpRunner(Runner):
 
     # --- one turn ------------------------------------------------------------------------
 
-    def _interrupt(self, event: TurnInterrupt, tg: anyio.abc.TaskGroup) -> None:
-        job = self.running.get(event.turn_id)
-        if job is None:
-            super()._interrupt(event, tg)  # still waiting for a slot: it never starts
-            return
-        if job.interrupted or job.done:
-            return
-        job.interrupted = True
+    def interrupt(self, job: Job, tg: anyio.abc.TaskGroup) -> None:
         tg.start_soon(self._cancel_questions, job, "interrupted")
-        where = self.turns.get(event.turn_id)
+        where = self.turns.get(job.start.turn_id)
         if where is not None and where[1]:
             process, session_id = where
             process.notify("session/cancel", {"sessionId": session_id})
@@ -335,7 +337,7 @@ class AcpRunner(Runner):
         if where is not None:
             where[0].kill(GRACE_PASSED)
 
-    async def _run(self, job: Job, tg: anyio.abc.TaskGroup) -> None:
+    async def run(self, job: Job) -> None:
         start = job.start
         progress = TurnProgress(limit=self.service.settings.max_text_bytes)
         detail: dict[str, Any] = {}
@@ -383,16 +385,12 @@ class AcpRunner(Runner):
                 if process.sinks.get(session_id) is progress:  # later updates are dropped
                     del process.sinks[session_id]
                 self._changed()
-            self.running.pop(start.turn_id, None)
-            self._launch(tg)
-            if not self.running and self._stopped is not None:
-                self._stopped.set()
 
     async def _committed(self) -> None:
         """Until what was done so far is committed, or the runner is stopping (the connection
         commits nothing more then)."""
-        assert self._connection is not None and self._stopping is not None
-        connection, stopping = self._connection, self._stopping
+        assert self._stopping is not None
+        connection, stopping = self.runner.connection, self._stopping
         async with anyio.create_task_group() as waiting:
 
             async def commit() -> None:
@@ -407,7 +405,7 @@ class AcpRunner(Runner):
         """Cancel the questions the turn's agent still has open (core/questions.py)."""
         questions = self.service.questions
         if questions.pending.get(job.start.agent_id):
-            await self._work(
+            await self.runner.work(
                 functools.partial(questions.cancel, job.start.agent_id, job.start.turn_id, why),
                 job.start.agent_id,
             )
@@ -418,7 +416,7 @@ class AcpRunner(Runner):
         while True:
             await progress.changed.wait()
             progress.changed = anyio.Event()
-            await self._work(
+            await self.runner.work(
                 functools.partial(self._record, job, progress.take()), job.start.agent_id
             )
 
@@ -426,7 +424,7 @@ class AcpRunner(Runner):
         """The turn's events into its transcript (while it is current); past --max-db-bytes
         only `acp_session` (and, `ending`, `acp_end`)."""
         agent_id, turn_id = job.start.agent_id, job.start.turn_id
-        if not self._current(agent_id, turn_id):
+        if not self.runner.current(agent_id, turn_id):
             return
         service = self.service
         try:
@@ -442,14 +440,6 @@ class AcpRunner(Runner):
             ):
                 continue
             service.record(agent_id, turn_id, event_type, data)
-
-    async def _work(self, work: Callable[[], None], agent_id: str) -> None:
-        """`work` in a transaction of the connection's group, on the agent's tree only, once
-        another process's write lock let it (waited for in the lock queue)."""
-        assert self._connection is not None
-        connection = self._connection
-        with anyio.CancelScope(shield=True):
-            await connection.run_locked(work, connection.tree_of(agent_id))
 
     def _stderr_of(self, turn_id: str) -> str | None:
         where = self.turns.get(turn_id)
@@ -566,11 +556,10 @@ class AcpRunner(Runner):
     ) -> None:
         """The turn's progress and how it ended into its transcript; then end the turn (unless
         it ended otherwise meanwhile), charging what it used."""
-        assert self._connection is not None
         agent_id, turn_id = job.start.agent_id, job.start.turn_id
 
         def end() -> None:
-            if not self._current(agent_id, turn_id):  # force-ended, or ended by the host
+            if not self.runner.current(agent_id, turn_id):  # force-ended, or ended by the host
                 return
             self._record(job, [*progress.take(), ("acp_end", detail)], ending=True)
             held = self.sessions.get(agent_id)
@@ -585,7 +574,8 @@ class AcpRunner(Runner):
             )
             self.service.host.finish_turn(params)
 
-        await self._end_durably(agent_id, turn_id, end)  # retried until written
+        # retried until written (or the runner stops)
+        await self.runner.end_durably(agent_id, turn_id, end, self._committed)
 
 
 def _options(given: Any) -> list[Option]:

@@ -6,12 +6,19 @@ trimmed stdout becomes the turn's output and its exit status the reason; `turn/i
 SIGTERM to its process group, then SIGKILL after --interrupt-grace. At most `max_running`
 processes run at once; the other turns wait in start order (PROTOCOL.md section 11).
 
-Longer than ~300 lines on purpose: one turn's process from start to reaped — its queue slot, its
-stdin, its output, its signals and their grace — is one lifecycle whose steps share its state.
+`Runner` holds what every runner shares — which turns it claims, their queue and slots, their
+interrupts, a turn's end written durably — and is given a `TurnExecutor` that runs each turn:
+`ProcessTurns` here (one process per turn), `AcpTurns` (runners/acp_runner.py: a prompt of an
+ACP session), `A2aChildren` (runners/a2a_child.py: a remote agent's task).
+
+Longer than ~300 lines on purpose: one turn from its queue slot to its end written — and, for a
+process, its stdin, its output, its signals and their grace — is one lifecycle whose steps share
+its state.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -19,9 +26,10 @@ import os
 import signal
 import subprocess
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import anyio
 import anyio.abc
@@ -143,7 +151,8 @@ def _start(
 
 @dataclass(slots=True, eq=False)
 class Job:
-    """One turn for the runner: waiting for a slot, then its process."""
+    """One turn for the runner: waiting for a slot, then run by its executor (its process, for
+    the process executor)."""
 
     start: TurnStart
     process: Child | None = None
@@ -151,41 +160,63 @@ class Job:
     done: bool = False
 
 
+class TurnExecutor(Protocol):
+    """How the runner's turns are run: the runner keeps which turns are its, their queue and
+    the --max-running slots; its executor runs each turn it launches (ProcessTurns below: one
+    process per turn; runners/acp_runner.py AcpTurns: a prompt of an ACP session)."""
+
+    def serving(self, runner: Runner) -> AbstractAsyncContextManager[object]:
+        """Held while `runner` serves (what the executor keeps across turns: the ACP pool)."""
+        ...
+
+    async def run(self, job: Job) -> None:
+        """The job's turn, from its start until its end is written (Runner.end_durably)."""
+        ...
+
+    def interrupt(self, job: Job, tg: anyio.abc.TaskGroup) -> None:
+        """A running turn was interrupted (job.interrupted just set): ask it to stop, and
+        stop it once --interrupt-grace passed."""
+        ...
+
+    async def stop(self, jobs: list[Job], grace: float) -> None:
+        """At shutdown: ask every turn still running to stop (each marked interrupted);
+        `grace`: the seconds the runner then waits for them."""
+        ...
+
+    def kill(self, job: Job) -> None:
+        """Stop a running turn at once (a signal during the shutdown, or the runner ends)."""
+        ...
+
+    async def stopped(self, grace: float) -> None:
+        """After the shutdown's wait for the turns: up to `grace` seconds for what it holds."""
+        ...
+
+
 class Runner:
-    """Runs the claimed turns of one connection's service (see the module docstring)."""
+    """Runs the claimed turns of one connection's service through its executor (see the module
+    docstring): which turns, their queue, their slots, their interrupts and their end."""
 
     def __init__(
         self,
         service: Service,
-        command: list[str],
+        executor: TurnExecutor,
         *,
         root: str,
         max_running: int,
-        environment: dict[str, str],
-        tokens: Tokens,
-        usage_dir: str | None = None,
-        handoff: Handoff | None = None,
-        processes: PidFiles | None = None,
+        claims: Callable[[str], bool] | None = None,
     ) -> None:
         self.service = service
-        self.handoff = handoff  # SUBAGENTD and the agent's MCP server for each turn
-        self.command = command
+        self.executor = executor
         self.root = root
+        self._claims = claims  # which agents' turns run here (None: those below the root)
         self.max_running = max_running
-        self.environment = environment  # SUBAGENTD_DB and SUBAGENTD_SOCKET, added to os.environ
-        # os.environ read once: copying it decodes every variable, each turn
-        self._base_environment = {**os.environ, **environment}
-        self.tokens = tokens
-        self.usage_dir = usage_dir  # where each run's SUBAGENTD_USAGE file is (private, 0700)
         self.waiting: deque[Job] = deque()  # FIFO: the order the turns started in
-        self.running: dict[str, Job] = {}  # turn id -> job with a process (or being started)
+        self.running: dict[str, Job] = {}  # turn id -> job being run
         self.lent: set[str] = set()  # turn ids of runs waiting (wait_agents): slots they lend
         self._events: list[TurnStart | TurnInterrupt] = []  # not yet known to be committed
         self._wake: anyio.Event | None = None
         self._connection: Connection | None = None
-        self._stopped: anyio.Event | None = None  # set when the last process exits after stop()
-        self.processes = processes  # --detach: each run's pid, recorded while it lives
-        self.watchdog = Watchdog()  # stops the runs' groups if this process dies first
+        self._stopped: anyio.Event | None = None  # set when the last turn ends after stop()
 
     @property
     def busy(self) -> bool:
@@ -197,6 +228,11 @@ class Runner:
         """Turn starts or interrupts taken but not acted on yet."""
         return bool(self._events)
 
+    @property
+    def connection(self) -> Connection:
+        assert self._connection is not None, "attach() first"
+        return self._connection
+
     # --- what the core emits -----------------------------------------------------------
 
     def attach(self, connection: Connection) -> None:
@@ -205,7 +241,10 @@ class Runner:
         connection.intercept(self._take)
 
     def claims(self, agent_id: str) -> bool:
-        """An agent below the --caller root (through live owners) has its turns run here."""
+        """An agent below the --caller root (through live owners) has its turns run here,
+        unless the runner was given which ones."""
+        if self._claims is not None:
+            return self._claims(agent_id)
         return agent_id != self.root and self.service.below(agent_id, self.root)
 
     def _take(self, method: str, params: msgspec.Struct) -> bool:
@@ -225,45 +264,45 @@ class Runner:
         self._wake = anyio.Event()
         if self._events:  # emitted before this task started
             self._wake.set()
-        try:
-            async with anyio.create_task_group() as tg:
-                while True:
-                    await self._wake.wait()
-                    self._wake = anyio.Event()
-                    events, self._events = self._events, []  # later ones: the next round
-                    await self._connection.committed()
-                    for event in events:
-                        if isinstance(event, TurnStart):
-                            self.waiting.append(Job(event))
-                        else:
-                            self._interrupt(event, tg)
-                    self._launch(tg)
-        finally:
-            for job in list(self.running.values()):
-                _signal(job, signal.SIGKILL)
+        async with self.executor.serving(self):
+            try:
+                async with anyio.create_task_group() as tg:
+                    while True:
+                        await self._wake.wait()
+                        self._wake = anyio.Event()
+                        events, self._events = self._events, []  # later ones: the next round
+                        await self._connection.committed()
+                        for event in events:
+                            if isinstance(event, TurnStart):
+                                self.waiting.append(Job(event))
+                            else:
+                                self._interrupt(event, tg)
+                        self._launch(tg)
+            finally:
+                for job in list(self.running.values()):
+                    self.executor.kill(job)
 
     async def stop(self, grace: float) -> None:
-        """At shutdown (the turns are already ended): SIGTERM to every runner process (once), up to
-        `grace` seconds for them to exit; the rest get SIGKILL when serve() is cancelled."""
+        """At shutdown (the turns are already ended): every turn still running is asked to stop
+        (once), up to `grace` seconds for them to end; the rest are killed when serve() is
+        cancelled; then up to `grace` more for what the executor holds."""
         self.waiting.clear()
-        if not self.running:
-            return
-        self._stopped = anyio.Event()
-        for job in list(self.running.values()):
-            if not job.interrupted:  # an interrupt (e.g. the shutdown's own) sent one already
-                job.interrupted = True
-                _signal(job, signal.SIGTERM)
-        with anyio.move_on_after(grace):
-            await self._stopped.wait()
+        await self.executor.stop(list(self.running.values()), grace)
+        if self.running:
+            self._stopped = anyio.Event()
+            with anyio.move_on_after(grace):
+                await self._stopped.wait()
+        await self.executor.stopped(grace)
 
     def kill_all(self) -> None:
-        """A signal during the shutdown: SIGKILL to every run's process group now."""
+        """A signal during the shutdown: every turn still running is stopped now."""
         self.waiting.clear()
         for job in list(self.running.values()):
             job.interrupted = True
-            _signal(job, signal.SIGKILL)
+            self.executor.kill(job)
 
-    def _current(self, agent_id: str, turn_id: str) -> bool:
+    def current(self, agent_id: str, turn_id: str) -> bool:
+        """The turn is still its agent's open one (not ended otherwise meanwhile)."""
         return self.service.open_turn(agent_id) == turn_id
 
     def lend(self, agent_id: str) -> str | None:
@@ -286,7 +325,7 @@ class Runner:
     def _launch(self, tg: anyio.abc.TaskGroup) -> None:
         while self.waiting and len(self.running) - len(self.lent) < self.max_running:
             job = self.waiting.popleft()
-            if self._current(job.start.agent_id, job.start.turn_id):  # not undone meanwhile
+            if self.current(job.start.agent_id, job.start.turn_id):  # not undone meanwhile
                 self.running[job.start.turn_id] = job
                 tg.start_soon(self._run, job, tg)
 
@@ -296,23 +335,159 @@ class Runner:
             for waiting in self.waiting:
                 if waiting.start.turn_id == event.turn_id:
                     self.waiting.remove(waiting)
-                    tg.start_soon(self._end, waiting, "aborted", None, RunnerExit(interrupted=True))
+                    tg.start_soon(self.end, waiting, "aborted", None, RunnerExit(interrupted=True))
                     break
             return
         if job.interrupted or job.done:
             return
         job.interrupted = True
+        self.executor.interrupt(job, tg)
+
+    async def _run(self, job: Job, tg: anyio.abc.TaskGroup) -> None:
+        try:
+            await self.executor.run(job)
+        finally:
+            job.done = True
+            self.running.pop(job.start.turn_id, None)
+            self.lent.discard(job.start.turn_id)
+            self._launch(tg)
+            if not self.running and self._stopped is not None:
+                self._stopped.set()
+
+    # --- a turn's end --------------------------------------------------------------------
+
+    async def end(self, job: Job, reason: str, output: str | None, report: RunnerExit) -> None:
+        """Record how the turn's process ended and end its turn (unless it ended otherwise)."""
+        agent_id, turn_id = job.start.agent_id, job.start.turn_id
+        failure = failure_of(report, reason)
+        if failure is not None:
+            tail = json.dumps(failure.stderr_tail or "", ensure_ascii=True)  # one line, escaped
+            log.warning(
+                "--runner: the turn of %s %s; its stderr ended: %s", agent_id, failure.status, tail
+            )
+
+        def end() -> None:
+            if not self.current(agent_id, turn_id):  # force-ended, or ended by the host
+                return
+            self.service.record(agent_id, turn_id, "runner_exit", report)
+            params = TurnEndParams(
+                agent_id=agent_id,
+                turn_id=turn_id,
+                reason=reason,  # type: ignore[arg-type]  # one of the reasons, chosen above
+                output=output,
+                usage=report.usage,
+            )
+            self.service.host.finish_turn(params, failure)
+
+        await self.end_durably(agent_id, turn_id, end)
+
+    async def end_durably(
+        self,
+        agent_id: str,
+        turn_id: str,
+        end: Callable[[], None],
+        committed: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """Run `end` (which ends the turn unless it ended otherwise) until its turn is ended in
+        storage: a group that could not be written (its commit failed, or the database did
+        not answer) is retried, END_RETRY seconds later and doubling up to END_RETRY_MAX, until
+        the turn is no longer open once memory agrees with storage again. Only the server's
+        stop ends the retries (its shutdown ends the turn, or crash recovery does).
+        `committed`: how to wait for the commit (the connection's, unless given)."""
+        connection, recovery = self.connection, self.service.recovery
+        wait_committed = committed or connection.committed
+        pause = END_RETRY
+
+        def end_if_open() -> None:
+            if recovery.stale or self.current(agent_id, turn_id):
+                end()  # else ended otherwise (force-ended, by the host, at shutdown)
+
+        while True:
+            if not recovery.stale and not self.current(agent_id, turn_id):
+                return  # ended otherwise, or ended and committed
+            with anyio.CancelScope(shield=True):
+                # the write lock taken ahead, as a request's is: waited for with the loop serving
+                # (the agent's tree's only: a turn's end writes its own tree)
+                await connection.run_locked(end_if_open, connection.tree_of(agent_id))
+            await wait_committed()
+            if not recovery.stale and not self.current(agent_id, turn_id):
+                return  # ended and committed (or ended otherwise)
+            log.warning(
+                "the end of turn %s of %s was not written; retrying in %.1f s",
+                turn_id,
+                agent_id,
+                pause,
+            )
+            await anyio.sleep(pause)
+            pause = min(pause * 2, END_RETRY_MAX)
+
+    async def work(self, work: Callable[[], None], agent_id: str) -> None:
+        """`work` in a transaction of the connection's group, on the agent's tree only, once
+        another process's write lock let it (waited for in the lock queue)."""
+        connection = self.connection
+        with anyio.CancelScope(shield=True):
+            await connection.run_locked(work, connection.tree_of(agent_id))
+
+
+class ProcessTurns:
+    """The process executor (`--runner COMMAND`): each turn one run of COMMAND (see the module
+    docstring)."""
+
+    def __init__(
+        self,
+        command: list[str],
+        *,
+        environment: dict[str, str],
+        tokens: Tokens,
+        watchdog: Watchdog,
+        usage_dir: str | None = None,
+        handoff: Handoff | None = None,
+        processes: PidFiles | None = None,
+    ) -> None:
+        self.command = command
+        self.handoff = handoff  # SUBAGENTD and the agent's MCP server for each turn
+        # SUBAGENTD_DB and SUBAGENTD_SOCKET added to os.environ, read once: copying it decodes
+        # every variable, each turn
+        self._base_environment = {**os.environ, **environment}
+        self.tokens = tokens
+        self.usage_dir = usage_dir  # where each run's SUBAGENTD_USAGE file is (private, 0700)
+        self.processes = processes  # --detach: each run's pid, recorded while it lives
+        self.watchdog = watchdog  # stops the runs' groups if this process dies first
+        self._runner: Runner | None = None
+
+    @property
+    def runner(self) -> Runner:
+        assert self._runner is not None, "serving() first"
+        return self._runner
+
+    @contextlib.asynccontextmanager
+    async def serving(self, runner: Runner) -> AsyncIterator[None]:
+        self._runner = runner
+        yield
+
+    def interrupt(self, job: Job, tg: anyio.abc.TaskGroup) -> None:
         _signal(job, signal.SIGTERM)
         tg.start_soon(self._kill_after_grace, job)
 
     async def _kill_after_grace(self, job: Job) -> None:
-        await anyio.sleep(self.service.settings.interrupt_grace)
+        await anyio.sleep(self.runner.service.settings.interrupt_grace)
         if not job.done:
             _signal(job, signal.SIGKILL)
 
-    # --- one turn ------------------------------------------------------------------------
+    async def stop(self, jobs: list[Job], grace: float) -> None:
+        for job in jobs:
+            if not job.interrupted:  # an interrupt (e.g. the shutdown's own) sent one already
+                job.interrupted = True
+                _signal(job, signal.SIGTERM)
 
-    async def _run(self, job: Job, tg: anyio.abc.TaskGroup) -> None:
+    def kill(self, job: Job) -> None:
+        _signal(job, signal.SIGKILL)
+
+    async def stopped(self, grace: float) -> None:
+        pass
+
+    async def run(self, job: Job) -> None:
+        runner = self.runner
         start = job.start
         env, usage_path = self._environment(start)
         turn = RunnerTurn(
@@ -329,13 +504,13 @@ class Runner:
                     _encode(turn),
                     env,
                     self.watchdog,
-                    self.service.settings.max_text_bytes,
+                    runner.service.settings.max_text_bytes,
                     functools.partial(self._started, job),
                 )
             except OSError as exc:
                 log.error("--runner could not start %s: %s", self.command[0], exc)
                 report = RunnerExit(stderr=f"{NOT_STARTED}{exc}")
-                await self._end(job, "error", None, report)
+                await runner.end(job, "error", None, report)
                 return
             job.done = True
             if job.interrupted:
@@ -351,7 +526,7 @@ class Runner:
                 usage=usage,
                 usage_refused=refused,
             )
-            await self._end(job, reason, output.stdout or None, report)
+            await runner.end(job, reason, output.stdout or None, report)
         finally:
             job.done = True
             if job.process is not None:
@@ -363,16 +538,12 @@ class Runner:
                 self.watchdog.remove(job.process.pid)
                 if self.processes is not None:
                     self.processes.remove(job.process.pid)
-            self.running.pop(start.turn_id, None)
-            self.lent.discard(start.turn_id)
-            self._launch(tg)
-            if not self.running and self._stopped is not None:
-                self._stopped.set()
 
     def _environment(self, start: TurnStart) -> tuple[dict[str, str], str | None]:
         """The turn's process environment (its agent, turn and token; where to report usage;
         the handoff's), and the usage file it names (None: none)."""
-        token = self.tokens.issue(start.agent_id, self.service.activation_of(start.agent_id) or "")
+        service = self.runner.service
+        token = self.tokens.issue(start.agent_id, service.activation_of(start.agent_id) or "")
         env = self._base_environment.copy()
         env["SUBAGENTD_AGENT_ID"] = start.agent_id
         env["SUBAGENTD_TURN_ID"] = start.turn_id
@@ -393,70 +564,6 @@ class Runner:
             self.processes.add(process.pid)
         if job.interrupted:
             _signal(job, signal.SIGTERM)
-
-    async def _end(self, job: Job, reason: str, output: str | None, report: RunnerExit) -> None:
-        """Record how the process ended and end its turn (unless the turn ended otherwise)."""
-        assert self._connection is not None
-        agent_id, turn_id = job.start.agent_id, job.start.turn_id
-        failure = failure_of(report, reason)
-        if failure is not None:
-            tail = json.dumps(failure.stderr_tail or "", ensure_ascii=True)  # one line, escaped
-            log.warning(
-                "--runner: the turn of %s %s; its stderr ended: %s", agent_id, failure.status, tail
-            )
-
-        def end() -> None:
-            if not self._current(agent_id, turn_id):  # force-ended, or ended by the host
-                return
-            self.service.record(agent_id, turn_id, "runner_exit", report)
-            params = TurnEndParams(
-                agent_id=agent_id,
-                turn_id=turn_id,
-                reason=reason,  # type: ignore[arg-type]  # one of the reasons, chosen above
-                output=output,
-                usage=report.usage,
-            )
-            self.service.host.finish_turn(params, failure)
-
-        await self._end_durably(agent_id, turn_id, end)
-
-    async def _end_durably(self, agent_id: str, turn_id: str, end: Callable[[], None]) -> None:
-        """Run `end` (which ends the turn unless it ended otherwise) until its turn is ended in
-        storage: a group that could not be written (its commit failed, or the database did
-        not answer) is retried, END_RETRY seconds later and doubling up to END_RETRY_MAX, until
-        the turn is no longer open once memory agrees with storage again. Only the server's
-        stop ends the retries (its shutdown ends the turn, or crash recovery does)."""
-        assert self._connection is not None
-        connection, recovery = self._connection, self.service.recovery
-        pause = END_RETRY
-
-        def end_if_open() -> None:
-            if recovery.stale or self._current(agent_id, turn_id):
-                end()  # else ended otherwise (force-ended, by the host, at shutdown)
-
-        while True:
-            if not recovery.stale and not self._current(agent_id, turn_id):
-                return  # ended otherwise, or ended and committed
-            with anyio.CancelScope(shield=True):
-                # the write lock taken ahead, as a request's is: waited for with the loop serving
-                # (the agent's tree's only: a turn's end writes its own tree)
-                await connection.run_locked(end_if_open, connection.tree_of(agent_id))
-            await self._committed()
-            if not recovery.stale and not self._current(agent_id, turn_id):
-                return  # ended and committed (or ended otherwise)
-            log.warning(
-                "the end of turn %s of %s was not written; retrying in %.1f s",
-                turn_id,
-                agent_id,
-                pause,
-            )
-            await anyio.sleep(pause)
-            pause = min(pause * 2, END_RETRY_MAX)
-
-    async def _committed(self) -> None:
-        """Until what was done so far is committed (the connection's flusher commits it)."""
-        assert self._connection is not None
-        await self._connection.committed()
 
 
 def failure_of(report: RunnerExit, reason: str) -> RunnerFailure | None:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
+from subagentd.schema.listing import Status
 from subagentd.schema.messages import MessageState, Mode
 
 
@@ -124,3 +125,89 @@ class TaskRecord(msgspec.Struct, array_like=True):
     output: str  # JSON text: the tool's own structured fields (child_id / message_id, text)
     result: str | None  # JSON text: the CallToolResult, once terminal
     progress_token: str | None  # JSON text: the client's progress token, when it gave one
+
+
+# Rows the store hands core/ as named tuples: each field read by name, and a caller that unpacks
+# a row positionally still can.
+
+
+class OpenTurn(NamedTuple):
+    """A session whose turn is open (crash recovery, a parent's children)."""
+
+    session_id: str
+    turn_id: str
+
+
+class InboxCounts(NamedTuple):
+    """An inbox's queued and parked messages."""
+
+    queued: int
+    parked: int
+
+
+class LeaseRow(NamedTuple):
+    """A session's lease row (its owner's row says whether it is valid)."""
+
+    owner: str
+    status: str
+    expires_at: float
+
+
+class OwnerRow(NamedTuple):
+    """A process registered on the database."""
+
+    owner: str
+    expires_at: float
+    fenced: int
+
+
+class OwnerState(NamedTuple):
+    """One owner's row: when it expires, whether it is fenced."""
+
+    expires_at: float
+    fenced: int
+
+
+class ForeignLease(NamedTuple):
+    """A lease another owner holds, unfenced and unexpired."""
+
+    session_id: str
+    owner: str
+    status: Status
+
+
+class SignalRow(NamedTuple):
+    """A signal for an owner: which session, which kind, by whom."""
+
+    session_id: str
+    kind: str
+    by: str | None
+
+
+class KeptTrace(NamedTuple):
+    """A kept trace context: its traceparent and when it was written."""
+
+    traceparent: str
+    at: float
+
+
+class ChildListing(NamedTuple):
+    """A subagent child as a listing reads it: its mode (None: none recorded, then its
+    descriptor), whether it is parked, the other process holding it (and its status), how its
+    last turn ended."""
+
+    id: str
+    label: str | None
+    mode: str | None
+    descriptor: Any
+    parked: int
+    owner: str | None
+    status: str | None
+    ended: str | None
+
+
+class EventsPage(NamedTuple):
+    """A page of a transcript's events, and whether more follow."""
+
+    events: list[EventRecord]
+    more: bool

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from subagentd.schema.records import EventRecord
+from subagentd.schema.records import EventRecord, EventsPage
 from subagentd.storage.table_access import Connected
 
 EVENTS_SQL = (
@@ -40,9 +40,7 @@ class Events:
             seq = cursor.lastrowid or seq
         return seq
 
-    def read_events(
-        self, session_id: str, after: int, limit: int, max_bytes: int
-    ) -> tuple[list[EventRecord], bool]:
+    def read_events(self, session_id: str, after: int, limit: int, max_bytes: int) -> EventsPage:
         """Up to `limit` events after `after`, stopping before their data passes `max_bytes` (the
         first always fits); and whether a limit stopped the page (more may follow)."""
         events: list[EventRecord] = []
@@ -50,9 +48,9 @@ class Events:
         for r in self._db.conn.execute(EVENTS_SQL, (session_id, after, limit)):
             size += len(r[3] or "")
             if events and size > max_bytes:
-                return events, True
+                return EventsPage(events, True)
             events.append(EventRecord(seq=r[0], turn_id=r[1], type=r[2], data=r[3], at=r[4]))
-        return events, len(events) == limit
+        return EventsPage(events, len(events) == limit)
 
     def transcript(self, session_id: str) -> list[EventRecord]:
         """Every event of a session in order (`subagentd inspect`)."""

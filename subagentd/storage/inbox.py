@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from subagentd.schema.records import InboxRecord
+from subagentd.schema.records import InboxCounts, InboxRecord
 from subagentd.storage.table_access import Connected
 
 _INSERT_SQL = (
@@ -65,14 +65,14 @@ class Inbox:
                 (session_id,),
             )
 
-    def inbox_counts(self, session_id: str) -> tuple[int, int]:
-        """(queued, parked) message counts of one inbox."""
+    def inbox_counts(self, session_id: str) -> InboxCounts:
+        """The queued and parked message counts of one inbox."""
         row = self._db.conn.execute(
             "SELECT coalesce(sum(state = 'queued'), 0), coalesce(sum(state = 'parked'), 0)"
             " FROM inbox WHERE session_id = ? AND state IN ('queued', 'parked')",
             (session_id,),
         ).fetchone()
-        return int(row[0]), int(row[1])
+        return InboxCounts(int(row[0]), int(row[1]))
 
     def waiting_messages(self, session_id: str) -> list[InboxRecord]:
         """A session's queued and parked messages, in FIFO order (wait_agents collects some)."""

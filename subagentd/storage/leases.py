@@ -15,10 +15,16 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from subagentd.schema.records import LiveRecord
+from subagentd.schema.records import (
+    ForeignLease,
+    LeaseRow,
+    LiveRecord,
+    OpenTurn,
+    OwnerRow,
+    OwnerState,
+)
 
 if TYPE_CHECKING:
-    from subagentd.schema.listing import Status
     from subagentd.storage.table_access import Connected
 
 log = logging.getLogger("subagentd")
@@ -153,22 +159,24 @@ class LeaseTables:
     def __init__(self, db: Connected) -> None:
         self._db = db
 
-    def owners(self) -> list[tuple[str, float, int]]:
-        """(owner, expires_at, fenced) of every process registered on this database."""
-        return self._db.conn.execute("SELECT owner, expires_at, fenced FROM owners").fetchall()
+    def owners(self) -> list[OwnerRow]:
+        """Every process registered on this database."""
+        rows = self._db.conn.execute("SELECT owner, expires_at, fenced FROM owners").fetchall()
+        return [OwnerRow._make(row) for row in rows]
 
-    def owner_state(self, owner: str) -> tuple[float, int] | None:
+    def owner_state(self, owner: str) -> OwnerState | None:
         """(expires_at, fenced) of one owner, None when it has no row (gone, or older). Inside
         a group it is read once (with the lease naming it, get_lease): only this process fences
         or deletes owner rows while it holds the write lock; another owner's renewal may still
         move its expiry later meanwhile, which the group then judges by the row it first read."""
         seen = self._db.reads()
         if seen is not None and ("owner", owner) in seen:
-            state: tuple[float, int] | None = seen["owner", owner]
+            state: OwnerState | None = seen["owner", owner]
             return state
-        state = self._db.conn.execute(
+        row = self._db.conn.execute(
             "SELECT expires_at, fenced FROM owners WHERE owner = ?", (owner,)
         ).fetchone()
+        state = None if row is None else OwnerState._make(row)
         if seen is not None:
             seen["owner", owner] = state
         return state
@@ -188,7 +196,7 @@ class LeaseTables:
                 (owner, expired_by),
             )
         state = self.owner_state(owner)
-        if state is not None and not state[1]:
+        if state is not None and not state.fenced:
             return False
         db.conn.execute("DELETE FROM leases WHERE owner = ?", (owner,))
         db.conn.execute("DELETE FROM signals WHERE owner = ?", (owner,))  # inputs stay queued
@@ -204,32 +212,33 @@ class LeaseTables:
             self._forget()
             db.conn.execute("DELETE FROM owners WHERE fenced = 1 AND expires_at < ?", (before,))
 
-    def orphaned_turns(self, owner: str, clock: float) -> list[tuple[str, str]]:
-        """(session_id, turn_id) of open turns that no valid owner holds (crash recovery)."""
-        return self._db.conn.execute(_ORPHANED_SQL, {"me": owner, "clock": clock}).fetchall()
+    def orphaned_turns(self, owner: str, clock: float) -> list[OpenTurn]:
+        """Open turns that no valid owner holds (crash recovery)."""
+        rows = self._db.conn.execute(_ORPHANED_SQL, {"me": owner, "clock": clock}).fetchall()
+        return [OpenTurn._make(row) for row in rows]
 
-    def get_lease(self, session_id: str) -> tuple[str, str, float] | None:
+    def get_lease(self, session_id: str) -> LeaseRow | None:
         """(owner, status, expires_at) of the session's lease row, if any (its owner's row
         says whether it is valid). Inside a group the owner's row is read with it, and both are
         kept in the group's reads (group_base.py `reads`) until this process writes them."""
         seen = self._db.reads()
         if seen is None:
-            row: tuple[str, str, float] | None = self._db.conn.execute(
+            row = self._db.conn.execute(
                 "SELECT owner, status, expires_at FROM leases WHERE session_id = ?", (session_id,)
             ).fetchone()
-            return row
+            return None if row is None else LeaseRow._make(row)
         key = ("lease", session_id)
         if key in seen:
-            lease: tuple[str, str, float] | None = seen[key]
+            lease: LeaseRow | None = seen[key]
             return lease
         found = self._db.conn.execute(_LEASE_AND_OWNER_SQL, (session_id,)).fetchone()
         if found is None:
             seen[key] = None
             return None
         owner, status, expires_at, owner_expires, fenced = found
-        seen[key] = lease = (owner, status, expires_at)
+        seen[key] = lease = LeaseRow(owner, status, expires_at)
         if ("owner", owner) not in seen:
-            seen["owner", owner] = None if fenced is None else (owner_expires, fenced)
+            seen["owner", owner] = None if fenced is None else OwnerState(owner_expires, fenced)
         return lease
 
     def put_lease(
@@ -312,12 +321,13 @@ class LeaseTables:
         if seen:
             seen.clear()
 
-    def foreign_leases(self, owner: str, now: float) -> list[tuple[str, str, Status]]:
-        """(session_id, owner, status) of leases held by other owners, unfenced and unexpired."""
-        return self._db.conn.execute(
+    def foreign_leases(self, owner: str, now: float) -> list[ForeignLease]:
+        """The leases held by other owners, unfenced and unexpired."""
+        rows = self._db.conn.execute(
             # from the few owner rows to their leases (leases_by_owner): this process's own
             # leases, usually nearly all of them, are never read
             "SELECT l.session_id, l.owner, l.status FROM owners o CROSS JOIN leases l"
             " ON l.owner = o.owner WHERE o.owner != ? AND o.fenced = 0 AND o.expires_at > ?",
             (owner, now),
         ).fetchall()
+        return [ForeignLease._make(row) for row in rows]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from subagentd.schema.records import SessionRecord
+from subagentd.schema.records import OpenTurn, SessionRecord
 from subagentd.storage.paths import child_path, segment
 from subagentd.storage.table_access import Connected
 
@@ -100,19 +100,21 @@ class Sessions:
             (reason, output, session_id),
         )
 
-    def open_turns(self) -> list[tuple[str, str]]:
+    def open_turns(self) -> list[OpenTurn]:
         """Sessions whose turn was open when the process last stopped (crash recovery)."""
-        return self._db.conn.execute(
+        rows = self._db.conn.execute(
             "SELECT id, open_turn_id FROM sessions WHERE open_turn_id IS NOT NULL"
         ).fetchall()
+        return [OpenTurn._make(row) for row in rows]
 
-    def open_children(self, parent_id: str) -> list[tuple[str, str]]:
-        """(id, open turn) of the parent's children whose turn is open (sessions_by_parent)."""
-        return self._db.conn.execute(
+    def open_children(self, parent_id: str) -> list[OpenTurn]:
+        """The parent's children whose turn is open (sessions_by_parent)."""
+        rows = self._db.conn.execute(
             "SELECT id, open_turn_id FROM sessions WHERE parent_id = ?"
             " AND open_turn_id IS NOT NULL",
             (parent_id,),
         ).fetchall()
+        return [OpenTurn._make(row) for row in rows]
 
 
 def _session(row: tuple[Any, ...]) -> SessionRecord:

@@ -13,6 +13,8 @@ import logging
 import socket
 from typing import TYPE_CHECKING
 
+from subagentd.schema.records import SignalRow
+
 if TYPE_CHECKING:
     from subagentd.storage.table_access import Connected
 
@@ -89,8 +91,8 @@ class Signals:
         row = self._db.conn.execute("SELECT 1 FROM signals WHERE owner = ? LIMIT 1", (owner,))
         return row.fetchone() is not None
 
-    def take_signals(self, owner: str) -> list[tuple[str, str, str | None]]:
-        """(session_id, kind, by) of every signal for `owner`, in order, deleted in the caller's
+    def take_signals(self, owner: str) -> list[SignalRow]:
+        """Every signal for `owner`, in order, deleted in the caller's
         write transaction (one indexed read when there are none)."""
         db = self._db
         rows = db.conn.execute(
@@ -100,4 +102,4 @@ class Signals:
             return []
         db.begin()
         db.conn.execute("DELETE FROM signals WHERE owner = ? AND seq <= ?", (owner, rows[-1][0]))
-        return [(session_id, kind, by) for _, session_id, kind, by in rows]
+        return [SignalRow(session_id, kind, by) for _, session_id, kind, by in rows]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from subagentd.schema.records import KeptTrace
 from subagentd.storage.table_access import Connected
 
 _PUT_SQL = (
@@ -25,8 +26,8 @@ class TraceContexts:
         db.begin()
         db.conn.execute(_PUT_SQL, (key, traceparent, at))
 
-    def get_traces(self, keys: Iterable[str]) -> dict[str, tuple[str, float]]:
-        """key -> (traceparent, at) for those of `keys` that have one."""
+    def get_traces(self, keys: Iterable[str]) -> dict[str, KeptTrace]:
+        """key -> its kept trace context, for those of `keys` that have one."""
         wanted = list(keys)
         if not wanted:
             return {}
@@ -34,4 +35,4 @@ class TraceContexts:
         rows = self._db.conn.execute(
             f"SELECT key, traceparent, at FROM trace_context WHERE key IN ({marks})", wanted
         ).fetchall()
-        return {key: (parent, float(at)) for key, parent, at in rows}
+        return {key: KeptTrace(parent, float(at)) for key, parent, at in rows}

@@ -7,7 +7,7 @@ from typing import Any, get_args
 import msgspec
 
 from subagentd.schema.messages import Mode
-from subagentd.schema.records import TreeRecord
+from subagentd.schema.records import ChildListing, TreeRecord
 from subagentd.storage.paths import END
 from subagentd.storage.table_access import Connected
 
@@ -79,16 +79,11 @@ class Trees:
     def __init__(self, db: Connected) -> None:
         self._db = db
 
-    def children_listing(
-        self, parent_id: str, owner: str, now: float
-    ) -> list[tuple[str, str | None, str | None, Any, int, str | None, str | None, str | None]]:
-        """(id, label, mode, descriptor, parked, foreign owner, its status, how its last turn
-        ended) of a session's subagent children in sibling order; the descriptor only where no
-        mode is recorded, the owner only for a valid lease of another process
-        (CHILDREN_LISTING_SQL)."""
-        rows: list[tuple[str, str | None, str | None, Any, int, str | None, str | None, str | None]]
+    def children_listing(self, parent_id: str, owner: str, now: float) -> list[ChildListing]:
+        """A session's subagent children in sibling order; the descriptor only where no mode is
+        recorded, the owner only for a valid lease of another process (CHILDREN_LISTING_SQL)."""
         rows = self._db.conn.execute(self._children_listing, (owner, now, parent_id)).fetchall()
-        return rows
+        return [ChildListing._make(row) for row in rows]
 
     def tree(
         self, root_id: str, descendants: bool, with_descriptors: bool = False

@@ -205,7 +205,7 @@ def test_updates_after_the_turn_ended_are_dropped_and_logged_once_a_decade(hosti
     spawn(srv, "c1", "first")
     assert srv.ends("c1", 1)[0]["output"] == "done: first"
     assert srv.running is not None
-    (process,) = srv.running.runner.pool
+    (process,) = srv.running.runner.executor.pool
     until(lambda: not process.sinks, "the ended turn's updates are still held")
     spawn(srv, "c2", {"stale": 20_000})  # on the same process: updates of c1's session first
     assert srv.ends("c2", 1)[0]["output"] == "after the stale updates"

@@ -43,7 +43,7 @@ class AcpServer(RunnerServer):
         os.environ["ACP_AGENT_STATE"] = str(state)
 
         def serve_with(connection: Any) -> Any:
-            options = {
+            options: Any = {
                 "db": ":memory:",
                 "caller": "root",
                 "max_running": max_running,

@@ -39,7 +39,7 @@ class RunnerServer(InProcessServer):
         self.running: Running | None = None
 
         def serve_with(connection: Any) -> Any:
-            options = {
+            options: Any = {
                 "db": ":memory:",
                 "caller": "root",
                 "max_running": max_running,
@@ -289,7 +289,7 @@ def test_an_interrupted_turn_still_waiting_for_a_slot_never_starts(server, tmp_p
 def test_a_command_that_cannot_start_ends_the_turn_error(server):
     srv = server()
     assert srv.running is not None
-    srv.running.runner.command = ["/nonexistent/runner"]
+    srv.running.runner.executor.command = ["/nonexistent/runner"]
     srv.spawn("c1", "hello")
     events = srv.ended("c1")
     assert events["turn_end"]["reason"] == "error"
@@ -703,7 +703,7 @@ def test_a_runner_that_wrote_nothing_to_stderr_says_so(server):
 def test_a_runner_that_cannot_be_started_says_why_in_the_notice(server):
     srv = server()
     assert srv.running is not None
-    srv.running.runner.command = ["/nonexistent/runner"]
+    srv.running.runner.executor.command = ["/nonexistent/runner"]
     srv.spawn("c1", "hello")
     start = srv.host.notification("turn/start", agent_id="root")
     assert [b["text"] for b in start["messages"][0]["content"]] == [

@@ -47,6 +47,9 @@ def test_wheel_is_typed_and_carries_the_license(wheel):
     names = wheel.namelist()
     assert "subagentd/py.typed" in names
     assert "subagentd/client/__init__.py" in names  # the public Python client ships typed
+    # its typed methods ship as written by scripts/generate_client.py, the generator does not
+    assert "subagentd/client/methods.py" in names
+    assert [n for n in names if "generat" in n] == []
     (license_name,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
     text = wheel.read(license_name).decode()
     assert text == (ROOT / "LICENSE").read_text()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from subagentd.schema.records import EventRecord
+from subagentd.schema.records import EventRecord, ForeignLease, InboxCounts, SignalRow
 from subagentd.storage.events import EVENTS_SQL, Events
 from subagentd.storage.inbox import Inbox
 from subagentd.storage.leases import LeaseTables
@@ -16,7 +16,7 @@ from subagentd.storage.signals import Signals
 from subagentd.storage.trees import CHILDREN_LISTING_SQL, WITH_BODY, Trees
 
 if TYPE_CHECKING:
-    from subagentd.schema.listing import Status
+    pass
 
 
 class PgSessions(Sessions):
@@ -30,13 +30,13 @@ class PgSessions(Sessions):
 
 
 class PgInbox(Inbox):
-    def inbox_counts(self, session_id: str) -> tuple[int, int]:
+    def inbox_counts(self, session_id: str) -> InboxCounts:
         row = self._db.conn.execute(
             "SELECT count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state ="
             " 'parked') FROM inbox WHERE session_id = ? AND state IN ('queued', 'parked')",
             (session_id,),
         ).fetchone()
-        return int(row[0]), int(row[1])
+        return InboxCounts(int(row[0]), int(row[1]))
 
     def all_inbox_counts(self) -> dict[str, tuple[int, int]]:
         return {
@@ -86,12 +86,13 @@ class PgEvents(Events):
 
 
 class PgLeases(LeaseTables):
-    def foreign_leases(self, owner: str, now: float) -> list[tuple[str, str, Status]]:
-        return self._db.conn.execute(
+    def foreign_leases(self, owner: str, now: float) -> list[ForeignLease]:
+        rows = self._db.conn.execute(
             "SELECT l.session_id, l.owner, l.status FROM owners o JOIN leases l"
             " ON l.owner = o.owner WHERE o.owner != ? AND o.fenced = 0 AND o.expires_at > ?",
             (owner, now),
         ).fetchall()
+        return [ForeignLease._make(row) for row in rows]
 
 
 _SUBTREE_SQL = """
@@ -134,7 +135,7 @@ class PgSignals(Signals):
         db.begin()
         db.conn.execute(self._PUT, (owner, session_id, kind, by, owner))
 
-    def take_signals(self, owner: str) -> list[tuple[str, str, str | None]]:
+    def take_signals(self, owner: str) -> list[SignalRow]:
         db = self._db
         if not db.conn.in_transaction:
             return super().take_signals(owner)
@@ -142,4 +143,4 @@ class PgSignals(Signals):
         rows = db.conn.execute(
             "DELETE FROM signals WHERE owner = ? RETURNING seq, session_id, kind, by", (owner,)
         ).fetchall()
-        return [(session_id, kind, by) for _, session_id, kind, by in sorted(rows)]
+        return [SignalRow(session_id, kind, by) for _, session_id, kind, by in sorted(rows)]
