@@ -7,6 +7,7 @@ from tests.spawned import InProcessServer, ServerProcess
 # ways (processes/test_multiprocess, processes/test_crash, clients/test_scripts,
 # properties/test_state_machine, storage/test_postgres) are not here.
 BOTH_BACKENDS = {
+    "tests.rules.test_ask_parent",
     "tests.rules.test_boundaries",
     "tests.rules.test_budgets",
     "tests.rules.test_cross_process_notice",
@@ -33,6 +34,7 @@ BOTH_BACKENDS = {
     "tests.rules.test_tasks",
     "tests.rules.test_tool_details",
     "tests.rules.test_two_processes",
+    "tests.wire.test_ask_user",
     "tests.wire.test_scenarios",
 }
 
