@@ -4,8 +4,9 @@ The Agent Client Protocol is JSON-RPC 2.0 over the agent's stdin and stdout, one
 This module starts the process (its own process group), sends `initialize` once, and then carries
 requests (`session/new`, `session/load`, `session/prompt`), notifications (`session/cancel`) and
 what the agent sends: `session/update` notifications go to the sink of their session, and the
-agent's requests are answered — `session/request_permission` by the permission policy, anything
-else (file system, terminals: not offered in the client capabilities) with -32601. When the
+agent's requests are answered — `session/request_permission` by the permission policy,
+`elicitation/create` (a form) by the subagent's parent (runners/acp_runner.py), anything else
+(file system, terminals: not offered in the client capabilities) with -32601. When the
 process exits, every request still waiting fails with AgentGone.
 
 Nothing here waits on the agent while holding anything: what is sent is queued (up to
@@ -101,10 +102,12 @@ class AgentProcess:
         env: dict[str, str],
         permission: Permission,
         max_line: int = MAX_LINE,
+        elicitation: Permission | None = None,
     ) -> None:
         self.command = command
         self.env = env
         self.permission = permission
+        self.elicitation = elicitation  # the answer to `elicitation/create` (a form)
         self.max_line = max_line  # bytes of a line either way (--max-frame-bytes)
         self.process: anyio.abc.Process | None = None
         self.capabilities: dict[str, Any] = {}
@@ -159,6 +162,7 @@ class AgentProcess:
                 "clientCapabilities": {
                     "fs": {"readTextFile": False, "writeTextFile": False},
                     "terminal": False,
+                    **({"elicitation": {"form": {}}} if self.elicitation is not None else {}),
                 },
                 "clientInfo": {"name": "subagentd", "version": subagentd.__version__},
             },
@@ -294,11 +298,21 @@ class AgentProcess:
             assert self._tg is not None
             self._tg.start_soon(self._answer_permission, reply, params)  # it may wait long
             return
+        if method == "elicitation/create" and self.elicitation is not None:
+            assert self._tg is not None
+            self._tg.start_soon(self._answer_elicitation, reply, params, self.elicitation)
+            return
         reply["error"] = {"code": -32601, "message": f"Method not found: {method}"}
         self._send(reply)
 
     async def _answer_permission(self, reply: dict[str, Any], params: dict[str, Any]) -> None:
         reply["result"] = {"outcome": await self.permission(self, params)}
+        self._send(reply)
+
+    async def _answer_elicitation(
+        self, reply: dict[str, Any], params: dict[str, Any], answer: Permission
+    ) -> None:
+        reply["result"] = await answer(self, params)
         self._send(reply)
 
     def kill(self, why: str | None = None) -> None:

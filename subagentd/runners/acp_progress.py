@@ -2,7 +2,7 @@
 
 Message and thought chunks are joined until another kind of update comes (`acp_message`,
 `acp_thought`: one event per message, not per chunk); tool calls (`acp_tool_call`, an update
-carrying its call's title), plans (`acp_plan`), the permission answers (`acp_permission`) and
+carrying its call's title), plans (`acp_plan`), the permission and form questions (`acp_permission`, `acp_elicitation`) and
 any other update (`acp_update`, its kind only) are one event each. The last agent message is the
 turn's output.
 
@@ -106,9 +106,9 @@ class TurnProgress:
             if update.get("cost") is not None:
                 self.cost = update.get("cost")
             self.events.append(("acp_update", {"sessionUpdate": kind}))
-        elif kind == "permission":
-            permission = {k: v for k, v in update.items() if k != "sessionUpdate"}
-            self.events.append(("acp_permission", _clipped(permission)))
+        elif kind in ("permission", "elicitation"):  # what subagentd asked for the agent
+            asked = {k: v for k, v in update.items() if k != "sessionUpdate"}
+            self.events.append((f"acp_{kind}", _clipped(asked)))
         elif isinstance(kind, str):
             self.events.append(("acp_update", {"sessionUpdate": kind[:KIND_TEXT]}))
 

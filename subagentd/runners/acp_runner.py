@@ -44,6 +44,7 @@ from subagentd.core.service import Service
 from subagentd.errors import QuotaExceededError
 from subagentd.message_fences import RENDER_GUIDE, render_messages
 from subagentd.runners.acp import MAX_LINE, AcpError, AgentGone, AgentProcess, permission_policy
+from subagentd.runners.acp_elicitation import CANCEL, DECLINE, content_of, form_field
 from subagentd.runners.acp_progress import TurnProgress
 from subagentd.runners.acp_usage import SessionTotals, charge
 from subagentd.runners.handoff import Handoff
@@ -201,7 +202,9 @@ class AcpTurns:
     async def _start(self, turn_id: str) -> AgentProcess:
         """A new process, in the pool and reserved for the turn while it is `initialize`d."""
         env = {**os.environ, **self.environment}
-        process = AgentProcess(self.command, env, self._permission, self.max_line)
+        process = AgentProcess(
+            self.command, env, self._permission, self.max_line, self._elicitation
+        )
         process.prompting += 1
         self.turns[turn_id] = (process, "")
         self.pool.append(process)
@@ -236,14 +239,7 @@ class AcpTurns:
         title = call.get("title") if isinstance(call, dict) else None
         kind = call.get("kind") if isinstance(call, dict) else None
         sink = process.sinks.get(session_id)
-        job = next(
-            (
-                self.runner.running.get(turn_id)
-                for turn_id, (where, prompted) in self.turns.items()
-                if where is process and prompted == session_id
-            ),
-            None,
-        )
+        job = self._prompting(process, session_id)
         options = _options(params.get("options"))
         outcome: dict[str, Any] | None = None
         if self.ask_parent and job is not None and not job.interrupted and options:
@@ -264,13 +260,6 @@ class AcpTurns:
     ) -> dict[str, Any] | None:
         """Hold the request as a question for the subagent's parent until it is answered or
         cancelled; None when there is no parent to ask (then the deny policy answers)."""
-        resolved = anyio.Event()
-        box: list[tuple[Option | None, str]] = []
-
-        def resolve(option: Option | None, why: str, answer: str) -> None:
-            box.append((option, why))
-            resolved.set()
-
         question = Question(
             child_id=job.start.agent_id,
             turn_id=job.start.turn_id,
@@ -278,31 +267,18 @@ class AcpTurns:
             kind=kind if isinstance(kind, str) and kind else None,
             options=options,
             timeout=self.permission_timeout,
-            resolve=resolve,
+            resolve=_unset,
         )
-        asked: list[bool] = []
-        await self.runner.work(
-            lambda: asked.append(self.service.questions.ask(question)), job.start.agent_id
-        )
-        if not asked or not asked[0]:
+        asked = {
+            "sessionUpdate": "permission",
+            "title": title,
+            "outcome": "asked",
+            "options": [o.option_id for o in options],
+        }
+        held = await self._held(job, question, sink, asked)
+        if held is None:
             return None
-        if sink is not None:
-            sink.update(
-                {
-                    "sessionUpdate": "permission",
-                    "title": title,
-                    "outcome": "asked",
-                    "parent": question.parent_id,
-                    "options": [o.option_id for o in options],
-                }
-            )
-        try:
-            await resolved.wait()
-            await self._committed()  # the answer (or the cancellation) is durable
-        finally:
-            if not box:  # cancelled (the runner stops): the question goes with it
-                await self._cancel_questions(job, "ended")
-        option, why = box[0]
+        option, why, _ = held
         if option is None:
             outcome: dict[str, Any] = {"outcome": "cancelled"}
             detail = {"why": why}
@@ -312,6 +288,84 @@ class AcpTurns:
         if sink is not None:
             sink.update({"sessionUpdate": "permission", "title": title, **outcome, **detail})
         return outcome
+
+    async def _elicitation(self, process: AgentProcess, params: dict[str, Any]) -> dict[str, Any]:
+        """The agent's `elicitation/create`: a form of one field is a question for the
+        subagent's parent while a turn prompts that session, its answer the field's value
+        (runners/acp_elicitation.py); anything else is declined, a question nobody can answer
+        (no turn, no parent, ended unanswered) cancelled."""
+        field = form_field(params)
+        if field is None:
+            return DECLINE
+        session_id = str(params.get("sessionId"))
+        job = self._prompting(process, session_id)
+        if job is None or job.interrupted:
+            return CANCEL
+        record = self.service.stored_session(job.start.agent_id)
+        question = Question(
+            child_id=job.start.agent_id,
+            turn_id=job.start.turn_id,
+            title=str(params.get("message") or "") or "(the agent asked for input)",
+            kind=None,
+            options=[Option(c, c, "") for c in field.choices],
+            timeout=self.permission_timeout,
+            resolve=_unset,
+            free=True,
+            label=(record.label or "") if record is not None else "",
+        )
+        sink = process.sinks.get(session_id)
+        asked = {"sessionUpdate": "elicitation", "message": question.title, "outcome": "asked"}
+        held = await self._held(job, question, sink, asked)
+        content = content_of(field, held[2]) if held is not None and held[1] == "answered" else None
+        if held is None or held[1] != "answered":
+            result = CANCEL
+        else:
+            result = DECLINE if content is None else {"action": "accept", "content": content}
+        if sink is not None and held is not None:
+            ended = {"outcome": result["action"], "parent": question.parent_id, "why": held[1]}
+            sink.update({**asked, **ended})
+        return result
+
+    async def _held(
+        self, job: Job, question: Question, sink: Any, asked: dict[str, Any]
+    ) -> tuple[Option | None, str, str] | None:
+        """File `question` (core/questions.py) and wait until it is answered or ends: the option
+        chosen, why it ended, the answer's text; None when there is no parent to ask. `asked`
+        goes to the turn's progress once it is filed."""
+        resolved = anyio.Event()
+        box: list[tuple[Option | None, str, str]] = []
+
+        def resolve(option: Option | None, why: str, answer: str) -> None:
+            box.append((option, why, answer))
+            resolved.set()
+
+        question.resolve = resolve
+        filed: list[bool] = []
+        await self.runner.work(
+            lambda: filed.append(self.service.questions.ask(question)), job.start.agent_id
+        )
+        if not filed or not filed[0]:
+            return None
+        if sink is not None:
+            sink.update({**asked, "parent": question.parent_id})
+        try:
+            await resolved.wait()
+            await self._committed()  # the answer (or the cancellation) is durable
+        finally:
+            if not box:  # cancelled (the runner stops): the question goes with it
+                await self._cancel_questions(job, "ended")
+        return box[0]
+
+    def _prompting(self, process: AgentProcess, session_id: str) -> Job | None:
+        """The turn prompting that session of the process, if any."""
+        return next(
+            (
+                self.runner.running.get(turn_id)
+                for turn_id, (where, prompted) in self.turns.items()
+                if where is process and prompted == session_id
+            ),
+            None,
+        )
 
     # --- one turn ------------------------------------------------------------------------
 
@@ -598,3 +652,7 @@ def _cut(text: str, limit: int) -> str:
     if not limit or len(data) <= limit:
         return text
     return data[:limit].decode("utf-8", errors="ignore")
+
+
+def _unset(option: Option | None, why: str, answer: str) -> None:
+    """A question's resolve until AcpTurns._held sets its own."""

@@ -342,3 +342,92 @@ def test_a_shutdown_with_a_question_pending_cancels_it_and_does_not_hang(tmp_pat
     asked = [e["data"] for e in events if e["type"] == "acp_permission"]
     assert [a["outcome"] for a in asked] == ["asked"]  # what came after the turn ended is not kept
     assert [e["data"]["reason"] for e in events if e["type"] == "turn_end"] == ["aborted"]
+
+
+def elicit(schema: dict[str, Any] | None = None, **extra: Any) -> str:
+    return steps({"elicit": "Which file should I edit?", "schema": schema or FILE_FORM, **extra})
+
+
+FILE_FORM = {"type": "object", "properties": {"file": {"type": "string"}}, "required": ["file"]}
+
+
+def elicitations(srv: AcpServer, agent_id: str) -> list[dict[str, Any]]:
+    return [e["data"] for e in srv.events(agent_id) if e["type"] == "acp_elicitation"]
+
+
+def test_an_agents_form_elicitation_is_a_question_its_parent_answers_with_send_message(acp):
+    srv = acp()  # any permission policy: an elicitation always goes to the parent
+    srv.spawn("c1", elicit())
+    turn = root_turn(srv)
+    (message,) = turn["messages"]
+    texts = [b["text"] for b in message["content"]]
+    assert texts[0].startswith("Background subagent c1 ")
+    assert texts[0].endswith(
+        "asks you a question and waits for your answer; its turn goes on once you answer:"
+    )
+    assert texts[1] == "Which file should I edit?"
+    assert message["source"]["kind"] == "subagent-question"
+    assert srv.host.call("agents/get", {"agent_id": "c1"})["status"] == "waiting"
+    result = answer(srv, "c1", " b.py ")
+    assert result["text"] == "answer delivered to subagent c1; it continues its turn"
+    srv.host.end_turn("root", turn["turn_id"])
+    end = srv.ends("c1", 1)[0]
+    assert (end["reason"], end["output"]) == ("completed", 'elicited accept {"file": "b.py"}')
+    assert elicitations(srv, "c1") == [
+        {"message": "Which file should I edit?", "outcome": "asked", "parent": "root"},
+        {
+            "message": "Which file should I edit?",
+            "outcome": "accept",
+            "parent": "root",
+            "why": "answered",
+        },
+    ]
+
+
+@pytest.mark.parametrize(
+    ("spec", "reply", "said"),
+    [
+        ({"type": "string", "enum": ["a.py", "b.py"]}, "B.PY", 'elicited accept {"pick": "b.py"}'),
+        ({"type": "string", "enum": ["a.py", "b.py"]}, "c.py", "elicited decline null"),
+        ({"type": "integer"}, "42", 'elicited accept {"pick": 42}'),
+        ({"type": "number"}, "many", "elicited decline null"),
+        ({"type": "boolean"}, "Yes", 'elicited accept {"pick": true}'),
+    ],
+)
+def test_a_one_field_forms_answer_becomes_its_value_or_a_decline(acp, spec, reply, said):
+    srv = acp()
+    srv.spawn("c1", elicit({"type": "object", "properties": {"pick": spec}}))
+    turn = root_turn(srv)
+    if "enum" in spec:
+        assert 'It offers these answers: "a.py", "b.py".' in [
+            b["text"] for b in turn["messages"][0]["content"]
+        ]
+    answer(srv, "c1", reply)
+    srv.host.end_turn("root", turn["turn_id"])
+    assert srv.ends("c1", 1)[0]["output"] == said
+
+
+def test_url_and_several_field_elicitations_are_declined_without_asking(acp):
+    srv = acp()
+    two = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}}
+    srv.spawn("c1", elicit(url="https://example.com/login"))
+    assert srv.ends("c1", 1)[0]["output"] == "elicited decline null"
+    srv.spawn("c2", elicit(two))
+    assert srv.ends("c2", 1)[0]["output"] == "elicited decline null"
+    assert elicitations(srv, "c1") == elicitations(srv, "c2") == []
+
+
+def test_an_interrupt_cancels_an_elicitation_and_the_agent_is_told_cancel(acp):
+    srv = acp()
+    srv.spawn("c1", elicit())
+    first = root_turn(srv)
+    assert first["messages"][0]["source"]["kind"] == "subagent-question"
+    srv.host.call("agents/interrupt", {"agent_id": "c1"})
+    end = srv.ends("c1", 1)[0]
+    assert end["reason"] == "aborted"
+    assert elicitations(srv, "c1")[-1] == {
+        "message": "Which file should I edit?",
+        "outcome": "cancel",
+        "parent": "root",
+        "why": "interrupted",
+    }

@@ -18,6 +18,10 @@ answered `done: <text>`; a JSON object {"acp": [...]} runs each step in order:
                           "write", the request is for a tool call writing "done" to path, which
                           runs (`wrote <file name>`) only when an allow option was selected
                           (else `not written`); with "log", the outcome is appended to that file
+  {"elicit": message, "schema"?: {...}, "url"?: u}
+                          ask the client with `elicitation/create` (a form of that requested
+                          schema, session-scoped; with "url", a URL elicitation instead); say
+                          `elicited <action> <content as sorted JSON>`
   {"wait_cancel": path}   append "waiting" to path, wait for session/cancel, stop `cancelled`
   {"stop": reason}        stop with that stopReason now
   {"pid": path}           write this process's pid to path
@@ -214,6 +218,8 @@ class ScriptedAgent(Agent):
                 await self.say(session_id, "tools: " + ",".join(names))
             elif "permission" in step:
                 await self.ask_permission(session_id, step)
+            elif "elicit" in step:
+                await self.elicit(session_id, step)
             elif "wait_cancel" in step:
                 await self.say(session_id, "waiting")
                 with open(step["wait_cancel"], "a") as f:
@@ -236,6 +242,22 @@ class ScriptedAgent(Agent):
                 lines = [h.splitlines()[-1] if h else "" for h in history]
                 await self.say(session_id, f"history: {len(history)}: " + " | ".join(lines))
         return PromptResponse(stop_reason="end_turn", usage=usage)
+
+    async def elicit(self, session_id: str, step: dict[str, Any]) -> None:
+        from acp.schema import ElicitationFormSessionMode, ElicitationUrlSessionMode
+
+        mode: Any
+        if "url" in step:
+            mode = ElicitationUrlSessionMode.model_validate(
+                {"sessionId": session_id, "elicitationId": "e1", "url": step["url"]}
+            )
+        else:
+            mode = ElicitationFormSessionMode.model_validate(
+                {"sessionId": session_id, "requestedSchema": step["schema"]}
+            )
+        answer = await self.conn.create_elicitation(step["elicit"], mode)
+        content = json.dumps(getattr(answer, "content", None), sort_keys=True)
+        await self.say(session_id, f"elicited {answer.action} {content}")
 
     async def ask_permission(self, session_id: str, step: dict[str, Any]) -> None:
         given = step.get("options") or [
