@@ -28,10 +28,11 @@ class Quotas:
 
     def text(self, what: str, value: str | None, label: bool = False) -> None:
         """A message, prompt, report or output (or a label) within its byte limit."""
-        if label:
-            self._fits(what, value, self.settings.max_label_bytes, "max-label-bytes")
-        else:
-            self._fits(what, value, self.settings.max_text_bytes, "max-text-bytes")
+        settings = self.settings
+        limit = settings.max_label_bytes if label else settings.max_text_bytes
+        if value is None or not limit or len(value) * 4 <= limit:  # short: no need to measure
+            return
+        self._fits(what, value, limit, "max-label-bytes" if label else "max-text-bytes")
 
     def descriptor(self, body: str) -> None:
         """A child's descriptor (persona, model names, tool filter, label) within one text plus

@@ -93,7 +93,8 @@ class ToolRules:
         shown_id = texts.shown(target_id)
         live_caller = self.agents.live_caller(caller, activation)
         target = self.registry.get(target_id)
-        root = self.agents.draining_root(self.registry.get(caller), target)
+        caller_agent = live_caller if live_caller is not None else self.registry.get(caller)
+        root = self.agents.draining_root(caller_agent, target)
         if root is not None:
             raise _not_delivered(Code.DRAINING, draining_text(root))
         stored_parked = False  # a target live in another process: its parking as stored

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any
+from typing import Any, ClassVar
 
 from subagentd.schema.messages import Message
 
@@ -19,7 +19,10 @@ _UNTRACED: AbstractContextManager[None] = nullcontext()
 
 
 class Tracing:
-    """The hooks, doing nothing: core calls them unconditionally (one call each)."""
+    """The hooks, doing nothing: core calls them unconditionally (one call each), except
+    `tool_call`, which is entered only when `spans_tool_calls` says it opens a span."""
+
+    spans_tool_calls: ClassVar[bool] = False  # tool_call opens a span (off: skipped)
 
     def agent_opened(self, agent_id: str, traceparent: str | None) -> None:
         """agents/open: the host's span, if it passed one, is the parent of this agent's turns."""

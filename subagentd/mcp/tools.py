@@ -281,21 +281,35 @@ def run_tool(
         raise CallerUnauthorizedError(texts.NO_CALLER.format(tool=spec.name))
     caller, activation = identity.caller, identity.activation
     service.tools.check_tool_allowed(caller, spec.name)
+    if not service.tracing.spans_tool_calls:  # off: no context entered around the rules
+        return _apply(service, spec, caller, activation, args, identity)
+    with service.tracing.tool_call(caller, spec.name):  # execute_tool
+        return _apply(service, spec, caller, activation, args, identity)
+
+
+def _apply(
+    service: Service,
+    spec: ToolSpec,
+    caller: str,
+    activation: str | None,
+    args: msgspec.Struct,
+    identity: CallerIdentity,
+) -> msgspec.Struct | Waiter:
+    """The tool's rules, for a caller found and allowed (run_tool)."""
     tools = service.tools if spec.rules == "tools" else getattr(service, spec.rules)
-    with service.tracing.tool_call(caller, spec.name):  # execute_tool, when tracing
-        if spec.waits:
-            return spec.run(tools, caller, activation, args, identity.progress)  # type: ignore[no-any-return]
-        if spec.idempotent and identity.idempotency_key is not None:  # without a key: just run
-            return service.idempotent(
-                caller,
-                identity.idempotency_key,
-                spec.name,
-                msgspec.to_builtins(args),
-                spec.result,
-                lambda: spec.run(tools, caller, activation, args),
-            )
-        result: msgspec.Struct = spec.run(tools, caller, activation, args)
-        return result
+    if spec.waits:
+        return spec.run(tools, caller, activation, args, identity.progress)  # type: ignore[no-any-return]
+    if spec.idempotent and identity.idempotency_key is not None:  # without a key: just run
+        return service.idempotent(
+            caller,
+            identity.idempotency_key,
+            spec.name,
+            msgspec.to_builtins(args),
+            spec.result,
+            lambda: spec.run(tools, caller, activation, args),
+        )
+    result: msgspec.Struct = spec.run(tools, caller, activation, args)
+    return result
 
 
 _IDENTITY = (

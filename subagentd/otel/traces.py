@@ -97,6 +97,8 @@ class OtelTracing(Tracing):
     kept by turn id, and the last context of each agent's turns by agent id (notices and reports
     sent right after a turn ended link to it)."""
 
+    spans_tool_calls = True
+
     def __init__(self, store: Store, provider: TracerProvider, ids: _Ids, batches: Batches) -> None:
         self.store = store
         self.provider = provider

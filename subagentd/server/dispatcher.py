@@ -335,66 +335,63 @@ class Dispatcher:
             return refusal(InvalidRequestError(BAD_ID))
         is_request = "id" in message
         try:
-            return self._run(message, request_id, is_request)
+            check_envelope(message)
+            method = message["method"]
+            params = message.get("params")
+            if method in CANCEL:
+                if isinstance(params, dict):
+                    self.cancel(params.get(CANCEL[method]))
+                return Kept(success_reply({}, request_id, False)) if is_request else None
+            meta = params.get("_meta") if isinstance(params, dict) else None
+            version = meta.get(VERSION_META_KEY) if isinstance(meta, dict) else None
+            stateless = version is not None
+            if stateless and version not in SUPPORTED_VERSIONS:
+                raise UnsupportedProtocolVersionError(
+                    f"unsupported protocol version {version!r}",
+                    {"supported": list(SUPPORTED_VERSIONS), "requested": version},
+                )
+            lifecycle = method in LIFECYCLE
+            if not (stateless or self.session.initialized or lifecycle):
+                raise NotInitializedError(NOT_INITIALIZED)
+            if self.ledger.lost is not None and not lifecycle:
+                raise self.ledger.lost
+            handler = self.methods.get(method)
+            if handler is None:
+                raise MethodUnknownError.for_method(method, self.methods)
+            if (handler.defers and is_request) or (
+                not handler.confined and self.session.default_caller is not None
+            ):
+                self._admit(method, handler, request_id, is_request)
+            call = Call(
+                self.loaded,
+                self.session,
+                self.settings,
+                stateless,
+                self.ledger,
+                self.notes,
+                len(self.notes),
+                request_id,
+            )
+            if log.isEnabledFor(logging.DEBUG):  # --log-level debug: a line per request
+                started = perf_counter()
+                reply = self.invoke(call, handler, message)
+                log_request(method, request_id, is_request, started)
+            else:
+                reply = self.invoke(call, handler, message)
+            if reply is None:  # a notification
+                return None
+            result = reply.get("result")
+            if type(result) is Deferred:  # the one kind of reply written later (wire/ledger.py)
+                if not result.done:
+                    pending = Pending(request_id, result, stateless, self.ledger.generation)
+                    self.ledger.pending[request_id] = pending
+                    return pending
+                return success_reply(result.result, request_id, stateless)
+            return Kept(reply) if lifecycle else reply
         except SubagentdError as exc:  # refused before the method ran
             if is_request or isinstance(exc, InvalidRequestError):  # a broken envelope is told
                 return Kept(refusal(exc, request_id))
             return None
-
-    def _run(self, message: dict[str, Any], request_id: Any, is_request: bool) -> One | None:
-        check_envelope(message)
-        method = message["method"]
-        params = message.get("params")
-        if method in CANCEL:
-            if isinstance(params, dict):
-                self.cancel(params.get(CANCEL[method]))
-            return Kept(success_reply({}, request_id, False)) if is_request else None
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        version = meta.get(VERSION_META_KEY) if isinstance(meta, dict) else None
-        stateless = version is not None
-        if stateless and version not in SUPPORTED_VERSIONS:
-            raise UnsupportedProtocolVersionError(
-                f"unsupported protocol version {version!r}",
-                {"supported": list(SUPPORTED_VERSIONS), "requested": version},
-            )
-        lifecycle = method in LIFECYCLE
-        if not (stateless or self.session.initialized or lifecycle):
-            raise NotInitializedError(NOT_INITIALIZED)
-        if self.ledger.lost is not None and not lifecycle:
-            raise self.ledger.lost
-        handler = self.methods.get(method)
-        if handler is None:
-            raise MethodUnknownError.for_method(method, self.methods)
-        if (handler.defers and is_request) or (
-            not handler.confined and self.session.default_caller is not None
-        ):
-            self._admit(method, handler, request_id, is_request)
-        call = Call(
-            self.loaded,
-            self.session,
-            self.settings,
-            stateless,
-            self.ledger,
-            self.notes,
-            len(self.notes),
-            request_id,
-        )
-        if log.isEnabledFor(logging.DEBUG):  # --log-level debug: a line per request
-            started = perf_counter()
-            reply = self.invoke(call, handler, message)
-            log_request(method, request_id, is_request, started)
-        else:
-            reply = self.invoke(call, handler, message)
-        if reply is None:  # a notification
-            return None
-        result = reply.get("result")
-        if type(result) is Deferred:  # the one kind of reply written later (wire/ledger.py)
-            if not result.done:
-                pending = Pending(request_id, result, stateless, self.ledger.generation)
-                self.ledger.pending[request_id] = pending
-                return pending
-            return success_reply(result.result, request_id, stateless)
-        return Kept(reply) if lifecycle else reply
 
     def _admit(self, method: str, handler: Handler, request_id: Any, is_request: bool) -> None:
         """Refusals of a known method before it runs: confinement, and the bound on waiting."""
