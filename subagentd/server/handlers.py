@@ -183,7 +183,8 @@ def tools_list(call: Call, p: t.ToolsListParams) -> t.ToolsListResult:
 
 def _served(call: Call, p: t.ToolsCallParams) -> None:
     served_tool(p.name, call.settings.tools)  # "Unknown tool": the JSON-RPC error
-    admit_task(call, p)  # MCP tasks: hook (mcp/tasks.py)
+    if p.task is not None:  # MCP tasks: hook (mcp/tasks.py)
+        admit_task(call, p)
 
 
 def _refused(error: SubagentdError) -> t.CallToolResult:

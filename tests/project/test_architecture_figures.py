@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 MAP = ROOT / "docs" / "architecture.md"
-METHODS = ("ping", "tools/call list_agents", "send_message")
+METHODS = ("ping", "tools/call list_agents", "send_message", "tools/call send_message")
 
 
 def run(command: str) -> str:
@@ -52,7 +52,7 @@ READERS: dict[str, Callable[[str], str]] = {
     "distinct subagentd modules one `send_message` passes through": modules,
     "times that path enters `server/connection.py`": connection_entries,
     "module changes on that path before its first rule (`core/arguments.py`)": before_first_rule,
-    "Python calls per `ping` / `tools/call list_agents` / `send_message`": calls,
+    "Python calls per `ping` / `tools/call list_agents` / `send_message` / `tools/call send_message`": calls,
     "the same, the methods run directly (`invoke_directly`)": calls,
 }
 
