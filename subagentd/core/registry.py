@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -73,6 +73,8 @@ class Registry:
         self._agents: dict[str, LiveAgent] = {}
         self._children: dict[str, set[str]] = {}  # parent id -> ids of its live children
         self.lookup = self._agents.get  # by id, for loops over whole listings (no None check)
+        # by id or None (None is never a key: no agent), the dict's own get, no wrapper call
+        self.get: Callable[[str | None], LiveAgent | None] = self._agents.get  # type: ignore[assignment]
 
     def __len__(self) -> int:
         return len(self._agents)
@@ -83,9 +85,6 @@ class Registry:
     def clear(self) -> None:
         self._agents.clear()
         self._children.clear()
-
-    def get(self, agent_id: str | None) -> LiveAgent | None:
-        return self._agents.get(agent_id) if agent_id is not None else None
 
     def has_live_children(self, agent: LiveAgent) -> bool:
         """Ownership: a live child keeps its parent resident."""
