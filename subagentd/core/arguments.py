@@ -54,6 +54,12 @@ def check_arguments(struct: type[msgspec.Struct], arguments: Any) -> msgspec.Str
             if required:
                 violations.append(texts.MISSING_PROPERTY.format(name=name))
             continue
+        if choices == "str":  # the most common rule first: a plain string
+            if isinstance(value, str):
+                values[name] = value
+            else:
+                violations.append(texts.MUST_BE_STRING.format(name=name))
+            continue
         if isinstance(choices, type):  # an object of numbers (spawn_agent's budget)
             built = _check_object(name, choices, value, violations)
             if built is not None:
@@ -72,18 +78,10 @@ def check_arguments(struct: type[msgspec.Struct], arguments: Any) -> msgspec.Str
             else:
                 violations.append(texts.MUST_BE_INTEGER.format(name=name, low=low, high=high))
             continue
-        if choices == "str":
-            choices = None
-        if not isinstance(value, str):
-            violations.append(
-                texts.MUST_BE_STRING.format(name=name)
-                if choices is None
-                else texts.MUST_BE_ONE_OF.format(name=name, choices=_choices(choices))
-            )
-        elif choices is not None and value not in choices:
-            violations.append(texts.MUST_BE_ONE_OF.format(name=name, choices=_choices(choices)))
-        else:
+        if isinstance(value, str) and value in choices:  # one of the Literal's choices
             values[name] = value
+        else:
+            violations.append(texts.MUST_BE_ONE_OF.format(name=name, choices=_choices(choices)))
     known = _known(struct)
     for name in arguments:
         if name not in known:  # a misspelled argument is never silently ignored

@@ -354,7 +354,8 @@ def call_tool_result(
     # every tool result Struct has `text`; a shared base class holding it would reorder fields
     text: str = result.text  # type: ignore[attr-defined]  # see above
     return t.CallToolResult(
-        content=[_text(text)],  # one block: a client that shows only the first loses nothing
+        # one block: a client that shows only the first loses nothing
+        content=[{"type": "text", "text": text}],
         structuredContent=_structured(result),
         isError=type(result) is t.AskParentResult and not result.answered,  # no answer came
     )
