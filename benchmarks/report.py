@@ -166,6 +166,22 @@ def evaluate(raw: dict[str, Any]) -> list[Metric]:
             m.note = f"p99 {send['seq_p99_s'] * 1e6:.0f} µs"
         metrics.append(m)
 
+    inter = raw.get("interleaved")  # one in flight, rounds alternating with the floors'
+    for name, what, bound in (
+        ("list_agents", "tools/call list_agents", 2.0),
+        ("send_message", "sequential durable send_message", 3.0),
+    ):
+        m = Metric(
+            f"{name}_interleaved_p50_us", f"{what} p50, one in flight, interleaved rounds", "µs"
+        )
+        if inter:
+            m.values = {k: inter[k]["p50_s"] * 1e6 for k in (name, "stack", "echo")}
+            m.values["subagentd"] = m.values.pop(name)
+            m.ratio = _ratio(m.values)
+            judge(m, [("stack floor", over(m.values["subagentd"], m.values["stack"]), bound, "le")])
+            m.note = f"p99 {inter[name]['p99_s'] * 1e6:.0f} µs; the echo floor shows the phase"
+        metrics.append(m)
+
     live = raw.get("live_agents")
     m = Metric("kib_per_live_agent", "RSS per live continuable agent, at rest", "KiB")
     m.values = {"subagentd": live["kib_per_agent"] if live else None}

@@ -256,6 +256,36 @@ class Bench:
             "rtt_percentiles_s": {p: pct(samples, float(p)) for p in ("50", "90", "99", "99.9")},
         }
 
+    def interleaved(self) -> dict[str, Any]:
+        """One request in flight, judged fairly: subagentd's tools/call list_agents and its
+        sequential durable send_message beside the stack floor's and the echo floor's round
+        trips, in alternating rounds of ROUND requests each (not one block after another), so a
+        phase of the machine moves all four alike."""
+        servers = {
+            "subagentd": self.ready("subagentd", self.db_path("interleaved")),
+            "stack": self.ready("stack"),
+            "echo": self.ready("echo"),
+        }
+        kinds = [
+            ("list_agents", "subagentd", _tool_frames),
+            ("send_message", "subagentd", _send_frames),
+            ("stack", "stack", _tool_frames),
+            ("echo", "echo", _tool_frames),
+        ]
+        samples: dict[str, list[float]] = {name: [] for name, _, _ in kinds}
+        try:
+            for _, kind, frames in kinds:  # warm-up
+                servers[kind].round_trips(frames(servers[kind], ROUND))
+            for _ in range(max(2, self.sizes.round_trips // ROUND)):
+                for name, kind, frames in kinds:
+                    samples[name] += servers[kind].round_trips(frames(servers[kind], ROUND))
+            for server in servers.values():
+                server.close()
+        finally:
+            for server in servers.values():
+                server.kill()
+        return {name: {"p50_s": median(v), "p99_s": pct(v, 99)} for name, v in samples.items()}
+
     def send_messages(self, durability: str) -> dict[str, Any]:
         db = self.db_path(f"send-{durability}")
         server = self.ready("subagentd", db, durability)
@@ -657,6 +687,7 @@ def _ping_frames(server: Server, n: int) -> list[bytes]:
 LINK_DELAY = 0.001  # seconds each way of the shared_send_postgres_link rows' link (linkproxy.py)
 BURST = 2000  # the interference row's burst into one tree
 PROBES = 300  # the interference row's lone send_message latencies
+ROUND = 50  # requests of each kind in a round of the interleaved one-in-flight row
 BURSTS = 5  # the interference row's bursts, one after another (samples during each pooled)
 
 
@@ -781,8 +812,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated scenarios (cold,tools,ping,send,shared,cross,live,list,restart,many,"
-        "runner,tail); default all",
+        help="comma-separated scenarios (cold,tools,ping,interleaved,send,shared,cross,live,list,"
+        "restart,many,runner,tail); default all",
     )
     parser.add_argument(
         "--at",
@@ -871,6 +902,8 @@ def main(argv: list[str] | None = None) -> int:
                 if (r := bench.guarded(f"ping {k}", bench.tool_calls, k, "ping")) is not None
             }
             each_variant("ping_calls", "ping", Bench.tool_calls, "subagentd", "ping", peer=True)
+        if want("interleaved"):
+            raw["interleaved"] = bench.guarded("one in flight, interleaved", bench.interleaved)
         if want("send"):
             for durability in ("normal", "full"):
                 raw[f"send_{durability}"] = bench.guarded(
