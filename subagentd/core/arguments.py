@@ -94,8 +94,8 @@ def check_arguments(struct: type[msgspec.Struct], arguments: Any) -> msgspec.Str
 def _check_object(
     name: str, struct: type[msgspec.Struct], value: Any, violations: list[str]
 ) -> msgspec.Struct | None:
-    """An object whose every field is an optional bounded number; its violations are named
-    `<name>.<field>`."""
+    """An object of bounded numbers (spawn_agent's budget) or strings (its agent choice); its
+    violations are named `<name>.<field>`."""
     if not isinstance(value, dict):
         violations.append(texts.MUST_BE_OBJECT.format(name=name))
         return None
@@ -104,14 +104,21 @@ def _check_object(
     values: dict[str, Any] = {}
     for field in info.fields:
         item = value.get(field.encode_name)
+        full = f"{name}.{field.encode_name}"
         if item is None:
+            if field.required:
+                violations.append(texts.MISSING_PROPERTY.format(name=full))
             continue
         kind = field.type
         if isinstance(kind, msgspec.inspect.UnionType):
             kind = next(t for t in kind.types if not isinstance(t, msgspec.inspect.NoneType))
         low, high = _bound(getattr(kind, "ge", None) or 0), _bound(getattr(kind, "le", None))
-        full = f"{name}.{field.encode_name}"
-        if isinstance(kind, msgspec.inspect.IntType):
+        if isinstance(kind, msgspec.inspect.StrType):
+            if isinstance(item, str):
+                values[field.name] = item
+            else:
+                violations.append(texts.MUST_BE_STRING.format(name=full))
+        elif isinstance(kind, msgspec.inspect.IntType):
             if type(item) is int and low <= item <= high:
                 values[field.name] = item
             else:

@@ -318,6 +318,34 @@ def test_spawn_agents_budget_argument_is_validated_with_exact_texts(budget, viol
     assert caught.value.message == f"invalid arguments: {violation}"
 
 
+@pytest.mark.parametrize(
+    "agent, violation",
+    [
+        ({"a2a": None}, 'missing required property "agent.a2a"'),
+        ({}, 'missing required property "agent.a2a"'),
+        ({"a2a": 5}, '"agent.a2a" must be a string'),
+        ("far", '"agent" must be an object'),
+    ],
+)
+def test_spawn_agents_agent_argument_is_validated_with_exact_texts(agent, violation):
+    from subagentd.core.arguments import check_arguments
+    from subagentd.errors import InvalidParamsError
+    from subagentd.schema.tools import SpawnAgentArgs
+
+    with pytest.raises(InvalidParamsError) as caught:
+        check_arguments(SpawnAgentArgs, {"label": "x", "prompt": "y", "agent": agent})
+    assert caught.value.message == f"invalid arguments: {violation}"
+
+
+def test_spawn_agents_agent_argument_names_an_a2a_agent():
+    from subagentd.core.arguments import check_arguments
+    from subagentd.schema.messages import AgentChoice
+    from subagentd.schema.tools import SpawnAgentArgs
+
+    args = check_arguments(SpawnAgentArgs, {"label": "x", "prompt": "y", "agent": {"a2a": "far"}})
+    assert args.agent == AgentChoice(a2a="far")
+
+
 def test_spawn_agent_passes_its_budget_and_is_refused_like_agents_spawn():
     from subagentd.schema.tools import SpawnAgentArgs
 
