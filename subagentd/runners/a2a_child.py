@@ -37,7 +37,6 @@ from subagentd.core.questions import Question
 from subagentd.core.service import Service
 from subagentd.runners.runner import Job, Runner
 from subagentd.schema.budgets import COUNT_MAX, MONEY_MAX, Usage
-from subagentd.schema.host_methods import TurnEndParams
 
 if TYPE_CHECKING:
     from subagentd.server.connection import Connection
@@ -541,20 +540,10 @@ class A2aChildren:
             log.warning("A2A child %s: the turn ends error: %s", agent_id, output)
         detail = {"agent": turn.name, "task_id": turn.task_id, "state": turn.state}
 
-        def end() -> None:
-            if not self.runner.current(agent_id, turn_id):
-                return
+        def record() -> None:
             self.service.record(agent_id, turn_id, "a2a_end", detail)
-            params = TurnEndParams(
-                agent_id=agent_id,
-                turn_id=turn_id,
-                reason=reason,  # type: ignore[arg-type]  # one of the reasons, chosen above
-                output=output,
-                usage=usage,
-            )
-            self.service.host.finish_turn(params, None)
 
-        await self.runner.end_durably(agent_id, turn_id, end)
+        await self.runner.finish(turn.job, reason, output, usage, record)
 
     def _stored_context(self, agent_id: str) -> tuple[str, set[str]]:
         """The contextId the child's last remote task had (`a2a_task` in its transcript), and

@@ -52,7 +52,6 @@ from subagentd.runners.runner import Job, Runner
 from subagentd.runners.runner_pids import PidFiles
 from subagentd.runners.tool_socket import Tokens
 from subagentd.schema.budgets import Usage
-from subagentd.schema.host_methods import TurnEndParams
 
 log = logging.getLogger("subagentd")
 
@@ -610,26 +609,15 @@ class AcpTurns:
     ) -> None:
         """The turn's progress and how it ended into its transcript; then end the turn (unless
         it ended otherwise meanwhile), charging what it used."""
-        agent_id, turn_id = job.start.agent_id, job.start.turn_id
 
-        def end() -> None:
-            if not self.runner.current(agent_id, turn_id):  # force-ended, or ended by the host
-                return
+        def record() -> None:
             self._record(job, [*progress.take(), ("acp_end", detail)], ending=True)
-            held = self.sessions.get(agent_id)
+            held = self.sessions.get(job.start.agent_id)
             if held is not None and progress.totals is not None:
-                held.totals = progress.totals  # charged below: the next turn counts from here
-            params = TurnEndParams(
-                agent_id=agent_id,
-                turn_id=turn_id,
-                reason=reason,  # type: ignore[arg-type]  # one of the reasons, mapped above
-                output=output,
-                usage=usage,
-            )
-            self.service.host.finish_turn(params)
+                held.totals = progress.totals  # charged next: the next turn counts from here
 
         # retried until written (or the runner stops)
-        await self.runner.end_durably(agent_id, turn_id, end, self._committed)
+        await self.runner.finish(job, reason, output, usage, record, committed=self._committed)
 
 
 def _options(given: Any) -> list[Option]:

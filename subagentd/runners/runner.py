@@ -366,20 +366,41 @@ class Runner:
                 "--runner: the turn of %s %s; its stderr ended: %s", agent_id, failure.status, tail
             )
 
-        def end() -> None:
-            if not self.current(agent_id, turn_id):  # force-ended, or ended by the host
-                return
+        def record() -> None:
             self.service.record(agent_id, turn_id, "runner_exit", report)
+
+        await self.finish(job, reason, output, report.usage, record, failure)
+
+    async def finish(
+        self,
+        job: Job,
+        reason: str,
+        output: str | None,
+        usage: Usage | None,
+        record: Callable[[], None],
+        failure: RunnerFailure | None = None,
+        committed: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """End the job's turn durably, unless it ended otherwise (force-ended, by the host):
+        `record` writes how it ended into its transcript, then `turns/end` charges `usage`, in
+        one group that end_durably retries until it is written. Every executor ends its turns
+        here."""
+        agent_id, turn_id = job.start.agent_id, job.start.turn_id
+
+        def end() -> None:
+            if not self.current(agent_id, turn_id):
+                return
+            record()
             params = TurnEndParams(
                 agent_id=agent_id,
                 turn_id=turn_id,
-                reason=reason,  # type: ignore[arg-type]  # one of the reasons, chosen above
+                reason=reason,  # type: ignore[arg-type]  # one of the reasons, chosen by the executor
                 output=output,
-                usage=report.usage,
+                usage=usage,
             )
             self.service.host.finish_turn(params, failure)
 
-        await self.end_durably(agent_id, turn_id, end)
+        await self.end_durably(agent_id, turn_id, end, committed)
 
     async def end_durably(
         self,

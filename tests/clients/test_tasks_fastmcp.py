@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from tests.clients.test_tasks_ts_sdk import client_process as run_client
+from tests.wire.test_tasks_extension import ANSWER_FORM
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests" / "peers" / "fastmcp-tasks" / "client.py"
@@ -184,17 +185,7 @@ def test_a_task_whose_child_asks_is_answered_by_the_elicitation_handler_with_tas
             "message": 'Background subagent q ("q") asks you a question and waits for your'
             " answer; its turn goes on once you answer:\nWhich file: a.py or b.py?\nIt offers"
             ' these answers: "a.py", "b.py".',
-            "schema": {
-                "type": "object",
-                "properties": {
-                    "answer": {
-                        "type": "string",
-                        "title": "Answer",
-                        "description": "your answer, as free text",
-                    }
-                },
-                "required": ["answer"],
-            },
+            "schema": ANSWER_FORM,
         }
     ]
     # the question stays the root's news, as wait_agents would return it, before the closing

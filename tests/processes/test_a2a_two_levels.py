@@ -73,18 +73,15 @@ def get_task(bottom: Face, task_id: str) -> Any:
     return run(call, bottom.url, "get_task", GetTaskRequest(id=task_id))
 
 
+def spawn_far(top: Any) -> None:
+    """The top's child `far`, whose turns run on the bottom's A2A face."""
+    params = {"caller": "root", "child_id": "far", "label": "far", "prompt": "hello"}
+    top.host.call("agents/spawn", {**params, "agent": {"a2a": "bottom"}})
+
+
 def test_a_turn_and_its_follow_up_cross_two_levels_in_one_conversation(levels):
     top, bottom = levels
-    top.host.call(
-        "agents/spawn",
-        {
-            "caller": "root",
-            "child_id": "far",
-            "label": "far",
-            "prompt": "hello",
-            "agent": {"a2a": "bottom"},
-        },
-    )
+    spawn_far(top)
     [first] = top.ends("far")
     assert (first["reason"], first["output"]) == ("completed", "done: hello")
     top.host.call("send_message", {"caller": "root", "subagent_id": "far", "message": "again"})
@@ -146,16 +143,7 @@ def test_inspect_and_watch_show_a_remote_child_as_such(levels, tmp_path):
     import os
 
     top, _ = levels
-    top.host.call(
-        "agents/spawn",
-        {
-            "caller": "root",
-            "child_id": "far",
-            "label": "far",
-            "prompt": "hello",
-            "agent": {"a2a": "bottom"},
-        },
-    )
+    spawn_far(top)
     top.ends("far")
     db = str(tmp_path / "top.db")
     shown = subprocess.run(

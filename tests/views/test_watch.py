@@ -15,6 +15,7 @@ import pytest
 
 from subagentd.storage.reader import StoreReader
 from subagentd.view.snapshot import Snapshot
+from tests.processes.test_question_crash import c1_asks
 from tests.spawned import ServerProcess
 from tests.tools import require
 from tests.view_runs import busy_run, large_run
@@ -282,11 +283,7 @@ def test_once_shows_a_child_waiting_for_its_answer(tmp_path):
     srv = ServerProcess(db=path)
     try:
         host = srv.host
-        host.initialize()
-        host.open("root")
-        host.spawn("root", "c1", label="fixer")
-        asking = host.start("ask_parent", {"caller": "c1", "question": "a.py or b.py?"})
-        host.notification("turn/start", agent_id="root")  # the question reached the parent
+        asking, _ = c1_asks(host)  # the question reached the parent
         rows = {
             columns(line)[0]: columns(line)[1:]
             for line in watch(path, "--once").stdout.splitlines()[2:]

@@ -159,6 +159,15 @@ def test_the_extension_has_no_tasks_result_nor_tasks_list_and_2025_has_no_tasks_
 
 QUESTION = 'Background subagent c1 ("l") asks you a question and waits for your answer; its turn'
 QUESTION += " goes on once you answer:\nWhich file: a.py or b.py?"
+# The form a question's input request carries (and a 2025-11-25 client is sent): one free-text
+# field (mcp/tasks.py).
+ANSWER_FORM = {
+    "type": "object",
+    "properties": {
+        "answer": {"type": "string", "title": "Answer", "description": "your answer, as free text"}
+    },
+    "required": ["answer"],
+}
 INPUT_REQUIRED = "subagent c1 asks a question and waits for your answer"
 
 
@@ -183,17 +192,7 @@ def test_a_task_whose_child_asks_is_input_required_and_tasks_update_answers_it(m
         "params": {
             "mode": "form",
             "message": QUESTION + '\nIt offers these answers: "a.py", "b.py".',
-            "requestedSchema": {
-                "type": "object",
-                "properties": {
-                    "answer": {
-                        "type": "string",
-                        "title": "Answer",
-                        "description": "your answer, as free text",
-                    }
-                },
-                "required": ["answer"],
-            },
+            "requestedSchema": ANSWER_FORM,
         },
     }
     # the same row in the 2025-11-25 shape: input_required (answered there by send_message)
@@ -382,7 +381,7 @@ def test_a_2025_client_that_declared_elicitation_is_asked_a_tasks_input_and_answ
     elicit = request["params"]
     assert elicit["_meta"] == {"io.modelcontextprotocol/related-task": {"taskId": task_id}}
     assert elicit["message"] == QUESTION + '\nIt offers these answers: "a.py", "b.py".'
-    assert elicit["requestedSchema"]["properties"]["answer"]["type"] == "string"
+    assert elicit["requestedSchema"] == ANSWER_FORM
     assert host.call(*on("tasks/get", taskId=task_id))["status"] == "input_required"
     [key] = host.call(*modern("tasks/get", taskId=task_id))["inputRequests"]  # the same key
     assert request["id"] == f"subagentd-task:{task_id}:{key}"
