@@ -234,6 +234,10 @@ def summarize(event_type: str, data: Any) -> str:
         if data.get("why"):
             extra += f" ({data['why']})"
         return f"permission for {data.get('title')}: {data.get('outcome')} {extra.strip()}".rstrip()
+    if event_type == "acp_elicitation":
+        why = f" ({data['why']})" if data.get("why") else ""
+        asked = f'form question "{short(str(data.get("message")), 50)}": {data.get("outcome")}'
+        return f"{asked} {data.get('parent') or ''}".rstrip() + why
     if event_type == "acp_session":
         return f"ACP session {str(data.get('session_id'))[:12]} ({'loaded' if data.get('loaded') else 'new'})"
     if event_type == "acp_end" and data.get("error"):

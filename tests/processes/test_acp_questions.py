@@ -382,6 +382,9 @@ def test_an_agents_form_elicitation_is_a_question_its_parent_answers_with_send_m
             "why": "answered",
         },
     ]
+    shown = [summarize(e["type"], e["data"]) for e in srv.events("c1")]  # inspect, watch
+    assert 'form question "Which file should I edit?": asked root' in shown
+    assert 'form question "Which file should I edit?": accept root (answered)' in shown
 
 
 @pytest.mark.parametrize(
