@@ -434,24 +434,45 @@ README_BEGIN = "<!-- targets: written by `python benchmarks/report.py --readme` 
 README_END = "<!-- end of targets -->"
 
 
-def render_targets(metrics: list[Metric], env: dict[str, Any]) -> str:
+def render_targets(
+    metrics: list[Metric], env: dict[str, Any], runs: list[dict[str, Any]] | None = None
+) -> str:
     """The judged rows only: which targets hold and by how much each other one misses, with the
-    run they come from (benchmarks/README.md carries it, `--readme`)."""
+    run they come from (benchmarks/README.md carries it, `--readme`). `runs`: other runs of the
+    same revision (latest.json files, spread.py), whose min–max and verdicts join each row."""
+    import spread
+
     lines = [
         f"From the {env.get('mode', '?')} run of {env.get('date', '?')} (1-min load average"
         f" before/after {env.get('loadavg_1m_before_after', '?')}; its revision is in its"
         f" latest.md): {sum(m.met is True for m in metrics)} of"
         f" {sum(m.met is not None for m in metrics)} targets hold.",
+    ]
+    rows = {s.key: s for s in spread.spreads(runs)} if runs else {}
+    if runs:
+        loads = ", ".join(str(r["environment"].get("loadavg_1m_before_after")) for r in runs)
+        lines.append(
+            f"Beside it, {len(runs)} runs of the same revision (this one among them; load"
+            f" averages {loads}): each row's min–max (median) and in how many it held"
+            " (all rows: results/spread.md)."
+        )
+    spread_head = " runs: min–max (median) | held in |" if runs else ""
+    lines += [
         "",
-        "| target | subagentd | holds? |",
-        "|---|---:|---|",
+        f"| target | subagentd | holds? |{spread_head}",
+        "|---|---:|---|" + ("---:|---|" if runs else ""),
     ]
     for m in metrics:
         if m.met is None:
             continue
         verdict = "yes" if m.met else f"**no**: {m.miss}"
+        more = ""
+        if runs:
+            s = rows.get(m.key)
+            more = f" {s.range()} {m.unit} | {s.verdicts()} |" if s else " — | |"
         lines.append(
             f"| {m.name} {m.target} | {fmt(m.values.get('subagentd'))} {m.unit} | {verdict} |"
+            + more
         )
     return "\n".join(lines)
 
@@ -463,15 +484,18 @@ def judged(raw: dict[str, Any]) -> list[Metric]:
     return evaluate(raw) + scale.rows(raw)
 
 
-def write_readme(readme: str, results: dict[str, Any]) -> None:
+def write_readme(
+    readme: str, results: dict[str, Any], runs: list[dict[str, Any]] | None = None
+) -> None:
     """Replace the targets table between README_BEGIN and README_END of `readme` with the one of
-    `results` (a latest.json), its raw figures judged by this report's targets."""
+    `results` (a latest.json), its raw figures judged by this report's targets (and `runs`'
+    spread beside them)."""
     metrics = judged(results["raw"])
     with open(readme) as fh:
         text = fh.read()
     head, rest = text.split(README_BEGIN, 1)
     _, tail = rest.split(README_END, 1)
-    table = render_targets(metrics, results["environment"])
+    table = render_targets(metrics, results["environment"], runs)
     with open(readme, "w") as fh:
         fh.write(f"{head}{README_BEGIN}\n{table}\n{README_END}{tail}")
 
@@ -487,13 +511,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--readme", action="store_true", help="write the targets table into benchmarks/README.md"
     )
+    parser.add_argument(
+        "--runs",
+        nargs="+",
+        default=[],
+        help="other runs' latest.json (same revision): their spread beside each target",
+    )
     args = parser.parse_args(argv)
     with open(args.results) as fh:
         results = json.load(fh)
+    import spread
+
+    runs = spread.load(args.runs) if args.runs else None
     if args.readme:
-        write_readme(os.path.join(here, "README.md"), results)
+        write_readme(os.path.join(here, "README.md"), results, runs)
     else:
-        print(render_targets(judged(results["raw"]), results["environment"]))
+        print(render_targets(judged(results["raw"]), results["environment"], runs))
     return 0
 
 

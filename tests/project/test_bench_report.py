@@ -247,3 +247,34 @@ def test_the_targets_summary_lists_the_judged_rows_and_goes_between_the_readme_m
     text = readme.read_text()
     assert text == f"before\n{report.README_BEGIN}\n{summary}\n{report.README_END}\nafter\n"
     assert report.README_BEGIN in (Path(report.__file__).parent / "README.md").read_text()
+
+
+def test_three_runs_spread_sits_beside_each_target_and_in_its_own_table(tmp_path):
+    import copy
+    import json
+
+    import spread
+
+    env = {"mode": "full", "date": "D", "commit": "abc", "loadavg_1m_before_after": [1.0, 2.0]}
+    runs = []
+    for n, per_s in enumerate((12000, 16000, 15000)):
+        raw = copy.deepcopy(RAW)
+        raw["send_normal"] = send(per_s)
+        path = tmp_path / f"run{n}.json"
+        path.write_text(json.dumps({"raw": raw, "environment": env}))
+        runs.append(str(path))
+    loaded = spread.load(runs)
+    summary = report.render_targets(report.evaluate(RAW), env, loaded)
+    # 12,000, 16,000 and 15,000 msg/s against a 30,000 write floor (≥ 0.5x): held in two runs
+    assert (
+        "| durable send_message pipelined, --durability normal ≥ 0.5x write floor | 12,000 msg/s"
+        " | **no**: 0.40x write floor (20% under) | 12,000–16,000 (median 15,000) msg/s"
+        " | 2 of 3 |"
+    ) in summary
+    assert "3 runs of the same revision" in summary
+    table = spread.render(loaded)
+    assert (
+        "| durable send_message pipelined, --durability normal (msg/s) | 12,000 | 16,000 | 15,000"
+        " | 12,000–16,000 (median 15,000) | ≥ 0.5x write floor | 2 of 3 |"
+    ) in table
+    assert table.count("\n- run ") == 3
