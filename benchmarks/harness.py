@@ -205,19 +205,21 @@ class Server:
     # --- measurements ---------------------------------------------------------------------
 
     def pipelined(
-        self, frames: list[bytes], timeout: float = 120.0
+        self, frames: list[bytes], timeout: float = 120.0, window: int | None = None
     ) -> tuple[float, int, list[bytes]]:
         """Write all frames (reading responses whenever the pipe is full) and read every response.
 
+        `window`: at most that many requests in flight (as many agents, each sending its next
+        message once the last is answered): the first `window` frames, then one more per response.
         Returns (seconds from first byte written to last response read, error count, the first
         few error lines). Notifications that arrive meanwhile are counted out, not answered.
         """
-        blob = b"".join(frames)
         expected = len(frames)
         errors: list[bytes] = []
         deadline = time.perf_counter() + timeout
         t0 = time.perf_counter()
-        self.write(blob)
+        sent = expected if window is None else min(window, expected)
+        self.write(b"".join(frames[:sent]))
         got = 0
         while got < expected:
             line = self.read_line(deadline)
@@ -228,6 +230,9 @@ class Server:
             got += 1
             if b'"error":' in line or b'"isError":true' in line:
                 errors.append(line[:400] if len(errors) < 5 else b"")
+            if sent < expected:
+                self.write(frames[sent])
+                sent += 1
         elapsed = time.perf_counter() - t0
         real_errors = [e for e in errors if e]
         return elapsed, len(errors), real_errors

@@ -347,14 +347,15 @@ class Bench:
         return self.postgres.url(self.postgres.new_database())
 
     def shared_sends(
-        self, processes: int, backend: str = "sqlite", link: float = 0.0
+        self, processes: int, backend: str = "sqlite", link: float = 0.0, window: int | None = None
     ) -> dict[str, Any]:
         """Durable send_message with several processes on one file DB (`--durability normal`):
         each runs its own root and busy child and is sent its share of the burst, pipelined, all
         at the same time; accepted messages per second over the whole burst. A write that finds
         the lock taken past the wait is refused 1011 busy (PROTOCOL.md section 1): counted.
         `link`: PostgreSQL is reached through linkproxy.py, `link` seconds each way (a database
-        on another host)."""
+        on another host). `window`: each process has at most that many sends in flight (as many
+        agents, each sending its next message once the last is acknowledged), not all of them."""
         db, proxy = self.linked(self.database(f"shared-{processes}", backend), link)
         servers = [self.start("subagentd", db) for _ in range(processes)]
         try:
@@ -372,7 +373,8 @@ class Bench:
                 began = time.perf_counter()
                 results = list(
                     pool.map(
-                        lambda job: job[0].pipelined(job[1]), zip(servers, bursts, strict=True)
+                        lambda job: job[0].pipelined(job[1], window=window),
+                        zip(servers, bursts, strict=True),
                     )
                 )
                 elapsed = time.perf_counter() - began
@@ -391,6 +393,7 @@ class Bench:
             "seconds": elapsed,
             "per_s": (sent - refused) / elapsed,
             "refused": refused,
+            "window": window,
         }
 
     def linked(self, db: str, link: float) -> tuple[str, Any]:
@@ -685,6 +688,7 @@ def _ping_frames(server: Server, n: int) -> list[bytes]:
 
 
 LINK_DELAY = 0.001  # seconds each way of the shared_send_postgres_link rows' link (linkproxy.py)
+LINK_WINDOW = 8  # sends in flight per process in the shared_send_postgres_link rows (8 agents)
 BURST = 2000  # the interference row's burst into one tree
 PROBES = 300  # the interference row's lone send_message latencies
 ROUND = 50  # requests of each kind in a round of the interleaved one-in-flight row
@@ -946,17 +950,21 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 is not None
             }
-            raw["shared_sends_postgres_link"] = {
-                str(n): r
-                for n in (1, 4)
-                if (
-                    r := bench.guarded(
-                        f"send_message, {n} processes, PostgreSQL over a 1 ms link",
-                        functools.partial(bench.shared_sends, n, "postgres", LINK_DELAY),
+            for key, window in (("_link", LINK_WINDOW), ("_link_pipelined", None)):
+                raw[f"shared_sends_postgres{key}"] = {
+                    str(n): r
+                    for n in (1, 4)
+                    if (
+                        r := bench.guarded(
+                            f"send_message, {n} processes, PostgreSQL over a 1 ms link"
+                            + (f", {window} in flight each" if window else ", pipelined"),
+                            functools.partial(
+                                bench.shared_sends, n, "postgres", LINK_DELAY, window
+                            ),
+                        )
                     )
-                )
-                is not None
-            }
+                    is not None
+                }
             raw["interference_postgres_link"] = bench.guarded(
                 "another tree's send_message during a burst, PostgreSQL over a 1 ms link",
                 functools.partial(bench.interference, LINK_DELAY),

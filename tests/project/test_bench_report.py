@@ -278,3 +278,39 @@ def test_three_runs_spread_sits_beside_each_target_and_in_its_own_table(tmp_path
         " | 12,000–16,000 (median 15,000) | ≥ 0.5x write floor | 2 of 3 |"
     ) in table
     assert table.count("\n- run ") == 3
+
+
+def test_the_link_rows_judge_the_windowed_sends_and_explain_the_pipelined_ones():
+    sent = {"requests": 5000, "refused": 0}
+    raw = {
+        **RAW,
+        "shared_sends_postgres_link": {
+            "1": {**sent, "per_s": 700, "window": 8},
+            "4": {**sent, "per_s": 1680, "window": 8},
+        },
+        "shared_sends_postgres_link_pipelined": {
+            "1": {**sent, "per_s": 12000, "window": None},
+            "4": {**sent, "per_s": 21000, "window": None},
+        },
+    }
+    metrics = by_key(raw)
+    four = metrics["shared_send_postgres_link_4_per_s"]
+    assert four.name == (
+        "durable send_message 8 in flight per process, 4 process(es) sharing one PostgreSQL"
+        " database over a 1 ms link"
+    )
+    assert (four.target, four.ratio, four.met) == (
+        "≥ 2.5x 1 process, 0 refused",
+        "2.40x 1 process",
+        False,
+    )
+    assert four.miss == "2.40x 1 process (4% under)"
+    piped = metrics["shared_send_postgres_link_pipelined_4_per_s"]
+    assert (piped.target, piped.met, piped.ratio) == ("(informational)", None, "1.75x 1 process")
+    assert piped.note == (
+        "5,000 sent, 0 refused 1011 busy; a group carries up to a pipe buffer of sends, so one"
+        " process is bound by CPU, not by the link: 4 processes and PostgreSQL share 2 cores"
+    )
+    assert metrics["shared_send_postgres_link_pipelined_1_per_s"].name.startswith(
+        "durable send_message pipelined, 1 process(es)"
+    )
