@@ -265,6 +265,12 @@ def evaluate(raw: dict[str, Any]) -> list[Metric]:
                     "; a group carries up to a pipe buffer of sends, so one process is bound"
                     " by CPU, not by the link: 4 processes and PostgreSQL share 2 cores"
                 )
+            if suffix == "_postgres" and n == "4":
+                m.note += (
+                    "; on localhost the processes and PostgreSQL share the machine's cores:"
+                    " CPU bounds them before any lock does (the rows over the link show what"
+                    " the locks allow)"
+                )
             if suffix and n == "4" and growth is not None:
                 m.ratio = f"{growth:.2f}x 1 process"
             metrics.append(m)
