@@ -43,6 +43,8 @@ class Listener:
         self.channel = ""
         self._fd = os.dup(self.conn.fileno())  # the server waits on this number
         self._quiet: int | None = None  # a pipe's write end, while the connection is lost
+        self.wakeups = 0  # drains that found a notification (server/stats `traffic`)
+        self.rings = 0  # notifications they found
 
     def _connect(self) -> psycopg.Connection[tuple[object, ...]]:
         return psycopg.connect(self.url, autocommit=True, **self.timeouts.libpq())
@@ -75,6 +77,9 @@ class Listener:
             return count
         while pgconn.notifies() is not None:
             count += 1
+        if count:
+            self.wakeups += 1
+            self.rings += count
         if pgconn.status == pq.ConnStatus.BAD:  # the server said goodbye (e.g. it shuts down)
             log.warning("the doorbell connection was closed; signals wait for the heartbeat")
             self._silence()
