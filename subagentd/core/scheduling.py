@@ -6,7 +6,7 @@ live beside the turns they end, so a turn's whole life reads in one place."""
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
@@ -101,15 +101,17 @@ class Scheduler:
             self.signal_elsewhere(agent_id, "inbox")
         return message_id
 
-    def take_signals(self) -> None:
+    def take_signals(self, sessions: Collection[str] | None = None) -> None:
         """Inputs other processes sharing the database sent to agents live here (their rows were
-        committed with the inputs; storage/signals.py): each acts as if it had arrived here. An
+        committed with the inputs; storage/signals.py), to `sessions` only when given (a ring
+        named them: the caller holds their tree's lock), else to any: each acts as if it had
+        arrived here. An
         inbox message is a waking input (SEMANTICS.md section 1); an interrupt stops the turn;
         `budget` (limits changed: agents/budget, agents/resume) starts held input and re-arms
         the running turn's deadline; `stop` (agents/stop) interrupts it with cause `stop` and
         parks the queue. One whose agent left meanwhile is dropped: its message stays queued
         for the next activation, and an interrupt of an agent no longer live is a no-op anyway."""
-        for session_id, kind, by in self.store.take_signals(self.agents.owner):
+        for session_id, kind, by in self.store.take_signals(self.agents.owner, sessions):
             agent = self.registry.get(session_id)
             if agent is None:
                 continue

@@ -21,7 +21,7 @@ class Bell(Protocol):
     """A doorbell's end this process reads (storage/signals.py, postgres/doorbell.py)."""
 
     def fileno(self) -> int: ...
-    def drain(self) -> int: ...
+    def drain(self) -> list[str]: ...
 
 
 class Grouping(Protocol):
@@ -164,8 +164,8 @@ class BoundParts:
         fd = -1 if bell is None else bell.fileno()
         return None if fd < 0 else fd
 
-    def drain_doorbell(self) -> None:
-        """Read the rings waiting (they only say: look at your signals)."""
+    def drain_doorbell(self) -> list[str]:
+        """Read the rings waiting: the sessions they name, whose signals to look at ("" for a
+        ring that names none: look at all)."""
         bell = self.group.doorbell
-        if bell is not None:
-            bell.drain()
+        return [] if bell is None else bell.drain()
