@@ -87,6 +87,9 @@ class Store(Protocol):
         events: Sequence[tuple[str, str | None]],
         at: str,
     ) -> int: ...
+    def add_event(
+        self, session_id: str, turn_id: str | None, event_type: str, data: str, at: str
+    ) -> None: ...
     def read_events(
         self, session_id: str, after: int, limit: int, max_bytes: int
     ) -> EventsPage: ...

@@ -114,6 +114,7 @@ class BoundParts:
         self.parked_counts = inbox.parked_counts
 
         self.append_events = events.append_events
+        self.add_event = events.add_event
         self.read_events = events.read_events
         self.interrupt_cause = events.interrupt_cause
         self.question_open = events.question_open

@@ -64,9 +64,9 @@ def test_a_follow_up_from_another_process_costs_the_owner_one_wake_up_and_few_ro
             b - a - c for a, b, c in zip(before, after, own, strict=True)
         )
         # BEGIN with root's tree's lock; root's signal deleted and returned; root's inbox
-        # counts; its next queued message; its budget; the turn's two events (the claim and
-        # open turn held before the first); the other held writes; COMMIT
-        assert (round_trips, wakeups, rings, commits) == (9, 1, 1, 1)
+        # counts; its next queued message; its budget; the turn's writes held (claim, open
+        # turn, its two events, spending, lease status), all sent together; COMMIT
+        assert (round_trips, wakeups, rings, commits) == (7, 1, 1, 1)
         owner.end_turn("root", turn, "completed", "ok")
 
 
