@@ -63,10 +63,11 @@ def test_a_follow_up_from_another_process_costs_the_owner_one_wake_up_and_few_ro
         round_trips, wakeups, rings, commits = (
             b - a - c for a, b, c in zip(before, after, own, strict=True)
         )
-        # BEGIN with root's tree's lock; root's signal deleted and returned; root's inbox
-        # counts; its next queued message; its budget; the turn's writes held (claim, open
-        # turn, its two events, spending, lease status), all sent together; COMMIT
-        assert (round_trips, wakeups, rings, commits) == (7, 1, 1, 1)
+        # BEGIN with root's tree's lock; root's signal deleted and returned with root's
+        # inbox (its counts, its next queued message); its budget; the turn's writes held
+        # (claim, open turn, its two events, spending, lease status), all sent together;
+        # COMMIT
+        assert (round_trips, wakeups, rings, commits) == (5, 1, 1, 1)
         owner.end_turn("root", turn, "completed", "ok")
 
 
@@ -78,7 +79,7 @@ def test_another_trees_group_holding_its_lock_does_not_delay_the_wake_up(pair, p
     turn starts meanwhile (every tree's lock would wait for that group to end)."""
     owner, _, url = pair
     with psycopg.connect(url) as other:
-        (holder,) = other.execute("SELECT owner FROM owners WHERE wake <> ''").fetchone()
+        (holder,) = other.execute("SELECT owner FROM leases WHERE session_id = 'root'").fetchone()
         other.execute(
             "SELECT pg_advisory_xact_lock_shared(%s), pg_advisory_xact_lock(%s, %s)",
             (WRITER_LOCK, TREE_LOCKS, tree_key("elsewhere")),

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from subagentd.schema.records import EventRecord, ForeignLease, InboxCounts, SignalRow
 from subagentd.storage.events import EVENTS_SQL, Events
-from subagentd.storage.inbox import Inbox
+from subagentd.storage.inbox import Inbox, inbox_record
 from subagentd.storage.leases import LeaseTables
 from subagentd.storage.paths import END
 from subagentd.storage.sessions import Sessions
@@ -131,9 +131,18 @@ class PgSignals(Signals):
         " SELECT pg_notify(wake, ?) FROM owners WHERE owner = ? AND wake <> ''"
     )
     _TAKE = "DELETE FROM signals WHERE owner = ? RETURNING seq, session_id, kind, by"
+    # a ring's take: the sessions' rows, each with its session's inbox as read in the same
+    # statement (its queued and parked counts, its next queued message)
     _TAKE_OF = (
-        "DELETE FROM signals WHERE owner = ? AND session_id = ANY(?)"
-        " RETURNING seq, session_id, kind, by"
+        "WITH t AS (DELETE FROM signals WHERE owner = ? AND session_id = ANY(?)"
+        " RETURNING seq, session_id, kind, by)"
+        " SELECT t.seq, t.session_id, t.kind, t.by, c.queued, c.parked, n.*"
+        " FROM t CROSS JOIN LATERAL (SELECT count(*) FILTER (WHERE state = 'queued') AS queued,"
+        " count(*) FILTER (WHERE state = 'parked') AS parked FROM inbox"
+        " WHERE session_id = t.session_id AND state IN ('queued', 'parked')) c"
+        " LEFT JOIN LATERAL (SELECT position, message_id, session_id, content, source, state,"
+        " turn_id FROM inbox WHERE session_id = t.session_id AND state = 'queued'"
+        " ORDER BY position LIMIT 1) n ON true"
     )
 
     def put_signal(self, owner: str, session_id: str, kind: str, by: str | None) -> None:
@@ -148,6 +157,18 @@ class PgSignals(Signals):
         db.begin()
         if sessions is None:
             rows = db.conn.execute(self._TAKE, (owner,)).fetchall()
-        else:
-            rows = db.conn.execute(self._TAKE_OF, (owner, list(sessions))).fetchall()
-        return [SignalRow(session_id, kind, by) for _, session_id, kind, by in sorted(rows)]
+            return [SignalRow(session_id, kind, by) for _, session_id, kind, by in sorted(rows)]
+        rows = db.conn.execute(self._TAKE_OF, (owner, list(sessions))).fetchall()
+        rows.sort(key=lambda row: row[0])
+        if len(rows) != 1:  # acting on one changes what the next would have read: read then
+            return [SignalRow(row[1], row[2], row[3]) for row in rows]
+        _, session_id, kind, by, queued, parked, *first = rows[0]
+        return [
+            SignalRow(
+                session_id,
+                kind,
+                by,
+                InboxCounts(int(queued), int(parked)),
+                None if first[0] is None else inbox_record(first),
+            )
+        ]
