@@ -312,6 +312,13 @@ def evaluate(raw: dict[str, Any]) -> list[Metric]:
             if cross:
                 m.values = {"subagentd": cross[f"{label}_s"] * 1e3}
                 m.note = f"{cross['samples']} samples, idle owner"
+                path = cross.get("path")
+                if path:  # the owner's side, sender's COMMIT → turn/start (median per crossing)
+                    m.note += (
+                        f"; owner per crossing: {path['round_trips']['median']:g} round trips,"
+                        f" {path['wakeups']['median']:g} wake-ups ({path['rings']['median']:g}"
+                        f" notifications), {path['commits']['median']:g} commits"
+                    )
             bound = bounds.get((suffix, label))
             if not cross:
                 pass  # not run: nothing judged

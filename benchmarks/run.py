@@ -332,12 +332,47 @@ class Bench:
                     "turns/end",
                     {"agent_id": ROOT_ID, "turn_id": start["turn_id"], "reason": "completed"},
                 )
+            path = self.cross_path(owner, sender) if backend == "postgres" else None
             sender.close()
             owner.close()
         finally:
             sender.kill()
             owner.kill()
-        return {"samples": len(samples), "p50_s": median(samples), "p99_s": pct(samples, 99)}
+        result = {"samples": len(samples), "p50_s": median(samples), "p99_s": pct(samples, 99)}
+        if path is not None:
+            result["path"] = path
+        return result
+
+    def cross_path(self, owner: Server, sender: Server, passes: int = 20) -> dict[str, Any]:
+        """What the owner did between the sender's COMMIT and its `turn/start`, from its
+        server/stats `traffic` (PostgreSQL): round trips to the database, doorbell wake-ups and
+        the notifications they brought, and group commits, per crossing (their median, min and
+        max over `passes` untimed crossings after the timed ones). Two stats calls back to back
+        give what one costs itself (its reads are counted in the next one's figures)."""
+
+        def figures() -> tuple[int, int, int, int]:
+            stats = owner.call("server/stats", {})
+            t = stats["traffic"]
+            return t["round_trips"], t["wakeups"], t["rings"], stats.get("commits") or 0
+
+        first, second = figures(), figures()
+        own = [b - a for a, b in zip(first, second, strict=True)]
+        deltas: list[list[int]] = []
+        for i in range(passes):
+            before = figures()
+            sender.call("agents/followup", {"agent_id": ROOT_ID, "message": f"counted {i}"})
+            start = owner.notification("turn/start", agent_id=ROOT_ID)
+            after = figures()
+            deltas.append([b - a - c for a, b, c in zip(before, after, own, strict=True)])
+            owner.call(
+                "turns/end",
+                {"agent_id": ROOT_ID, "turn_id": start["turn_id"], "reason": "completed"},
+            )
+        path: dict[str, Any] = {"passes": passes}
+        for k, name in enumerate(("round_trips", "wakeups", "rings", "commits")):
+            column = sorted(d[k] for d in deltas)
+            path[name] = {"median": median(column), "min": column[0], "max": column[-1]}
+        return path
 
     def database(self, tag: str, backend: str) -> str:
         """A new database for one scenario: a file here, or one on the throwaway PostgreSQL."""

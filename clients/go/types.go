@@ -673,6 +673,7 @@ type StatsResult struct {
 	LiveHere         *int64         `json:"live_here,omitempty"`
 	LockWaits        *LockWaits     `json:"lock_waits,omitempty"`
 	OldestQueuedAgeS *float64       `json:"oldest_queued_age_s,omitempty"`
+	Traffic          *Traffic       `json:"traffic,omitempty"`
 	Usage            *Spent         `json:"usage,omitempty"`
 }
 
@@ -795,6 +796,16 @@ type ToolsListResult struct {
 	Tools      []Tool `json:"tools"`
 	CacheScope string `json:"cacheScope,omitempty"`
 	TTLMs      *int64 `json:"ttlMs,omitempty"`
+}
+
+// Traffic: This process's exchanges with PostgreSQL since it started (absent on SQLite): the round
+// trips of its main connection (statements sent together count once; the lease renewal
+// thread's and the doorbell's connections not counted), and the times another process's
+// NOTIFY woke it (`wakeups`) with how many notifications they brought (`rings`).
+type Traffic struct {
+	RoundTrips int64 `json:"round_trips"`
+	Wakeups    int64 `json:"wakeups"`
+	Rings      int64 `json:"rings"`
 }
 
 // TranscriptAppendParams is the schema of the same name in clients/openrpc.json.

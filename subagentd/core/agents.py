@@ -163,13 +163,11 @@ class Agents:
 
     # --- what every change writes --------------------------------------------------------
 
-    def record(self, agent_id: str, turn_id: str | None, event_type: str, data: Any) -> int:
-        """One event in the agent's transcript."""
+    def record(self, agent_id: str, turn_id: str | None, event_type: str, data: Any) -> None:
+        """One event in the agent's transcript (held with the group's next statement)."""
         if self.watched and agent_id in self.watched:
             self.resource_changed(agent_id)
-        return self.store.append_events(
-            agent_id, turn_id, [(event_type, _encode(data).decode())], now()
-        )
+        self.store.add_event(agent_id, turn_id, event_type, _encode(data).decode(), now())
 
     def resource_changed(self, agent_id: str) -> None:
         """An MCP client subscribed to this agent's resources: tell it they changed."""

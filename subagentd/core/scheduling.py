@@ -6,7 +6,7 @@ live beside the turns they end, so a turn's whole life reads in one place."""
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
@@ -24,6 +24,7 @@ from subagentd.schema.runner import RunnerFailure
 if TYPE_CHECKING:
     from subagentd.schema.listing import Status
     from subagentd.schema.notifications import InterruptKind
+    from subagentd.schema.records import InboxRecord
 
 _encode = msgspec.json.encode
 
@@ -101,26 +102,34 @@ class Scheduler:
             self.signal_elsewhere(agent_id, "inbox")
         return message_id
 
-    def take_signals(self) -> None:
+    def take_signals(self, sessions: Collection[str] | None = None) -> None:
         """Inputs other processes sharing the database sent to agents live here (their rows were
-        committed with the inputs; storage/signals.py): each acts as if it had arrived here. An
+        committed with the inputs; storage/signals.py), to `sessions` only when given (a ring
+        named them: the caller holds their tree's lock), else to any: each acts as if it had
+        arrived here. An
         inbox message is a waking input (SEMANTICS.md section 1); an interrupt stops the turn;
         `budget` (limits changed: agents/budget, agents/resume) starts held input and re-arms
         the running turn's deadline; `stop` (agents/stop) interrupts it with cause `stop` and
         parks the queue. One whose agent left meanwhile is dropped: its message stays queued
         for the next activation, and an interrupt of an agent no longer live is a no-op anyway."""
-        for session_id, kind, by in self.store.take_signals(self.agents.owner):
+        for session_id, kind, by, waiting, first in self.store.take_signals(
+            self.agents.owner, sessions
+        ):
             agent = self.registry.get(session_id)
             if agent is None:
                 continue
+            if kind in ("inbox", "budget"):
+                if waiting is None:
+                    waiting = self.store.inbox_counts(session_id)
+                agent.pending = sum(waiting)
+                if waiting.parked:  # unparked next: the first queued may be one of them
+                    first = None
             if kind == "inbox":
-                agent.pending = sum(self.store.inbox_counts(session_id))
                 self.set_parked(agent, False)
-                self.pump(agent)
+                self.pump(agent, first)
             elif kind == "budget":
-                agent.pending = sum(self.store.inbox_counts(session_id))
                 agent.held_by = None
-                self.pump(agent)
+                self.pump(agent, first)
                 if agent.turn is not None and not agent.turn.interrupted:
                     self.arm_deadline(agent, agent.turn.turn_id)
             elif kind == "stop":
@@ -136,8 +145,9 @@ class Scheduler:
             self.store.set_parked(agent.agent_id, parked)
             agent.parked = parked
 
-    def pump(self, agent: LiveAgent) -> None:
-        """Start the agent's next FIFO turn if it is free, else settle it if nothing keeps it."""
+    def pump(self, agent: LiveAgent, first: InboxRecord | None = None) -> None:
+        """Start the agent's next FIFO turn if it is free, else settle it if nothing keeps it;
+        `first`: its next queued message, when the caller has just read it."""
         if (
             agent.disposing
             or agent.held
@@ -146,7 +156,7 @@ class Scheduler:
         ):
             return
         if agent.pending and not agent.parked:
-            record = self.store.next_queued(agent.agent_id)
+            record = first if first is not None else self.store.next_queued(agent.agent_id)
             if record is not None:
                 refusal, deadline = self.budgets.turn_check(agent.lineage)
                 if refusal is not None:  # held: it stays queued until the budget is raised

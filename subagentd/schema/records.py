@@ -177,11 +177,16 @@ class ForeignLease(NamedTuple):
 
 
 class SignalRow(NamedTuple):
-    """A signal for an owner: which session, which kind, by whom."""
+    """A signal for an owner: which session, which kind, by whom; and, when it was the only one
+    taken, that session's inbox as read in the same statement (`waiting`: its queued and parked
+    counts, `first`: its next queued message), so acting on it reads nothing more (None: read
+    when acting; storage/postgres/tables.py PgSignals)."""
 
     session_id: str
     kind: str
     by: str | None
+    waiting: InboxCounts | None = None
+    first: InboxRecord | None = None
 
 
 class KeptTrace(NamedTuple):

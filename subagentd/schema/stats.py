@@ -36,6 +36,17 @@ class LockWaits(Wire, kw_only=True):
     gave_up: int
 
 
+class Traffic(Wire, kw_only=True):
+    """This process's exchanges with PostgreSQL since it started (absent on SQLite): the round
+    trips of its main connection (statements sent together count once; the lease renewal
+    thread's and the doorbell's connections not counted), and the times another process's
+    NOTIFY woke it (`wakeups`) with how many notifications they brought (`rings`)."""
+
+    round_trips: int
+    wakeups: int
+    rings: int
+
+
 class StatsResult(Wire, kw_only=True):
     """Counts from the database; the `commits` and `commit_latency` figures only from a live
     server (they describe its process, so `subagentd stats` leaves them out)."""
@@ -52,3 +63,4 @@ class StatsResult(Wire, kw_only=True):
     commit_latency: CommitLatency | None = None  # absent until a commit was made
     usage: Spent | None = None  # every session's own usage summed (absent: no such table yet)
     lock_waits: LockWaits | None = None  # this process's waits for the write lock (server only)
+    traffic: Traffic | None = None  # this process's round trips and wake-ups (PostgreSQL only)

@@ -8,6 +8,7 @@ reach into the others' state to keep replies after their commit and frames in or
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -371,12 +372,21 @@ class Connection:
 
     async def _doorbell(self) -> None:
         """Another process sharing the database sent input to an agent live here: it rang this
-        process's doorbell after committing (storage/signals.py); take the signals now."""
+        process's doorbell after committing (storage/signals.py); take the signals now. A ring
+        that names a session live here (PostgreSQL's) takes that session's signals under its
+        tree's lock alone, so it waits for no other tree's group; one that names none, or a
+        session not live here, takes them all under every tree's."""
         store = self.locks
         while (fd := store.doorbell()) is not None:  # until the store closes its doorbell
             await anyio.wait_readable(fd)
-            store.drain_doorbell()
-            await self.run_locked(self.service.take_signals)
+            trees: dict[str | None, set[str]] = {}
+            for session in store.drain_doorbell():
+                trees.setdefault(self.tree_of(session) if session else None, set()).add(session)
+            if None in trees:
+                await self.run_locked(self.service.take_signals)
+                continue
+            for tree, sessions in trees.items():
+                await self.run_locked(functools.partial(self.service.take_signals, sessions), tree)
 
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

@@ -21,6 +21,16 @@ class Events:
     def __init__(self, db: Connected) -> None:
         self._db = db
 
+    def add_event(
+        self, session_id: str, turn_id: str | None, event_type: str, data: str, at: str
+    ) -> None:
+        """One event, held with the group's next statement (storage/deferred.py): nothing reads
+        its answer, and every later statement runs it first, so it keeps its place in `seq`."""
+        self._db.defer(
+            "INSERT INTO events (session_id, turn_id, type, data, at) VALUES (?,?,?,?,?)",
+            (session_id, turn_id, event_type, data, at),
+        )
+
     def append_events(
         self,
         session_id: str,

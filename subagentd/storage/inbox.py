@@ -34,7 +34,7 @@ class Inbox:
 
     def next_queued(self, session_id: str) -> InboxRecord | None:
         row = self._db.conn.execute(_NEXT_QUEUED_SQL, (session_id,)).fetchone()
-        return _inbox(row) if row else None
+        return inbox_record(row) if row else None
 
     def claim_message(self, message_id: str, turn_id: str | None) -> None:
         """Held with the group's next statement (storage/deferred.py): nothing reads its answer."""
@@ -77,7 +77,7 @@ class Inbox:
     def waiting_messages(self, session_id: str) -> list[InboxRecord]:
         """A session's queued and parked messages, in FIFO order (wait_agents collects some)."""
         return [
-            _inbox(row)
+            inbox_record(row)
             for row in self._db.conn.execute(
                 _MESSAGE + " WHERE session_id = ? AND state IN ('queued', 'parked')"
                 " ORDER BY position",
@@ -102,10 +102,10 @@ class Inbox:
 
     def get_message(self, message_id: str) -> InboxRecord | None:
         row = self._db.conn.execute(_MESSAGE_SQL, (message_id,)).fetchone()
-        return _inbox(row) if row else None
+        return inbox_record(row) if row else None
 
 
-def _inbox(row: tuple[Any, ...]) -> InboxRecord:
+def inbox_record(row: tuple[Any, ...]) -> InboxRecord:
     return InboxRecord(
         position=row[0],
         message_id=row[1],

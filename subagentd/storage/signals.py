@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import socket
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from subagentd.schema.records import SignalRow
@@ -36,17 +37,18 @@ class Doorbell:
     def fileno(self) -> int:
         return self.socket.fileno()
 
-    def drain(self) -> int:
-        """Read every ring waiting (they carry nothing); how many there were."""
-        count = 0
+    def drain(self) -> list[str]:
+        """Read every ring waiting: one "" each (they name no session: the owner looks at all
+        its signals, one writer at a time on a file anyway)."""
+        rung: list[str] = []
         while True:
             try:
                 self.socket.recv(64)
             except (BlockingIOError, InterruptedError):
-                return count
+                return rung
             except OSError:  # e.g. ECONNREFUSED reported for an earlier send: nothing to read
-                return count
-            count += 1
+                return rung
+            rung.append("")
 
     def close(self) -> None:
         self.socket.close()
@@ -91,15 +93,22 @@ class Signals:
         row = self._db.conn.execute("SELECT 1 FROM signals WHERE owner = ? LIMIT 1", (owner,))
         return row.fetchone() is not None
 
-    def take_signals(self, owner: str) -> list[SignalRow]:
-        """Every signal for `owner`, in order, deleted in the caller's
-        write transaction (one indexed read when there are none)."""
+    def take_signals(self, owner: str, sessions: Collection[str] | None = None) -> list[SignalRow]:
+        """Every signal for `owner` (of `sessions` only, when given), in order, deleted in the
+        caller's write transaction (one indexed read when there are none)."""
         db = self._db
         rows = db.conn.execute(
             "SELECT seq, session_id, kind, by FROM signals WHERE owner = ? ORDER BY seq", (owner,)
         ).fetchall()
+        if sessions is not None:
+            rows = [row for row in rows if row[1] in sessions]
         if not rows:
             return []
         db.begin()
-        db.conn.execute("DELETE FROM signals WHERE owner = ? AND seq <= ?", (owner, rows[-1][0]))
+        if sessions is None:
+            db.conn.execute(
+                "DELETE FROM signals WHERE owner = ? AND seq <= ?", (owner, rows[-1][0])
+            )
+        else:
+            db.conn.executemany("DELETE FROM signals WHERE seq = ?", [(row[0],) for row in rows])
         return [SignalRow(session_id, kind, by) for _, session_id, kind, by in rows]

@@ -21,7 +21,7 @@ class Bell(Protocol):
     """A doorbell's end this process reads (storage/signals.py, postgres/doorbell.py)."""
 
     def fileno(self) -> int: ...
-    def drain(self) -> int: ...
+    def drain(self) -> list[str]: ...
 
 
 class Grouping(Protocol):
@@ -114,6 +114,7 @@ class BoundParts:
         self.parked_counts = inbox.parked_counts
 
         self.append_events = events.append_events
+        self.add_event = events.add_event
         self.read_events = events.read_events
         self.interrupt_cause = events.interrupt_cause
         self.question_open = events.question_open
@@ -164,8 +165,8 @@ class BoundParts:
         fd = -1 if bell is None else bell.fileno()
         return None if fd < 0 else fd
 
-    def drain_doorbell(self) -> None:
-        """Read the rings waiting (they only say: look at your signals)."""
+    def drain_doorbell(self) -> list[str]:
+        """Read the rings waiting: the sessions they name, whose signals to look at ("" for a
+        ring that names none: look at all)."""
         bell = self.group.doorbell
-        if bell is not None:
-            bell.drain()
+        return [] if bell is None else bell.drain()

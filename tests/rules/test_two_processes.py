@@ -587,3 +587,23 @@ def test_signals_for_agents_that_left_are_dropped_and_the_rest_still_act(tmp_pat
     assert first.svc.agents.registry.get("o1").pending == 1  # o1's input still arrived
     clock.advance(TTL)  # p1 stalled: its leases hold no more, nothing is signalled
     assert step(second, second.svc.host.host_interrupt, "o1").accepted is False
+
+
+def test_a_ring_naming_one_session_takes_its_signals_only_and_each_signal_acts_once(tmp_path):
+    """A doorbell's ring names the session signalled (PostgreSQL's payload): the owner takes that
+    session's signals alone (under its tree's lock, server/connection.py `_doorbell`), and the
+    rest wait for the next look at all of them (a ring naming none, or the heartbeat's)."""
+    path, clock = str(tmp_path / "shared.db"), FakeClock()
+    first = process(path, clock, "p1")
+    second = process(path, clock, "p2")
+    step(first, first.open, "a")
+    step(first, first.open, "b")
+    step(second, second.svc.host.followup, "a", "to a")
+    step(second, second.svc.host.followup, "b", "to b")
+    step(first, first.svc.scheduler.take_signals, {"a"})
+    assert (first.texts_of_turns("a"), first.texts_of_turns("b")) == ([["to a"]], [])
+    step(first, first.svc.scheduler.take_signals)
+    assert (first.texts_of_turns("a"), first.texts_of_turns("b")) == ([], [["to b"]])
+    step(first, first.svc.scheduler.take_signals)
+    step(first, first.svc.scheduler.take_signals, {"a", "b"})
+    assert first.take("turn/start") == []

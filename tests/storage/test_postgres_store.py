@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from subagentd.errors import LeaseLostError, StorageBusyError, StorageFailedError
-from subagentd.schema.records import SessionRecord
+from subagentd.schema.records import InboxCounts, InboxRecord, SessionRecord, SignalRow
 from subagentd.storage.postgres.doorbell import Listener, channel_of
 from subagentd.storage.postgres.group import WRITER_LOCK
 from tests.core_host import FakeClock
@@ -155,10 +155,11 @@ def test_the_doorbell_rings_at_the_senders_commit_and_drains(pg_stores):
     assert not readable(fd, 0.3)  # NOTIFY is delivered at commit, not before
     sender.commit()
     assert readable(fd, 30.0)
-    owner.drain_doorbell()
+    assert owner.drain_doorbell() == ["root"]  # the ring names the session signalled
     assert not readable(fd, 0.1)
+    assert owner.drain_doorbell() == []
     with owner.atomic():
-        assert owner.take_signals("owner") == [("root", "input", None)]
+        assert owner.take_signals("owner") == [SignalRow("root", "input", None)]
     owner.commit()
     assert owner.take_signals("owner") == []
 
@@ -171,7 +172,7 @@ def test_a_doorbell_rung_after_it_was_closed_is_quiet(pg_stores):
     sender.commit()
     bell = Listener(pg_stores.url(next(iter(pg_stores.databases))))
     bell.close()
-    assert bell.drain() == 0
+    assert bell.drain() == []
     bell.revive()
     assert bell.fileno() == -1
 
@@ -187,10 +188,13 @@ def test_signals_are_taken_in_order_in_one_group_and_a_rolled_back_take_keeps_th
         sender.put_signal("nobody", "s9", "inbox", "x")
     sender.commit()
     assert readable(fd, 30.0)
-    owner.drain_doorbell()
-    sent = [("s0", "inbox", None), ("s1", "inbox", None), ("s2", "inbox", None)]
+    assert owner.drain_doorbell() == ["s0", "s1", "s2"]
+    sent = [SignalRow(f"s{i}", "inbox", None) for i in range(3)]
     with owner.atomic():
         assert owner.take_signals("owner") == sent
+    owner.rollback()
+    with owner.atomic():  # those of the sessions named only (a ring's, under their tree's lock)
+        assert owner.take_signals("owner", ["s2", "s0", "s9"]) == [sent[0], sent[2]]
     owner.rollback()
     assert not owner.dirty
     assert owner.take_signals("owner") == sent  # outside a group: read first, then deleted
@@ -199,7 +203,45 @@ def test_signals_are_taken_in_order_in_one_group_and_a_rolled_back_take_keeps_th
     assert not owner.dirty  # none found outside a group: nothing written
     with owner.atomic():
         assert owner.take_signals("owner") == []
-        assert owner.take_signals("nobody") == [("s9", "inbox", "x")]
+        assert owner.take_signals("nobody") == [SignalRow("s9", "inbox", "x")]
+    owner.commit()
+
+
+def test_a_rings_take_of_one_signal_reads_its_sessions_inbox_in_the_same_statement(pg_stores):
+    """The one signal a ring's take finds comes with its session's inbox as read in the same
+    statement: the queued and parked counts and the next queued message (the owner then reads
+    nothing more to start the turn); two or more come without (acting on one changes what the
+    next would read)."""
+    owner, sender, _ = owner_and_sender(pg_stores)
+    with sender.atomic():
+        for sid in ("a", "b"):
+            sender.insert_session(session(sid))
+        for message_id, state in (("m1", "parked"), ("m2", "queued"), ("m3", "queued")):
+            sender.insert_message(message_id, "a", "[]", "{}", state, "t")
+        sender.put_signal("owner", "a", "inbox", None)
+        sender.put_signal("owner", "b", "inbox", None)
+    sender.commit()
+    with owner.atomic():
+        (taken,) = owner.take_signals("owner", ["a"])
+    assert taken[:4] == ("a", "inbox", None, InboxCounts(queued=2, parked=1))
+    assert taken.first == InboxRecord(
+        position=taken.first.position,
+        message_id="m2",
+        session_id="a",
+        content="[]",
+        source="{}",
+        state="queued",
+    )
+    with owner.atomic():
+        assert owner.take_signals("owner", ["b"]) == [
+            SignalRow("b", "inbox", None, InboxCounts(0, 0), None)
+        ]
+    owner.rollback()
+    with owner.atomic():  # two at once: no inbox read with them
+        assert owner.take_signals("owner", ["a", "b"]) == [
+            SignalRow("a", "inbox", None),
+            SignalRow("b", "inbox", None),
+        ]
     owner.commit()
 
 
@@ -230,7 +272,7 @@ def test_a_signal_and_its_ring_are_one_round_trip_and_so_is_taking_them(pg_store
     with owner.atomic():
         owner.insert_session(session("b"))
         statements.clear()
-        assert owner.take_signals("owner") == [("root", "inbox", None)]
+        assert owner.take_signals("owner") == [SignalRow("root", "inbox", None)]
         assert len(statements) == 1 and str(statements[0][0]).startswith("DELETE FROM signals")
     owner.commit()
 
@@ -404,7 +446,7 @@ def test_a_lost_connection_is_opened_anew_at_the_heartbeat_and_the_doorbell_goes
     # the heartbeat opened the doorbell again, under the same number: a ring is heard
     with psycopg.connect(pg_stores.url(next(iter(pg_stores.databases))), autocommit=True) as other:
         other.execute("SELECT pg_notify(%s, '')", (channel_of("me"),))
-    assert readable(fd, 30.0) and store.group.doorbell.drain() == 1
+    assert readable(fd, 30.0) and store.group.doorbell.drain() == [""]
 
 
 SESSION_ID_COLUMNS = {

@@ -580,6 +580,7 @@ export interface StatsResult {
   live_here?: number | null;
   lock_waits?: LockWaits | null;
   oldest_queued_age_s?: number | null;
+  traffic?: Traffic | null;
   usage?: Spent | null;
 }
 
@@ -694,6 +695,18 @@ export interface ToolsListResult {
   tools: Tool[];
   cacheScope?: "private" | "public";
   ttlMs?: number;
+}
+
+/**
+ * This process's exchanges with PostgreSQL since it started (absent on SQLite): the round
+ * trips of its main connection (statements sent together count once; the lease renewal
+ * thread's and the doorbell's connections not counted), and the times another process's
+ * NOTIFY woke it (`wakeups`) with how many notifications they brought (`rings`).
+ */
+export interface Traffic {
+  rings: number;
+  round_trips: number;
+  wakeups: number;
 }
 
 export interface TranscriptAppendParams {

@@ -123,6 +123,7 @@ class PgConnection:
         self.slow = math.inf
         self.stalled: Callable[[], None] = lambda: None
         self.reclaim: Callable[[], None] | None = None  # a lock wait has it (postgres/lockqueue.py)
+        self.round_trips = 0  # waits for the server's answer so far (server/stats `traffic`)
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> Any:
         """The psycopg cursor of the statement (typed loosely, as sqlite3's rows are); the writes
@@ -177,6 +178,7 @@ class PgConnection:
         """One statement's round trip, watched (see the class); a lock wait lent it is ended first."""
         if self.reclaim is not None:
             self.reclaim()
+        self.round_trips += 1
         self.since = began = time.monotonic()
         try:
             return call(*args)

@@ -4,6 +4,8 @@ renewal thread.
 The doorbell is a connection that LISTENs on this process's channel; its socket is the fd the
 server waits on. A sender's NOTIFY is queued in its write transaction and delivered at commit, so
 a ring never precedes the signal rows it announces (storage/signals.py: the rows are the truth).
+Its payload names the session signalled, so the owner takes that session's rows under its tree's
+lock alone (server/connection.py `_doorbell`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ class Listener:
         self.channel = ""
         self._fd = os.dup(self.conn.fileno())  # the server waits on this number
         self._quiet: int | None = None  # a pipe's write end, while the connection is lost
+        self.wakeups = 0  # drains that found a notification (server/stats `traffic`)
+        self.rings = 0  # notifications they found
 
     def _connect(self) -> psycopg.Connection[tuple[object, ...]]:
         return psycopg.connect(self.url, autocommit=True, **self.timeouts.libpq())
@@ -58,12 +62,13 @@ class Listener:
     def fileno(self) -> int:
         return self._fd
 
-    def drain(self) -> int:
-        """Consume every notification received (they carry nothing); how many there were."""
+    def drain(self) -> list[str]:
+        """Consume every notification received: the sessions they name (a sender's payload,
+        storage/postgres/tables.py PgSignals; "" for one that names none), in order."""
         if self._quiet is not None or self._fd < 0:  # silenced, or closed (a late wake-up)
-            return 0
+            return []
         pgconn = self.conn.pgconn
-        count = 0
+        rung: list[str] = []
         try:
             pgconn.consume_input()
         except psycopg.OperationalError as exc:  # the server went away: heartbeats still poll
@@ -72,13 +77,16 @@ class Listener:
                 "the doorbell connection failed (%s); signals wait for the heartbeat", reason
             )
             self._silence()
-            return count
-        while pgconn.notifies() is not None:
-            count += 1
+            return rung
+        while (note := pgconn.notifies()) is not None:
+            rung.append(note.extra.decode("utf-8", "replace"))
+        if rung:
+            self.wakeups += 1
+            self.rings += len(rung)
         if pgconn.status == pq.ConnStatus.BAD:  # the server said goodbye (e.g. it shuts down)
             log.warning("the doorbell connection was closed; signals wait for the heartbeat")
             self._silence()
-        return count
+        return rung
 
     def _silence(self) -> None:
         """After a lost connection the server must not wait on an endlessly readable socket: a

@@ -54,6 +54,7 @@ class LentWait:
         The statement watchdog bounds it as any statement (connection.py Watchdog)."""
         conn = self.conn
         conn.since = time.monotonic()
+        conn.round_trips += 1
         try:
             cursor = conn.raw.execute(self.sql)
             cursor.nextset()

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import psycopg
 
-from subagentd.schema.stats import StatsResult
+from subagentd.schema.stats import StatsResult, Traffic
 from subagentd.storage.idempotency import IdempotencyKeys
 from subagentd.storage.opening import DatabaseRefusedError
 from subagentd.storage.postgres import migrations
@@ -197,5 +197,14 @@ class PostgresStore(BoundParts):
 
     def stats(self) -> StatsResult:
         """The figures of server/stats (postgres/stats.py), through the open group when there is
-        one (as on SQLite)."""
-        return read_stats(self.conn, self._now())
+        one (as on SQLite), and this process's traffic with the database until now (counted
+        before these reads)."""
+        bell = self.group.doorbell
+        traffic = Traffic(
+            round_trips=self.conn.round_trips,
+            wakeups=0 if bell is None else bell.wakeups,
+            rings=0 if bell is None else bell.rings,
+        )
+        figures = read_stats(self.conn, self._now())
+        figures.traffic = traffic
+        return figures

@@ -3,12 +3,12 @@ RETURNING, booleans are counted with FILTER, NULL parameters need a type, `IN ()
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from subagentd.schema.records import EventRecord, ForeignLease, InboxCounts, SignalRow
 from subagentd.storage.events import EVENTS_SQL, Events
-from subagentd.storage.inbox import Inbox
+from subagentd.storage.inbox import Inbox, inbox_record
 from subagentd.storage.leases import LeaseTables
 from subagentd.storage.paths import END
 from subagentd.storage.sessions import Sessions
@@ -120,27 +120,55 @@ class PgTrees(Trees):
 
 class PgSignals(Signals):
     """The signals table in one round trip each way: a signal's row and its owner's ring (a
-    NOTIFY on the channel in the owner's row, delivered at commit and dropped with a rollback,
-    as postgres/group.py ring_after_commit's) are one statement; taking the signals inside an
-    open group (a doorbell's ring: the writer lock is taken ahead) deletes and returns them in
-    one. Outside a group (a heartbeat's look) it stays one read, so finding none writes nothing."""
+    NOTIFY on the channel in the owner's row naming the session, delivered at commit and dropped
+    with a rollback, as postgres/group.py ring_after_commit's) are one statement; taking the
+    signals inside an open group (a doorbell's ring: the lock of the rung session's tree is taken
+    ahead, or every tree's) deletes and returns them in one. Outside a group (a heartbeat's look)
+    it stays one read, so finding none writes nothing."""
 
     _PUT = (
         "WITH s AS (INSERT INTO signals (owner, session_id, kind, by) VALUES (?, ?, ?, ?))"
-        " SELECT pg_notify(wake, '') FROM owners WHERE owner = ? AND wake <> ''"
+        " SELECT pg_notify(wake, ?) FROM owners WHERE owner = ? AND wake <> ''"
+    )
+    _TAKE = "DELETE FROM signals WHERE owner = ? RETURNING seq, session_id, kind, by"
+    # a ring's take: the sessions' rows, each with its session's inbox as read in the same
+    # statement (its queued and parked counts, its next queued message)
+    _TAKE_OF = (
+        "WITH t AS (DELETE FROM signals WHERE owner = ? AND session_id = ANY(?)"
+        " RETURNING seq, session_id, kind, by)"
+        " SELECT t.seq, t.session_id, t.kind, t.by, c.queued, c.parked, n.*"
+        " FROM t CROSS JOIN LATERAL (SELECT count(*) FILTER (WHERE state = 'queued') AS queued,"
+        " count(*) FILTER (WHERE state = 'parked') AS parked FROM inbox"
+        " WHERE session_id = t.session_id AND state IN ('queued', 'parked')) c"
+        " LEFT JOIN LATERAL (SELECT position, message_id, session_id, content, source, state,"
+        " turn_id FROM inbox WHERE session_id = t.session_id AND state = 'queued'"
+        " ORDER BY position LIMIT 1) n ON true"
     )
 
     def put_signal(self, owner: str, session_id: str, kind: str, by: str | None) -> None:
         db = self._db
         db.begin()
-        db.conn.execute(self._PUT, (owner, session_id, kind, by, owner))
+        db.conn.execute(self._PUT, (owner, session_id, kind, by, session_id, owner))
 
-    def take_signals(self, owner: str) -> list[SignalRow]:
+    def take_signals(self, owner: str, sessions: Collection[str] | None = None) -> list[SignalRow]:
         db = self._db
         if not db.conn.in_transaction:
-            return super().take_signals(owner)
+            return super().take_signals(owner, sessions)
         db.begin()
-        rows = db.conn.execute(
-            "DELETE FROM signals WHERE owner = ? RETURNING seq, session_id, kind, by", (owner,)
-        ).fetchall()
-        return [SignalRow(session_id, kind, by) for _, session_id, kind, by in sorted(rows)]
+        if sessions is None:
+            rows = db.conn.execute(self._TAKE, (owner,)).fetchall()
+            return [SignalRow(session_id, kind, by) for _, session_id, kind, by in sorted(rows)]
+        rows = db.conn.execute(self._TAKE_OF, (owner, list(sessions))).fetchall()
+        rows.sort(key=lambda row: row[0])
+        if len(rows) != 1:  # acting on one changes what the next would have read: read then
+            return [SignalRow(row[1], row[2], row[3]) for row in rows]
+        _, session_id, kind, by, queued, parked, *first = rows[0]
+        return [
+            SignalRow(
+                session_id,
+                kind,
+                by,
+                InboxCounts(int(queued), int(parked)),
+                None if first[0] is None else inbox_record(first),
+            )
+        ]
