@@ -3,19 +3,22 @@
 `spawn` starts a command in a process group of its own with the given pipes as its stdin,
 stdout and stderr: os.posix_spawnp, on the event loop's thread (a vfork and an exec: no worker
 thread, and the environment is handed over in C, where subprocess.Popen spends ~700 Python calls
-encoding it). Its `Child` is waited for through its pidfd's readiness (polled every EXIT_POLL
-where there is none). `run_process` is a `--runner` turn's whole run: the turn on stdin, stdout up
-to a limit, stderr's tail, the exit status. On asyncio (and uvloop) the three descriptors are
-followed by the loop's fd callbacks into one future — no task, no thread, no anyio layer per
-read; on trio by one task per pipe (anyio's fd readiness).
+encoding it). `run_process` is a `--runner` turn's whole run: the turn on stdin, stdout up to a
+limit, stderr's tail, the exit status. Its pipes and its pidfd are followed through the runs'
+own epoll instance (`Follower`), which the event loop follows as one descriptor (asyncio's
+reader, or one task on trio): a run costs a C call per descriptor to register, no loop handle
+and no task. Where there is no epoll or no pidfd (not Linux), a task per pipe reads it and the
+exit is polled every EXIT_POLL.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import select
 import signal
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import NamedTuple
 
 import anyio
@@ -148,6 +151,68 @@ class ProcessOutput(NamedTuple):
     stderr: str | None
 
 
+class Follower:
+    """The runs' descriptors in one epoll instance of their own, itself followed by the event
+    loop (`following`): a run's pipes and pidfd are registered with it in a C call each, and
+    one readiness of the loop serves every run whose descriptor is ready — no loop registration,
+    no handle and no task per descriptor."""
+
+    def __init__(self) -> None:
+        self.epoll = select.epoll()
+        self._handlers: dict[int, Callable[[], None]] = {}
+
+    def follow(self, fd: int, handler: Callable[[], None], events: int = select.EPOLLIN) -> None:
+        """Call `handler` whenever `fd` is ready (level-triggered), until `unfollow(fd)`."""
+        self.epoll.register(fd, events)
+        self._handlers[fd] = handler
+
+    def unfollow(self, fd: int) -> None:
+        """No longer followed (nothing when it is not)."""
+        if self._handlers.pop(fd, None) is not None:
+            self.epoll.unregister(fd)
+
+    def ready(self) -> None:
+        """The handlers of every descriptor ready now."""
+        handlers = self._handlers
+        for fd, _events in self.epoll.poll(0):
+            handler = handlers.get(fd)  # None: unfollowed by an earlier handler of this round
+            if handler is not None:
+                handler()
+
+    async def serve(self) -> None:
+        """On an event loop other than asyncio's: `ready` whenever the epoll is."""
+        while True:
+            await anyio.wait_readable(self.epoll.fileno())
+            self.ready()
+
+
+@contextlib.asynccontextmanager
+async def following() -> AsyncIterator[Follower | None]:
+    """The runs' Follower while the block runs: on asyncio (and uvloop) its epoll is one reader
+    of the loop's, elsewhere a task waits for it; None where there is no epoll (not Linux)."""
+    if not hasattr(select, "epoll"):
+        yield None
+        return
+    follower = Follower()
+    fd = follower.epoll.fileno()
+    try:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # trio
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(follower.serve)
+                yield follower
+                tg.cancel_scope.cancel()
+        else:
+            loop.add_reader(fd, follower.ready)
+            try:
+                yield follower
+            finally:
+                loop.remove_reader(fd)
+    finally:
+        follower.epoll.close()
+
+
 async def run_process(
     command: list[str],
     data: bytes,
@@ -155,14 +220,15 @@ async def run_process(
     watchdog: Watchdog,
     limit: int,
     started: Callable[[Child], None],
-    loop: asyncio.AbstractEventLoop | None,
+    follower: Follower | None,
 ) -> ProcessOutput:
     """Start `command` with `data` on its stdin and collect its output until it exits: stdout up
     to `limit` bytes (0: no bound; the rest is read and dropped), stderr's tail; what its pipes
     still hold is read for OUTPUT_DRAIN more. `started` gets the process as soon as it runs: the
-    caller owns it (signals, reaping). OSError when it could not start. `loop`: the running
-    asyncio loop (None on trio). stdin, stdout and stderr are pipes of our own, closed here: a
-    process the command left behind may hold them open past the turn."""
+    caller owns it (signals, reaping). OSError when it could not start. `follower`: the runs'
+    epoll (`following`; None where there is none: a task per pipe). stdin, stdout and stderr
+    are pipes of our own, closed here: a process the command left behind may hold them open
+    past the turn."""
     (out, out_end), (err, err_end) = os.pipe(), os.pipe()
     stdin_end, stdin_fd = os.pipe()
     stdin = FdWriter(stdin_fd)  # closed here once fed, or at the end
@@ -179,10 +245,14 @@ async def run_process(
             os.close(stdin_end)
         started(process)
         rest = memoryview(data)[written:]
-        if loop is not None:
-            run = _Run(loop, process, out, err, limit, stdin, rest)
+        if follower is not None and process.pidfd is not None:
+            run = _Run(follower, process, out, err, limit, stdin, rest)
             try:
-                await run.done
+                await run.wake.wait()  # it exited
+                if run.open:  # what its pipes still hold; a process it left behind may keep them
+                    run.wake = anyio.Event()
+                    with anyio.move_on_after(OUTPUT_DRAIN):
+                        await run.wake.wait()
             finally:
                 run.close()
             stdout, cut, stderr = run.stdout, run.cut, run.stderr
@@ -215,12 +285,11 @@ def _keep_tail(into: bytearray, chunk: bytes) -> None:
 
 
 class _Run:
-    """A run's stdout, stderr, exit (and the rest of its stdin) followed on an asyncio loop by fd
-    callbacks: `done` is set once it exited and both pipes ended, or OUTPUT_DRAIN seconds after
-    it exited with a pipe still open (a process it left behind may hold it)."""
+    """A run's stdout, stderr, exit (and the rest of its stdin) followed through the Follower:
+    `wake` is set once it exited, and again (a new one) once both pipes ended after that."""
 
     __slots__ = (
-        "loop",
+        "follower",
         "process",
         "out",
         "err",
@@ -231,14 +300,13 @@ class _Run:
         "stderr",
         "cut",
         "open",
-        "done",
-        "_timer",
+        "wake",
         "_exit_followed",
     )
 
     def __init__(
         self,
-        loop: asyncio.AbstractEventLoop,
+        follower: Follower,
         process: Child,
         out: int,
         err: int,
@@ -246,7 +314,7 @@ class _Run:
         stdin: FdWriter,
         rest: memoryview,
     ) -> None:
-        self.loop = loop
+        self.follower = follower
         self.process = process
         self.out = out
         self.err = err
@@ -257,19 +325,16 @@ class _Run:
         self.stderr = bytearray()
         self.cut = False
         self.open = 2  # pipes not ended yet
-        self.done: asyncio.Future[None] = loop.create_future()
-        self._timer: asyncio.TimerHandle | None = None
+        self.wake = anyio.Event()
         os.set_blocking(out, False)
         os.set_blocking(err, False)
-        loop.add_reader(out, self._read_out)
-        loop.add_reader(err, self._read_err)
-        self._exit_followed = process.pidfd is not None
-        if process.pidfd is not None:
-            loop.add_reader(process.pidfd, self._exited)
-        else:
-            self._timer = loop.call_later(EXIT_POLL, self._exited)
+        follow = follower.follow
+        follow(out, self._read_out)
+        follow(err, self._read_err)
+        follow(process.pidfd, self._exited)  # type: ignore[arg-type]  # run_process checked it
+        self._exit_followed = True
         if not stdin.broken:
-            loop.add_writer(stdin.fd, self._feed)
+            follow(stdin.fd, self._feed, select.EPOLLOUT)
 
     def _read(self, fd: int) -> bytes | None:
         """The pipe's next chunk; b"" once it ended (then no longer followed); None: none yet."""
@@ -280,10 +345,10 @@ class _Run:
         except OSError:
             chunk = b""
         if not chunk:
-            self.loop.remove_reader(fd)
+            self.follower.unfollow(fd)
             self.open -= 1
-            if not self.open and self.process.returncode is not None:
-                self._end()
+            if not self.open and not self._exit_followed:
+                self.wake.set()
         return chunk
 
     def _read_out(self) -> None:
@@ -298,16 +363,10 @@ class _Run:
 
     def _exited(self) -> None:
         if self.process.poll() is None:
-            if not self._exit_followed:
-                self._timer = self.loop.call_later(EXIT_POLL, self._exited)
             return
-        if self._exit_followed:
-            self._exit_followed = False
-            self.loop.remove_reader(self.process.pidfd)  # type: ignore[arg-type]  # followed: set
-        if not self.open:
-            self._end()
-        else:  # what its pipes still hold
-            self._timer = self.loop.call_later(OUTPUT_DRAIN, self._end)
+        self._exit_followed = False
+        self.follower.unfollow(self.process.pidfd)  # type: ignore[arg-type]  # followed: set
+        self.wake.set()
 
     def _feed(self) -> None:
         """What stdin did not take at once, as it takes it; then EOF. A command that does not
@@ -323,24 +382,19 @@ class _Run:
             self._stop_feeding()
 
     def _stop_feeding(self) -> None:
-        self.loop.remove_writer(self.stdin.fd)
+        self.follower.unfollow(self.stdin.fd)
         self.stdin.broken = True
         self.stdin.close()
 
-    def _end(self) -> None:
-        if not self.done.done():
-            self.done.set_result(None)
-
     def close(self) -> None:
         """Nothing followed any more (it ended, or the turn was cancelled)."""
-        loop = self.loop
-        if self.open:
-            loop.remove_reader(self.out)
-            loop.remove_reader(self.err)
+        unfollow = self.follower.unfollow
+        if self.open:  # a pipe that has not ended is still followed
+            unfollow(self.out)
+            unfollow(self.err)
         if self._exit_followed:
-            loop.remove_reader(self.process.pidfd)  # type: ignore[arg-type]  # followed: set
-        if self._timer is not None:
-            self._timer.cancel()
+            self._exit_followed = False
+            unfollow(self.process.pidfd)  # type: ignore[arg-type]  # followed: set
         if not self.stdin.broken:
             self._stop_feeding()
 

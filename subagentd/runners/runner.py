@@ -18,7 +18,6 @@ its state.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import json
@@ -38,7 +37,14 @@ import msgspec
 from subagentd.core import texts
 from subagentd.core.service import Service
 from subagentd.runners.handoff import Handoff
-from subagentd.runners.process import Child, keep_descriptors_private, run_process, signal_group
+from subagentd.runners.process import (
+    Child,
+    Follower,
+    following,
+    keep_descriptors_private,
+    run_process,
+    signal_group,
+)
 from subagentd.runners.runner_pids import PidFiles
 from subagentd.runners.tool_socket import Tokens
 from subagentd.runners.watchdog import Watchdog
@@ -126,6 +132,8 @@ class Runner:
         self.waiting: deque[Job] = deque()  # FIFO: the order the turns started in
         self.running: dict[str, Job] = {}  # turn id -> job being run
         self.lent: set[str] = set()  # turn ids of runs waiting (wait_agents): slots they lend
+        self._ready: deque[Job] = deque()  # launched (in `running`), for a slot task to run
+        self._idle: list[anyio.Event] = []  # the wake-ups of the slot tasks with no job
         self._events: list[TurnStart | TurnInterrupt] = []  # not yet known to be committed
         self._wake: anyio.Event | None = None
         self._connection: Connection | None = None
@@ -235,12 +243,21 @@ class Runner:
         """The wait ended: the run holds its slot again (no new run starts until one is free)."""
         self.lent.discard(turn_id)
 
-    def _launch(self, tg: anyio.abc.TaskGroup) -> None:
+    def _launch(self, tg: anyio.abc.TaskGroup, free: int = 0) -> None:
+        """Start what waits, as far as the slots allow: each job goes to a slot task — `free`
+        of them (the caller, done with its job) take the next ones, then idle ones are woken,
+        and only past those is one started (a turn costs no task of its own)."""
         while self.waiting and len(self.running) - len(self.lent) < self.max_running:
             job = self.waiting.popleft()
             if self.current(job.start.agent_id, job.start.turn_id):  # not undone meanwhile
                 self.running[job.start.turn_id] = job
-                tg.start_soon(self._run, job, tg)
+                self._ready.append(job)
+                if free:
+                    free -= 1
+                elif self._idle:
+                    self._idle.pop().set()
+                else:
+                    tg.start_soon(self._slot, tg, name="runner slot")
 
     def _interrupt(self, event: TurnInterrupt, tg: anyio.abc.TaskGroup) -> None:
         job = self.running.get(event.turn_id)
@@ -256,16 +273,23 @@ class Runner:
         job.interrupted = True
         self.executor.interrupt(job, tg)
 
-    async def _run(self, job: Job, tg: anyio.abc.TaskGroup) -> None:
-        try:
-            await self.executor.run(job)
-        finally:
-            job.done = True
-            self.running.pop(job.start.turn_id, None)
-            self.lent.discard(job.start.turn_id)
-            self._launch(tg)
-            if not self.running and self._stopped is not None:
-                self._stopped.set()
+    async def _slot(self, tg: anyio.abc.TaskGroup) -> None:
+        """A task that runs the launched jobs one after the other, idle in between."""
+        while True:
+            while self._ready:
+                job = self._ready.popleft()
+                try:
+                    await self.executor.run(job)
+                finally:
+                    job.done = True
+                    self.running.pop(job.start.turn_id, None)
+                    self.lent.discard(job.start.turn_id)
+                    self._launch(tg, free=1)  # this task takes the next job itself
+                    if not self.running and self._stopped is not None:
+                        self._stopped.set()
+            wake = anyio.Event()
+            self._idle.append(wake)
+            await wake.wait()
 
     # --- a turn's end --------------------------------------------------------------------
 
@@ -388,7 +412,7 @@ class ProcessTurns:
         self.processes = processes  # --detach: each run's pid, recorded while it lives
         self.watchdog = watchdog  # stops the runs' groups if this process dies first
         self._runner: Runner | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None  # asyncio's, when it runs on it
+        self._follower: Follower | None = None  # the runs' epoll, while serving (Linux)
         keep_descriptors_private()  # the runs get their pipes and nothing else
 
     @property
@@ -399,11 +423,8 @@ class ProcessTurns:
     @contextlib.asynccontextmanager
     async def serving(self, runner: Runner) -> AsyncIterator[None]:
         self._runner = runner
-        try:
-            self._loop = asyncio.get_running_loop()
-        except RuntimeError:  # trio
-            self._loop = None
-        yield
+        async with following() as self._follower:
+            yield
 
     def interrupt(self, job: Job, tg: anyio.abc.TaskGroup) -> None:
         _signal(job, signal.SIGTERM)
@@ -446,7 +467,7 @@ class ProcessTurns:
                     self.watchdog,
                     runner.service.settings.max_text_bytes,
                     functools.partial(self._started, job),
-                    self._loop,
+                    self._follower,
                 )
             except OSError as exc:
                 log.error("--runner could not start %s: %s", self.command[0], exc)

@@ -25,12 +25,17 @@ import threading
 
 def _start_time(pid: int) -> str | None:
     """A process's start time in clock ticks since boot, or None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
+    try:  # os.open and os.read: no file object (a turn's start reads it)
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
     except OSError:
         return None
-    return stat.rpartition(")")[2].split()[19]
+    try:
+        stat = os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return stat.rpartition(b")")[2].split()[19].decode()
 
 
 class Watchdog:
