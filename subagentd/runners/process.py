@@ -9,6 +9,9 @@ own epoll instance (`Follower`), which the event loop follows as one descriptor 
 reader, or one task on trio): a run costs a C call per descriptor to register, no loop handle
 and no task. Where there is no epoll or no pidfd (not Linux), a task per pipe reads it and the
 exit is polled every EXIT_POLL.
+
+Longer than ~300 lines on purpose: a run's start, its descriptors followed, its stdin fed, its
+output bounded and its exit reaped are one lifecycle, with its fallback where there is no epoll.
 """
 
 from __future__ import annotations
