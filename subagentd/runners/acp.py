@@ -32,7 +32,7 @@ import anyio.abc
 import msgspec
 
 import subagentd
-from subagentd.runners.runner import signal_group
+from subagentd.runners.process import signal_group
 
 log = logging.getLogger("subagentd")
 

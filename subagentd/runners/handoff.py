@@ -40,6 +40,7 @@ class Handoff:
         self.directory = directory  # private (0700): the config files hold the tokens
         self.executable = executable
         self.environment = environment  # SUBAGENTD_DB and SUBAGENTD_SOCKET
+        self._mcp_command = shlex.join([executable, "mcp"])
 
     def identity(self, agent_id: str, token: str) -> dict[str, str]:
         """What `subagentd mcp` (and `subagentd tool`) need to act as the agent."""
@@ -74,7 +75,7 @@ class Handoff:
             os.close(fd)
         return {
             "SUBAGENTD": self.executable,
-            "SUBAGENTD_MCP_COMMAND": shlex.join([self.executable, "mcp"]),
+            "SUBAGENTD_MCP_COMMAND": self._mcp_command,
             "SUBAGENTD_MCP_CONFIG": path,
         }
 

@@ -24,21 +24,27 @@ import json
 import logging
 import os
 import signal
-import subprocess
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 import anyio.abc
-import anyio.to_thread
 import msgspec
 
 from subagentd.core import texts
 from subagentd.core.service import Service
 from subagentd.runners.handoff import Handoff
+from subagentd.runners.process import (
+    Child,
+    Follower,
+    following,
+    keep_descriptors_private,
+    run_process,
+    signal_group,
+)
 from subagentd.runners.runner_pids import PidFiles
 from subagentd.runners.tool_socket import Tokens
 from subagentd.runners.watchdog import Watchdog
@@ -46,7 +52,6 @@ from subagentd.schema.budgets import COUNT_MAX, MONEY_MAX, Usage
 from subagentd.schema.host_methods import TurnEndParams
 from subagentd.schema.notifications import TurnInterrupt, TurnStart
 from subagentd.schema.runner import RunnerExit, RunnerFailure, RunnerTurn
-from subagentd.wire.transport import FdReader, FdWriter
 
 if TYPE_CHECKING:
     from subagentd.server.connection import Connection
@@ -54,99 +59,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("subagentd")
 
 _encode = msgspec.json.Encoder().encode
-STDERR_TAIL = 4096  # bytes of a runner's stderr kept for its transcript
 STDERR_EXCERPT_LINES = 8  # of those, the last lines a failed turn's notice and log show
 STDERR_EXCERPT_BYTES = 1000  # and at most this many bytes of them
 NOT_STARTED = "subagentd could not start the runner: "
-OUTPUT_DRAIN = 1.0  # seconds to read what a runner's pipes hold after it exited
 USAGE_MAX_BYTES = 64 * 1024  # of a run's SUBAGENTD_USAGE file read (the rest is ignored)
-EXIT_POLL = 0.005  # seconds between exit checks where a pidfd cannot be had (not Linux)
 END_RETRY = 0.1  # seconds before a turn end that could not be written is tried again (doubling)
 END_RETRY_MAX = 5.0  # ... up to this many seconds between tries
 _usage_line = msgspec.json.Decoder(Usage).decode
-
-
-class Child:
-    """A runner's process: started by subprocess.Popen in a worker thread and waited for
-    through its pidfd's readiness on the loop (polled every EXIT_POLL where there is none), so a
-    turn costs no asyncio transport, no pipe protocol and no waiter thread per process."""
-
-    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
-        self.popen = popen
-        self.pid = popen.pid
-        self._pidfd: int | None = None
-        try:
-            self._pidfd = os.pidfd_open(popen.pid)
-        except (AttributeError, OSError):
-            pass
-
-    @property
-    def returncode(self) -> int | None:
-        return self.popen.returncode
-
-    def send_signal(self, signum: int) -> None:
-        if self.popen.returncode is None:
-            self.popen.send_signal(signum)
-
-    async def wait(self) -> int:
-        """Its exit status (negative: the signal that killed it), once it exited (reaped)."""
-        while (code := self.popen.poll()) is None:
-            if self._pidfd is None:
-                await anyio.sleep(EXIT_POLL)
-            else:
-                await anyio.wait_readable(self._pidfd)
-        return code
-
-    def close(self) -> None:
-        """Its pidfd closed (once it has been waited for)."""
-        if self._pidfd is not None:
-            os.close(self._pidfd)
-            self._pidfd = None
-
-
-class _Reading:
-    """A run's output readers: set once each of them has reached the end of its pipe."""
-
-    __slots__ = ("left", "_event")
-
-    def __init__(self, readers: int) -> None:
-        self.left = readers
-        self._event: anyio.Event | None = None
-
-    @property
-    def finished(self) -> bool:
-        return self.left == 0
-
-    async def done_after(self, reader: Callable[..., Awaitable[None]], *args: Any) -> None:
-        await reader(*args)
-        self.left -= 1
-        if self.left == 0 and self._event is not None:
-            self._event.set()
-
-    async def wait(self) -> None:
-        if self.left:
-            self._event = anyio.Event()
-            await self._event.wait()
-
-
-def _start(
-    command: list[str],
-    stdin: int,
-    stdout: int,
-    stderr: int,
-    env: dict[str, str],
-    watchdog: Watchdog,
-) -> Child:
-    popen = subprocess.Popen(
-        command,
-        stdin=stdin,
-        stdout=stdout,
-        stderr=stderr,
-        env=env,
-        start_new_session=True,  # its own group: signals reach its children
-    )
-    watchdog.add(popen.pid)  # its group is stopped should subagentd die first (runners/watchdog.py)
-    return Child(popen)
 
 
 @dataclass(slots=True, eq=False)
@@ -213,6 +132,8 @@ class Runner:
         self.waiting: deque[Job] = deque()  # FIFO: the order the turns started in
         self.running: dict[str, Job] = {}  # turn id -> job being run
         self.lent: set[str] = set()  # turn ids of runs waiting (wait_agents): slots they lend
+        self._ready: deque[Job] = deque()  # launched (in `running`), for a slot task to run
+        self._idle: list[anyio.Event] = []  # the wake-ups of the slot tasks with no job
         self._events: list[TurnStart | TurnInterrupt] = []  # not yet known to be committed
         self._wake: anyio.Event | None = None
         self._connection: Connection | None = None
@@ -322,12 +243,21 @@ class Runner:
         """The wait ended: the run holds its slot again (no new run starts until one is free)."""
         self.lent.discard(turn_id)
 
-    def _launch(self, tg: anyio.abc.TaskGroup) -> None:
+    def _launch(self, tg: anyio.abc.TaskGroup, free: int = 0) -> None:
+        """Start what waits, as far as the slots allow: each job goes to a slot task — `free`
+        of them (the caller, done with its job) take the next ones, then idle ones are woken,
+        and only past those is one started (a turn costs no task of its own)."""
         while self.waiting and len(self.running) - len(self.lent) < self.max_running:
             job = self.waiting.popleft()
             if self.current(job.start.agent_id, job.start.turn_id):  # not undone meanwhile
                 self.running[job.start.turn_id] = job
-                tg.start_soon(self._run, job, tg)
+                self._ready.append(job)
+                if free:
+                    free -= 1
+                elif self._idle:
+                    self._idle.pop().set()
+                else:
+                    tg.start_soon(self._slot, tg, name="runner slot")
 
     def _interrupt(self, event: TurnInterrupt, tg: anyio.abc.TaskGroup) -> None:
         job = self.running.get(event.turn_id)
@@ -343,16 +273,23 @@ class Runner:
         job.interrupted = True
         self.executor.interrupt(job, tg)
 
-    async def _run(self, job: Job, tg: anyio.abc.TaskGroup) -> None:
-        try:
-            await self.executor.run(job)
-        finally:
-            job.done = True
-            self.running.pop(job.start.turn_id, None)
-            self.lent.discard(job.start.turn_id)
-            self._launch(tg)
-            if not self.running and self._stopped is not None:
-                self._stopped.set()
+    async def _slot(self, tg: anyio.abc.TaskGroup) -> None:
+        """A task that runs the launched jobs one after the other, idle in between."""
+        while True:
+            while self._ready:
+                job = self._ready.popleft()
+                try:
+                    await self.executor.run(job)
+                finally:
+                    job.done = True
+                    self.running.pop(job.start.turn_id, None)
+                    self.lent.discard(job.start.turn_id)
+                    self._launch(tg, free=1)  # this task takes the next job itself
+                    if not self.running and self._stopped is not None:
+                        self._stopped.set()
+            wake = anyio.Event()
+            self._idle.append(wake)
+            await wake.wait()
 
     # --- a turn's end --------------------------------------------------------------------
 
@@ -475,6 +412,8 @@ class ProcessTurns:
         self.processes = processes  # --detach: each run's pid, recorded while it lives
         self.watchdog = watchdog  # stops the runs' groups if this process dies first
         self._runner: Runner | None = None
+        self._follower: Follower | None = None  # the runs' epoll, while serving (Linux)
+        keep_descriptors_private()  # the runs get their pipes and nothing else
 
     @property
     def runner(self) -> Runner:
@@ -484,7 +423,8 @@ class ProcessTurns:
     @contextlib.asynccontextmanager
     async def serving(self, runner: Runner) -> AsyncIterator[None]:
         self._runner = runner
-        yield
+        async with following() as self._follower:
+            yield
 
     def interrupt(self, job: Job, tg: anyio.abc.TaskGroup) -> None:
         _signal(job, signal.SIGTERM)
@@ -527,6 +467,7 @@ class ProcessTurns:
                     self.watchdog,
                     runner.service.settings.max_text_bytes,
                     functools.partial(self._started, job),
+                    self._follower,
                 )
             except OSError as exc:
                 log.error("--runner could not start %s: %s", self.command[0], exc)
@@ -662,116 +603,3 @@ def read_usage(path: str | None) -> tuple[Usage | None, int]:
 def _signal(job: Job, signum: signal.Signals) -> None:
     """Signal the job's process group (the command and whatever it started)."""
     signal_group(job.process, signum)
-
-
-def signal_group(process: anyio.abc.Process | Child | None, signum: signal.Signals) -> None:
-    """Signal a started process's group (it leads one); nothing once it has exited."""
-    if process is None or process.returncode is not None:
-        return
-    try:
-        os.killpg(process.pid, signum)
-    except ProcessLookupError:
-        pass
-    except PermissionError:
-        process.send_signal(signum)
-
-
-async def _feed(writer: FdWriter, data: bytes) -> None:
-    """The turn on stdin (the pipe's write end, closed here: marked broken, so it is closed once),
-    then EOF; a command that does not read it is not an error."""
-    try:
-        await writer.write(data)
-    except OSError:
-        pass
-    finally:
-        writer.broken = True
-        writer.close()
-
-
-async def _collect(stream: FdReader, into: bytearray, limit: int, cut: list[bool]) -> None:
-    """stdout up to `limit` bytes (0: no bound); the rest is read and dropped."""
-    while chunk := await stream.read():
-        if limit and len(into) + len(chunk) > limit:
-            into += chunk[: max(limit - len(into), 0)]
-            cut[0] = True
-        else:
-            into += chunk
-
-
-async def _tail(stream: FdReader, into: bytearray) -> None:
-    """The last STDERR_TAIL bytes of stderr."""
-    while chunk := await stream.read():
-        into += chunk
-        if len(into) > STDERR_TAIL:
-            del into[: len(into) - STDERR_TAIL]
-
-
-class ProcessOutput(NamedTuple):
-    """What a turn's process left: its exit status, its trimmed stdout (cut at the limit), and
-    its stderr's tail (None: empty)."""
-
-    code: int | None
-    stdout: str
-    cut: bool
-    stderr: str | None
-
-
-async def run_process(
-    command: list[str],
-    data: bytes,
-    env: dict[str, str],
-    watchdog: Watchdog,
-    limit: int,
-    started: Callable[[Child], None],
-) -> ProcessOutput:
-    """Start `command` with `data` on its stdin and collect its output until it exits: stdout up
-    to `limit` bytes, stderr's tail; what its pipes still hold is read for OUTPUT_DRAIN more.
-    `started` gets the process as soon as it runs: the caller owns it (signals, reaping).
-    OSError when it could not start. stdin, stdout and stderr are pipes of our own, used
-    through anyio's fd readiness and closed here: a process the command left behind may hold
-    them open past the turn."""
-    (out, out_end), (err, err_end) = os.pipe(), os.pipe()
-    stdin_end, stdin_fd = os.pipe()
-    stdin = FdWriter(stdin_fd)  # closed here once fed, by _feed, or below when _feed never ran
-    try:
-        written = stdin.write_now(data)  # the pipe keeps it for the command: usually all
-        if written == len(data):
-            stdin.broken = True  # fed: EOF follows it
-            stdin.close()
-        try:
-            # in a worker thread: the fork and exec (the loop's longest step of a turn) do not
-            # hold up the loop, so starts overlap at --max-running > 1; not cancellable, so a
-            # process started is always known
-            process = await anyio.to_thread.run_sync(
-                functools.partial(_start, command, stdin_end, out_end, err_end, env, watchdog)
-            )
-        finally:
-            os.close(out_end)
-            os.close(err_end)
-            os.close(stdin_end)
-        started(process)
-        stdout = bytearray()
-        stderr = bytearray()
-        cut = [False]
-        reading = _Reading(2)
-        async with anyio.create_task_group() as io:
-            if not stdin.broken:  # what the pipe did not take at once
-                io.start_soon(_feed, stdin, data[written:])
-            io.start_soon(reading.done_after, _collect, FdReader(out), stdout, limit, cut)
-            io.start_soon(reading.done_after, _tail, FdReader(err), stderr)
-            await process.wait()
-            if not reading.finished:
-                # what its pipes still hold; a process it left behind may keep them open
-                with anyio.move_on_after(OUTPUT_DRAIN):
-                    await reading.wait()
-            if not (reading.finished and stdin.broken):
-                io.cancel_scope.cancel()
-        text = stdout.decode("utf-8", errors="replace" if not cut[0] else "ignore").strip()
-        tail = bytes(stderr).decode("utf-8", errors="replace") or None
-        return ProcessOutput(process.returncode, text, cut[0], tail)
-    finally:
-        os.close(out)  # its readers were cancelled above (or never started)
-        os.close(err)
-        if not stdin.broken:  # _feed did not close it (it never ran)
-            stdin.broken = True
-            stdin.close()

@@ -8,9 +8,8 @@ whose write end only subagentd holds (close-on-exec: the runs do not inherit it)
 writes `+<pid> <start time>` when a run starts and `-<pid>` once it has been reaped; when the pipe
 ends — subagentd exited, however it died — the watchdog sends SIGKILL to the process group of
 every run still listed and exits. A pid whose start time (/proc/<pid>/stat field 22) differs is
-someone else's by then and is left alone. Why not PR_SET_PDEATHSIG: it fires when the *thread*
-that forked the run exits (the runs are started from worker threads, which come and go), and it
-reaches only the run itself, not what the run started.
+someone else's by then and is left alone. Why not PR_SET_PDEATHSIG: it reaches only the run
+itself, not what the run started, and fires when the *thread* that started the run exits.
 
 This file runs as a script (`python -I -S watchdog.py`): nothing but the standard library.
 """
@@ -26,12 +25,17 @@ import threading
 
 def _start_time(pid: int) -> str | None:
     """A process's start time in clock ticks since boot, or None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
+    try:  # os.open and os.read: no file object (a turn's start reads it)
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
     except OSError:
         return None
-    return stat.rpartition(")")[2].split()[19]
+    try:
+        stat = os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return stat.rpartition(b")")[2].split()[19].decode()
 
 
 class Watchdog:

@@ -83,7 +83,8 @@ def _charged(
     )
     for offset, added in ((8, own), (13, tree)):  # own_turns …, tree_turns …: _COUNTERS' order
         for i, amount in enumerate(added):
-            values[offset + i] = saturated(values[offset + i] + amount, CEILINGS[i])
+            total, ceiling = values[offset + i] + amount, CEILINGS[i]
+            values[offset + i] = ceiling if total > ceiling else total  # saturated(), inlined
     return SpendingRecord(*values)
 
 
@@ -148,10 +149,12 @@ class Spending:
         and the group's reads of these rows are brought up to date."""
         db = self._db
         spent = tuple(
-            saturated(amount, ceiling)
-            for amount, ceiling in zip(
-                (turns, spawns, tokens_in, tokens_out, cost), CEILINGS, strict=True
-            )
+            [  # saturated(), inlined: a turn's end charges this
+                ceiling if amount > ceiling else amount
+                for amount, ceiling in zip(
+                    (turns, spawns, tokens_in, tokens_out, cost), CEILINGS, strict=True
+                )
+            ]
         )
         none = (0, 0, 0, 0, 0)
         for i, session_id in enumerate(lineage):  # a handful: trees are shallow

@@ -15,7 +15,8 @@ import pytest
 from subagentd.cli.running import Running
 from subagentd.core import texts
 from subagentd.message_fences import fence_token
-from subagentd.runners.runner import STDERR_EXCERPT_BYTES, STDERR_TAIL, stderr_excerpt
+from subagentd.runners.process import STDERR_TAIL
+from subagentd.runners.runner import STDERR_EXCERPT_BYTES, stderr_excerpt
 from subagentd.runners.tool_socket import REFUSED
 from tests.spawned import TIMEOUT, InProcessServer
 
