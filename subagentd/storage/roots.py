@@ -45,9 +45,10 @@ class Roots:
         self._up.setdefault(root, root)
 
     def common(self, session_ids: Iterable[str]) -> str | None:
-        """The root of these sessions' one tree; None when one is not known here or two trees
-        are among them."""
-        found = {self.root(session_id) for session_id in session_ids}
+        """The root of sessions that are all of one tree (a lineage, a parent's children, a
+        tree's running agents), from whichever of them is known here (a new child's is not
+        yet); None when none is, or when, against that contract, two trees are named."""
+        found = {root for root in map(self.root, session_ids) if root is not None}
         return found.pop() if len(found) == 1 else None
 
     def lineage(self, lineage: Iterable[str]) -> None:
