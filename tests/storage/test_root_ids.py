@@ -12,6 +12,7 @@ import pytest
 
 from subagentd.storage.database import SqliteStore
 from subagentd.storage.migrations import migrations, sqlite_utils_database
+from subagentd.storage.roots import Roots, pick, rooted
 from tests.core_host import CoreHost
 
 STAMP = "2026-01-01T00:00:00.000000Z"
@@ -151,3 +152,31 @@ def test_every_row_the_store_writes_carries_its_tree_root(backend):
         rows = conn.execute(f"SELECT {column}, root_id FROM {table}").fetchall()
         assert {row[0].split("-")[0] for row in rows} == {"t0", "t1"}, table
         assert [row for row in rows if row[0].split("-")[0] != row[1]] == [], table
+
+
+def test_a_session_s_tree_is_known_from_its_parent_links_and_never_guessed():
+    roots = Roots()
+    roots.learn("g", "c")  # read bottom-up: unknown until the top is reached
+    assert roots.root("g") is None
+    roots.learn("c", "r")
+    roots.learn("r", None)
+    assert (roots.root("g"), roots.root("c"), roots.root("r")) == ("r", "r", "r")
+    roots.learn("x", "y")  # a parent cycle in corrupt data: never a root
+    roots.learn("y", "x")
+    assert roots.root("x") is None
+    roots.tie("m:m1", "g")
+    assert (roots.root_of("m:m1"), roots.root_of("m:m2")) == ("r", None)
+    roots.lineage(("k", "q", "top"))  # itself first, its root last
+    assert roots.root("k") == "top"
+    # ids of one tree: the root of any known among them (a new child's is not yet)
+    assert roots.common(["new", "g", "c"]) == "r"
+    assert roots.common(["new"]) is None
+    assert roots.common(["g", "k"]) is None  # two trees: by key alone
+    assert rooted("SELECT body FROM descriptors WHERE {root}session_id = ?") == (
+        "SELECT body FROM descriptors WHERE root_id = ? AND session_id = ?",
+        "SELECT body FROM descriptors WHERE session_id = ?",
+        0,
+    )
+    texts = rooted("UPDATE sessions SET open_turn_id = ? WHERE {root}id = ?")
+    assert pick(texts, "r", ("t1", "c")) == (texts.named, ("t1", "r", "c"))
+    assert pick(texts, None, ("t1", "c")) == (texts.bare, ("t1", "c"))
