@@ -342,7 +342,7 @@ ROOTED_TABLES = (
     ("signals", "session_id"),
     ("spending", "session_id"),
     ("idempotency", "caller"),
-    ("tasks", "agent_id"),
+    ("tasks", "owner_id"),
 )
 # every session with the top of its tree: a session whose parent is missing tops a tree of its own
 ROOTS_CTE = """WITH RECURSIVE tree(id, root) AS (

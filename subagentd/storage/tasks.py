@@ -35,9 +35,10 @@ class Tasks:
     def insert_task(self, record: TaskRecord) -> None:
         db = self._db
         db.begin()
-        db.roots.tie(f"k:{record.task_id}", record.agent_id)
-        root = db.roots.root(record.agent_id)
-        db.conn.execute(*pick_insert(_INSERT_SQL, root, record.agent_id, _row(record)))
+        # the tree of the agent that asked (its child may not exist: a refused spawn's task)
+        db.roots.tie(f"k:{record.task_id}", record.owner_id)
+        root = db.roots.root(record.owner_id)
+        db.conn.execute(*pick_insert(_INSERT_SQL, root, record.owner_id, _row(record)))
 
     def get_task(self, task_id: str) -> TaskRecord | None:
         roots = self._db.roots
@@ -46,7 +47,7 @@ class Tasks:
         if row is None:
             return None
         record = TaskRecord(*row)
-        roots.tie(f"k:{task_id}", record.agent_id)
+        roots.tie(f"k:{task_id}", record.owner_id)
         return record
 
     def finish_task(

@@ -33,7 +33,7 @@ TREE_TABLES = {
     "signals": "session_id",
     "spending": "session_id",
     "idempotency": "caller",
-    "tasks": "agent_id",
+    "tasks": "owner_id",
 }
 
 AUDIT = """

@@ -45,6 +45,7 @@ OLD_ROWS: dict[str, list[tuple[object, ...]]] = {
     ],
     "tasks (task_id, owner_id, agent_id, tool, status, created_at, updated_at, output)": [
         ("k", "c", "g", "spawn_agent", "working", STAMP, STAMP, "{}"),
+        ("k-refused", "g", "@x", "spawn_agent", "failed", STAMP, STAMP, "{}"),  # no child
     ],
     "trace_context (key, traceparent, at)": [
         ("s:c", "tp", 0.0),
@@ -65,7 +66,7 @@ EXPECTED = {
     ("signals", "session_id"): {"g": "r"},
     ("spending", "session_id"): {"g": "r", "r": "r"},
     ("idempotency", "key"): {"k1": "r", "k2": ""},
-    ("tasks", "task_id"): {"k": "r"},
+    ("tasks", "task_id"): {"k": "r", "k-refused": "r"},
     ("trace_context", "key"): {
         "s:c": "r",
         "m:m1": "r",
