@@ -64,7 +64,19 @@ def _tree_rows(sessions: int, open_turns: int) -> tuple[list[tuple], list[tuple]
     depths = {ROOT_ID: 0}
     paths = {ROOT_ID: segment(_iso(0), ROOT_ID)}
     session_rows = [
-        (ROOT_ID, None, "ordinary", "bench root", _iso(0), 0, 0, None, paths[ROOT_ID], None)
+        (
+            ROOT_ID,
+            None,
+            "ordinary",
+            "bench root",
+            _iso(0),
+            0,
+            0,
+            None,
+            paths[ROOT_ID],
+            None,
+            ROOT_ID,
+        )
     ]
     descriptor_rows = []
     max_depth = 0
@@ -89,6 +101,7 @@ def _tree_rows(sessions: int, open_turns: int) -> tuple[list[tuple], list[tuple]
                 open_turn,
                 paths[cid],
                 "continuable",
+                ROOT_ID,
             )
         )
         descriptor_rows.append(
@@ -102,7 +115,9 @@ def _tree_rows(sessions: int, open_turns: int) -> tuple[list[tuple], list[tuple]
     return session_rows, descriptor_rows, max_depth
 
 
-SESSION_COLUMNS = "id, parent_id, kind, label, created_at, depth, parked, open_turn_id, path, mode"
+SESSION_COLUMNS = (
+    "id, parent_id, kind, label, created_at, depth, parked, open_turn_id, path, mode, root_id"
+)
 
 
 def build_tree(
@@ -138,12 +153,18 @@ def build_tree(
     session_rows = [tuple(row[i] for i in keep) for row in session_rows]
     marks = ",".join("?" * len(keep))
     # descriptors first, as the server writes them: their insert trigger clears a session's mode
-    conn.executemany("INSERT INTO descriptors (session_id, body) VALUES (?, ?)", descriptor_rows)
+    # every row in the one tree: its root id where the schema has the column (not for --at)
+    tree = ("root_id, ", f"'{ROOT_ID}', ") if "root_id" in columns_now else ("", "")
+    conn.executemany(
+        f"INSERT INTO descriptors ({tree[0]}session_id, body) VALUES ({tree[1]}?, ?)",
+        descriptor_rows,
+    )
     conn.executemany(f"INSERT INTO sessions ({columns}) VALUES ({marks})", session_rows)
     del session_rows, descriptor_rows
     if events:
         conn.executemany(
-            "INSERT INTO events (session_id, turn_id, type, data, at) VALUES (?,?,?,?,?)",
+            f"INSERT INTO events ({tree[0]}session_id, turn_id, type, data, at)"
+            f" VALUES ({tree[1]}?,?,?,?,?)",
             _events(sessions, events),
         )
     for _, sql in indexes:
@@ -167,9 +188,9 @@ def build_tree_postgres(
     with psycopg.connect(url) as conn:
         with conn.cursor() as cur:
             # descriptors first, as the server writes them: their trigger clears a session's mode
-            with cur.copy("COPY descriptors (session_id, body) FROM STDIN") as copy:
+            with cur.copy("COPY descriptors (root_id, session_id, body) FROM STDIN") as copy:
                 for row in descriptor_rows:
-                    copy.write_row(row)
+                    copy.write_row((ROOT_ID, *row))
             with cur.copy(f"COPY sessions ({SESSION_COLUMNS}) FROM STDIN") as copy:
                 for row in session_rows:
                     copy.write_row(row)

@@ -29,8 +29,8 @@ from sqlite_floor import (  # the rows built exactly as for the SQLite floor, th
 from subagentd.storage.postgres.store import connect
 
 _INSERT = (
-    "INSERT INTO inbox (message_id, session_id, content, source, state, created_at)"
-    " VALUES (%s,%s,%s,%s,%s,%s)"
+    "INSERT INTO inbox (root_id, message_id, session_id, content, source, state, created_at)"
+    " VALUES (%s,%s,%s,%s,%s,%s,%s)"
 )
 
 

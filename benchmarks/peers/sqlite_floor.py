@@ -29,8 +29,8 @@ _encode = msgspec.json.Encoder().encode
 # one burst: (connection, caller, target, texts, rows per commit) -> seconds taken
 Burst = Callable[[Any, str, str, list[str], int], float]
 _INSERT = (
-    "INSERT INTO inbox (message_id, session_id, content, source, state, created_at)"
-    " VALUES (?,?,?,?,?,?)"
+    "INSERT INTO inbox (root_id, message_id, session_id, content, source, state, created_at)"
+    " VALUES (?,?,?,?,?,?,?)"
 )
 
 
@@ -58,12 +58,13 @@ def now() -> str:
 
 def message_rows(
     caller: str, target: str, texts: list[str]
-) -> Iterator[tuple[str, str, str, str, str, str]]:
-    """The inbox row of each send_message {caller, subagent_id: target, message: text}."""
+) -> Iterator[tuple[str, str, str, str, str, str, str]]:
+    """The inbox row of each send_message {caller, subagent_id: target, message: text}; the
+    caller is the tree's root (root_id), as in the benchmarks' trees."""
     source = _encode({"kind": "coordinator", "form": "relay", "sender_session_id": caller}).decode()
     for text in texts:
         content = _encode([{"type": "text", "text": text}]).decode()
-        yield (mint(), target, content, source, "queued", now())
+        yield (caller, mint(), target, content, source, "queued", now())
 
 
 def insert_burst(

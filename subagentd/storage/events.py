@@ -7,11 +7,23 @@ from collections.abc import Sequence
 import msgspec
 
 from subagentd.schema.records import EventRecord, EventsPage
+from subagentd.storage.roots import inserting, pick, pick_insert, rooted
 from subagentd.storage.table_access import Connected
 
-EVENTS_SQL = (
-    "SELECT seq, turn_id, type, data, at FROM events WHERE session_id = ? AND seq > ?"
+EVENTS_SQL = rooted(
+    "SELECT seq, turn_id, type, data, at FROM events WHERE {root}session_id = ? AND seq > ?"
     " ORDER BY seq LIMIT ?"
+)
+_INSERT_SQL = inserting(
+    "INSERT INTO events (root_id, session_id, turn_id, type, data, at) VALUES ({root},?,?,?,?,?)"
+)
+_QUESTION_SQL = rooted(
+    "SELECT type FROM events WHERE {root}session_id = ? AND turn_id = ?"
+    " AND type IN ('question', 'question_end') ORDER BY seq DESC LIMIT 1"
+)
+_INTERRUPT_SQL = rooted(
+    "SELECT data FROM events WHERE {root}session_id = ? AND turn_id = ? AND type = 'interrupt'"
+    " ORDER BY seq DESC LIMIT 1"
 )
 
 
@@ -26,10 +38,9 @@ class Events:
     ) -> None:
         """One event, held with the group's next statement (storage/deferred.py): nothing reads
         its answer, and every later statement runs it first, so it keeps its place in `seq`."""
-        self._db.defer(
-            "INSERT INTO events (session_id, turn_id, type, data, at) VALUES (?,?,?,?,?)",
-            (session_id, turn_id, event_type, data, at),
-        )
+        db = self._db
+        row = (session_id, turn_id, event_type, data, at)
+        db.defer(*pick_insert(_INSERT_SQL, db.roots.root(session_id), session_id, row))
 
     def append_events(
         self,
@@ -42,11 +53,10 @@ class Events:
         db.begin()
         cursor = db.conn.cursor()
         seq = 0
+        root = db.roots.root(session_id)
         for event_type, data in events:
-            cursor.execute(
-                "INSERT INTO events (session_id, turn_id, type, data, at) VALUES (?,?,?,?,?)",
-                (session_id, turn_id, event_type, data, at),
-            )
+            row = (session_id, turn_id, event_type, data, at)
+            cursor.execute(*pick_insert(_INSERT_SQL, root, session_id, row))
             seq = cursor.lastrowid or seq
         return seq
 
@@ -55,7 +65,8 @@ class Events:
         first always fits); and whether a limit stopped the page (more may follow)."""
         events: list[EventRecord] = []
         size = 0
-        for r in self._db.conn.execute(EVENTS_SQL, (session_id, after, limit)):
+        root = self._db.roots.root(session_id)
+        for r in self._db.conn.execute(*pick(EVENTS_SQL, root, (session_id, after, limit))):
             size += len(r[3] or "")
             if events and size > max_bytes:
                 return EventsPage(events, True)
@@ -66,27 +77,23 @@ class Events:
         """Every event of a session in order (`subagentd inspect`)."""
         return [
             EventRecord(seq=r[0], turn_id=r[1], type=r[2], data=r[3], at=r[4])
-            for r in self._db.conn.execute(EVENTS_SQL, (session_id, 0, -1))
+            for r in self._db.conn.execute(
+                *pick(EVENTS_SQL, self._db.roots.root(session_id), (session_id, 0, -1))
+            )
         ]
 
     def question_open(self, session_id: str, turn_id: str) -> bool:
         """Whether the turn's last `question` event has no `question_end` after it (a question
         open when its process died: the parent is told it was cancelled)."""
-        row = self._db.conn.execute(
-            "SELECT type FROM events WHERE session_id = ? AND turn_id = ?"
-            " AND type IN ('question', 'question_end') ORDER BY seq DESC LIMIT 1",
-            (session_id, turn_id),
-        ).fetchone()
+        root = self._db.roots.root(session_id)
+        row = self._db.conn.execute(*pick(_QUESTION_SQL, root, (session_id, turn_id))).fetchone()
         return row is not None and row[0] == "question"
 
     def interrupt_cause(self, session_id: str, turn_id: str) -> str | None:
         """The cause recorded by the last `interrupt` event of a turn (a rebuilt registry reads
         whether a deadline stopped it); None when there is none."""
-        row = self._db.conn.execute(
-            "SELECT data FROM events WHERE session_id = ? AND turn_id = ? AND type = 'interrupt'"
-            " ORDER BY seq DESC LIMIT 1",
-            (session_id, turn_id),
-        ).fetchone()
+        root = self._db.roots.root(session_id)
+        row = self._db.conn.execute(*pick(_INTERRUPT_SQL, root, (session_id, turn_id))).fetchone()
         if row is None or row[0] is None:
             return None
         try:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from subagentd.errors import LeaseLostError, StorageBusyError, StorageFailedError
 from subagentd.storage.deferred import DeferredWrites, Pending
 from subagentd.storage.leases import Holding
+from subagentd.storage.roots import Roots
 
 log = logging.getLogger("subagentd")
 
@@ -85,6 +86,7 @@ class GroupCommitBase:
         self._hold_clock = clock  # a backend may count it in real time (a test's manual clock)
         self._now = clock  # wall-clock seconds, shared by every process on this database
         self._reads: dict[Hashable, Any] = {}  # what the open group read under the lock (reads)
+        self.roots = Roots()  # each row's tree, as this process knows it (the statements name it)
 
     if TYPE_CHECKING:  # an attribute or a property of the backend's
 

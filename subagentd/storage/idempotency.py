@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from subagentd.schema.records import IdempotencyRecord
+from subagentd.storage.roots import inserting, pick, pick_insert, rooted
 from subagentd.storage.table_access import Connected
+
+_GET_SQL = rooted(
+    "SELECT method, fingerprint, result FROM idempotency WHERE {root}caller = ? AND key = ?"
+)
+_PUT_SQL = inserting(
+    "INSERT INTO idempotency (root_id, caller, key, method, fingerprint, result, created_at)"
+    " VALUES ({root},?,?,?,?,?,?)"
+)
 
 
 class IdempotencyKeys:
@@ -13,20 +22,19 @@ class IdempotencyKeys:
         self._db = db
 
     def get_idempotent(self, caller: str, key: str) -> IdempotencyRecord | None:
-        row = self._db.conn.execute(
-            "SELECT method, fingerprint, result FROM idempotency WHERE caller = ? AND key = ?",
-            (caller, key),
-        ).fetchone()
+        root = self._root(caller)
+        row = self._db.conn.execute(*pick(_GET_SQL, root, (caller, key))).fetchone()
         return IdempotencyRecord(method=row[0], fingerprint=row[1], result=row[2]) if row else None
 
     def put_idempotent(self, caller: str, key: str, record: IdempotencyRecord, at: str) -> None:
         db = self._db
         db.begin()
-        db.conn.execute(
-            "INSERT INTO idempotency (caller, key, method, fingerprint, result, created_at)"
-            " VALUES (?,?,?,?,?,?)",
-            (caller, key, record.method, record.fingerprint, record.result, at),
-        )
+        row = (caller, key, record.method, record.fingerprint, record.result, at)
+        db.conn.execute(*pick_insert(_PUT_SQL, self._root(caller), caller, row))
+
+    def _root(self, caller: str) -> str | None:
+        """The caller's tree: the host's keys (caller "") are the tree "" of their own."""
+        return "" if caller == "" else self._db.roots.root(caller)
 
     def prune_idempotent(self, before: str) -> None:
         """Forget keys recorded before `before` (the documented retention)."""

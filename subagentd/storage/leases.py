@@ -23,6 +23,7 @@ from subagentd.schema.records import (
     OwnerRow,
     OwnerState,
 )
+from subagentd.storage.roots import inserting, pick, pick_insert, rooted
 
 if TYPE_CHECKING:
     from subagentd.storage.table_access import Connected
@@ -126,10 +127,10 @@ class Renewer(threading.Thread):
 # Open turns of sessions no valid owner holds: no lease, or one whose owner is fenced, gone or
 # expired by the transaction's clock (this process's own leases always count as held).
 _ORPHANED_SQL = """
-SELECT s.id, s.open_turn_id FROM sessions s
+SELECT s.id, s.open_turn_id, s.root_id FROM sessions s
 WHERE s.open_turn_id IS NOT NULL AND NOT EXISTS (
     SELECT 1 FROM leases l JOIN owners o ON o.owner = l.owner
-    WHERE l.session_id = s.id AND o.fenced = 0 AND (o.owner = :me OR o.expires_at > :clock)
+    WHERE l.root_id = s.root_id AND l.session_id = s.id AND o.fenced = 0 AND (o.owner = :me OR o.expires_at > :clock)
 )
 """
 
@@ -138,18 +139,33 @@ WHERE s.open_turn_id IS NOT NULL AND NOT EXISTS (
 _LIVE_SQL = (
     "SELECT l.session_id, s.parent_id, l.kind, s.depth, l.activation_id, l.ancestry,"
     " s.open_turn_id, l.interrupted, s.parked, l.disposing, l.resume, s.last_reason,"
-    " s.last_output, (SELECT count(*) FROM inbox i WHERE i.session_id = l.session_id"
-    " AND i.state IN ('queued', 'parked'))"
-    " FROM leases l JOIN sessions s ON s.id = l.session_id"
+    " s.last_output, (SELECT count(*) FROM inbox i WHERE i.root_id = l.root_id"
+    " AND i.session_id = l.session_id AND i.state IN ('queued', 'parked'))"
+    " FROM leases l JOIN sessions s ON s.root_id = l.root_id AND s.id = l.session_id"
     " WHERE l.activation_id IS NOT NULL AND"
 )
+_LIVE_OF_SQL = rooted(_LIVE_SQL + " {l.root}l.session_id = ?")
+_LEASE_SQL = rooted("SELECT owner, status, expires_at FROM leases WHERE {root}session_id = ?")
+_PUT_LEASE_SQL = inserting(
+    "INSERT INTO leases (root_id, session_id, owner, status, expires_at, activation_id, ancestry,"
+    " kind, interrupted, disposing, resume) VALUES ({root},?,?,?,?,?,?,?,0,0,?)"
+    " ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner,"
+    " status = excluded.status, expires_at = excluded.expires_at,"
+    " activation_id = excluded.activation_id, ancestry = excluded.ancestry,"
+    " kind = excluded.kind, interrupted = 0, disposing = 0, resume = excluded.resume"
+)
+_LEASE_STATUS_SQL = rooted(
+    "UPDATE leases SET status = ?, interrupted = ?, disposing = ?, resume = ?"
+    " WHERE {root}session_id = ? AND owner = ?"
+)
+_DROP_LEASE_SQL = rooted("DELETE FROM leases WHERE {root}session_id = ? AND owner = ?")
 
 
 # A lease row and its owner's (a lease whose owner row is gone has NULLs for the owner's columns:
 # fenced is never NULL in a row that exists)
-_LEASE_AND_OWNER_SQL = (
+_LEASE_AND_OWNER_SQL = rooted(
     "SELECT l.owner, l.status, l.expires_at, o.expires_at, o.fenced FROM leases l"
-    " LEFT JOIN owners o ON o.owner = l.owner WHERE l.session_id = ?"
+    " LEFT JOIN owners o ON o.owner = l.owner WHERE {l.root}l.session_id = ?"
 )
 
 
@@ -215,23 +231,24 @@ class LeaseTables:
     def orphaned_turns(self, owner: str, clock: float) -> list[OpenTurn]:
         """Open turns that no valid owner holds (crash recovery)."""
         rows = self._db.conn.execute(_ORPHANED_SQL, {"me": owner, "clock": clock}).fetchall()
-        return [OpenTurn._make(row) for row in rows]
+        for session_id, _, root in rows:
+            self._db.roots.place(session_id, root)
+        return [OpenTurn(session_id, turn_id) for session_id, turn_id, _ in rows]
 
     def get_lease(self, session_id: str) -> LeaseRow | None:
         """(owner, status, expires_at) of the session's lease row, if any (its owner's row
         says whether it is valid). Inside a group the owner's row is read with it, and both are
         kept in the group's reads (group_base.py `reads`) until this process writes them."""
         seen = self._db.reads()
+        root = self._db.roots.root(session_id)
         if seen is None:
-            row = self._db.conn.execute(
-                "SELECT owner, status, expires_at FROM leases WHERE session_id = ?", (session_id,)
-            ).fetchone()
+            row = self._db.conn.execute(*pick(_LEASE_SQL, root, (session_id,))).fetchone()
             return None if row is None else LeaseRow._make(row)
         key = ("lease", session_id)
         if key in seen:
             lease: LeaseRow | None = seen[key]
             return lease
-        found = self._db.conn.execute(_LEASE_AND_OWNER_SQL, (session_id,)).fetchone()
+        found = self._db.conn.execute(*pick(_LEASE_AND_OWNER_SQL, root, (session_id,))).fetchone()
         if found is None:
             seen[key] = None
             return None
@@ -257,15 +274,9 @@ class LeaseTables:
         db = self._db
         db.begin()
         self._written(session_id)
-        db.conn.execute(
-            "INSERT INTO leases (session_id, owner, status, expires_at, activation_id, ancestry,"
-            " kind, interrupted, disposing, resume) VALUES (?,?,?,?,?,?,?,0,0,?)"
-            " ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner,"
-            " status = excluded.status, expires_at = excluded.expires_at,"
-            " activation_id = excluded.activation_id, ancestry = excluded.ancestry,"
-            " kind = excluded.kind, interrupted = 0, disposing = 0, resume = excluded.resume",
-            (session_id, owner, status, expires_at, activation_id, ancestry, kind, int(resume)),
-        )
+        row = (session_id, owner, status, expires_at, activation_id, ancestry, kind, int(resume))
+        root = db.roots.root(session_id)
+        db.conn.execute(*pick_insert(_PUT_LEASE_SQL, root, session_id, row))
 
     def set_lease_status(
         self,
@@ -281,33 +292,29 @@ class LeaseTables:
         with the group's next statement (storage/deferred.py): nothing reads its answer."""
         db = self._db
         self._written(session_id)
-        db.defer(
-            "UPDATE leases SET status = ?, interrupted = ?, disposing = ?, resume = ?"
-            " WHERE session_id = ? AND owner = ?",
-            (status, int(interrupted), int(disposing), int(resume), session_id, owner),
-        )
+        row = (status, int(interrupted), int(disposing), int(resume), session_id, owner)
+        db.defer(*pick(_LEASE_STATUS_SQL, db.roots.root(session_id), row))
 
     def live_agents(self, owner: str) -> list[LiveRecord]:
         """Every agent `owner` holds live, as storage has it (registry rebuild)."""
-        return msgspec.convert(
-            self._db.conn.execute(_LIVE_SQL + " l.owner = ?", (owner,)).fetchall(),
-            list[LiveRecord],
-            strict=False,
-        )
+        rows = self._db.conn.execute(_LIVE_SQL + " l.owner = ?", (owner,)).fetchall()
+        for row in rows:
+            self._db.roots.learn(row[0], row[1])
+        return msgspec.convert(rows, list[LiveRecord], strict=False)
 
     def live_record(self, session_id: str) -> LiveRecord | None:
         """The live agent a session is in whichever process holds it (its lease says nothing of
         whether that owner is still valid)."""
-        row = self._db.conn.execute(_LIVE_SQL + " l.session_id = ?", (session_id,)).fetchone()
+        root = self._db.roots.root(session_id)
+        row = self._db.conn.execute(*pick(_LIVE_OF_SQL, root, (session_id,))).fetchone()
         return None if row is None else msgspec.convert(row, LiveRecord, strict=False)
 
     def drop_lease(self, session_id: str, owner: str) -> None:
         db = self._db
         db.begin()
         self._written(session_id)
-        db.conn.execute(
-            "DELETE FROM leases WHERE session_id = ? AND owner = ?", (session_id, owner)
-        )
+        root = db.roots.root(session_id)
+        db.conn.execute(*pick(_DROP_LEASE_SQL, root, (session_id, owner)))
 
     def _written(self, session_id: str) -> None:
         """The group's reads forget the session's lease row, about to change."""

@@ -330,3 +330,67 @@ def m013_mcp_tasks(db: Database) -> None:
     db.execute(TASKS_TABLE)
     for index in TASKS_INDEXES:
         db.execute(index)
+
+
+# The tables a tree's rows live in and how each row names its session (its tree is that
+# session's): m014 gives each a root_id, the id of the top session of its tree (storage/roots.py)
+ROOTED_TABLES = (
+    ("descriptors", "session_id"),
+    ("events", "session_id"),
+    ("inbox", "session_id"),
+    ("leases", "session_id"),
+    ("signals", "session_id"),
+    ("spending", "session_id"),
+    ("idempotency", "caller"),
+    ("tasks", "owner_id"),
+)
+# every session with the top of its tree: a session whose parent is missing tops a tree of its own
+ROOTS_CTE = """WITH RECURSIVE tree(id, root) AS (
+    SELECT id, id FROM sessions WHERE parent_id IS NULL
+        OR parent_id NOT IN (SELECT id FROM sessions)
+    UNION SELECT s.id, t.root FROM sessions s JOIN tree t ON s.parent_id = t.id
+)"""
+# a trace context's tree: its session's ("s:"), its message's ("m:") or its turn's ("t:")
+TRACE_ROOTS = """UPDATE trace_context SET root_id = coalesce(
+    (SELECT root_id FROM sessions WHERE id = substr(trace_context.key, 3)
+        AND trace_context.key LIKE 's:%'),
+    (SELECT s.root_id FROM inbox i JOIN sessions s ON s.id = i.session_id
+        WHERE i.message_id = substr(trace_context.key, 3) AND trace_context.key LIKE 'm:%'),
+    (SELECT s.root_id FROM sessions s WHERE s.open_turn_id = substr(trace_context.key, 3)
+        AND trace_context.key LIKE 't:%'),
+    (SELECT s.root_id FROM turns t JOIN sessions s ON s.id = t.session_id
+        WHERE t.turn_id = substr(trace_context.key, 3) AND trace_context.key LIKE 't:%'))"""
+
+
+@migrations()
+def m014_root_ids(db: Database) -> None:
+    """Every table a tree's rows live in carries its tree's root id (`root_id`), so each
+    statement of a rule names its tree and a distributed database could place a tree's rows
+    together (docs/architecture.md, "Sharding by root id").
+
+    Existing rows get it from the session lineage (a session on a parent cycle, reachable from no
+    top, is its own root); the host's idempotency keys (caller "") are the tree "" of their
+    own; a trace context whose session, message or turn is gone keeps none (NULL: never read by
+    a root). Inserts write it from the lineage this process knows."""
+    db.execute("ALTER TABLE sessions ADD COLUMN root_id TEXT")
+    db.execute(
+        ROOTS_CTE
+        + " UPDATE sessions SET root_id = (SELECT root FROM tree WHERE tree.id = sessions.id)"
+    )
+    db.execute("UPDATE sessions SET root_id = id WHERE root_id IS NULL")
+    db.execute("CREATE INDEX sessions_by_root ON sessions (root_id, path)")
+    for table, column in ROOTED_TABLES:
+        db.execute(f"ALTER TABLE {table} ADD COLUMN root_id TEXT")
+        db.execute(
+            f"UPDATE {table} SET root_id = (SELECT root_id FROM sessions"
+            f" WHERE sessions.id = {table}.{column})"
+        )
+    db.execute("UPDATE idempotency SET root_id = '' WHERE caller = ''")
+    db.execute("ALTER TABLE trace_context ADD COLUMN root_id TEXT")
+    db.execute(
+        "CREATE TEMP TABLE turns AS SELECT DISTINCT turn_id, session_id FROM events"
+        " WHERE turn_id IS NOT NULL"
+    )
+    db.execute("CREATE INDEX temp.turns_by_id ON turns (turn_id)")
+    db.execute(TRACE_ROOTS)
+    db.execute("DROP TABLE temp.turns")

@@ -51,29 +51,28 @@ ORDER BY m.root
 _MARKS_SQL = (
     "SELECT coalesce(max(seq), 0), (SELECT coalesce(max(position), 0) FROM inbox) FROM events"
 )
-# Under the lock, before each batch: the tree's sessions, each with whether it woke up since the
-# read (a lease, an open turn, a waiting message, a new child, event or message).
+# Under the lock, before each batch: the tree's sessions (its root id's), each with whether it
+# woke up since the read (a lease, an open turn, a waiting message, a new child, event or
+# message).
 _MEMBERS_SQL = """
-WITH RECURSIVE tree(id) AS (
-    SELECT id FROM sessions WHERE id = :root
-    UNION SELECT s.id FROM sessions s JOIN tree t ON s.parent_id = t.id
-)
-SELECT t.id, CASE WHEN
+SELECT s.id, CASE WHEN
     s.open_turn_id IS NOT NULL
     OR s.created_at >= :cutoff
-    OR EXISTS (SELECT 1 FROM leases l WHERE l.session_id = t.id)
-    OR EXISTS (SELECT 1 FROM inbox i WHERE i.session_id = t.id
+    OR EXISTS (SELECT 1 FROM leases l WHERE l.root_id = s.root_id AND l.session_id = s.id)
+    OR EXISTS (SELECT 1 FROM inbox i WHERE i.root_id = s.root_id AND i.session_id = s.id
                AND (i.state IN ('queued', 'parked') OR i.position > :position))
-    OR EXISTS (SELECT 1 FROM events e WHERE e.session_id = t.id AND e.seq > :seq)
-THEN 1 ELSE 0 END FROM tree t JOIN sessions s ON s.id = t.id ORDER BY t.id
+    OR EXISTS (SELECT 1 FROM events e WHERE e.root_id = s.root_id AND e.session_id = s.id
+               AND e.seq > :seq)
+THEN 1 ELSE 0 END FROM sessions s WHERE s.root_id = :root ORDER BY s.id
 """
 _DELETE_EVENTS_SQL = (
-    "DELETE FROM events WHERE seq IN"
-    " (SELECT seq FROM events WHERE session_id = ? ORDER BY seq LIMIT ?)"
+    "DELETE FROM events WHERE root_id = ? AND seq IN"
+    " (SELECT seq FROM events WHERE root_id = ? AND session_id = ? ORDER BY seq LIMIT ?)"
 )
 _DELETE_MESSAGES_SQL = (
-    "DELETE FROM inbox WHERE position IN (SELECT position FROM inbox WHERE session_id = ?"
-    " AND state NOT IN ('queued', 'parked') ORDER BY position LIMIT ?)"
+    "DELETE FROM inbox WHERE root_id = ? AND position IN (SELECT position FROM inbox"
+    " WHERE root_id = ? AND session_id = ? AND state NOT IN ('queued', 'parked')"
+    " ORDER BY position LIMIT ?)"
 )
 
 _DELETES = (("events", _DELETE_EVENTS_SQL), ("inbox", _DELETE_MESSAGES_SQL))
@@ -227,7 +226,7 @@ def _delete_batch(target: Target, root: str, marks: dict[str, Any], limit: int) 
     left = limit
     for session_id, _ in members:
         for table, sql in _DELETES:
-            cursor = conn.execute(sql + target.returning(table), (session_id, left))
+            cursor = conn.execute(sql + target.returning(table), (root, root, session_id, left))
             count = max(0, cursor.rowcount)
             row_bytes += target.deleted_bytes(cursor)
             counts[table] += count

@@ -16,6 +16,7 @@ from subagentd.extras import missing
 from subagentd.schema.records import SessionRecord
 from subagentd.storage.events import Events
 from subagentd.storage.inbox import Inbox
+from subagentd.storage.roots import NoRoots, Roots
 from subagentd.storage.sessions import Sessions
 from subagentd.storage.trees import Trees
 
@@ -29,6 +30,7 @@ class ReadOnly:
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+        self.roots: Roots = NoRoots()  # an older database has no root_id: rows by their keys alone
 
     def begin(self) -> None:
         raise sqlite3.OperationalError("the database was opened read-only")

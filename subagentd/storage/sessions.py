@@ -6,15 +6,26 @@ from typing import Any
 
 from subagentd.schema.records import OpenTurn, SessionRecord
 from subagentd.storage.paths import child_path, segment
+from subagentd.storage.roots import pick, rooted
 from subagentd.storage.table_access import Connected
 
 _SESSION_COLUMNS = (
     "id, parent_id, kind, label, created_at, depth, parked, open_turn_id, last_reason, last_output"
 )
 _SESSIONS_SQL = f"SELECT {_SESSION_COLUMNS} FROM sessions"
-_SESSION_SQL = _SESSIONS_SQL + " WHERE id = ?"
+_SESSION_SQL = rooted(_SESSIONS_SQL + " WHERE {root}id = ?")
 _INSERT_SQL = (
-    f"INSERT INTO sessions ({_SESSION_COLUMNS}, path, mode) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+    f"INSERT INTO sessions (root_id, {_SESSION_COLUMNS}, path, mode)"
+    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+_PARENT_SQL = rooted("SELECT path, root_id FROM sessions WHERE {root}id = ?")
+_DESCRIPTOR_SQL = rooted("SELECT body FROM descriptors WHERE {root}session_id = ?")
+_OPEN_TURN_SQL = rooted("UPDATE sessions SET open_turn_id = ? WHERE {root}id = ?")
+_END_TURN_SQL = rooted(
+    "UPDATE sessions SET open_turn_id = NULL, last_reason = ?, last_output = ? WHERE {root}id = ?"
+)
+_OPEN_CHILDREN_SQL = rooted(
+    "SELECT id, open_turn_id FROM sessions WHERE {root}parent_id = ? AND open_turn_id IS NOT NULL"
 )
 
 
@@ -25,8 +36,14 @@ class Sessions:
         self._db = db
 
     def get_session(self, session_id: str) -> SessionRecord | None:
-        row = self._db.conn.execute(_SESSION_SQL, (session_id,)).fetchone()
-        return _session(row) if row else None
+        roots = self._db.roots
+        row = self._db.conn.execute(*pick(_SESSION_SQL, roots.root(session_id), (session_id,)))
+        found = row.fetchone()
+        if not found:
+            return None
+        record = _session(found)
+        roots.learn(record.id, record.parent_id)
+        return record
 
     def all_sessions(self) -> list[SessionRecord]:
         """Every session, in no particular order (`subagentd inspect` draws the whole forest)."""
@@ -40,20 +57,25 @@ class Sessions:
         db = self._db
         db.begin()
         conn = db.conn
-        if descriptor is not None:  # first: its insert trigger clears the mode of an existing row
-            conn.execute(
-                "INSERT INTO descriptors (session_id, body) VALUES (?, ?)", (record.id, descriptor)
-            )
+        roots = db.roots
+        root = record.id
         if record.parent_id is None:
             path = segment(record.created_at, record.id)
         else:
-            above = conn.execute(
-                "SELECT path FROM sessions WHERE id = ?", (record.parent_id,)
-            ).fetchone()
+            known = roots.root(record.parent_id)
+            above = conn.execute(*pick(_PARENT_SQL, known, (record.parent_id,))).fetchone()
             path = child_path(above[0] if above else None, record.created_at, record.id)
+            root = known or (above[1] if above else None) or record.id
+        roots.place(record.id, root)
+        if descriptor is not None:  # first: its insert trigger clears the mode of an existing row
+            conn.execute(
+                "INSERT INTO descriptors (root_id, session_id, body) VALUES (?, ?, ?)",
+                (root, record.id, descriptor),
+            )
         conn.execute(
             _INSERT_SQL,
             (
+                root,
                 record.id,
                 record.parent_id,
                 record.kind,
@@ -70,19 +92,17 @@ class Sessions:
         )
 
     def get_descriptor(self, session_id: str) -> str | bytes | None:
-        row = self._db.conn.execute(
-            "SELECT body FROM descriptors WHERE session_id = ?", (session_id,)
-        ).fetchone()
+        root = self._db.roots.root(session_id)
+        row = self._db.conn.execute(*pick(_DESCRIPTOR_SQL, root, (session_id,))).fetchone()
         return row[0] if row else None
 
     def get_descriptors(self, session_ids: list[str]) -> dict[str, str | bytes | None]:
         marks = ",".join("?" * len(session_ids))
-        return dict(
-            self._db.conn.execute(
-                f"SELECT session_id, body FROM descriptors WHERE session_id IN ({marks})",
-                session_ids,
-            ).fetchall()
+        sql = rooted(
+            f"SELECT session_id, body FROM descriptors WHERE {{root}}session_id IN ({marks})"
         )
+        root = self._db.roots.common(session_ids)
+        return dict(self._db.conn.execute(*pick(sql, root, tuple(session_ids))).fetchall())
 
     def all_descriptors(self) -> dict[str, str | bytes | None]:
         """Every stored descriptor body by session id (`subagentd inspect`)."""
@@ -90,15 +110,17 @@ class Sessions:
 
     def set_open_turn(self, session_id: str, turn_id: str | None) -> None:
         """Held with the group's next statement (storage/deferred.py): nothing reads its answer."""
-        self._db.defer("UPDATE sessions SET open_turn_id = ? WHERE id = ?", (turn_id, session_id))
+        db = self._db
+        root = db.roots.root(session_id)
+        if turn_id is not None:
+            db.roots.tie(f"t:{turn_id}", session_id)
+        db.defer(*pick(_OPEN_TURN_SQL, root, (turn_id, session_id)))
 
     def end_turn(self, session_id: str, reason: str, output: str | None) -> None:
         db = self._db
         db.begin()
-        db.conn.execute(
-            "UPDATE sessions SET open_turn_id = NULL, last_reason = ?, last_output = ? WHERE id = ?",
-            (reason, output, session_id),
-        )
+        root = db.roots.root(session_id)
+        db.conn.execute(*pick(_END_TURN_SQL, root, (reason, output, session_id)))
 
     def open_turns(self) -> list[OpenTurn]:
         """Sessions whose turn was open when the process last stopped (crash recovery)."""
@@ -109,11 +131,11 @@ class Sessions:
 
     def open_children(self, parent_id: str) -> list[OpenTurn]:
         """The parent's children whose turn is open (sessions_by_parent)."""
-        rows = self._db.conn.execute(
-            "SELECT id, open_turn_id FROM sessions WHERE parent_id = ?"
-            " AND open_turn_id IS NOT NULL",
-            (parent_id,),
-        ).fetchall()
+        roots = self._db.roots
+        sql = pick(_OPEN_CHILDREN_SQL, roots.root(parent_id), (parent_id,))
+        rows = self._db.conn.execute(*sql).fetchall()
+        for child_id, _ in rows:
+            roots.learn(child_id, parent_id)
         return [OpenTurn._make(row) for row in rows]
 
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import logging
 import socket
 from collections.abc import Collection
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from subagentd.schema.records import SignalRow
+from subagentd.storage.roots import inserting, pick_insert
 
 if TYPE_CHECKING:
     from subagentd.storage.table_access import Connected
@@ -22,6 +23,18 @@ if TYPE_CHECKING:
 log = logging.getLogger("subagentd")
 
 _PREFIX = "udp:"
+_PUT_SQL = inserting(
+    "INSERT INTO signals (root_id, owner, session_id, kind, by) VALUES ({root}, ?, ?, ?, ?)"
+)
+
+
+def taken(db: Connected, rows: list[tuple[Any, ...]]) -> list[SignalRow]:
+    """Signal rows (seq, session_id, kind, by, root_id) as taken, in order: each session's
+    tree known from then on."""
+    for row in rows:
+        if row[4] is not None:
+            db.roots.place(row[1], row[4])
+    return [SignalRow(row[1], row[2], row[3]) for row in sorted(rows)]
 
 
 class Doorbell:
@@ -80,10 +93,8 @@ class Signals:
         after the commit."""
         db = self._db
         db.begin()
-        db.conn.execute(
-            "INSERT INTO signals (owner, session_id, kind, by) VALUES (?, ?, ?, ?)",
-            (owner, session_id, kind, by),
-        )
+        root = db.roots.root(session_id)
+        db.conn.execute(*pick_insert(_PUT_SQL, root, session_id, (owner, session_id, kind, by)))
         row = db.conn.execute("SELECT wake FROM owners WHERE owner = ?", (owner,)).fetchone()
         if row is not None and row[0]:
             db.ring_after_commit(row[0])
@@ -98,7 +109,8 @@ class Signals:
         caller's write transaction (one indexed read when there are none)."""
         db = self._db
         rows = db.conn.execute(
-            "SELECT seq, session_id, kind, by FROM signals WHERE owner = ? ORDER BY seq", (owner,)
+            "SELECT seq, session_id, kind, by, root_id FROM signals WHERE owner = ? ORDER BY seq",
+            (owner,),
         ).fetchall()
         if sessions is not None:
             rows = [row for row in rows if row[1] in sessions]
@@ -111,4 +123,4 @@ class Signals:
             )
         else:
             db.conn.executemany("DELETE FROM signals WHERE seq = ?", [(row[0],) for row in rows])
-        return [SignalRow(session_id, kind, by) for _, session_id, kind, by in rows]
+        return taken(db, rows)

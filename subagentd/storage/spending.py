@@ -15,6 +15,7 @@ import msgspec
 
 from subagentd.schema.budgets import COUNT_MAX, MONEY_MAX
 from subagentd.schema.records import SpendingRecord
+from subagentd.storage.roots import inserting, pick, pick_insert, rooted
 from subagentd.storage.table_access import Connected
 
 _COLUMNS = (
@@ -43,12 +44,12 @@ def _saturating(column: str, ceiling: int) -> str:
     )
 
 
-_CHARGE_SQL = (
-    "INSERT INTO spending (session_id, "
+_CHARGE_SQL = inserting(
+    "INSERT INTO spending (root_id, session_id, "
     + ", ".join(f"own_{c}" for c in _COUNTERS)
     + ", "
     + ", ".join(f"tree_{c}" for c in _COUNTERS)
-    + ") VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (session_id) DO UPDATE SET "
+    + ") VALUES ({root},?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (session_id) DO UPDATE SET "
     + ", ".join(
         _saturating(f"{p}_{c}", ceiling)
         for p in ("own", "tree")
@@ -56,18 +57,18 @@ _CHARGE_SQL = (
     )
 )
 _LIMITS = ("max_turns", "max_spawns", "max_tokens", "max_cost", "deadline")
-_SET_LIMITS_SQL = (
-    "INSERT INTO spending (session_id, limits_set, "
+_SET_LIMITS_SQL = inserting(
+    "INSERT INTO spending (root_id, session_id, limits_set, "
     + ", ".join(_LIMITS)
-    + ") VALUES (?,1,?,?,?,?,?) ON CONFLICT (session_id) DO UPDATE SET limits_set = 1, "
+    + ") VALUES ({root},?,1,?,?,?,?,?) ON CONFLICT (session_id) DO UPDATE SET limits_set = 1, "
     + ", ".join(f"{name} = excluded.{name}" for name in _LIMITS)
 )
-_CLOSE_POLICY_SQL = (
-    "INSERT INTO spending (session_id, close_policy) VALUES (?, ?)"
+_CLOSE_POLICY_SQL = inserting(
+    "INSERT INTO spending (root_id, session_id, close_policy) VALUES ({root}, ?, ?)"
     " ON CONFLICT (session_id) DO UPDATE SET close_policy = excluded.close_policy"
 )
-_STOPPED_SQL = (
-    "INSERT INTO spending (session_id, stopped) VALUES (?, ?)"
+_STOPPED_SQL = inserting(
+    "INSERT INTO spending (root_id, session_id, stopped) VALUES ({root}, ?, ?)"
     " ON CONFLICT (session_id) DO UPDATE SET stopped = excluded.stopped"
 )
 
@@ -123,9 +124,9 @@ class Spending:
 
     def _select(self, session_ids: Sequence[str]) -> dict[str, SpendingRecord]:
         marks = ",".join("?" * len(session_ids))
-        rows = self._db.conn.execute(
-            f"SELECT {_COLUMNS} FROM spending WHERE session_id IN ({marks})", list(session_ids)
-        ).fetchall()
+        sql = rooted(f"SELECT {_COLUMNS} FROM spending WHERE {{root}}session_id IN ({marks})")
+        root = self._db.roots.common(session_ids)
+        rows = self._db.conn.execute(*pick(sql, root, tuple(session_ids))).fetchall()
         return {row[0]: SpendingRecord(*row) for row in rows}
 
     def _written(self, session_ids: Sequence[str]) -> None:
@@ -157,8 +158,11 @@ class Spending:
             ]
         )
         none = (0, 0, 0, 0, 0)
+        db.roots.lineage(lineage)
+        root = db.roots.root(lineage[0]) if lineage else None
         for i, session_id in enumerate(lineage):  # a handful: trees are shallow
-            db.defer(_CHARGE_SQL, (session_id, *(spent if i == 0 else none), *spent))
+            row = (session_id, *(spent if i == 0 else none), *spent)
+            db.defer(*pick_insert(_CHARGE_SQL, root, session_id, row))
         seen = db.reads()
         if seen:
             for i, session_id in enumerate(lineage):
@@ -178,18 +182,19 @@ class Spending:
         db = self._db
         db.begin()
         self._written((session_id,))
-        db.conn.execute(
-            _SET_LIMITS_SQL, (session_id, max_turns, max_spawns, max_tokens, max_cost, deadline)
-        )
+        row = (session_id, max_turns, max_spawns, max_tokens, max_cost, deadline)
+        db.conn.execute(*pick_insert(_SET_LIMITS_SQL, db.roots.root(session_id), session_id, row))
 
     def set_close_policy(self, session_id: str, policy: str | None) -> None:
         db = self._db
         db.begin()
         self._written((session_id,))
-        db.conn.execute(_CLOSE_POLICY_SQL, (session_id, policy))
+        root = db.roots.root(session_id)
+        db.conn.execute(*pick_insert(_CLOSE_POLICY_SQL, root, session_id, (session_id, policy)))
 
     def set_stopped(self, session_id: str, stopped: bool) -> None:
         db = self._db
         db.begin()
         self._written((session_id,))
-        db.conn.execute(_STOPPED_SQL, (session_id, int(stopped)))
+        row = (session_id, int(stopped))
+        db.conn.execute(*pick_insert(_STOPPED_SQL, db.roots.root(session_id), session_id, row))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from subagentd.schema.records import TaskRecord
+from subagentd.storage.roots import ROOT_FIRST, inserting, pick, pick_insert, rooted
 from subagentd.storage.table_access import Connected
 
 _COLUMNS = (
@@ -17,11 +18,14 @@ _COLUMNS = (
     " ttl_ms, poll_ms, expires_at, output, result, progress_token"
 )
 OWNERS_BATCH = 10_000  # owners bound in one statement (under every backend's parameter limit)
-_INSERT_SQL = f"INSERT INTO tasks ({_COLUMNS}) VALUES ({','.join('?' * 14)})"
-_FINISH_SQL = (
-    "UPDATE tasks SET status = ?, status_message = ?, updated_at = ?, result = ?"
-    " WHERE task_id = ? AND status = 'working'"
+_INSERT_SQL = inserting(
+    f"INSERT INTO tasks (root_id, {_COLUMNS}) VALUES ({{root}},{','.join('?' * 14)})"
 )
+_FINISH_SQL = rooted(
+    "UPDATE tasks SET status = ?, status_message = ?, updated_at = ?, result = ?"
+    " WHERE {root}task_id = ? AND status = 'working'"
+)
+_TASK_SQL = rooted(f"SELECT {_COLUMNS} FROM tasks WHERE {{root}}task_id = ?")
 
 
 class Tasks:
@@ -31,13 +35,20 @@ class Tasks:
     def insert_task(self, record: TaskRecord) -> None:
         db = self._db
         db.begin()
-        db.conn.execute(_INSERT_SQL, _row(record))
+        # the tree of the agent that asked (its child may not exist: a refused spawn's task)
+        db.roots.tie(f"k:{record.task_id}", record.owner_id)
+        root = db.roots.root(record.owner_id)
+        db.conn.execute(*pick_insert(_INSERT_SQL, root, record.owner_id, _row(record)))
 
     def get_task(self, task_id: str) -> TaskRecord | None:
-        row = self._db.conn.execute(
-            f"SELECT {_COLUMNS} FROM tasks WHERE task_id = ?", (task_id,)
-        ).fetchone()
-        return None if row is None else TaskRecord(*row)
+        roots = self._db.roots
+        sql = pick(_TASK_SQL, roots.root_of(f"k:{task_id}"), (task_id,))
+        row = self._db.conn.execute(*sql).fetchone()
+        if row is None:
+            return None
+        record = TaskRecord(*row)
+        roots.tie(f"k:{task_id}", record.owner_id)
+        return record
 
     def finish_task(
         self, task_id: str, status: str, message: str | None, at: str, result: str
@@ -45,7 +56,9 @@ class Tasks:
         """A working task becomes terminal (once: False when it no longer was working)."""
         db = self._db
         db.begin()
-        return db.conn.execute(_FINISH_SQL, (status, message, at, result, task_id)).rowcount == 1
+        root = db.roots.root_of(f"k:{task_id}")
+        sql = pick(_FINISH_SQL, root, (status, message, at, result, task_id))
+        return db.conn.execute(*sql).rowcount == 1
 
     def working_tasks(self) -> list[TaskRecord]:
         return [
@@ -65,11 +78,12 @@ class Tasks:
         for start in range(0, len(owners), OWNERS_BATCH):
             batch = owners[start : start + OWNERS_BATCH]
             marks = ",".join("?" * len(batch))
+            root = self._db.roots.common(batch)
             sql = (
-                f"SELECT {_COLUMNS} FROM tasks WHERE owner_id IN ({marks})"
-                " AND (expires_at IS NULL OR expires_at > ?)"
+                f"SELECT {_COLUMNS} FROM tasks WHERE {ROOT_FIRST if root is not None else ''}"
+                f"owner_id IN ({marks}) AND (expires_at IS NULL OR expires_at > ?)"
             )
-            args: list[object] = [*batch, now]
+            args: list[object] = [*([root] if root is not None else []), *batch, now]
             if after is not None:
                 sql += " AND (created_at > ? OR (created_at = ? AND task_id > ?))"
                 args += [after[0], after[0], after[1]]
@@ -84,9 +98,11 @@ class Tasks:
         if not owners:
             return 0
         marks = ",".join("?" * len(owners))
+        sql = rooted(
+            f"SELECT count(*) FROM tasks WHERE {{root}}status = 'working' AND owner_id IN ({marks})"
+        )
         row = self._db.conn.execute(
-            f"SELECT count(*) FROM tasks WHERE status = 'working' AND owner_id IN ({marks})",
-            list(owners),
+            *pick(sql, self._db.roots.common(owners), tuple(owners))
         ).fetchone()
         return int(row[0])
 

@@ -122,6 +122,7 @@ def check_the_floor_writes_the_servers_row(
         "state": "queued",
         "turn_id": None,
         "created_at": "*",
+        "root_id": "root",
     }
 
 

@@ -50,13 +50,16 @@ def test_nothing_to_show_renders_no_subagents():
 
 
 def insert_session(core, sid, parent, created, kind="subagent", body=None, label="x"):
-    core.store.conn.execute(
-        "INSERT INTO sessions (id, parent_id, kind, label, created_at, depth) VALUES (?,?,?,?,?,1)",
-        (sid, parent, kind, label, created),
+    core.store.conn.execute(  # in its parent's tree (the parent's root), or its own
+        "INSERT INTO sessions (root_id, id, parent_id, kind, label, created_at, depth)"
+        " VALUES (coalesce((SELECT root_id FROM sessions WHERE id = ?), ?),?,?,?,?,?,1)",
+        (parent, sid, sid, parent, kind, label, created),
     )
     if body is not None:
         core.store.conn.execute(
-            "INSERT INTO descriptors (session_id, body) VALUES (?, ?)", (sid, body)
+            "INSERT INTO descriptors (root_id, session_id, body)"
+            " SELECT root_id, id, ? FROM sessions WHERE id = ?",
+            (body, sid),
         )
 
 
@@ -121,7 +124,8 @@ def test_a_descriptor_that_cannot_be_read_becomes_unavailable_and_the_rest_is_li
     insert_session(core, "fine", "r", "2026-01-01T00:00:02Z", body=good("fine"))
     # text that is not UTF-8: SQLite stores it, Python cannot read it back
     core.store.conn.execute(
-        "INSERT INTO descriptors (session_id, body) VALUES ('garbled', CAST(x'ff00fe' AS TEXT))"
+        "INSERT INTO descriptors (root_id, session_id, body)"
+        " VALUES ('garbled', 'garbled', CAST(x'ff00fe' AS TEXT))"
     )
     assert core.list("r").text == "garbled [diagnostic: unavailable]\nfine [ready] — fine"
     assert core.list("r", "descendants").text == (
@@ -286,12 +290,12 @@ def thousands_of_sessions(core: CoreHost, *, with_paths: bool) -> list[str]:
                 )
             else:  # as an older subagentd wrote them: no path, no mode
                 store.conn.execute(
-                    "INSERT INTO sessions (id, parent_id, kind, label, created_at, depth)"
-                    " VALUES (?, ?, 'subagent', 'x', ?, 1)",
+                    "INSERT INTO sessions (root_id, id, parent_id, kind, label, created_at,"
+                    " depth) VALUES ('r', ?, ?, 'subagent', 'x', ?, 1)",
                     (session_id, parent_id, created_at),
                 )
                 store.conn.execute(
-                    "INSERT INTO descriptors (session_id, body) VALUES (?, ?)",
+                    "INSERT INTO descriptors (root_id, session_id, body) VALUES ('r', ?, ?)",
                     (session_id, good("x")),
                 )
     store.commit()
@@ -316,8 +320,9 @@ def test_listing_thousands_of_sessions_uses_the_index(with_paths):
     agents, plans = plans_of_the_listing(core, "descendants")
     assert [a.id for a in agents] == order
     assert_only_indexed_reads(plans)
-    # one range scan of the path index, or (rows without paths) the level walk by parent
-    assert uses(plans, "sessions_by_path" if with_paths else "sessions_by_parent")
+    # one range scan of the tree's paths (root_id, path), or (rows without paths) the level walk
+    # by parent
+    assert uses(plans, "sessions_by_root" if with_paths else "sessions_by_parent")
 
     agents, plans = plans_of_the_listing(core, "children")
     assert [a.id for a in agents] == [a for a in order if a < "s00100"]

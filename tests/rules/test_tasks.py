@@ -153,17 +153,19 @@ def test_tasks_list_of_a_tree_past_every_bind_parameter_limit_lists_its_tasks(ba
     # 70,000 sessions below g1 (written as rows: past PostgreSQL's 65,535 bind parameters and
     # SQLite's 32,766 when the subtree's ids are sent as one list)
     rows = [
-        (f"s{i:05d}", "g1", "subagent", "l", "2026-01-01T00:00:00.000000Z", 3)
+        ("root", f"s{i:05d}", "g1", "subagent", "l", "2026-01-01T00:00:00.000000Z", 3)
         for i in range(70_000)
     ]
     with core.svc.transaction():
         core.store.set_parked("g1", False)  # opens the write transaction
-        sql = "INSERT INTO sessions (id, parent_id, kind, label, created_at, depth) VALUES "
+        sql = (
+            "INSERT INTO sessions (root_id, id, parent_id, kind, label, created_at, depth) VALUES "
+        )
         if backend == "sqlite":
-            core.store.conn.executemany(sql + "(?, ?, ?, ?, ?, ?)", rows)
+            core.store.conn.executemany(sql + "(?, ?, ?, ?, ?, ?, ?)", rows)
         else:
             with core.store.conn.raw.cursor() as cursor:
-                cursor.executemany(sql + "(%s, %s, %s, %s, %s, %s)", rows)
+                cursor.executemany(sql + "(%s, %s, %s, %s, %s, %s, %s)", rows)
         # and a task of the last of them (in the last batch of owners a listing reads)
         last = msgspec.structs.replace(
             core.store.get_task(second),

@@ -380,8 +380,8 @@ def test_the_walk_without_descriptors_lists_the_same_and_reads_only_what_it_lack
         )
     )
     core.store.conn.execute(
-        "INSERT INTO descriptors (session_id, body) VALUES"
-        ' (\'old\', \'{"version":1,"mode":"continuable","label":"from the descriptor"}\')'
+        "INSERT INTO descriptors (root_id, session_id, body) VALUES"
+        ' (\'root\', \'old\', \'{"version":1,"mode":"continuable","label":"from the descriptor"}\')'
     )
     expected = "\n".join(
         [

@@ -15,6 +15,11 @@ import pytest
 from subagentd.storage.database import SqliteStore
 from tests.core_host import CoreHost
 
+TREE_TABLE = re.compile(
+    r"\b(FROM|INTO|UPDATE|JOIN) (sessions|descriptors|events|inbox|leases|signals|spending"
+    r"|idempotency|tasks|trace_context)\b"
+)
+
 
 @contextmanager
 def statements(core: CoreHost) -> Iterator[Counter[str]]:
@@ -26,7 +31,13 @@ def statements(core: CoreHost) -> Iterator[Counter[str]]:
 
     def seen(sql: str) -> None:
         words = " ".join(sql.split())
-        session = re.search(r"'(c2|root)'", words)
+        named = "root_id = '" in words or (
+            words.startswith("INSERT") and "root_id" in words and "SELECT root_id" not in words
+        )
+        if TREE_TABLE.search(words) and not named:
+            counts[f"names no tree: {words}"] += 1
+        words = re.sub(r"root_id = '\w+' AND ", "", words)
+        session = re.search(r"'(c2)'", words) or re.search(r"'(root)'", words)
         head = re.split(r" (WHERE|VALUES|\() ", words)[0]
         counts[f"{head} [{session.group(1) if session else '-'}]"] += 1
 
@@ -69,6 +80,8 @@ def test_a_cold_resume_reads_the_session_its_descriptor_and_its_lease_once(settl
     assert counts["SELECT owner, status, expires_at FROM leases [c2]"] == 1
     # the budgets: the send's check, then the turn's start (its deadline from the same read)
     assert count(counts, lambda k: k.startswith("SELECT session_id, limits_set")) == 2
+    # every statement names the tree (`root_id = 'root' AND …`, an insert its root_id)
+    assert [key for key in counts if key.startswith("names no tree")] == []
     [start] = settled.take("turn/start", "c2")
     assert start["resume"] == {"version": 1, "mode": "continuable", "label": "task"}
 

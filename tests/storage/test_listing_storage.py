@@ -96,9 +96,9 @@ def test_the_range_scan_the_level_walk_and_the_rule_agree(rows, pick):
 def test_a_session_written_without_a_path_sends_listings_back_to_the_walk():
     store = SqliteStore(":memory:")
     insert(store, [("root", None, STAMPS[0]), ("c1", "root", STAMPS[1])])
-    store.conn.execute(  # as an older subagentd (or a hand edit) would write it
-        "INSERT INTO sessions (id, parent_id, kind, label, created_at, depth)"
-        " VALUES ('c0', 'root', 'subagent', 'c0', ?, 1)",
+    store.conn.execute(  # as a hand edit would write it: in the tree, without a path
+        "INSERT INTO sessions (root_id, id, parent_id, kind, label, created_at, depth)"
+        " VALUES ('root', 'c0', 'root', 'subagent', 'c0', ?, 1)",
         (STAMPS[0],),
     )
     assert Trees(store.group).subtree("root", WITH_BODY) is None

@@ -97,19 +97,20 @@ def db(request, tmp_path) -> Db:
 def old_tree(db: Db, root: str, events: int, messages: int) -> None:
     """A settled root written in 2020, with `events` events and `messages` delivered messages."""
     db.run(
-        "INSERT INTO sessions (id, parent_id, kind, label, created_at, depth, parked)"
-        " VALUES (?, NULL, 'ordinary', NULL, ?, 0, 0)",
-        (root, OLD),
+        "INSERT INTO sessions (root_id, id, parent_id, kind, label, created_at, depth, parked)"
+        " VALUES (?, ?, NULL, 'ordinary', NULL, ?, 0, 0)",
+        (root, root, OLD),
     )
     db.run(
-        "INSERT INTO events (session_id, turn_id, type, data, at) VALUES (?, NULL, 'note', ?, ?)",
-        [(root, '{"text": "' + "x" * 100 + '"}', OLD)] * events,
+        "INSERT INTO events (root_id, session_id, turn_id, type, data, at)"
+        " VALUES (?, ?, NULL, 'note', ?, ?)",
+        [(root, root, '{"text": "' + "x" * 100 + '"}', OLD)] * events,
         many=True,
     )
     db.run(
-        "INSERT INTO inbox (message_id, session_id, content, source, state, turn_id, created_at)"
-        " VALUES (?, ?, '[]', '{}', 'claimed', NULL, ?)",
-        [(f"{root}-m{i}", root, OLD) for i in range(messages)],
+        "INSERT INTO inbox (root_id, message_id, session_id, content, source, state, turn_id,"
+        " created_at) VALUES (?, ?, ?, '[]', '{}', 'claimed', NULL, ?)",
+        [(root, f"{root}-m{i}", root, OLD) for i in range(messages)],
         many=True,
     )
 

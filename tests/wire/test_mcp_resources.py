@@ -212,9 +212,10 @@ def test_the_agent_resource_names_the_last_report_of_its_newest_thousand_events(
     def append(*events: tuple[str, dict]) -> None:
         with sqlite3.connect(db) as conn:
             conn.executemany(
-                "INSERT INTO events (session_id, turn_id, type, data, at) VALUES (?,?,?,?,?)",
+                "INSERT INTO events (root_id, session_id, turn_id, type, data, at)"
+                " VALUES (?,?,?,?,?,?)",
                 [
-                    ("root", None, kind, json.dumps(data), "2026-01-01T00:00:00Z")
+                    ("root", "root", None, kind, json.dumps(data), "2026-01-01T00:00:00Z")
                     for kind, data in events
                 ],
             )

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from psycopg import Connection
 
+from subagentd.storage.migrations import ROOTED_TABLES, ROOTS_CTE, TRACE_ROOTS
+
 MIGRATIONS_TABLE = "subagentd_migrations"
 MIGRATION_LOCK = 0x5342_4144_4D49  # advisory lock key for migrations ("SBADMI")
 
@@ -186,6 +188,35 @@ CREATE INDEX tasks_expiry ON tasks (expires_at) WHERE expires_at IS NOT NULL;
 """,
     ),
 ]
+
+
+def _root_ids() -> str:
+    """m014_root_ids: every table a tree's rows live in carries its tree's root id, backfilled
+    from the session lineage as on SQLite."""
+    statements = [
+        'ALTER TABLE sessions ADD COLUMN root_id TEXT COLLATE "C";',
+        ROOTS_CTE
+        + " UPDATE sessions SET root_id = tree.root FROM tree WHERE tree.id = sessions.id;",
+        "UPDATE sessions SET root_id = id WHERE root_id IS NULL;",
+        "CREATE INDEX sessions_by_root ON sessions (root_id, path);",
+    ]
+    for table, column in ROOTED_TABLES:
+        statements += [
+            f'ALTER TABLE {table} ADD COLUMN root_id TEXT COLLATE "C";',
+            f"UPDATE {table} SET root_id = s.root_id FROM sessions s WHERE s.id = {table}.{column};",
+        ]
+    statements += [
+        "UPDATE idempotency SET root_id = '' WHERE caller = '';",
+        'ALTER TABLE trace_context ADD COLUMN root_id TEXT COLLATE "C";',
+        "CREATE TEMP TABLE turns ON COMMIT DROP AS SELECT DISTINCT turn_id, session_id"
+        " FROM events WHERE turn_id IS NOT NULL;",
+        "CREATE INDEX ON turns (turn_id);",
+        TRACE_ROOTS + ";",
+    ]
+    return "\n".join(statements)
+
+
+MIGRATIONS.append(("p007_root_ids", _root_ids()))
 NAMES = [name for name, _ in MIGRATIONS]
 
 

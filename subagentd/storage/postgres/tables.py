@@ -11,32 +11,32 @@ from subagentd.storage.events import EVENTS_SQL, Events
 from subagentd.storage.inbox import Inbox, inbox_record
 from subagentd.storage.leases import LeaseTables
 from subagentd.storage.paths import END
+from subagentd.storage.roots import inserting, pick, pick_insert, rooted
 from subagentd.storage.sessions import Sessions
-from subagentd.storage.signals import Signals
-from subagentd.storage.trees import CHILDREN_LISTING_SQL, WITH_BODY, Trees
+from subagentd.storage.signals import Signals, taken
+from subagentd.storage.trees import CHILDREN_LISTING_SQL, TOP_SQL, WITH_BODY, Trees
 
 if TYPE_CHECKING:
     pass
 
 
+_DESCRIPTORS_SQL = rooted(
+    "SELECT session_id, body FROM descriptors WHERE {root}session_id = ANY(?)"
+)
+
+
 class PgSessions(Sessions):
     def get_descriptors(self, session_ids: list[str]) -> dict[str, str | bytes | None]:
-        return dict(
-            self._db.conn.execute(
-                "SELECT session_id, body FROM descriptors WHERE session_id = ANY(?)",
-                (list(session_ids),),
-            ).fetchall()
-        )
+        root = self._db.roots.common(session_ids)
+        sql = pick(_DESCRIPTORS_SQL, root, (list(session_ids),))
+        return dict(self._db.conn.execute(*sql).fetchall())
 
 
 class PgInbox(Inbox):
-    def inbox_counts(self, session_id: str) -> InboxCounts:
-        row = self._db.conn.execute(
-            "SELECT count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state ="
-            " 'parked') FROM inbox WHERE session_id = ? AND state IN ('queued', 'parked')",
-            (session_id,),
-        ).fetchone()
-        return InboxCounts(int(row[0]), int(row[1]))
+    _counts = rooted(
+        "SELECT count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state ="
+        " 'parked') FROM inbox WHERE {root}session_id = ? AND state IN ('queued', 'parked')"
+    )
 
     def all_inbox_counts(self) -> dict[str, tuple[int, int]]:
         return {
@@ -57,12 +57,21 @@ class PgInbox(Inbox):
         )
 
 
+_EVENTS_INSERT = inserting(
+    "INSERT INTO events (root_id, session_id, turn_id, type, data, at)"
+    " SELECT {root}, ?, ?, t, d, ? FROM unnest(CAST(? AS text[]), CAST(? AS text[]))"
+    " WITH ORDINALITY AS e(t, d, n) ORDER BY n RETURNING seq"
+)
+
+
 class PgEvents(Events):
     def transcript(self, session_id: str) -> list[EventRecord]:
         """As on SQLite; no limit is `LIMIT NULL` (PostgreSQL refuses SQLite's `LIMIT -1`)."""
         return [
             EventRecord(seq=r[0], turn_id=r[1], type=r[2], data=r[3], at=r[4])
-            for r in self._db.conn.execute(EVENTS_SQL, (session_id, 0, None))
+            for r in self._db.conn.execute(
+                *pick(EVENTS_SQL, self._db.roots.root(session_id), (session_id, 0, None))
+            )
         ]
 
     def append_events(
@@ -77,10 +86,12 @@ class PgEvents(Events):
         if not events:
             return 0
         row = db.conn.execute(
-            "INSERT INTO events (session_id, turn_id, type, data, at)"
-            " SELECT ?, ?, t, d, ? FROM unnest(CAST(? AS text[]), CAST(? AS text[]))"
-            " WITH ORDINALITY AS e(t, d, n) ORDER BY n RETURNING seq",
-            (session_id, turn_id, at, [t for t, _ in events], [d for _, d in events]),
+            *pick_insert(
+                _EVENTS_INSERT,
+                db.roots.root(session_id),
+                session_id,
+                (session_id, turn_id, at, [t for t, _ in events], [d for _, d in events]),
+            )
         ).fetchall()
         return int(max(seq for (seq,) in row))
 
@@ -97,24 +108,28 @@ class PgLeases(LeaseTables):
 
 _SUBTREE_SQL = """
 SELECT b.id, b.parent_id, b.depth - ?, b.kind, b.label, {mode}, {body}, {ended} FROM sessions b
-WHERE b.path > ? AND b.path < ? ORDER BY b.path
+WHERE {{b.root}}b.path > ? AND b.path < ? ORDER BY b.path
 """
+_PATHLESS_SQL = rooted("SELECT 1 FROM sessions WHERE {root}path IS NULL LIMIT 1")
 
 
 class PgTrees(Trees):
-    _children_listing = CHILDREN_LISTING_SQL.format(parked_index="", **WITH_BODY)
+    _by_parent = ""
+    _children_listing = rooted(CHILDREN_LISTING_SQL.format(parked_index="", **WITH_BODY))
 
     def subtree(self, root_id: str, parts: dict[str, str]) -> list[tuple[Any, ...]] | None:
         """One range scan over paths (storage/trees.py), or None when some session has none."""
         conn = self._db.conn
-        top = conn.execute("SELECT path, depth FROM sessions WHERE id = ?", (root_id,)).fetchone()
+        tree = self._db.roots.root(root_id)
+        top = conn.execute(*pick(TOP_SQL, tree, (root_id,))).fetchone()
         if top is None or top[0] is None:
             return None
-        if conn.execute("SELECT 1 FROM sessions WHERE path IS NULL LIMIT 1").fetchone():
+        if conn.execute(*pick(_PATHLESS_SQL, tree, ())).fetchone():
             return None
         low, base = top
         rows: list[tuple[Any, ...]]
-        rows = conn.execute(_SUBTREE_SQL.format(**parts), (base, low, low + END)).fetchall()
+        sql = rooted(_SUBTREE_SQL.format(**parts))
+        rows = conn.execute(*pick(sql, tree, (base, low, low + END))).fetchall()
         return rows
 
 
@@ -126,29 +141,35 @@ class PgSignals(Signals):
     ahead, or every tree's) deletes and returns them in one. Outside a group (a heartbeat's look)
     it stays one read, so finding none writes nothing."""
 
-    _PUT = (
-        "WITH s AS (INSERT INTO signals (owner, session_id, kind, by) VALUES (?, ?, ?, ?))"
+    _PUT = inserting(
+        "WITH s AS (INSERT INTO signals (root_id, owner, session_id, kind, by)"
+        " VALUES ({root}, ?, ?, ?, ?))"
         " SELECT pg_notify(wake, ?) FROM owners WHERE owner = ? AND wake <> ''"
     )
-    _TAKE = "DELETE FROM signals WHERE owner = ? RETURNING seq, session_id, kind, by"
-    # a ring's take: the sessions' rows, each with its session's inbox as read in the same
-    # statement (its queued and parked counts, its next queued message)
-    _TAKE_OF = (
-        "WITH t AS (DELETE FROM signals WHERE owner = ? AND session_id = ANY(?)"
-        " RETURNING seq, session_id, kind, by)"
-        " SELECT t.seq, t.session_id, t.kind, t.by, c.queued, c.parked, n.*"
+    # a ring's take: the sessions' rows (of one tree), each with its session's inbox as read in
+    # the same statement (its queued and parked counts, its next queued message)
+    _TAKE_OF = rooted(
+        "WITH t AS (DELETE FROM signals WHERE {root}owner = ? AND session_id = ANY(?)"
+        " RETURNING seq, session_id, kind, by, root_id)"
+        " SELECT t.seq, t.session_id, t.kind, t.by, t.root_id, c.queued, c.parked, n.*"
         " FROM t CROSS JOIN LATERAL (SELECT count(*) FILTER (WHERE state = 'queued') AS queued,"
         " count(*) FILTER (WHERE state = 'parked') AS parked FROM inbox"
-        " WHERE session_id = t.session_id AND state IN ('queued', 'parked')) c"
+        " WHERE root_id = t.root_id AND session_id = t.session_id"
+        " AND state IN ('queued', 'parked')) c"
         " LEFT JOIN LATERAL (SELECT position, message_id, session_id, content, source, state,"
-        " turn_id FROM inbox WHERE session_id = t.session_id AND state = 'queued'"
-        " ORDER BY position LIMIT 1) n ON true"
+        " turn_id FROM inbox WHERE root_id = t.root_id AND session_id = t.session_id"
+        " AND state = 'queued' ORDER BY position LIMIT 1) n ON true"
     )
 
     def put_signal(self, owner: str, session_id: str, kind: str, by: str | None) -> None:
         db = self._db
         db.begin()
-        db.conn.execute(self._PUT, (owner, session_id, kind, by, session_id, owner))
+        root = db.roots.root(session_id)
+        db.conn.execute(
+            *pick_insert(
+                self._PUT, root, session_id, (owner, session_id, kind, by, session_id, owner)
+            )
+        )
 
     def take_signals(self, owner: str, sessions: Collection[str] | None = None) -> list[SignalRow]:
         db = self._db
@@ -156,13 +177,19 @@ class PgSignals(Signals):
             return super().take_signals(owner, sessions)
         db.begin()
         if sessions is None:
-            rows = db.conn.execute(self._TAKE, (owner,)).fetchall()
-            return [SignalRow(session_id, kind, by) for _, session_id, kind, by in sorted(rows)]
-        rows = db.conn.execute(self._TAKE_OF, (owner, list(sessions))).fetchall()
-        rows.sort(key=lambda row: row[0])
+            rows = db.conn.execute(
+                "DELETE FROM signals WHERE owner = ? RETURNING seq, session_id, kind, by, root_id",
+                (owner,),
+            ).fetchall()
+            return taken(db, rows)
+        root = db.roots.common(sessions)
+        rows = db.conn.execute(*pick(self._TAKE_OF, root, (owner, list(sessions)))).fetchall()
         if len(rows) != 1:  # acting on one changes what the next would have read: read then
-            return [SignalRow(row[1], row[2], row[3]) for row in rows]
-        _, session_id, kind, by, queued, parked, *first = rows[0]
+            return taken(db, [row[:5] for row in rows])
+        _, session_id, kind, by, _root, queued, parked, *first = rows[0]
+        taken(db, [rows[0][:5]])
+        if first[0] is not None:
+            db.roots.tie(f"m:{first[1]}", session_id)
         return [
             SignalRow(
                 session_id,
