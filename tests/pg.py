@@ -179,6 +179,27 @@ class PostgresStores:
             self.databases[key] = self.server.new_database()
         return self.server.url(self.databases[key], tcp=tcp)
 
+    def older(self, path: str, keep: int) -> str:
+        """The URL of a new database standing for `path`, made by the first `keep` of this
+        build's PostgreSQL migrations only (as an older version left it; not a copy of the
+        migrated template), dropped at the end like the others."""
+        import psycopg
+
+        from subagentd.storage.postgres import migrations
+
+        name = f"older_{len(self.databases)}_{os.getpid()}"
+        self.server.execute(f"CREATE DATABASE {name}")
+        self.databases[path] = name
+        url = self.url(path)
+        every = migrations.MIGRATIONS
+        migrations.MIGRATIONS = every[:keep]
+        try:
+            with psycopg.connect(url) as conn:
+                migrations.migrate(conn)
+        finally:
+            migrations.MIGRATIONS = every
+        return url
+
     def __call__(self, path: str | None, clock: object = None) -> object:
         from subagentd.storage.postgres.store import PostgresStore
 

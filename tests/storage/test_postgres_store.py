@@ -9,7 +9,6 @@ real server; split by mechanism they would repeat the same two-store setups."""
 
 from __future__ import annotations
 
-import os
 import select
 
 import psycopg
@@ -496,18 +495,12 @@ def test_every_session_id_column_collates_as_sessions_id_so_its_index_serves_the
             ), plan
 
 
-def test_a_database_made_before_p003_keeps_its_rows_and_is_migrated_at_open(pg_stores, monkeypatch):
+def test_a_database_made_before_p003_keeps_its_rows_and_is_migrated_at_open(pg_stores):
     from subagentd.storage.postgres import migrations
     from subagentd.storage.postgres.store import PostgresStore
 
-    name = f"empty_{os.getpid()}"
-    pg_stores.server.execute(f"CREATE DATABASE {name}")  # not the migrated template's copy
-    pg_stores.databases["before-p003"] = name  # dropped at the end
-    url = pg_stores.url("before-p003")
+    url = pg_stores.older("before-p003", 2)
     with psycopg.connect(url) as conn:
-        monkeypatch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:2])
-        migrations.migrate(conn)
-        monkeypatch.undo()
         conn.execute("INSERT INTO descriptors (session_id, body) VALUES ('s1', '{}')")
         conn.execute(
             "INSERT INTO events (session_id, type, at) VALUES ('s1', 'descriptor', '2026')"

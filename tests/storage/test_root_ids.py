@@ -4,7 +4,6 @@ the store writes carries it (storage/roots.py)."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
 
 import psycopg
@@ -109,18 +108,12 @@ def test_upgrading_a_sqlite_database_gives_every_row_its_tree_root(tmp_path):
         store.close()
 
 
-def test_upgrading_a_postgres_database_gives_every_row_its_tree_root(pg_stores, monkeypatch):
+def test_upgrading_a_postgres_database_gives_every_row_its_tree_root(pg_stores):
     from subagentd.storage.postgres import migrations as pg_migrations
     from subagentd.storage.postgres.store import PostgresStore
 
-    name = f"before_roots_{os.getpid()}"
-    pg_stores.server.execute(f"CREATE DATABASE {name}")  # not the migrated template's copy
-    pg_stores.databases["before-p007"] = name  # dropped at the end
-    url = pg_stores.url("before-p007")
+    url = pg_stores.older("before-p007", len(pg_migrations.MIGRATIONS) - 1)
     with psycopg.connect(url) as conn:
-        monkeypatch.setattr(pg_migrations, "MIGRATIONS", pg_migrations.MIGRATIONS[:-1])
-        pg_migrations.migrate(conn)
-        monkeypatch.undo()
         assert "p007_root_ids" not in pg_migrations.applied(conn)
         insert_old_rows(conn, "%s")
         conn.commit()
