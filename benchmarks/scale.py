@@ -257,23 +257,36 @@ def _tool(server: Server, name: str, arguments: dict[str, Any]) -> bytes:
     return server.frame("tools/call", {"name": name, "arguments": arguments}, server.take_id())
 
 
+def idle_children(server: Server, k: int, deadline: float) -> list[str]:
+    """A runner server initialized, K children spawned (c0…) and their first turns ended."""
+    initialize(server, STATUS_CAPS)
+    ids = [f"c{i}" for i in range(k)]
+    spawns = [
+        _tool(server, "spawn_agent", {"label": a, "prompt": "go", "child_id": a}) for a in ids
+    ]
+    server.write(b"".join(spawns))
+    _until_idle(server, set(ids), deadline)
+    return ids
+
+
+def follow_ups(server: Server, ids: list[str]) -> bytes:
+    """One send_message to each child, as the frames of one pipelined write."""
+    return b"".join(
+        _tool(server, "send_message", {"subagent_id": a, "message": "next"}) for a in ids
+    )
+
+
 def runner_rate(tmp: str, command: str, running: int, k: int) -> dict[str, Any]:
     """K runner turns of `command` at --max-running `running` (see the module docstring)."""
     db = os.path.join(tmp, f"runner-{running}-{time.monotonic_ns()}.db")
     server = start(db, "--caller", "root", "--runner", command, "--max-running", str(running))
     try:
-        initialize(server, STATUS_CAPS)
-        ids = [f"c{i}" for i in range(k)]
         deadline = time.perf_counter() + 300
-        spawns = [
-            _tool(server, "spawn_agent", {"label": a, "prompt": "go", "child_id": a}) for a in ids
-        ]
-        server.write(b"".join(spawns))
-        _until_idle(server, set(ids), deadline)
-        sends = [_tool(server, "send_message", {"subagent_id": a, "message": "next"}) for a in ids]
+        ids = idle_children(server, k, deadline)
+        sends = follow_ups(server, ids)
         cpu = cpu_seconds(server.proc.pid)
         t0 = time.perf_counter()
-        server.write(b"".join(sends))
+        server.write(sends)
         _until_idle(server, set(ids), deadline)
         elapsed = time.perf_counter() - t0
         cpu = cpu_seconds(server.proc.pid) - cpu

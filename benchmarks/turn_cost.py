@@ -79,7 +79,7 @@ import time  # noqa: E402
 from collections import Counter  # noqa: E402
 
 from harness import Server, server_command  # noqa: E402
-from scale import STATUS_CAPS, _tool, _until_idle, initialize  # noqa: E402
+from scale import _until_idle, follow_ups, idle_children  # noqa: E402
 
 HERE = os.path.abspath(__file__)
 STDLIB = os.path.dirname(os.__file__)
@@ -117,22 +117,14 @@ def count(tmp: str, running: int, k: int) -> Counter[tuple[str, str, str]]:
     command += ["--caller", "root", "--runner", "true", "--max-running", str(running)]
     server = Server(command, prefix=[HERE, "--counted"], env={"TURN_COST_OUT": out})
     try:
-        initialize(server, STATUS_CAPS)
-        ids = [f"c{i}" for i in range(k)]
         deadline = time.perf_counter() + 600
-        spawns = [
-            _tool(server, "spawn_agent", {"label": a, "prompt": "go", "child_id": a}) for a in ids
-        ]
-        server.write(b"".join(spawns))
-        _until_idle(server, set(ids), deadline)
+        ids = idle_children(server, k, deadline)
         for counted in (False, True):
-            sends = [
-                _tool(server, "send_message", {"subagent_id": a, "message": "next"}) for a in ids
-            ]
+            sends = follow_ups(server, ids)
             if counted:
                 os.kill(server.proc.pid, signal.SIGUSR1)
                 _wait_file(out + ".on", time.monotonic() + 30)
-            server.write(b"".join(sends))
+            server.write(sends)
             _until_idle(server, set(ids), deadline)
         os.kill(server.proc.pid, signal.SIGUSR2)
         _wait_file(out, time.monotonic() + 30)
